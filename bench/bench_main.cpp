@@ -1,0 +1,2 @@
+// placeholder replaced by the bench program
+int main() { return 0; }

@@ -1,0 +1,154 @@
+// The syntax tree the parser builds and sema reads. Every node keeps the location of the
+// token that made it (for an operator: the operator token; for a call: the callee name).
+#pragma once
+#include "source/Diagnostics.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shmapc::ast {
+
+enum class DTypeName { F32, F64, I32, Bool };
+
+// `f32[8,4]`
+struct TypeExpr {
+  Loc loc;
+  DTypeName dtype = DTypeName::F32;
+  std::vector<int64_t> shape;
+};
+
+struct Expr;
+using ExprPtr = std::unique_ptr<Expr>;
+
+// One component of an index expression `x[...]`.
+struct IndexItem {
+  enum Kind { Index, Slice, NewAxis } kind = Index;
+  Loc loc;
+  ExprPtr index;                            // Index: the index (an integer literal, maybe negated)
+  ExprPtr start, stop, step;                // Slice: each may be null
+};
+
+struct Expr {
+  enum Kind {
+    IntLit,      // intValue
+    FloatLit,    // floatValue
+    BoolLit,     // boolValue
+    StringLit,   // name holds the string (axis names, labels)
+    NoneLit,     // `None` (in P(None, "y"))
+    Name,        // name; `module.name` has module set
+    ArrayLit,    // `[a, b, c]`: items
+    TupleLit,    // `(a, b)` / `(a,)`: items
+    TypeArg,     // a type used as an argument: `zeros(f32[4])`: type
+    Unary,       // op ("-" or "!"), items[0]
+    Binary,      // op ("+","-","*","/","%","@","==","!=","<","<=",">",">=","&&","||"), items[0], items[1]
+    Call,        // callee name (+ module), items = positional args, kwargs = keyword args
+    Index,       // items[0] = base, indices
+  } kind;
+  Loc loc;
+  int64_t intValue = 0;
+  double floatValue = 0;
+  bool boolValue = false;
+  std::string name;
+  std::string module;   // for Name / Call: `nn.dense` -> module "nn", name "dense"
+  std::string op;
+  std::vector<ExprPtr> items;
+  struct KwArg {
+    std::string name;
+    Loc loc;
+    ExprPtr value;
+  };
+  std::vector<KwArg> kwargs;
+  std::vector<IndexItem> indices;
+  std::optional<TypeExpr> type;
+};
+
+struct Stmt;
+using StmtPtr = std::unique_ptr<Stmt>;
+using Block = std::vector<StmtPtr>;
+
+struct Stmt {
+  enum Kind {
+    Let,      // `let a, b = value;` names (one or more), value
+    Assign,   // `a = value;` names[0], value
+    Print,    // `print(value)` / `print("label", value)`: label (may be empty), value
+    Return,   // `return a, b;` values (maybe empty)
+    ExprStmt, // a call evaluated for nothing: value
+    For,      // `for i in range(lo, hi) { body }`: names[0] = i, lo, hi (static ints)
+    If,       // `if cond { body } else { elseBody }`: value = cond
+  } kind;
+  Loc loc;
+  std::vector<std::string> names;
+  std::vector<Loc> nameLocs;
+  ExprPtr value;
+  std::vector<ExprPtr> values;
+  std::string label;
+  int64_t lo = 0, hi = 0;
+  Block body, elseBody;
+};
+
+// A parameter's type is optional: a function is instantiated once per distinct list of
+// argument types (and static axis-name arguments) it is called with, as JAX traces a Python
+// function; a written type is checked against the argument. A parameter may also receive a
+// static axis-name argument (`"x"` or `("x","y")`) for use in collectives.
+struct Param {
+  std::string name;
+  Loc loc;
+  std::optional<TypeExpr> type;
+};
+
+// `@shmap(mesh=M, in_specs=..., out_specs=..., check_vma=..., auto_pbroadcast=...)`
+struct PartitionSpecExpr {
+  Loc loc;
+  // One entry per array dimension; each entry lists the axis names (empty for None),
+  // major to minor, with their locations.
+  std::vector<std::vector<std::string>> dims;
+  std::vector<std::vector<Loc>> dimLocs;
+};
+
+struct ShmapAttrs {
+  Loc loc;
+  std::string mesh;
+  Loc meshLoc;
+  std::vector<PartitionSpecExpr> inSpecs, outSpecs;
+  Loc inSpecsLoc, outSpecsLoc;
+  bool checkVma = true;
+  bool autoPbroadcast = true;
+};
+
+struct FuncDecl {
+  Loc loc;          // the function name
+  std::string name;
+  std::string module;  // the module that defined it ("" for the main file)
+  std::vector<Param> params;
+  std::vector<TypeExpr> results;  // checked against what the body returns, when written
+  bool hasResultArrow = false;
+  std::optional<ShmapAttrs> shmap;
+  Block body;
+};
+
+struct MeshDecl {
+  Loc loc;
+  std::string name;
+  std::vector<std::string> axes;
+  std::vector<int64_t> sizes;
+  std::vector<Loc> axisLocs;
+};
+
+struct ImportDecl {
+  Loc loc;
+  std::string module;
+};
+
+struct Program {
+  std::vector<ImportDecl> imports;
+  std::vector<MeshDecl> meshes;
+  std::vector<std::unique_ptr<FuncDecl>> funcs;
+};
+
+// Prints the tree as an indented S-expression (`--emit=ast`).
+std::string printAST(const Program &program);
+
+} // namespace shmapc::ast

@@ -1,0 +1,144 @@
+// The IR: a jaxpr-like SSA form. A Module holds meshes and functions; a Func is a flat list
+// of equations (Eqn), each applying one primitive to typed input values and defining typed
+// output values. Higher-order primitives (call, shmap, loop, cond) refer to other Funcs.
+// Every value's Type has room for a variance set: the mesh axes it may vary over.
+#pragma once
+#include "source/Diagnostics.h"
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace shmapc::ir {
+
+enum class Prim {
+#define PRIM(Id, Name, Kind, NumIn, NumOut) Id,
+#include "ir/Primitives.def"
+#undef PRIM
+};
+enum class PrimKind { Const, Unary, Binary, Compare, Other, Collective, HigherOrder, Effect };
+
+struct PrimInfo {
+  const char *name;
+  PrimKind kind;
+  int numIn, numOut;  // -1 = variadic
+};
+const PrimInfo &primInfo(Prim p);
+const char *primName(Prim p);
+bool primFromName(const std::string &name, Prim &out);
+constexpr int kNumPrims = 0
+#define PRIM(Id, Name, Kind, NumIn, NumOut) +1
+#include "ir/Primitives.def"
+#undef PRIM
+    ;
+
+enum class DType : uint8_t { F32, F64, I32, Bool };
+const char *dtypeName(DType t);
+int64_t dtypeSize(DType t);  // bytes per element (bool = 1)
+bool isFloat(DType t);
+
+// Bit i set = may vary over mesh axis i of the enclosing mesh.
+using AxisSet = uint32_t;
+
+struct Type {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  AxisSet vary = 0;
+  int64_t rank() const { return (int64_t)shape.size(); }
+  int64_t numElements() const;
+  int64_t byteSize() const { return numElements() * dtypeSize(dtype); }
+  bool sameShape(const Type &o) const { return dtype == o.dtype && shape == o.shape; }
+  bool operator==(const Type &o) const {
+    return dtype == o.dtype && shape == o.shape && vary == o.vary;
+  }
+  bool operator!=(const Type &o) const { return !(*this == o); }
+};
+
+struct Mesh {
+  std::string name;
+  std::vector<std::string> axes;
+  std::vector<int64_t> sizes;
+  Loc loc;
+  int64_t numDevices() const;
+  int axisIndex(const std::string &axis) const;  // -1 if unknown
+};
+
+// A partition spec: for each array dimension, the mesh axis indices it is split over,
+// major to minor. Dimensions beyond dims.size() are unsplit.
+struct PartitionSpec {
+  std::vector<std::vector<int>> dims;
+  AxisSet axes() const;  // every axis mentioned
+  bool operator==(const PartitionSpec &o) const { return dims == o.dims; }
+};
+
+// Printing: `{}` is never printed for an invariant value; `x:f32[3,4]{i}` for a varying one.
+std::string typeToString(const Type &t, const Mesh *mesh);
+std::string specToString(const PartitionSpec &s, const Mesh &mesh);
+
+struct Value {
+  int id = 0;          // unique within its Func
+  Type type;
+  std::string hint;    // the source name it was bound to, if any (for printing)
+};
+
+using Attr = std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>,
+                          std::vector<PartitionSpec>>;
+
+struct Func;
+
+struct Eqn {
+  Prim prim;
+  std::vector<Value *> ins;
+  std::vector<Value *> outs;
+  std::map<std::string, Attr> params;
+  std::vector<Func *> bodies;  // callee / shmap body / loop body / cond branches
+  Loc loc;
+
+  int64_t intParam(const std::string &k) const;
+  const std::vector<int64_t> &intsParam(const std::string &k) const;
+  const std::string &strParam(const std::string &k) const;
+  const std::vector<double> &doublesParam(const std::string &k) const;
+  const std::vector<PartitionSpec> &specsParam(const std::string &k) const;
+  bool has(const std::string &k) const { return params.count(k) != 0; }
+};
+
+struct Func {
+  std::string name;
+  Loc loc;
+  std::vector<Value *> params;
+  std::vector<Eqn> eqns;
+  std::vector<Value *> results;
+  // The mesh whose axes collectives in this body refer to: set for shmap bodies, for loop/cond
+  // bodies nested in them, and for plain functions called from inside a shmap.
+  const Mesh *mesh = nullptr;
+  bool isShmapBody = false;
+  bool checkVma = true;         // issue 3: variance checking on
+  bool autoPbroadcast = true;   // issue 3: automatic pbroadcast insertion on
+  bool isNested = false;        // a loop body / cond branch (printed inside its owner)
+
+  Value *newValue(const Type &t, const std::string &hint = "");
+  std::deque<Value> values;  // owns every Value of this Func (stable addresses)
+  int nextId = 0;
+};
+
+struct Module {
+  std::vector<std::unique_ptr<Mesh>> meshes;
+  std::vector<std::unique_ptr<Func>> funcs;  // every Func, nested bodies included
+  Func *main = nullptr;
+  Func *newFunc(const std::string &name);
+};
+
+// --emit=ir: prints every non-nested function; nested bodies print inline, indented.
+std::string printModule(const Module &m);
+std::string printFunc(const Func &f);
+
+// Checks structural invariants: every operand defined before use in its Func (params, earlier
+// outs), arities match PrimInfo, element-wise operand shapes equal, bodies' signatures match
+// their eqn, collectives only in Funcs with a mesh. Returns the problems found (empty = ok).
+std::vector<std::string> verifyModule(const Module &m);
+
+} // namespace shmapc::ir

@@ -1,0 +1,124 @@
+/* The C ABI between code that shmapc emits and the runtime library (libshmap_runtime.a).
+ *
+ * Every emitted function has the signature  void f(shm_device *dev, void **outs, void **ins):
+ * `ins[i]` points at input i's buffer, `outs[i]` at a buffer the caller allocated for result i
+ * (the callee writes it). Buffers are dense, row-major, of the value's static type. `dev` is the
+ * device a shmap body runs on, or NULL in host code (main and what it calls outside shmaps).
+ *
+ * The executable's main() lives in the runtime: it reads `--stats` / SHMAP_STATS=1, calls the
+ * emitted `shm_user_main(NULL, NULL, NULL)`, and prints the collective statistics table.
+ *
+ * dtype codes: 0 = f32, 1 = f64, 2 = i32, 3 = bool (1 byte, 0 or 1).
+ * Partition specs are encoded as int32 arrays: for each array dimension in order, the number of
+ * mesh axes it is split over, then those axis indices (major to minor). P(("x","y"), None) on a
+ * mesh (x, y) is {2, 0, 1, 0}.
+ * Axis lists (`axes`, `naxes`) are mesh axis indices in the order the program listed them; a
+ * device's index in the group is row-major over them.
+ */
+#ifndef SHMAP_RUNTIME_H
+#define SHMAP_RUNTIME_H
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { SHM_F32 = 0, SHM_F64 = 1, SHM_I32 = 2, SHM_BOOL = 3 };
+enum { SHM_REDUCE_SUM = 0, SHM_REDUCE_MAX = 1, SHM_REDUCE_MIN = 2 };
+enum { SHM_RANDOM_NORMAL = 0, SHM_RANDOM_UNIFORM = 1 };
+
+typedef struct shm_device shm_device;
+typedef void (*shm_fn)(shm_device *dev, void **outs, void **ins);
+
+/* ---- memory (64-byte aligned; never returns NULL: aborts with a message on exhaustion) */
+void *shm_alloc(int64_t bytes);
+void shm_free(void *p);
+
+/* ---- shmap: run `body` on every device of the mesh, one thread per device.
+ * Splits each global input by its spec into per-device blocks, calls body(dev, block_outs,
+ * block_ins) on each device, then assembles every global output from the blocks by its out
+ * spec (for mesh axes an out spec leaves unmapped, the block of the device with coordinate 0
+ * on those axes is used). */
+typedef struct {
+  int32_t rank;
+  const int64_t *shape;   /* global shape */
+  int32_t dtype;
+  const int32_t *spec;    /* encoded partition spec, see above */
+} shm_array_desc;
+
+void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes, const char *const *axis_names,
+                   shm_fn body, int32_t nin, void **ins, const shm_array_desc *in_descs,
+                   int32_t nout, void **outs, const shm_array_desc *out_descs);
+
+/* ---- collectives (call from inside a shmap body on every device of the mesh, in the same
+ * order; `in` and `out` never alias). Shapes are the per-device block shapes. */
+void shm_psum(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
+              const int32_t *axes, int32_t naxes);
+void shm_pmax(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
+              const int32_t *axes, int32_t naxes);
+void shm_pmin(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
+              const int32_t *axes, int32_t naxes);
+/* untiled: out has a new dimension of size n (group size) at `axis`; tiled: dimension `axis`
+ * of out is n times that of in. */
+void shm_all_gather(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,
+                    const int64_t *in_shape, int32_t axis, int32_t tiled, const int32_t *axes,
+                    int32_t naxes);
+/* the sum over the group, of which this device keeps block k (its group index) of dimension
+ * `dim`; untiled: in_shape[dim] == n and that dimension is removed. */
+void shm_psum_scatter(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,
+                      const int64_t *in_shape, int32_t dim, int32_t tiled, const int32_t *axes,
+                      int32_t naxes);
+/* JAX all_to_all: split `split_axis` into n blocks, block k goes to group member k, received
+ * blocks are concatenated along `concat_axis` in sender order. Untiled: in_shape[split_axis]
+ * == n and is removed, and a new axis of size n is inserted at `concat_axis` of the output. */
+void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,
+                    const int64_t *in_shape, int32_t split_axis, int32_t concat_axis,
+                    int32_t tiled, const int32_t *axes, int32_t naxes);
+/* pairs = {src0, dst0, src1, dst1, ...} (group indices); a device nobody sends to gets zeros. */
+void shm_ppermute(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
+                  const int64_t *pairs, int32_t npairs, const int32_t *axes, int32_t naxes);
+int32_t shm_axis_index(shm_device *dev, const int32_t *axes, int32_t naxes);
+
+/* ---- kernels (host or device; no communication) */
+void shm_broadcast_in_dim(int32_t dtype, const void *in, int32_t in_rank, const int64_t *in_shape,
+                          void *out, int32_t out_rank, const int64_t *out_shape,
+                          const int64_t *bdims);
+void shm_transpose(int32_t dtype, const void *in, int32_t rank, const int64_t *in_shape,
+                   const int64_t *perm, void *out);
+/* axes: sorted list of dimensions to reduce; they are removed from the output */
+void shm_reduce(int32_t dtype, int32_t op, const void *in, int32_t rank, const int64_t *shape,
+                const int64_t *axes, int32_t naxes, void *out);
+/* lhs [batch, m, k] x rhs [batch, k, n] -> out [batch, m, n] */
+void shm_matmul(int32_t dtype, const void *lhs, const void *rhs, void *out, int64_t batch,
+                int64_t m, int64_t k, int64_t n);
+void shm_slice(int32_t dtype, const void *in, int32_t rank, const int64_t *shape,
+               const int64_t *start, const int64_t *limit, const int64_t *strides, void *out);
+/* start indices are clamped into range as in JAX */
+void shm_dynamic_slice(int32_t dtype, const void *in, int32_t rank, const int64_t *shape,
+                       const int64_t *start, const int64_t *sizes, void *out);
+/* out = copy of in with `upd` written at (clamped) start */
+void shm_dynamic_update_slice(int32_t dtype, const void *in, int32_t rank, const int64_t *shape,
+                              const void *upd, const int64_t *upd_shape, const int64_t *start,
+                              void *out);
+/* shapes: n arrays' shapes flattened (n * rank entries) */
+void shm_concatenate(int32_t dtype, int32_t n, const void *const *ins, int32_t rank,
+                     const int64_t *shapes, int32_t axis, void *out);
+void shm_iota(int32_t dtype, void *out, int32_t rank, const int64_t *shape, int32_t dim);
+/* Deterministic across runs and machines; the generator is documented in docs/numerics.md */
+void shm_random(int32_t dtype, int32_t kind, int64_t seed, void *out, int64_t n);
+void shm_copy(void *dst, const void *src, int64_t bytes);
+
+/* ---- printing, in the fixed format of docs/language.md */
+void shm_print(const char *label, int32_t dtype, int32_t rank, const int64_t *shape,
+               const void *data);
+
+/* ---- runtime errors (e.g. a device thread fails): prints `shmap runtime error: msg`, exits 2 */
+void shm_fatal(const char *msg);
+
+/* provided by the emitted code */
+void shm_user_main(shm_device *dev, void **outs, void **ins);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
