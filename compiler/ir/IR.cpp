@@ -1,0 +1,163 @@
+// IR helpers: primitive table look-ups, types, meshes, partition specs, param accessors.
+// The printer is in Printer.cpp and the verifier in Verifier.cpp.
+#include "ir/IR.h"
+
+#include <cstdlib>
+#include <cstdio>
+
+namespace shmapc::ir {
+
+static const PrimInfo kPrimInfos[] = {
+#define PRIM(Id, Name, Kind, NumIn, NumOut) {Name, PrimKind::Kind, NumIn, NumOut},
+#include "ir/Primitives.def"
+#undef PRIM
+};
+
+const PrimInfo &primInfo(Prim p) { return kPrimInfos[(int)p]; }
+const char *primName(Prim p) { return primInfo(p).name; }
+
+bool primFromName(const std::string &name, Prim &out) {
+  for (int i = 0; i < kNumPrims; ++i)
+    if (name == kPrimInfos[i].name) {
+      out = (Prim)i;
+      return true;
+    }
+  return false;
+}
+
+const char *dtypeName(DType t) {
+  switch (t) {
+  case DType::F32: return "f32";
+  case DType::F64: return "f64";
+  case DType::I32: return "i32";
+  case DType::Bool: return "bool";
+  }
+  return "?";
+}
+
+int64_t dtypeSize(DType t) {
+  switch (t) {
+  case DType::F32: return 4;
+  case DType::F64: return 8;
+  case DType::I32: return 4;
+  case DType::Bool: return 1;
+  }
+  return 0;
+}
+
+bool isFloat(DType t) { return t == DType::F32 || t == DType::F64; }
+
+int64_t Type::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t Mesh::numDevices() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+int Mesh::axisIndex(const std::string &axis) const {
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] == axis) return (int)i;
+  return -1;
+}
+
+AxisSet PartitionSpec::axes() const {
+  AxisSet s = 0;
+  for (const auto &d : dims)
+    for (int a : d) s |= AxisSet(1) << a;
+  return s;
+}
+
+static std::string axisName(const Mesh *mesh, int a) {
+  if (mesh && a >= 0 && a < (int)mesh->axes.size()) return mesh->axes[a];
+  return "#" + std::to_string(a);
+}
+
+std::string typeToString(const Type &t, const Mesh *mesh) {
+  std::string s = dtypeName(t.dtype);
+  s += "[";
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(t.shape[i]);
+  }
+  s += "]";
+  if (t.vary) {
+    s += "{";
+    bool first = true;
+    for (int a = 0; a < 32; ++a)
+      if (t.vary & (AxisSet(1) << a)) {
+        if (!first) s += ",";
+        first = false;
+        s += axisName(mesh, a);
+      }
+    s += "}";
+  }
+  return s;
+}
+
+std::string specToString(const PartitionSpec &spec, const Mesh &mesh) {
+  std::string s = "P(";
+  for (size_t d = 0; d < spec.dims.size(); ++d) {
+    if (d) s += ", ";
+    const auto &axes = spec.dims[d];
+    if (axes.empty()) {
+      s += "None";
+    } else if (axes.size() == 1) {
+      s += "\"" + axisName(&mesh, axes[0]) + "\"";
+    } else {
+      s += "(";
+      for (size_t i = 0; i < axes.size(); ++i) {
+        if (i) s += ", ";
+        s += "\"" + axisName(&mesh, axes[i]) + "\"";
+      }
+      s += ")";
+    }
+  }
+  return s + ")";
+}
+
+// A missing or mistyped param is a compiler bug (sema builds every eqn), not a user error.
+[[noreturn]] static void badParam(const Eqn &e, const std::string &k) {
+  std::fprintf(stderr, "shmapc internal error: %s has no param '%s' of the expected kind\n",
+               primName(e.prim), k.c_str());
+  std::abort();
+}
+
+template <typename T> static const T &getParam(const Eqn &e, const std::string &k) {
+  auto it = e.params.find(k);
+  if (it == e.params.end()) badParam(e, k);
+  const T *v = std::get_if<T>(&it->second);
+  if (!v) badParam(e, k);
+  return *v;
+}
+
+int64_t Eqn::intParam(const std::string &k) const { return getParam<int64_t>(*this, k); }
+const std::vector<int64_t> &Eqn::intsParam(const std::string &k) const {
+  return getParam<std::vector<int64_t>>(*this, k);
+}
+const std::string &Eqn::strParam(const std::string &k) const {
+  return getParam<std::string>(*this, k);
+}
+const std::vector<double> &Eqn::doublesParam(const std::string &k) const {
+  return getParam<std::vector<double>>(*this, k);
+}
+const std::vector<PartitionSpec> &Eqn::specsParam(const std::string &k) const {
+  return getParam<std::vector<PartitionSpec>>(*this, k);
+}
+
+Value *Func::newValue(const Type &t, const std::string &hint) {
+  values.push_back(Value{nextId++, t, hint});
+  return &values.back();
+}
+
+Func *Module::newFunc(const std::string &name) {
+  funcs.push_back(std::make_unique<Func>());
+  funcs.back()->name = name;
+  return funcs.back().get();
+}
+
+} // namespace shmapc::ir
