@@ -1,0 +1,25 @@
+// Loading the main file and the modules it imports (transitively). A module `nn` is the file
+// nn.smp in the importing file's folder, then each -I folder, then the stdlib folder.
+#pragma once
+#include "ast/AST.h"
+#include "sema/Sema.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace shmapc {
+
+struct ModuleSet {
+  std::vector<std::string> names;                      // names[0] = "" (the main file)
+  std::vector<std::unique_ptr<ast::Program>> programs;
+  std::vector<sema::ModuleUnit> units() const;
+};
+
+ModuleSet loadModules(int mainFile, SourceManager &sm, Diagnostics &diags,
+                      const std::vector<std::string> &includeDirs);
+
+// The stdlib folder: $SHMAPC_STDLIB if set, else the source tree's stdlib/.
+std::string stdlibDir();
+
+} // namespace shmapc

@@ -1,0 +1,24 @@
+// The compiler pipeline as a straight list of stages, with a stop point (`--emit=`) after each.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace shmapc {
+
+enum class Emit { Tokens, AST, IR, LLVM, Asm, Obj, Exe };
+
+struct CompileOptions {
+  std::string input;
+  std::string output;                  // file to write; "" = stdout for text emits
+  Emit emit = Emit::Exe;
+  int optLevel = 2;
+  std::vector<std::string> includeDirs;
+  bool verifyEach = false;             // run the IR verifier after every pass
+  bool checkOnly = false;              // `shmapc check`: stop after the IR passes
+};
+
+// Runs the pipeline. Returns the process exit status: 0 ok, 1 user error (diagnostics were
+// printed to stderr), 2 internal error.
+int compile(const CompileOptions &opts);
+
+} // namespace shmapc

@@ -1,0 +1,102 @@
+// shmapc: the command line. `compile`, `run` and `check` share the compile options.
+#include "driver/Link.h"
+#include "driver/Pipeline.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <unistd.h>
+
+using namespace shmapc;
+
+namespace {
+
+const std::map<std::string, Emit> kEmits = {{"tokens", Emit::Tokens}, {"ast", Emit::AST},
+                                            {"ir", Emit::IR},         {"llvm", Emit::LLVM},
+                                            {"asm", Emit::Asm},       {"obj", Emit::Obj},
+                                            {"exe", Emit::Exe}};
+
+struct Args {
+  CompileOptions opts;
+  std::string emit = "exe";
+  std::vector<std::string> runArgs;
+};
+
+void addCompileOptions(CLI::App *cmd, Args &a) {
+  cmd->add_option("file", a.opts.input, "the .smp program")->required();
+  cmd->add_option("--emit", a.emit, "stop after a stage and print it: tokens|ast|ir|llvm|asm|obj|exe")
+      ->check(CLI::IsMember({"tokens", "ast", "ir", "llvm", "asm", "obj", "exe"}));
+  cmd->add_option("-O", a.opts.optLevel, "optimisation level 0..3 (default 2)")
+      ->check(CLI::Range(0, 3));
+  cmd->add_option("-I", a.opts.includeDirs, "add a folder to the module search path");
+  cmd->add_flag("--verify-each", a.opts.verifyEach, "run the IR verifier after every pass");
+}
+
+// `shmapc run`: compile into a temporary folder, run, pass the exit status on.
+int runProgram(Args &a) {
+  char dirTemplate[] = "/tmp/shmapc-run-XXXXXX";
+  if (!mkdtemp(dirTemplate)) {
+    std::cerr << "shmapc: error: cannot create a temporary folder\n";
+    return 2;
+  }
+  std::string exe = std::string(dirTemplate) + "/prog";
+  a.opts.output = exe;
+  int rc = compile(a.opts);
+  if (rc == 0) {
+    std::vector<std::string> argv = {exe};
+    argv.insert(argv.end(), a.runArgs.begin(), a.runArgs.end());
+    std::string error;
+    rc = runProcess(argv, error);
+    if (rc < 0) {
+      std::cerr << "shmapc: error: " << error << "\n";
+      rc = 2;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dirTemplate, ec);
+  return rc;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{"shmapc: a compiler for shard_map-style SPMD array programs"};
+  app.set_version_flag("--version", std::string("shmapc ") + SHMAPC_VERSION);
+  app.require_subcommand(1);
+
+  Args a;
+  CLI::App *compileCmd = app.add_subcommand("compile", "compile a program to an executable");
+  addCompileOptions(compileCmd, a);
+  compileCmd->add_option("-o", a.opts.output, "output file (default a.out; text emits: stdout)");
+
+  CLI::App *runCmd = app.add_subcommand("run", "compile a program and run it");
+  addCompileOptions(runCmd, a);
+  runCmd->add_option("args", a.runArgs, "arguments for the program (after --), e.g. -- --stats");
+
+  CLI::App *checkCmd = app.add_subcommand("check", "report diagnostics only");
+  addCompileOptions(checkCmd, a);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    return app.exit(e) == 0 ? 0 : 1;
+  }
+  a.opts.emit = kEmits.at(a.emit);
+#ifndef NDEBUG
+  a.opts.verifyEach = true;  // debug builds check the IR after every pass
+#endif
+  try {
+    if (checkCmd->parsed()) {
+      a.opts.checkOnly = true;  // stops after the IR passes
+      return compile(a.opts);
+    }
+    if (runCmd->parsed() && a.opts.emit == Emit::Exe) return runProgram(a);
+    return compile(a.opts);
+  } catch (const std::exception &e) {
+    std::cerr << "shmapc: internal error: " << e.what() << "\n";
+    return 3;
+  }
+}

@@ -1,0 +1,12 @@
+#include "passes/Passes.h"
+
+namespace shmapc::passes {
+
+// The passes, in order. Device-variance inference and pbroadcast insertion (issue 3) and
+// autodiff (issue 4) are added here.
+const std::vector<Pass> &pipeline() {
+  static const std::vector<Pass> passes = {};
+  return passes;
+}
+
+} // namespace shmapc::passes
