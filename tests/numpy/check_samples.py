@@ -1,0 +1,200 @@
+#!/usr/bin/python3
+"""Checks the samples' expected outputs against an independent numpy computation.
+
+Each sample's .expected file (what the golden test compares shmapc's output with) is parsed
+back into arrays, label by label, and compared with what numpy computes for the same
+program. Run with Debian's /usr/bin/python3 (it has numpy).
+"""
+import os
+import re
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shm_rng  # noqa: E402  (the runtime's random generator, re-implemented)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HEADER = re.compile(r"^(.*?): (f32|f64|i32|bool)\[([0-9,]*)\]( = (.*))?$")
+DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "bool": np.bool_}
+
+
+def parse_expected(path):
+    """label -> np.ndarray, from the fixed print format (docs/numerics.md)."""
+    values, order = {}, []
+    with open(path) as f:
+        lines = f.read().split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("== shmap collective stats"):
+            break
+        m = HEADER.match(line)
+        i += 1
+        if not m:
+            continue
+        label, dtype, shape = m.group(1), m.group(2), m.group(3)
+        shape = [int(s) for s in shape.split(",")] if shape else []
+        if m.group(5) is not None:
+            text = m.group(5)
+        else:
+            body = []
+            while i < len(lines) and lines[i] and not HEADER.match(lines[i]) \
+                    and not lines[i].startswith("=="):
+                body.append(lines[i])
+                i += 1
+            text = " ".join(body)
+        text = text.replace("true", "True").replace("false", "False")
+        text = re.sub(r"\binf\b", "float('inf')", text)
+        text = re.sub(r"\bnan\b", "float('nan')", text)
+        arr = np.array(eval(text), dtype=DTYPES[dtype]).reshape(shape)
+        values[label] = arr
+        order.append(label)
+    return values
+
+
+def f32(x):
+    return np.asarray(x, dtype=np.float32)
+
+
+def iota(n):
+    return np.arange(n, dtype=np.float32)
+
+
+# ---- numpy twins of the samples: label -> value
+
+def psum():
+    x = f32([3.0, -1.0, 0.5, 2.0, -4.0, 6.0, 1.5, 0.25]).reshape(4, 2)
+    return {"psum": x.sum(0), "pmean": x.sum(0) / 4, "pmax": x.max(0), "pmin": x.min(0)}
+
+
+def psum_2d():
+    a = iota(16).reshape(4, 4)
+    # sum over y: each device's [2,1] block summed over the 4 y-devices of its row block.
+    over_y = a.reshape(4, 4).sum(1, keepdims=True)
+    over_x = a.reshape(2, 2, 4).sum(0)
+    both = a.reshape(2, 2, 4, 1).sum(axis=(0, 2))
+    return {"a": a, "sum over y": over_y, "sum over x": over_x, "sum over x and y": both}
+
+
+def all_gather():
+    x = iota(8) * 10
+    return {"untiled": x.reshape(4, 2), "tiled": x}
+
+
+def psum_scatter():
+    x = iota(8)
+    total = sum(x * (k + 1) for k in range(4))
+    y = iota(16).reshape(4, 4)
+    # device k holds column k of y (shape [4,1]); the sum over devices is y.sum(1), of which
+    # device k keeps element k.
+    return {"tiled": total, "untiled": y.sum(1)}
+
+
+def all_to_all():
+    x = iota(16).reshape(4, 4)
+    return {"x": x, "all_to_all": x}
+
+
+def ppermute():
+    x = (iota(8) + 1).reshape(4, 2)
+    rotated = np.roll(x, 1, axis=0)
+    partial = np.zeros_like(x)
+    partial[3], partial[0] = x[0], x[3]
+    return {"rotated": rotated.reshape(8), "partial": partial.reshape(8)}
+
+
+def axis_index():
+    ix = np.repeat(np.arange(2), 4)
+    iy = np.tile(np.arange(4), 2)
+    return {"x": ix, "y": iy, "(x, y)": ix * 4 + iy, "(y, x)": iy * 2 + ix}
+
+
+def slice_and_average():
+    x = iota(512).reshape(8, 64)[:, :4]
+    return {"out": x.mean(0)}
+
+
+def collective_matmul():
+    a = iota(128).reshape(8, 16) / 16
+    w = iota(128).reshape(16, 8) / 8 - 4
+    r = a @ w
+    return {"all_gather version": r, "collective version": r, "max abs difference": f32(0)}
+
+
+def dp_loss():
+    w = shm_rng.normal(np.float32, 1, 6).reshape(3, 2) * np.float32(0.5)
+    b = f32([0.1, -0.2])
+    inputs = shm_rng.uniform(np.float32, 2, 24).reshape(8, 3)
+    targets = shm_rng.normal(np.float32, 3, 16).reshape(8, 2)
+    pred = np.tanh(inputs @ w + b)
+    loss = (pred - targets).sum(-1).mean()
+    return {"loss": loss, "host loss": loss}
+
+
+def host_ops():
+    a = iota(6).reshape(2, 3)
+    b = f32([10, 20, 30])
+    e = np.exp(a - a.max(-1, keepdims=True))
+    d = a[1:2, 1:3]
+    dus = a.copy()
+    dus[0:1, 0:2] = d * 100
+    fib = [0, 1]
+    for _ in range(10):
+        fib = [fib[1], fib[0] + fib[1]]
+    batched = iota(12).reshape(2, 2, 3)
+    return {
+        "a + b": a + b, "a * 2 - 1": a * 2 - 1, "sum": a.sum(), "sum axis 0": a.sum(0),
+        "mean axis 1": a.mean(1), "max, min": f32([a.max(), a.min()]), "a @ a^T": a @ a.T,
+        "a[1, 1:]": a[1, 1:], "a[:, None, 0]": a[:, None, 0],
+        "every other column": a[:, ::2], "exp/log": np.log(np.exp(a)) - a, "sqrt": np.sqrt(a),
+        "tanh": np.tanh(a - 2.5), "sin^2 + cos^2": np.sin(a) ** 2 + np.cos(a) ** 2,
+        "pow": a ** 2, "where": np.where(a > 2, a, -a),
+        "i32 ops": np.arange(5, dtype=np.int32) * 3 % 4, "compare": np.arange(4) >= 2,
+        "cast": a.astype(np.int32) + 1, "relu": np.maximum(a - 2, 0),
+        "softmax": e / e.sum(-1, keepdims=True), "dynamic_slice": d,
+        "dynamic_update_slice": dus, "sum of 0..9": f32(45), "fib(10)": np.int32(fib[0]),
+        "sign": f32(1.0), "batched matmul": batched @ a.T,
+    }
+
+
+SAMPLES = {name: fn for name, fn in globals().items()
+           if callable(fn) and os.path.exists(os.path.join(ROOT, "samples", name + ".smp"))}
+
+
+def main():
+    failures = 0
+    names = sorted(os.path.splitext(f)[0] for f in os.listdir(os.path.join(ROOT, "samples"))
+                   if f.endswith(".smp"))
+    for name in names:
+        if name not in SAMPLES:
+            print("FAIL %s: no numpy twin in check_samples.py" % name)
+            failures += 1
+            continue
+        path = os.path.join(ROOT, "samples", name + ".expected")
+        if not os.path.exists(path):
+            print("FAIL %s: no expected output" % name)
+            failures += 1
+            continue
+        got, want = parse_expected(path), SAMPLES[name]()
+        for label, ref in want.items():
+            ref = np.asarray(ref)
+            if label not in got:
+                print("FAIL %s: label %r not printed" % (name, label))
+                failures += 1
+            elif got[label].shape != ref.shape or not np.allclose(
+                    got[label].astype(np.float64), ref.astype(np.float64), rtol=1e-5, atol=1e-5):
+                print("FAIL %s: %r\n  expected %s\n  numpy    %s" % (name, label, got[label], ref))
+                failures += 1
+        extra = set(got) - set(want)
+        if extra:
+            print("FAIL %s: printed labels the numpy twin does not check: %s" % (name, sorted(extra)))
+            failures += 1
+        if failures == 0:
+            print("ok   %s (%d values)" % (name, len(want)))
+    print("%d passed, %d failed" % (len(names) - min(failures, len(names)), failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
