@@ -131,7 +131,9 @@ private:
         items.push_back("mesh=" + (mesh ? mesh->name : std::string("?")));
         continue;
       }
-      items.push_back(k + "=" + attr(k, v, mesh));
+      // `axes` names mesh axes for collectives; for reductions it lists array dimensions.
+      bool meshAxes = k == "axes" && primInfo(e.prim).kind == PrimKind::Collective;
+      items.push_back(k + "=" + attr(v, meshAxes ? mesh : nullptr, mesh));
     }
     if (items.empty()) return;
     out_ << "[";
@@ -145,16 +147,17 @@ private:
     return buf;
   }
 
-  static std::string attr(const std::string &key, const Attr &a, const Mesh *mesh) {
+  // `axesMesh` is set when an int list names mesh axes; `specMesh` names specs' axes.
+  static std::string attr(const Attr &a, const Mesh *axesMesh, const Mesh *specMesh) {
+    const Mesh *mesh = axesMesh;
     if (auto *i = std::get_if<int64_t>(&a)) return std::to_string(*i);
     if (auto *d = std::get_if<double>(&a)) return number(*d);
     if (auto *s = std::get_if<std::string>(&a)) return "\"" + *s + "\"";
     if (auto *v = std::get_if<std::vector<int64_t>>(&a)) {
-      bool axes = key == "axes";
       std::string s = "(";
       for (size_t i = 0; i < v->size(); ++i) {
         if (i) s += ",";
-        if (axes && mesh && (*v)[i] >= 0 && (*v)[i] < (int64_t)mesh->axes.size())
+        if (mesh && (*v)[i] >= 0 && (*v)[i] < (int64_t)mesh->axes.size())
           s += mesh->axes[(*v)[i]];
         else s += std::to_string((*v)[i]);
       }
@@ -171,7 +174,7 @@ private:
       std::string s = "(";
       for (size_t i = 0; i < v->size(); ++i) {
         if (i) s += ", ";
-        s += mesh ? specToString((*v)[i], *mesh) : std::string("P(?)");
+        s += specMesh ? specToString((*v)[i], *specMesh) : std::string("P(?)");
       }
       return s + ")";
     }
