@@ -17,4 +17,13 @@ struct Pass {
 
 const std::vector<Pass> &pipeline();
 
+// The passes (each in its own file).
+void inlineCalls(ir::Module &m, Diagnostics &diags);
+// Infers every value's variance set inside shmap bodies (seed 000's typing rules), inserting
+// pbroadcasts where operands disagree (unless a body says auto_pbroadcast=false, where a
+// mismatch is an error), and rewrites the user-level psum into psum2.
+void insertPbroadcasts(ir::Module &m, Diagnostics &diags);
+// Checks that every shmap result is invariant over the mesh axes its out_spec leaves unmapped.
+void checkOutSpecs(ir::Module &m, Diagnostics &diags);
+
 } // namespace shmapc::passes

@@ -1,0 +1,117 @@
+// inlineCalls: replaces every `call` equation by the callee's equations, as tracing a Python
+// function does in JAX. Afterwards variance inference and autodiff see one flat body per
+// shmap, and a callee used with differently-varying arguments needs no separate typing.
+#include "passes/Passes.h"
+
+#include <map>
+#include <set>
+
+namespace shmapc::passes {
+
+namespace {
+
+using namespace ir;
+
+class Inliner {
+public:
+  explicit Inliner(Module &m) : m_(m) {}
+
+  void run() {
+    std::vector<Func *> roots;
+    for (auto &f : m_.funcs)
+      if (!f->isNested) roots.push_back(f.get());
+    for (Func *f : roots) inlineInto(*f);
+  }
+
+private:
+  // Inlines all calls in `f` and in its nested bodies (once per Func).
+  void inlineInto(Func &f) {
+    if (!done_.insert(&f).second) return;
+    std::map<Value *, Value *> replace;
+    std::vector<Eqn> out;
+    for (Eqn &e : f.eqns) {
+      for (Value *&v : e.ins) v = lookup(replace, v);
+      for (Func *b : e.bodies)
+        if (b->isNested) inlineInto(*b);
+      if (e.prim != Prim::Call) {
+        out.push_back(std::move(e));
+        continue;
+      }
+      Func &callee = *e.bodies[0];
+      inlineInto(callee);
+      std::map<Value *, Value *> map;
+      for (size_t i = 0; i < callee.params.size(); ++i) map[callee.params[i]] = e.ins[i];
+      for (const Eqn &ce : callee.eqns) out.push_back(cloneEqn(ce, f, map));
+      for (size_t i = 0; i < e.outs.size(); ++i) replace[e.outs[i]] = lookup(map, callee.results[i]);
+    }
+    f.eqns = std::move(out);
+    for (Value *&r : f.results) r = lookup(replace, r);
+  }
+
+  static Value *lookup(const std::map<Value *, Value *> &map, Value *v) {
+    auto it = map.find(v);
+    return it == map.end() ? v : it->second;
+  }
+
+  // Copies `e` into `into`, mapping operands through `map` and making new result values.
+  // Nested bodies are cloned too: passes after this one retype values in place.
+  Eqn cloneEqn(const Eqn &e, Func &into, std::map<Value *, Value *> &map) {
+    Eqn c = e;
+    for (Value *&v : c.ins) v = lookup(map, v);
+    for (Value *&v : c.outs) {
+      Value *nv = into.newValue(v->type, v->hint);
+      map[v] = nv;
+      v = nv;
+    }
+    for (Func *&b : c.bodies)
+      if (b->isNested) b = cloneFunc(*b, into.mesh);
+    return c;
+  }
+
+  Func *cloneFunc(const Func &src, const Mesh *mesh) {
+    Func *f = m_.newFunc(src.name);
+    f->loc = src.loc;
+    f->mesh = mesh;
+    f->isNested = true;
+    f->returnLoc = src.returnLoc;
+    std::map<Value *, Value *> map;
+    for (Value *p : src.params) {
+      Value *np = f->newValue(p->type, p->hint);
+      map[p] = np;
+      f->params.push_back(np);
+    }
+    for (const Eqn &e : src.eqns) f->eqns.push_back(cloneEqn(e, *f, map));
+    for (Value *r : src.results) f->results.push_back(lookup(map, r));
+    done_.insert(f);
+    return f;
+  }
+
+  Module &m_;
+  std::set<Func *> done_;
+};
+
+// Drops functions no longer referenced from main (callees that were inlined everywhere).
+void removeUnreachable(Module &m) {
+  std::set<const Func *> live;
+  std::vector<const Func *> work = {m.main};
+  while (!work.empty()) {
+    const Func *f = work.back();
+    work.pop_back();
+    if (!f || !live.insert(f).second) continue;
+    for (const Eqn &e : f->eqns)
+      for (const Func *b : e.bodies) work.push_back(b);
+  }
+  std::vector<std::unique_ptr<Func>> kept;
+  for (auto &f : m.funcs)
+    if (live.count(f.get())) kept.push_back(std::move(f));
+  m.funcs = std::move(kept);
+}
+
+} // namespace
+
+void inlineCalls(ir::Module &m, Diagnostics &) {
+  Inliner(m).run();
+  removeUnreachable(m);
+}
+
+} // namespace shmapc::passes

@@ -1,0 +1,357 @@
+// insertPbroadcasts: device-variance inference for shmap bodies (seed 000).
+//
+// Every value in a shmap body gets the set of mesh axes it may vary over. Body params start
+// from their in_specs; each equation's result follows the rule of its primitive
+// (VarianceRules.h). Where operands disagree, each is lifted to the union of their variance
+// sets with a pbroadcast — once per (value, target), so the transpose does not turn repeated
+// pbroadcasts into a sum of psums. With auto_pbroadcast=false a disagreement is an error that
+// says which pbroadcast to write.
+//
+// The user-level psum becomes psum2 over the axes its operand varies over; over axes where
+// the operand is invariant, psum(x) is n*x, so it becomes a multiplication and no collective
+// (psum(1, "i") is the axis size). Loops find their carries' variance by a fixed point (a carry
+// that becomes varying in the body is pbroadcast before the loop); a conditional's results vary
+// over the union of its branches' and its predicate's variance.
+#include "passes/Passes.h"
+#include "passes/VarianceRules.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+namespace shmapc::passes {
+
+namespace {
+
+using namespace ir;
+
+AxisSet bit(int64_t axis) { return AxisSet(1) << axis; }
+
+AxisSet axesParam(const Eqn &e) {
+  AxisSet s = 0;
+  for (int64_t a : e.intsParam("axes")) s |= bit(a);
+  return s;
+}
+
+// The eqn's axes that are in `keep`, in the order the user listed them.
+std::vector<int64_t> axesIn(const Eqn &e, AxisSet keep) {
+  std::vector<int64_t> out;
+  for (int64_t a : e.intsParam("axes"))
+    if (keep & bit(a)) out.push_back(a);
+  return out;
+}
+
+std::vector<int64_t> axesList(AxisSet s) {
+  std::vector<int64_t> out;
+  for (int a = 0; a < 32; ++a)
+    if (s & bit(a)) out.push_back(a);
+  return out;
+}
+
+// `"i"` or `("x", "y")`, as the user would write it.
+std::string axesSource(const Mesh &mesh, AxisSet s) {
+  std::vector<int64_t> axes = axesList(s);
+  std::string text;
+  for (size_t i = 0; i < axes.size(); ++i)
+    text += (i ? ", \"" : "\"") + mesh.axes[axes[i]] + "\"";
+  return axes.size() == 1 ? text : "(" + text + ")";
+}
+
+std::string valueName(const Value *v) { return v->hint.empty() ? "this value" : "'" + v->hint + "'"; }
+
+class VarianceInference {
+public:
+  VarianceInference(Diagnostics &diags, const Mesh &mesh, bool autoPbroadcast)
+      : diags_(diags), mesh_(mesh), auto_(autoPbroadcast) {}
+
+  void shmapBody(Func &body, const std::vector<PartitionSpec> &inSpecs) {
+    for (size_t i = 0; i < body.params.size(); ++i) body.params[i]->type.vary = inSpecs[i].axes();
+    func(body, true, nullptr);
+  }
+
+private:
+  // One pass over a Func. A dry run (mutate = false) only computes variance sets, for the
+  // fixed point of loops; the final run rewrites the equations.
+  struct Scope {
+    Func &f;
+    bool mutate;
+    std::vector<Eqn> out;
+    std::map<std::pair<Value *, AxisSet>, Value *> lifted;
+    std::map<Value *, Value *> replace;  // results of equations that became the identity
+  };
+
+  std::vector<AxisSet> func(Func &f, bool mutate, const std::vector<AxisSet> *targets) {
+    Scope s{f, mutate, {}, {}, {}};
+    if (mutate) {
+      std::vector<Eqn> eqns = std::move(f.eqns);
+      for (Eqn &e : eqns) eqn(s, std::move(e));
+    } else {
+      for (const Eqn &e : f.eqns) eqn(s, e);
+    }
+    std::vector<AxisSet> varies;
+    for (size_t k = 0; k < f.results.size(); ++k) {
+      Value *r = resolve(s, f.results[k]);
+      if (targets) r = requireResult(s, r, (*targets)[k]);
+      if (mutate) f.results[k] = r;
+      varies.push_back(targets ? (*targets)[k] : r->type.vary);
+    }
+    if (mutate) f.eqns = std::move(s.out);
+    return varies;
+  }
+
+  Value *resolve(Scope &s, Value *v) {
+    auto it = s.replace.find(v);
+    return it == s.replace.end() ? v : it->second;
+  }
+
+  void emit(Scope &s, Eqn e) {
+    if (s.mutate) s.out.push_back(std::move(e));
+  }
+
+  static void setOut(Eqn &e, AxisSet vary) {
+    for (Value *o : e.outs) o->type.vary = vary;
+  }
+
+  // The result becomes its operand (a collective with nothing left to do).
+  void alias(Scope &s, Eqn &e) {
+    e.outs[0]->type.vary = e.ins[0]->type.vary;
+    s.replace[e.outs[0]] = e.ins[0];
+  }
+
+  // `v` lifted to vary over `target` (a superset of its variance) by one pbroadcast.
+  Value *lift(Scope &s, Value *v, AxisSet target, Loc loc) {
+    if (!s.mutate || v->type.vary == target) return v;
+    auto key = std::make_pair(v, target);
+    auto it = s.lifted.find(key);
+    if (it != s.lifted.end()) return it->second;
+    Type t = v->type;
+    t.vary = target;
+    Value *out = s.f.newValue(t, v->hint);
+    Eqn p{Prim::Pbroadcast, {v}, {out}, {{"axes", axesList(target & ~v->type.vary)}}, {}, loc};
+    s.out.push_back(std::move(p));
+    s.lifted[key] = out;
+    return out;
+  }
+
+  // Operand `v` of `e` must vary over exactly `target` (a superset of its variance).
+  Value *require(Scope &s, const Eqn &e, Value *v, AxisSet target) {
+    if (v->type.vary == target) return v;
+    if (!auto_) {
+      AxisSet missing = target & ~v->type.vary;
+      diags_.fatal(DiagId::VarianceMismatch, e.loc,
+                   std::string("operand ") + valueName(v) + " of '" + primName(e.prim) +
+                       "' has type " + typeToString(v->type, &mesh_) + " but must vary over " +
+                       axesSource(mesh_, target) + " (auto_pbroadcast is off)",
+                   "write pbroadcast(" + (v->hint.empty() ? std::string("x") : v->hint) + ", " +
+                       axesSource(mesh_, missing) + ") to make it vary over " +
+                       axesSource(mesh_, missing));
+    }
+    return lift(s, v, target, e.loc);
+  }
+
+  Value *requireResult(Scope &s, Value *r, AxisSet target) {
+    if (r->type.vary == target) return r;
+    if (!auto_)
+      diags_.fatal(DiagId::VarianceMismatch, s.f.returnLoc.valid() ? s.f.returnLoc : s.f.loc,
+                   "result " + valueName(r) + " has type " + typeToString(r->type, &mesh_) +
+                       " but the loop or conditional makes it vary over " +
+                       axesSource(mesh_, target) + " (auto_pbroadcast is off)",
+                   "write pbroadcast(" + (r->hint.empty() ? std::string("x") : r->hint) + ", " +
+                       axesSource(mesh_, target & ~r->type.vary) + ")");
+    return lift(s, r, target, s.f.returnLoc);
+  }
+
+  [[noreturn]] void invariantOperand(const Eqn &e, AxisSet invariant, const std::string &hint) {
+    diags_.fatal(DiagId::VarianceCollective, e.loc,
+                 std::string("'") + primName(e.prim) + "' over " + axesSource(mesh_, invariant) +
+                     " of " + valueName(e.ins[0]) + ", which is invariant over " +
+                     axesSource(mesh_, invariant) + " (type " +
+                     typeToString(e.ins[0]->type, &mesh_) + ")",
+                 hint);
+  }
+
+  void eqn(Scope &s, Eqn e) {
+    for (Value *&v : e.ins) v = resolve(s, v);
+    switch (varianceRule(e.prim)) {
+    case VarianceRule::Invariant: setOut(e, 0); return emit(s, std::move(e));
+    case VarianceRule::SameAsOperands: return sameAsOperands(s, e);
+    case VarianceRule::UserPsum: return userPsum(s, e);
+    case VarianceRule::VaryingToInvariant: return varyingToInvariant(s, e);
+    case VarianceRule::MaxMin: return maxMin(s, e);
+    case VarianceRule::InvariantToVarying: return invariantToVarying(s, e);
+    case VarianceRule::VaryingToVarying: {
+      AxisSet target = e.ins[0]->type.vary | axesParam(e);
+      e.ins[0] = require(s, e, e.ins[0], target);
+      setOut(e, target);
+      return emit(s, std::move(e));
+    }
+    case VarianceRule::AxisIndex: setOut(e, axesParam(e)); return emit(s, std::move(e));
+    case VarianceRule::Loop: return loop(s, e);
+    case VarianceRule::Cond: return cond(s, e);
+    case VarianceRule::Effect: return emit(s, std::move(e));
+    case VarianceRule::Shmap:
+    case VarianceRule::Call:
+      std::fprintf(stderr, "shmapc internal error: %s inside a shmap body at variance inference\n",
+                   primName(e.prim));
+      std::abort();
+    }
+  }
+
+  void sameAsOperands(Scope &s, Eqn &e) {
+    AxisSet u = 0;
+    for (Value *v : e.ins) u |= v->type.vary;
+    for (Value *&v : e.ins) v = require(s, e, v, u);
+    setOut(e, u);
+    emit(s, std::move(e));
+  }
+
+  // psum(x, A) = psum2(pbroadcast(x, A \ vary(x)), A); since psum2 of n identical copies is
+  // n * x, the invariant axes become a multiplication and no communication.
+  void userPsum(Scope &s, Eqn &e) {
+    AxisSet a = axesParam(e), v = e.ins[0]->type.vary;
+    AxisSet varying = a & v, invariant = a & ~v;
+    if (invariant && !auto_)
+      invariantOperand(e, invariant,
+                       "in explicit mode write psum2(pbroadcast(x, " + axesSource(mesh_, invariant) +
+                           "), ...) to sum the copies, or leave out the axes it does not vary over");
+    Value *result = e.outs[0];
+    result->type.vary = v & ~a;
+    if (!s.mutate) return;
+    Value *cur = e.ins[0];
+    if (varying) {
+      Value *out = invariant ? s.f.newValue(result->type, result->hint) : result;
+      Eqn p{Prim::Psum2, {cur}, {out}, {{"axes", axesIn(e, varying)}}, {}, e.loc};
+      emit(s, std::move(p));
+      cur = out;
+    }
+    if (invariant) {
+      int64_t n = 1;
+      for (int64_t axis : axesList(invariant)) n *= mesh_.sizes[axis];
+      Type scalar{cur->type.dtype, {}, 0};
+      Value *c = s.f.newValue(scalar);
+      emit(s, Eqn{Prim::Constant, {}, {c}, {{"value", std::vector<double>{(double)n}}}, {}, e.loc});
+      if (!cur->type.shape.empty()) {
+        Type full{cur->type.dtype, cur->type.shape, 0};
+        Value *b = s.f.newValue(full);
+        emit(s, Eqn{Prim::BroadcastInDim, {c}, {b}, {{"broadcast_dimensions", std::vector<int64_t>{}}},
+                    {}, e.loc});
+        c = b;
+      }
+      c = lift(s, c, cur->type.vary, e.loc);
+      emit(s, Eqn{Prim::Mul, {cur, c}, {result}, {}, {}, e.loc});
+    }
+  }
+
+  // psum2, all_gather_invariant: the operand must vary over the axes.
+  void varyingToInvariant(Scope &s, Eqn &e) {
+    AxisSet a = axesParam(e);
+    AxisSet target = e.ins[0]->type.vary | a;
+    e.ins[0] = require(s, e, e.ins[0], target);
+    setOut(e, target & ~a);
+    emit(s, std::move(e));
+  }
+
+  // pmax/pmin over axes where every device holds the same value is the identity there.
+  void maxMin(Scope &s, Eqn &e) {
+    AxisSet a = axesParam(e), v = e.ins[0]->type.vary;
+    if ((a & ~v) && !auto_)
+      invariantOperand(e, a & ~v, "leave out the axes it does not vary over");
+    if (!(a & v)) return alias(s, e);
+    e.params["axes"] = axesIn(e, a & v);
+    setOut(e, v & ~a);
+    emit(s, std::move(e));
+  }
+
+  // pbroadcast, pscatter: the operand must be invariant over the axes.
+  void invariantToVarying(Scope &s, Eqn &e) {
+    AxisSet a = axesParam(e), v = e.ins[0]->type.vary;
+    if ((a & v) && (!auto_ || e.prim == Prim::Pscatter))
+      diags_.fatal(DiagId::VarianceCollective, e.loc,
+                   std::string("'") + primName(e.prim) + "' needs an operand invariant over " +
+                       axesSource(mesh_, a & v) + ", but " + valueName(e.ins[0]) +
+                       " varies over it (type " + typeToString(e.ins[0]->type, &mesh_) + ")",
+                   e.prim == Prim::Pscatter
+                       ? "for a varying value use psum_scatter, or psum it first"
+                       : "drop the pbroadcast: the value already varies over " +
+                             axesSource(mesh_, a & v));
+    setOut(e, v | a);
+    if (e.prim == Prim::Pbroadcast && (a & v)) {
+      // Already varying over some axes: pbroadcast only over the others.
+      if (!(a & ~v)) return alias(s, e);
+      e.params["axes"] = axesIn(e, a & ~v);
+    }
+    emit(s, std::move(e));
+  }
+
+  void loop(Scope &s, Eqn &e) {
+    Func &body = *e.bodies[0];
+    size_t consts = (size_t)e.intParam("num_consts");
+    std::vector<AxisSet> carries;
+    for (size_t k = consts; k < e.ins.size(); ++k) carries.push_back(e.ins[k]->type.vary);
+    auto setParams = [&] {
+      body.params[0]->type.vary = 0;
+      for (size_t k = 0; k < consts; ++k) body.params[1 + k]->type.vary = e.ins[k]->type.vary;
+      for (size_t k = 0; k < carries.size(); ++k) body.params[1 + consts + k]->type.vary = carries[k];
+    };
+    // Sets only grow and are bounded by the mesh axes, so this terminates.
+    for (bool changed = true; changed;) {
+      setParams();
+      std::vector<AxisSet> results = func(body, false, nullptr);
+      changed = false;
+      for (size_t k = 0; k < carries.size(); ++k) {
+        AxisSet grown = carries[k] | results[k];
+        changed |= grown != carries[k];
+        carries[k] = grown;
+      }
+    }
+    for (size_t k = 0; k < carries.size(); ++k)
+      e.ins[consts + k] = require(s, e, e.ins[consts + k], carries[k]);
+    setParams();
+    if (s.mutate) func(body, true, &carries);
+    for (size_t k = 0; k < carries.size(); ++k) e.outs[k]->type.vary = carries[k];
+    emit(s, std::move(e));
+  }
+
+  void cond(Scope &s, Eqn &e) {
+    std::vector<AxisSet> outs(e.outs.size(), e.ins[0]->type.vary);
+    auto setParams = [&](Func &branch) {
+      for (size_t k = 0; k < branch.params.size(); ++k)
+        branch.params[k]->type.vary = e.ins[1 + k]->type.vary;
+    };
+    for (Func *branch : e.bodies) {
+      setParams(*branch);
+      std::vector<AxisSet> results = func(*branch, false, nullptr);
+      for (size_t k = 0; k < outs.size(); ++k) outs[k] |= results[k];
+    }
+    if (s.mutate)
+      for (Func *branch : e.bodies) {
+        setParams(*branch);
+        func(*branch, true, &outs);
+      }
+    for (size_t k = 0; k < outs.size(); ++k) e.outs[k]->type.vary = outs[k];
+    emit(s, std::move(e));
+  }
+
+  Diagnostics &diags_;
+  const Mesh &mesh_;
+  bool auto_;
+};
+
+} // namespace
+
+void insertPbroadcasts(ir::Module &m, Diagnostics &diags) {
+  std::set<Func *> done;  // a body shared by several call sites is typed once
+  for (auto &f : m.funcs) {
+    if (f->mesh) continue;  // host functions hold the shmap equations
+    for (Eqn &e : f->eqns) {
+      if (e.prim != Prim::Shmap) continue;
+      Func &body = *e.bodies[0];
+      if (!body.checkVma || !done.insert(&body).second) continue;
+      VarianceInference(diags, *body.mesh, body.autoPbroadcast)
+          .shmapBody(body, e.specsParam("in_specs"));
+    }
+  }
+}
+
+} // namespace shmapc::passes
