@@ -2,8 +2,8 @@
 """Golden tests: each program has its expected output beside it.
 
   run     PROG.smp  -> compiled, run; stdout (and the exit status if not 0) must equal
-                       PROG.expected byte for byte. A first line `# ARGS: --stats` passes
-                       arguments to the program.
+                       PROG.expected byte for byte. A leading comment `# ARGS: --stats` passes
+                       arguments to the program, `# FLAGS: ...` flags to shmapc.
   error   PROG.smp  -> `shmapc check` must exit 1; stderr must equal PROG.expected.
 
 Paths in diagnostics are relative to the repository root, so the runner works from there.
@@ -30,18 +30,29 @@ def error_programs():
     return sorted(glob.glob("tests/errors/*.smp"))
 
 
-def program_args(path):
+def header(path, key):
+    """Words after `# KEY:` in the program's leading comment lines."""
     with open(path) as f:
-        first = f.readline()
-    if first.startswith("# ARGS:"):
-        return first[len("# ARGS:"):].split()
+        for line in f:
+            if not line.startswith("#"):
+                break
+            if line.startswith("# %s:" % key):
+                return line[len("# %s:" % key):].split()
     return []
+
+
+def program_args(path):
+    return header(path, "ARGS")
+
+
+def compile_flags(path):
+    return header(path, "FLAGS")
 
 
 def actual_run(shmapc, path):
     with tempfile.TemporaryDirectory() as tmp:
         exe = os.path.join(tmp, "prog")
-        c = subprocess.run([shmapc, "compile", path, "-o", exe], capture_output=True, text=True,
+        c = subprocess.run([shmapc, "compile", path, "-o", exe] + compile_flags(path), capture_output=True, text=True,
                            timeout=300)
         if c.returncode != 0:
             return "compile failed (status %d):\n%s" % (c.returncode, c.stderr)
@@ -54,7 +65,7 @@ def actual_run(shmapc, path):
 
 
 def actual_error(shmapc, path):
-    r = subprocess.run([shmapc, "check", path], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([shmapc, "check", path] + compile_flags(path), capture_output=True, text=True, timeout=120)
     if r.returncode != 1:
         return "expected exit status 1, got %d\nstdout:\n%s\nstderr:\n%s" % (
             r.returncode, r.stdout, r.stderr)

@@ -46,6 +46,15 @@ bool verifyAfter(const ir::Module &m, const char *stage) {
   return false;
 }
 
+// The command-line switches override each shmap's own check_vma / auto_pbroadcast.
+void applyShmapFlags(const CompileOptions &opts, ir::Module &m) {
+  for (auto &f : m.funcs) {
+    if (!f->isShmapBody) continue;
+    if (opts.explicitPbroadcast) f->autoPbroadcast = false;
+    if (opts.noCheckVma) f->checkVma = false;
+  }
+}
+
 int emitMachineCode(const CompileOptions &opts, ir::Module &m) {
   llvm::LLVMContext ctx;
   std::string error;
@@ -97,6 +106,7 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
   if (opts.emit == Emit::AST) return writeText(opts, ast::printAST(*modules.programs[0])) ? 0 : 1;
 
   std::unique_ptr<ir::Module> m = sema::buildModule(modules.units(), diags);
+  applyShmapFlags(opts, *m);
   if (opts.verifyEach && !verifyAfter(*m, "sema")) return 2;
   for (const passes::Pass &pass : passes::pipeline()) {
     pass.run(*m, diags);

@@ -15,6 +15,8 @@ struct CompileOptions {
   std::vector<std::string> includeDirs;
   bool verifyEach = false;             // run the IR verifier after every pass
   bool checkOnly = false;              // `shmapc check`: stop after the IR passes
+  bool explicitPbroadcast = false;     // every shmap as if auto_pbroadcast=false
+  bool noCheckVma = false;             // every shmap as if check_vma=false
 };
 
 // Runs the pipeline. Returns the process exit status: 0 ok, 1 user error (diagnostics were

@@ -33,6 +33,10 @@ void addCompileOptions(CLI::App *cmd, Args &a) {
       ->check(CLI::Range(0, 3));
   cmd->add_option("-I", a.opts.includeDirs, "add a folder to the module search path");
   cmd->add_flag("--verify-each", a.opts.verifyEach, "run the IR verifier after every pass");
+  cmd->add_flag("--explicit-pbroadcast", a.opts.explicitPbroadcast,
+                "no automatic pbroadcast insertion: a variance mismatch is an error");
+  cmd->add_flag("--no-check-vma", a.opts.noCheckVma,
+                "turn variance checking off (shard_map's behaviour before seed 000)");
 }
 
 // `shmapc run`: compile into a temporary folder, run, pass the exit status on.

@@ -1,0 +1,1116 @@
+// Unit tests of the runtime library: mesh execution, collectives (against a sequential
+// reference written independently of the runtime's algorithms), kernels, printing, the
+// random generator (against tests/numpy/shm_rng.py) and the statistics table.
+#include <catch2/catch.hpp>
+
+#include "shmap_runtime.h"
+#include "stats.h"
+
+#include <algorithm>
+#include <cblas.h>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+#if defined(__SANITIZE_THREAD__)
+#define SHM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SHM_TSAN 1
+#endif
+#endif
+
+using Shape = std::vector<int64_t>;
+using Values = std::vector<double>;
+
+namespace {
+
+// ---- helpers ------------------------------------------------------------------------------
+
+int64_t numel(const Shape &s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Shape unravel(int64_t flat, const Shape &shape) {
+  Shape idx(shape.size());
+  for (int d = (int)shape.size() - 1; d >= 0; --d) {
+    idx[(size_t)d] = flat % shape[(size_t)d];
+    flat /= shape[(size_t)d];
+  }
+  return idx;
+}
+
+int64_t ravel(const Shape &idx, const Shape &shape) {
+  int64_t f = 0;
+  for (size_t d = 0; d < shape.size(); ++d) f = f * shape[d] + idx[d];
+  return f;
+}
+
+template <typename V> V erase_at(V v, int64_t pos) {
+  v.erase(v.begin() + pos);
+  return v;
+}
+template <typename V, typename T> V insert_at(V v, int64_t pos, T x) {
+  v.insert(v.begin() + pos, x);
+  return v;
+}
+
+int64_t esize(int32_t dtype) { return dtype == SHM_F64 ? 8 : dtype == SHM_BOOL ? 1 : 4; }
+
+std::vector<unsigned char> to_bytes(const Values &v, int32_t dtype) {
+  std::vector<unsigned char> b((size_t)(v.size() * esize(dtype)) + 1);
+  for (size_t i = 0; i < v.size(); ++i) {
+    switch (dtype) {
+    case SHM_F32: ((float *)b.data())[i] = (float)v[i]; break;
+    case SHM_F64: ((double *)b.data())[i] = v[i]; break;
+    case SHM_I32: ((int32_t *)b.data())[i] = (int32_t)v[i]; break;
+    case SHM_BOOL: b[i] = v[i] != 0; break;
+    }
+  }
+  return b;
+}
+
+Values from_bytes(const void *p, int64_t n, int32_t dtype) {
+  Values v((size_t)n);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (dtype) {
+    case SHM_F32: v[(size_t)i] = ((const float *)p)[i]; break;
+    case SHM_F64: v[(size_t)i] = ((const double *)p)[i]; break;
+    case SHM_I32: v[(size_t)i] = ((const int32_t *)p)[i]; break;
+    case SHM_BOOL: v[(size_t)i] = ((const unsigned char *)p)[i]; break;
+    }
+  }
+  return v;
+}
+
+// Runs fn with stdout redirected to a temporary file and returns what it printed.
+std::string capture_stdout(const std::function<void()> &fn) {
+  std::fflush(stdout);
+  char path[] = "/tmp/shm_test_stdout_XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  int saved = dup(1);
+  dup2(fd, 1);
+  fn();
+  std::fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  std::string out;
+  lseek(fd, 0, SEEK_SET);
+  char buf[4096];
+  ssize_t k;
+  while ((k = read(fd, buf, sizeof buf)) > 0) out.append(buf, (size_t)k);
+  close(fd);
+  unlink(path);
+  return out;
+}
+
+// ---- a sequential model of the mesh, written without the runtime's tricks ----------------
+
+struct Mesh {
+  Shape sizes;
+  int ndev() const { return (int)numel(sizes); }
+  Shape coords(int d) const { return unravel(d, sizes); }
+};
+
+// Group of device d over `axes`: every device agreeing with d off `axes`, indexed row-major
+// over the coordinates on `axes` in the listed order.
+std::vector<int> group_members(const Mesh &m, int d, const std::vector<int32_t> &axes, int *me) {
+  Shape axis_sizes;
+  for (int32_t a : axes) axis_sizes.push_back(m.sizes[(size_t)a]);
+  std::vector<int> members((size_t)numel(axis_sizes), -1);
+  const Shape cd = m.coords(d);
+  for (int e = 0; e < m.ndev(); ++e) {
+    const Shape ce = m.coords(e);
+    bool same = true;
+    for (size_t a = 0; a < m.sizes.size(); ++a) {
+      bool listed = false;
+      for (int32_t x : axes) listed |= x == (int32_t)a;
+      if (!listed && ce[a] != cd[a]) same = false;
+    }
+    if (!same) continue;
+    Shape sub;
+    for (int32_t a : axes) sub.push_back(ce[(size_t)a]);
+    const int64_t j = ravel(sub, axis_sizes);
+    members[(size_t)j] = e;
+    if (e == d) *me = (int)j;
+  }
+  return members;
+}
+
+enum Kind { PSUM, PMAX, PMIN, ALL_GATHER, PSUM_SCATTER, ALL_TO_ALL, PPERMUTE, AXIS_INDEX };
+
+struct Case {
+  Kind kind = PSUM;
+  int32_t dtype = SHM_F32;
+  Shape shape; // per-device input block
+  std::vector<int32_t> axes;
+  int a1 = 0, a2 = 0; // axis / dim / split_axis, concat_axis
+  int tiled = 0;
+  std::vector<int64_t> pairs;
+};
+
+// The reference result of device d, given every device's input; sets out_shape.
+Values reference(const Mesh &m, const Case &c, int d, const std::vector<Values> &in,
+                 Shape *out_shape) {
+  int me = 0;
+  const std::vector<int> mem = group_members(m, d, c.axes, &me);
+  const int64_t n = (int64_t)mem.size();
+  const Shape &s = c.shape;
+  Values out;
+  switch (c.kind) {
+  case PSUM:
+  case PMAX:
+  case PMIN: {
+    *out_shape = s;
+    out = in[(size_t)mem[0]];
+    for (int64_t j = 1; j < n; ++j)
+      for (size_t i = 0; i < out.size(); ++i) {
+        const double x = in[(size_t)mem[(size_t)j]][i];
+        if (c.dtype == SHM_BOOL) out[i] = c.kind == PMIN ? (out[i] && x) : (out[i] || x);
+        else if (c.kind == PSUM) out[i] += x;
+        else if (c.kind == PMAX) out[i] = std::max(out[i], x);
+        else out[i] = std::min(out[i], x);
+      }
+    return out;
+  }
+  case ALL_GATHER: {
+    Shape os = s;
+    if (c.tiled) os[(size_t)c.a1] *= n;
+    else os = insert_at(s, c.a1, n);
+    *out_shape = os;
+    for (int64_t f = 0; f < numel(os); ++f) {
+      Shape o = unravel(f, os), i = o;
+      int64_t j;
+      if (c.tiled) {
+        j = o[(size_t)c.a1] / s[(size_t)c.a1];
+        i[(size_t)c.a1] = o[(size_t)c.a1] % s[(size_t)c.a1];
+      } else {
+        j = o[(size_t)c.a1];
+        i = erase_at(o, c.a1);
+      }
+      out.push_back(in[(size_t)mem[(size_t)j]][(size_t)ravel(i, s)]);
+    }
+    return out;
+  }
+  case PSUM_SCATTER: {
+    Shape os = s;
+    if (c.tiled) os[(size_t)c.a1] /= n;
+    else os = erase_at(s, c.a1);
+    *out_shape = os;
+    for (int64_t f = 0; f < numel(os); ++f) {
+      Shape o = unravel(f, os), i;
+      if (c.tiled) {
+        i = o;
+        i[(size_t)c.a1] += me * os[(size_t)c.a1];
+      } else {
+        i = insert_at(o, c.a1, (int64_t)me);
+      }
+      double acc = 0;
+      for (int64_t j = 0; j < n; ++j) acc += in[(size_t)mem[(size_t)j]][(size_t)ravel(i, s)];
+      out.push_back(acc);
+    }
+    return out;
+  }
+  case ALL_TO_ALL: {
+    const int split = c.a1, concat = c.a2;
+    Shape os;
+    if (c.tiled) {
+      os = s;
+      os[(size_t)split] /= n;
+      os[(size_t)concat] *= n;
+    } else {
+      os = insert_at(erase_at(s, split), concat, n);
+    }
+    *out_shape = os;
+    for (int64_t f = 0; f < numel(os); ++f) {
+      Shape o = unravel(f, os), i;
+      int64_t j;
+      if (c.tiled) {
+        const int64_t b = s[(size_t)split] / n; // block size along split
+        const int64_t cb = os[(size_t)concat] / n; // one sender's extent along concat
+        j = o[(size_t)concat] / cb;
+        i = o;
+        i[(size_t)concat] = o[(size_t)concat] % cb;
+        i[(size_t)split] += me * b;
+      } else {
+        j = o[(size_t)concat];
+        i = insert_at(erase_at(o, concat), split, (int64_t)me);
+      }
+      out.push_back(in[(size_t)mem[(size_t)j]][(size_t)ravel(i, s)]);
+    }
+    return out;
+  }
+  case PPERMUTE: {
+    *out_shape = s;
+    out.assign((size_t)numel(s), 0.0);
+    for (size_t p = 0; p + 1 < c.pairs.size(); p += 2)
+      if (c.pairs[p + 1] == me) out = in[(size_t)mem[(size_t)c.pairs[p]]];
+    return out;
+  }
+  case AXIS_INDEX:
+    *out_shape = {};
+    return {(double)me};
+  }
+  return out;
+}
+
+// Read-only while the devices run (written before shm_run_shmap starts the threads).
+Case g_case;
+
+void collective_body(shm_device *dev, void **outs, void **ins) {
+  const Case &c = g_case;
+  const int32_t rank = (int32_t)c.shape.size();
+  const int32_t *axes = c.axes.data();
+  const int32_t na = (int32_t)c.axes.size();
+  const int64_t n = numel(c.shape);
+  switch (c.kind) {
+  case PSUM: shm_psum(dev, c.dtype, ins[0], outs[0], n, axes, na); break;
+  case PMAX: shm_pmax(dev, c.dtype, ins[0], outs[0], n, axes, na); break;
+  case PMIN: shm_pmin(dev, c.dtype, ins[0], outs[0], n, axes, na); break;
+  case ALL_GATHER:
+    shm_all_gather(dev, c.dtype, ins[0], outs[0], rank, c.shape.data(), c.a1, c.tiled, axes, na);
+    break;
+  case PSUM_SCATTER:
+    shm_psum_scatter(dev, c.dtype, ins[0], outs[0], rank, c.shape.data(), c.a1, c.tiled, axes, na);
+    break;
+  case ALL_TO_ALL:
+    shm_all_to_all(dev, c.dtype, ins[0], outs[0], rank, c.shape.data(), c.a1, c.a2, c.tiled, axes, na);
+    break;
+  case PPERMUTE:
+    shm_ppermute(dev, c.dtype, ins[0], outs[0], n, c.pairs.data(), (int32_t)(c.pairs.size() / 2), axes, na);
+    break;
+  case AXIS_INDEX: *(int32_t *)outs[0] = shm_axis_index(dev, axes, na); break;
+  }
+}
+
+// Runs one collective on the mesh: device d's input block is in[d]; returns each device's
+// output block and checks it against the reference.
+void check_case(const Mesh &m, const Case &c) {
+  const int nd = m.ndev();
+  std::vector<Values> in((size_t)nd);
+  for (int d = 0; d < nd; ++d)
+    for (int64_t e = 0; e < numel(c.shape); ++e) {
+      double v;
+      if (c.dtype == SHM_BOOL) v = ((d * 3 + e) % 4) == 0;
+      else if (c.kind == PMAX || c.kind == PMIN) v = (double)((d * 7 + e * 3) % 11) - 5;
+      else v = d * 100 + e; // exact in f32
+      in[(size_t)d].push_back(v);
+    }
+  std::vector<Values> want((size_t)nd);
+  Shape out_shape;
+  for (int d = 0; d < nd; ++d) want[(size_t)d] = reference(m, c, d, in, &out_shape);
+  const int32_t out_dtype = c.kind == AXIS_INDEX ? SHM_I32 : c.dtype;
+
+  // Global arrays [ndev, block...] with dimension 0 split over all mesh axes (row-major), so
+  // device d's block is row d.
+  Values gin;
+  for (auto &v : in) gin.insert(gin.end(), v.begin(), v.end());
+  auto in_bytes = to_bytes(gin, c.dtype);
+  Shape gin_shape = insert_at(c.shape, 0, (int64_t)nd);
+  Shape gout_shape = insert_at(out_shape, 0, (int64_t)nd);
+  std::vector<unsigned char> out_bytes((size_t)(numel(gout_shape) * esize(out_dtype)) + 1, 0xAB);
+  auto spec_for = [&](size_t rank) {
+    std::vector<int32_t> sp{(int32_t)m.sizes.size()};
+    for (size_t a = 0; a < m.sizes.size(); ++a) sp.push_back((int32_t)a);
+    for (size_t d = 1; d < rank; ++d) sp.push_back(0);
+    return sp;
+  };
+  auto in_spec = spec_for(gin_shape.size()), out_spec = spec_for(gout_shape.size());
+  shm_array_desc in_desc{(int32_t)gin_shape.size(), gin_shape.data(), c.dtype, in_spec.data()};
+  shm_array_desc out_desc{(int32_t)gout_shape.size(), gout_shape.data(), out_dtype, out_spec.data()};
+  void *ins[1] = {in_bytes.data()};
+  void *outs[1] = {out_bytes.data()};
+  g_case = c;
+  shm_run_shmap((int32_t)m.sizes.size(), m.sizes.data(), nullptr, collective_body, 1, ins,
+                &in_desc, 1, outs, &out_desc);
+  const Values got = from_bytes(out_bytes.data(), numel(gout_shape), out_dtype);
+  const int64_t blk = numel(out_shape);
+  for (int d = 0; d < nd; ++d) {
+    INFO("device " << d);
+    const Values row(got.begin() + d * blk, got.begin() + (d + 1) * blk);
+    CHECK(row == want[(size_t)d]);
+  }
+}
+
+struct MeshAxes {
+  Mesh mesh;
+  std::vector<int32_t> axes;
+  const char *name;
+};
+
+std::vector<MeshAxes> mesh_configs() {
+  return {
+      {{{4}}, {0}, "mesh 4, axis x"},
+      {{{2, 4}}, {0}, "mesh 2x4, axis x"},
+      {{{2, 4}}, {1}, "mesh 2x4, axis y"},
+      {{{2, 4}}, {0, 1}, "mesh 2x4, axes (x, y)"},
+      {{{2, 4}}, {1, 0}, "mesh 2x4, axes (y, x)"},
+      {{{2, 4}}, {}, "mesh 2x4, no axes"},
+      {{{2, 2, 2}}, {2, 0}, "mesh 2x2x2, axes (z, x)"},
+  };
+}
+
+int64_t group_size(const MeshAxes &ma) {
+  int64_t n = 1;
+  for (int32_t a : ma.axes) n *= ma.mesh.sizes[(size_t)a];
+  return n;
+}
+
+} // namespace
+
+// ---- collectives ----------------------------------------------------------------------------
+
+TEST_CASE("all-reduce collectives match the sequential reference", "[collectives]") {
+  for (const MeshAxes &ma : mesh_configs()) {
+    for (Kind k : {PSUM, PMAX, PMIN})
+      for (int32_t dt : {SHM_F32, SHM_F64, SHM_I32, SHM_BOOL}) {
+        // sizes below, equal to and above the group size (uneven chunks), and a scalar
+        for (Shape shape : {Shape{}, Shape{3}, Shape{2, 5}, Shape{17}}) {
+          Case c;
+          c.kind = k;
+          c.dtype = dt;
+          c.shape = shape;
+          c.axes = ma.axes;
+          INFO(ma.name << ", kind " << k << ", dtype " << dt << ", elements " << numel(shape));
+          check_case(ma.mesh, c);
+        }
+      }
+  }
+}
+
+TEST_CASE("all_gather matches the reference, tiled and untiled", "[collectives]") {
+  for (const MeshAxes &ma : mesh_configs()) {
+    for (int tiled : {0, 1})
+      for (int axis = 0; axis <= 2; ++axis) {
+        if (tiled && axis == 2) continue;
+        for (int32_t dt : {SHM_F32, SHM_F64, SHM_BOOL}) {
+          Case c;
+          c.kind = ALL_GATHER;
+          c.dtype = dt;
+          c.shape = {3, 2};
+          c.axes = ma.axes;
+          c.a1 = axis;
+          c.tiled = tiled;
+          INFO(ma.name << ", axis " << axis << ", tiled " << tiled << ", dtype " << dt);
+          check_case(ma.mesh, c);
+        }
+      }
+    Case scalar; // untiled gather of a scalar: a vector of the group's values
+    scalar.kind = ALL_GATHER;
+    scalar.shape = {};
+    scalar.axes = ma.axes;
+    check_case(ma.mesh, scalar);
+  }
+}
+
+TEST_CASE("psum_scatter matches the reference, tiled and untiled", "[collectives]") {
+  for (const MeshAxes &ma : mesh_configs()) {
+    const int64_t n = group_size(ma);
+    for (int dim = 0; dim < 2; ++dim) {
+      Case c;
+      c.kind = PSUM_SCATTER;
+      c.axes = ma.axes;
+      c.a1 = dim;
+      INFO(ma.name << ", dim " << dim);
+      c.tiled = 1;
+      c.shape = dim == 0 ? Shape{2 * n, 3} : Shape{3, 2 * n};
+      check_case(ma.mesh, c);
+      c.tiled = 0;
+      c.shape = dim == 0 ? Shape{n, 3} : Shape{3, n};
+      check_case(ma.mesh, c);
+      c.shape = dim == 0 ? Shape{n} : Shape{2, n};
+      check_case(ma.mesh, c);
+      c.dtype = SHM_I32;
+      check_case(ma.mesh, c);
+    }
+  }
+}
+
+TEST_CASE("all_to_all matches the reference, tiled and untiled", "[collectives]") {
+  for (const MeshAxes &ma : mesh_configs()) {
+    const int64_t n = group_size(ma);
+    for (int split = 0; split < 3; ++split)
+      for (int concat = 0; concat < 3; ++concat)
+        for (int tiled : {0, 1}) {
+          Case c;
+          c.kind = ALL_TO_ALL;
+          c.axes = ma.axes;
+          c.a1 = split;
+          c.a2 = concat;
+          c.tiled = tiled;
+          c.shape = {2, 3, 2};
+          c.shape[(size_t)split] = tiled ? 2 * n : n;
+          INFO(ma.name << ", split " << split << ", concat " << concat << ", tiled " << tiled);
+          check_case(ma.mesh, c);
+          c.dtype = SHM_F64;
+          check_case(ma.mesh, c);
+        }
+  }
+}
+
+TEST_CASE("ppermute matches the reference; unsent devices get zeros", "[collectives]") {
+  for (const MeshAxes &ma : mesh_configs()) {
+    const int64_t n = group_size(ma);
+    Case c;
+    c.kind = PPERMUTE;
+    c.axes = ma.axes;
+    c.shape = {2, 3};
+    INFO(ma.name);
+    for (int64_t j = 0; j < n; ++j) { // ring shift by one
+      c.pairs.push_back(j);
+      c.pairs.push_back((j + 1) % n);
+    }
+    check_case(ma.mesh, c);
+    c.pairs = {0, n - 1}; // only one message: everybody else receives zeros
+    check_case(ma.mesh, c);
+    c.pairs = {};
+    check_case(ma.mesh, c);
+    c.dtype = SHM_BOOL;
+    c.pairs = {n - 1, 0};
+    check_case(ma.mesh, c);
+  }
+}
+
+TEST_CASE("axis_index is the row-major index over the listed axes", "[collectives]") {
+  for (const MeshAxes &ma : mesh_configs()) {
+    Case c;
+    c.kind = AXIS_INDEX;
+    c.dtype = SHM_I32;
+    c.axes = ma.axes;
+    INFO(ma.name);
+    check_case(ma.mesh, c);
+  }
+}
+
+namespace {
+// Several collectives back to back, with results feeding each other: exercises slot reuse
+// between consecutive collectives (a device racing ahead must not clobber a slot in use).
+void chained_body(shm_device *dev, void **outs, void **ins) {
+  const int32_t x = 0;
+  float a[64], b[64], c[256];
+  const int64_t shape[1] = {64};
+  for (int i = 0; i < 64; ++i) a[i] = ((const float *)ins[0])[0] + (float)i;
+  for (int round = 0; round < 50; ++round) {
+    shm_psum(dev, SHM_F32, a, b, 64, &x, 1);
+    shm_all_gather(dev, SHM_F32, b, c, 1, shape, 0, 1, &x, 1);
+    for (int i = 0; i < 64; ++i) a[i] = c[64 * (round % 4) + i] / 4.0f;
+  }
+  std::memcpy(outs[0], a, sizeof a);
+}
+} // namespace
+
+TEST_CASE("consecutive collectives do not interfere", "[collectives]") {
+  const int64_t mesh[1] = {4};
+  float in[4] = {0, 1, 2, 3};
+  std::vector<float> out(4 * 64);
+  const int64_t in_shape[1] = {4}, out_shape[1] = {256};
+  const int32_t spec[2] = {1, 0};
+  shm_array_desc din{1, in_shape, SHM_F32, spec}, dout{1, out_shape, SHM_F32, spec};
+  void *ins[1] = {in}, *outs[1] = {out.data()};
+  shm_run_shmap(1, mesh, nullptr, chained_body, 1, ins, &din, 1, outs, &dout);
+  // round 0: a[i] = psum = 6 + 4i, gathered, /4 -> 1.5 + i; afterwards psum of equal values
+  // times 4 / 4 keeps it: every device ends with 1.5 + i.
+  for (int d = 0; d < 4; ++d)
+    for (int i = 0; i < 64; ++i) REQUIRE(out[(size_t)(d * 64 + i)] == 1.5f + (float)i);
+}
+
+// ---- shmap split / assemble -----------------------------------------------------------------
+
+namespace {
+// Per-device record of what the body saw (each device writes only its own entry).
+struct Seen {
+  std::vector<float> block;
+  int32_t id = -1;
+};
+std::vector<Seen> g_seen(64);
+int64_t g_block_elems = 0;
+
+void record_body(shm_device *dev, void **outs, void **ins) {
+  const int32_t xy[2] = {0, 1};
+  const int32_t id = shm_axis_index(dev, xy, 2);
+  const float *in = (const float *)ins[0];
+  g_seen[(size_t)id].block.assign(in, in + g_block_elems);
+  g_seen[(size_t)id].id = id;
+  // out 0: the input block unchanged; out 1: the device id, as f32[1]
+  std::memcpy(outs[0], in, (size_t)g_block_elems * sizeof(float));
+  *(float *)outs[1] = (float)id;
+}
+
+// Runs record_body on mesh (x=2, y=4) with the given global input and specs.
+std::vector<float> run_record(const Shape &gshape, const std::vector<int32_t> &in_spec,
+                              const Shape &id_shape, const std::vector<int32_t> &id_spec,
+                              int64_t block_elems, std::vector<float> *ids) {
+  const int64_t mesh[2] = {2, 4};
+  const char *names[2] = {"x", "y"};
+  std::vector<float> in((size_t)numel(gshape));
+  for (size_t i = 0; i < in.size(); ++i) in[i] = (float)i;
+  std::vector<float> out(in.size(), -1.0f);
+  ids->assign((size_t)numel(id_shape), -1.0f);
+  g_block_elems = block_elems;
+  shm_array_desc din{(int32_t)gshape.size(), gshape.data(), SHM_F32, in_spec.data()};
+  shm_array_desc douts[2] = {din, {(int32_t)id_shape.size(), id_shape.data(), SHM_F32, id_spec.data()}};
+  void *ins[1] = {in.data()};
+  void *outs[2] = {out.data(), ids->data()};
+  shm_run_shmap(2, mesh, names, record_body, 1, ins, &din, 2, outs, douts);
+  CHECK(out == in); // the identity body reassembles the input exactly
+  return in;
+}
+} // namespace
+
+TEST_CASE("shmap splits and assembles by partition spec", "[shmap]") {
+  std::vector<float> ids;
+  SECTION("P((x, y)) on [8, 3]: device d gets row d") {
+    run_record({8, 3}, {2, 0, 1, 0}, {8}, {2, 0, 1}, 3, &ids);
+    for (int d = 0; d < 8; ++d) {
+      CHECK(g_seen[(size_t)d].block == std::vector<float>{3.0f * d, 3.0f * d + 1, 3.0f * d + 2});
+      CHECK(ids[(size_t)d] == (float)d);
+    }
+  }
+  SECTION("P((y, x)) on [8]: y is major") {
+    run_record({8}, {2, 1, 0}, {8}, {2, 1, 0}, 1, &ids);
+    for (int d = 0; d < 8; ++d) {
+      const int x = d / 4, y = d % 4;
+      CHECK(g_seen[(size_t)d].block == std::vector<float>{(float)(y * 2 + x)});
+      CHECK(ids[(size_t)(y * 2 + x)] == (float)d);
+    }
+  }
+  SECTION("P(None, y) on [3, 8]: columns 2y, 2y+1; replicated over x") {
+    run_record({3, 8}, {0, 1, 1}, {4}, {1, 1}, 6, &ids);
+    for (int d = 0; d < 8; ++d) {
+      const int y = d % 4;
+      std::vector<float> want;
+      for (int r = 0; r < 3; ++r)
+        for (int c = 2 * y; c < 2 * y + 2; ++c) want.push_back((float)(r * 8 + c));
+      CHECK(g_seen[(size_t)d].block == want);
+    }
+    // the id output P(y) is taken from the devices with x == 0: ids 0..3
+    CHECK(ids == std::vector<float>{0, 1, 2, 3});
+  }
+  SECTION("P(x, y) on [4, 8]: a 2-D block grid") {
+    run_record({4, 8}, {1, 0, 1, 1}, {2}, {1, 0}, 4, &ids);
+    for (int d = 0; d < 8; ++d) {
+      const int x = d / 4, y = d % 4;
+      std::vector<float> want;
+      for (int r = 2 * x; r < 2 * x + 2; ++r)
+        for (int c = 2 * y; c < 2 * y + 2; ++c) want.push_back((float)(r * 8 + c));
+      CHECK(g_seen[(size_t)d].block == want);
+    }
+    CHECK(ids == std::vector<float>{0, 4}); // P(x): devices with y == 0
+  }
+  SECTION("P() replicates; an unmapped output comes from device 0") {
+    std::vector<float> in = run_record({2, 3}, {0, 0}, {1}, {0}, 6, &ids);
+    for (int d = 0; d < 8; ++d) CHECK(g_seen[(size_t)d].block == in);
+    CHECK(ids == std::vector<float>{0});
+  }
+}
+
+TEST_CASE("shmap over a rank-0 mesh runs one device", "[shmap]") {
+  float in = 2.5f, out = 0;
+  const int32_t spec[1] = {0};
+  shm_array_desc d{0, nullptr, SHM_F32, spec};
+  void *ins[1] = {&in}, *outs[1] = {&out};
+  shm_run_shmap(
+      0, nullptr, nullptr,
+      [](shm_device *dev, void **o, void **i) {
+        float v = *(float *)i[0];
+        shm_psum(dev, SHM_F32, &v, o[0], 1, nullptr, 0);
+      },
+      1, ins, &d, 1, outs, &d);
+  CHECK(out == 2.5f);
+}
+
+// ---- statistics ----------------------------------------------------------------------------
+
+namespace {
+void stats_body(shm_device *dev, void **outs, void **ins) {
+  const int32_t x = 0;
+  float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[8], g[32];
+  const int64_t shape[1] = {8};
+  shm_psum(dev, SHM_F32, a, b, 8, &x, 1);
+  shm_psum(dev, SHM_F32, b, a, 8, &x, 1);
+  shm_all_gather(dev, SHM_F32, a, g, 1, shape, 0, 0, &x, 1);
+  const int64_t pairs[4] = {0, 1, 1, 0};
+  shm_ppermute(dev, SHM_F32, a, b, 8, pairs, 2, &x, 1);
+  shm_axis_index(dev, &x, 1);
+  *(float *)outs[0] = b[0];
+}
+} // namespace
+
+TEST_CASE("statistics count calls once and bytes per the documented model", "[stats]") {
+  shm::stats_reset();
+  const int64_t mesh[1] = {4};
+  const int64_t shape[1] = {4};
+  const int32_t spec[2] = {1, 0};
+  float out[4];
+  shm_array_desc d{1, shape, SHM_F32, spec};
+  void *outs[1] = {out};
+  shm_run_shmap(1, mesh, nullptr, stats_body, 0, nullptr, nullptr, 1, outs, &d);
+  const shm::Stats &s = shm::stats_get();
+  // psum of 32 bytes on 4 devices: each device reduces an 8-byte chunk, reading it from 3
+  // others and writing it to 3 others: 24 + 24 bytes per device, 96 + 96 per call.
+  CHECK(s.rows[shm::kPsum].calls == 2);
+  CHECK(s.rows[shm::kPsum].bytes_sent == 192);
+  CHECK(s.rows[shm::kPsum].bytes_received == 192);
+  // all_gather pulls 3 other 32-byte inputs per device.
+  CHECK(s.rows[shm::kAllGather].calls == 1);
+  CHECK(s.rows[shm::kAllGather].bytes_sent == 0);
+  CHECK(s.rows[shm::kAllGather].bytes_received == 4 * 3 * 32);
+  // ppermute: devices 0 and 1 each pull 32 bytes; 2 and 3 get zeros.
+  CHECK(s.rows[shm::kPpermute].calls == 1);
+  CHECK(s.rows[shm::kPpermute].bytes_received == 64);
+  CHECK(s.rows[shm::kPmax].calls == 0);
+  const std::string table = capture_stdout([] { shm::stats_print(stdout); });
+  CHECK(table == "== shmap collective stats ==\n"
+                 "collective      calls   bytes_sent   bytes_received\n"
+                 "psum                2          192              192\n"
+                 "all_gather          1            0              384\n"
+                 "ppermute            1            0               64\n");
+  shm::stats_reset();
+  CHECK(capture_stdout([] { shm::stats_print(stdout); }) ==
+        "== shmap collective stats ==\n"
+        "collective      calls   bytes_sent   bytes_received\n"
+        "(no collectives)\n");
+}
+
+// The emitted program's entry point, for the runtime_main tests.
+static int g_user_main_calls = 0;
+extern "C" void shm_user_main(shm_device *dev, void **outs, void **ins) {
+  ++g_user_main_calls;
+  const float v = 3.5f;
+  shm_print("v", SHM_F32, 0, nullptr, &v);
+}
+
+TEST_CASE("runtime main: --stats, SHMAP_STATS and unknown arguments", "[main]") {
+  char prog[] = "prog", stats[] = "--stats", bad[] = "--bogus";
+  unsetenv("SHMAP_STATS");
+  {
+    char *argv[] = {prog, nullptr};
+    int rc = -1;
+    const std::string out = capture_stdout([&] { rc = shm::runtime_main(1, argv); });
+    CHECK(rc == 0);
+    CHECK(out == "v: f32[] = 3.5\n");
+  }
+  {
+    char *argv[] = {prog, stats, nullptr};
+    int rc = -1;
+    const std::string out = capture_stdout([&] { rc = shm::runtime_main(2, argv); });
+    CHECK(rc == 0);
+    CHECK(out == "v: f32[] = 3.5\n== shmap collective stats ==\n"
+                 "collective      calls   bytes_sent   bytes_received\n(no collectives)\n");
+  }
+  {
+    setenv("SHMAP_STATS", "1", 1);
+    char *argv[] = {prog, nullptr};
+    const std::string out = capture_stdout([&] { shm::runtime_main(1, argv); });
+    CHECK(out.find("(no collectives)") != std::string::npos);
+    unsetenv("SHMAP_STATS");
+  }
+  {
+    const int before = g_user_main_calls;
+    char *argv[] = {prog, bad, nullptr};
+    int rc = -1;
+    std::FILE *saved = stderr;
+    (void)saved;
+    const std::string out = capture_stdout([&] { rc = shm::runtime_main(2, argv); });
+    CHECK(rc == 1);
+    CHECK(out.empty());
+    CHECK(g_user_main_calls == before); // the program did not run
+  }
+}
+
+// ---- kernels ------------------------------------------------------------------------------
+
+TEST_CASE("broadcast_in_dim", "[kernels]") {
+  const float in[3] = {1, 2, 3};
+  float out[6];
+  const int64_t is[1] = {3}, os[2] = {2, 3}, bd[1] = {1};
+  shm_broadcast_in_dim(SHM_F32, in, 1, is, out, 2, os, bd);
+  CHECK(std::vector<float>(out, out + 6) == std::vector<float>{1, 2, 3, 1, 2, 3});
+  const int64_t is2[2] = {3, 1}, os2[3] = {3, 2, 4}, bd2[2] = {0, 2}; // size-1 dim broadcasts
+  float out2[24];
+  shm_broadcast_in_dim(SHM_F32, in, 2, is2, out2, 3, os2, bd2);
+  for (int i = 0; i < 24; ++i) CHECK(out2[i] == in[i / 8]);
+  const double s = 7;
+  double out3[4];
+  const int64_t os3[2] = {2, 2};
+  shm_broadcast_in_dim(SHM_F64, &s, 0, nullptr, out3, 2, os3, nullptr);
+  for (double v : out3) CHECK(v == 7);
+}
+
+TEST_CASE("transpose", "[kernels]") {
+  const Shape shape{2, 3, 4};
+  std::vector<int32_t> in(24);
+  for (int i = 0; i < 24; ++i) in[(size_t)i] = i;
+  const int64_t perm[3] = {2, 0, 1};
+  std::vector<int32_t> out(24);
+  shm_transpose(SHM_I32, in.data(), 3, shape.data(), perm, out.data());
+  const Shape os{4, 2, 3};
+  for (int64_t f = 0; f < 24; ++f) {
+    Shape o = unravel(f, os);
+    Shape i{o[1], o[2], o[0]}; // out[o] = in[i] with i[perm[k]] = o[k]
+    CHECK(out[(size_t)f] == in[(size_t)ravel(i, shape)]);
+  }
+}
+
+TEST_CASE("reduce over sorted axes", "[kernels]") {
+  const Shape shape{2, 3, 4};
+  std::vector<float> in(24);
+  for (int i = 0; i < 24; ++i) in[(size_t)i] = (float)((i * 7) % 10) - 3;
+  auto ref = [&](std::vector<int64_t> axes, int op) {
+    Shape os;
+    for (int d = 0; d < 3; ++d)
+      if (std::find(axes.begin(), axes.end(), d) == axes.end()) os.push_back(shape[(size_t)d]);
+    std::vector<float> r((size_t)numel(os), op == SHM_REDUCE_SUM ? 0.0f : op == SHM_REDUCE_MAX ? -INFINITY : INFINITY);
+    for (int64_t f = 0; f < 24; ++f) {
+      Shape i = unravel(f, shape), o;
+      for (int d = 0; d < 3; ++d)
+        if (std::find(axes.begin(), axes.end(), d) == axes.end()) o.push_back(i[(size_t)d]);
+      float &acc = r[(size_t)ravel(o, os)];
+      const float v = in[(size_t)f];
+      acc = op == SHM_REDUCE_SUM ? acc + v : op == SHM_REDUCE_MAX ? std::max(acc, v) : std::min(acc, v);
+    }
+    return r;
+  };
+  for (std::vector<int64_t> axes : {std::vector<int64_t>{}, {0}, {1}, {2}, {0, 2}, {1, 2}, {0, 1, 2}})
+    for (int op : {SHM_REDUCE_SUM, SHM_REDUCE_MAX, SHM_REDUCE_MIN}) {
+      std::vector<float> want = ref(axes, op), got(want.size());
+      shm_reduce(SHM_F32, op, in.data(), 3, shape.data(), axes.data(), (int32_t)axes.size(), got.data());
+      INFO("axes " << axes.size() << " op " << op);
+      CHECK(got == want);
+    }
+  // bool: any / all; i32 wraps; empty reduction gives the identity
+  const unsigned char b[4] = {0, 1, 0, 0};
+  unsigned char r;
+  const int64_t s4[1] = {4}, ax0[1] = {0};
+  shm_reduce(SHM_BOOL, SHM_REDUCE_SUM, b, 1, s4, ax0, 1, &r);
+  CHECK(r == 1);
+  shm_reduce(SHM_BOOL, SHM_REDUCE_MIN, b, 1, s4, ax0, 1, &r);
+  CHECK(r == 0);
+  const int32_t big[2] = {2147483647, 1};
+  int32_t ri;
+  const int64_t s2[1] = {2};
+  shm_reduce(SHM_I32, SHM_REDUCE_SUM, big, 1, s2, ax0, 1, &ri);
+  CHECK(ri == -2147483647 - 1);
+  const int64_t s0[1] = {0};
+  float e = 1;
+  shm_reduce(SHM_F32, SHM_REDUCE_MAX, nullptr, 1, s0, ax0, 1, &e);
+  CHECK(e == -INFINITY);
+  const float nanin[3] = {1, NAN, 2};
+  const int64_t s3[1] = {3};
+  shm_reduce(SHM_F32, SHM_REDUCE_MAX, nanin, 1, s3, ax0, 1, &e);
+  CHECK(std::isnan(e));
+}
+
+TEST_CASE("matmul f32 / f64 / i32 with batch", "[kernels][blas]") {
+  openblas_set_num_threads(1);
+  const int64_t B = 2, M = 3, K = 4, N = 5;
+  std::vector<double> a((size_t)(B * M * K)), b((size_t)(B * K * N)), want((size_t)(B * M * N), 0);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = (double)((int)(i * 5) % 7) - 3;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = (double)((int)(i * 3) % 5) - 2;
+  for (int64_t bb = 0; bb < B; ++bb)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j)
+        for (int64_t k = 0; k < K; ++k)
+          want[(size_t)((bb * M + i) * N + j)] += a[(size_t)((bb * M + i) * K + k)] * b[(size_t)((bb * K + k) * N + j)];
+  for (int32_t dt : {SHM_F32, SHM_F64, SHM_I32}) {
+    auto ab = to_bytes(a, dt), bbytes = to_bytes(b, dt);
+    std::vector<unsigned char> out((size_t)(B * M * N * esize(dt)));
+    shm_matmul(dt, ab.data(), bbytes.data(), out.data(), B, M, K, N);
+    INFO("dtype " << dt);
+    CHECK(from_bytes(out.data(), B * M * N, dt) == want);
+  }
+  float z[4] = {9, 9, 9, 9};
+  shm_matmul(SHM_F32, nullptr, nullptr, z, 1, 2, 0, 2); // k == 0: zeros
+  for (float v : z) CHECK(v == 0);
+}
+
+TEST_CASE("slice with strides", "[kernels]") {
+  std::vector<int32_t> in(30);
+  for (int i = 0; i < 30; ++i) in[(size_t)i] = i;
+  const int64_t shape[2] = {5, 6}, start[2] = {1, 0}, limit[2] = {5, 6}, strides[2] = {2, 4};
+  int32_t out[4];
+  shm_slice(SHM_I32, in.data(), 2, shape, start, limit, strides, out);
+  CHECK(std::vector<int32_t>(out, out + 4) == std::vector<int32_t>{6, 10, 18, 22});
+  const int64_t start2[2] = {2, 1}, limit2[2] = {3, 4};
+  int32_t out2[3];
+  shm_slice(SHM_I32, in.data(), 2, shape, start2, limit2, nullptr, out2);
+  CHECK(std::vector<int32_t>(out2, out2 + 3) == std::vector<int32_t>{13, 14, 15});
+}
+
+TEST_CASE("dynamic_slice and dynamic_update_slice clamp like JAX", "[kernels]") {
+  std::vector<float> in(12);
+  for (int i = 0; i < 12; ++i) in[(size_t)i] = (float)i;
+  const int64_t shape[2] = {3, 4}, sizes[2] = {2, 2};
+  float out[4];
+  const int64_t st1[2] = {1, 1};
+  shm_dynamic_slice(SHM_F32, in.data(), 2, shape, st1, sizes, out);
+  CHECK(std::vector<float>(out, out + 4) == std::vector<float>{5, 6, 9, 10});
+  const int64_t st2[2] = {5, -3}; // clamped to (1, 0)
+  shm_dynamic_slice(SHM_F32, in.data(), 2, shape, st2, sizes, out);
+  CHECK(std::vector<float>(out, out + 4) == std::vector<float>{4, 5, 8, 9});
+  const float upd[4] = {-1, -2, -3, -4};
+  std::vector<float> res(12);
+  const int64_t st3[2] = {0, 3}; // clamped to (0, 2)
+  shm_dynamic_update_slice(SHM_F32, in.data(), 2, shape, upd, sizes, st3, res.data());
+  CHECK(res == std::vector<float>{0, 1, -1, -2, 4, 5, -3, -4, 8, 9, 10, 11});
+}
+
+TEST_CASE("concatenate and iota", "[kernels]") {
+  const float a[4] = {1, 2, 3, 4}, b[2] = {5, 6};
+  const void *ins[2] = {a, b};
+  const int64_t shapes[4] = {2, 2, 2, 1};
+  float out[6];
+  shm_concatenate(SHM_F32, 2, ins, 2, shapes, 1, out);
+  CHECK(std::vector<float>(out, out + 6) == std::vector<float>{1, 2, 5, 3, 4, 6});
+  const int64_t shapes0[4] = {2, 2, 1, 2};
+  const float c[2] = {7, 8};
+  const void *ins0[2] = {a, c};
+  shm_concatenate(SHM_F32, 2, ins0, 2, shapes0, 0, out);
+  CHECK(std::vector<float>(out, out + 6) == std::vector<float>{1, 2, 3, 4, 7, 8});
+  int32_t io[6];
+  const int64_t is[2] = {2, 3};
+  shm_iota(SHM_I32, io, 2, is, 1);
+  CHECK(std::vector<int32_t>(io, io + 6) == std::vector<int32_t>{0, 1, 2, 0, 1, 2});
+  double iod[6];
+  shm_iota(SHM_F64, iod, 2, is, 0);
+  CHECK(std::vector<double>(iod, iod + 6) == std::vector<double>{0, 0, 0, 1, 1, 1});
+}
+
+// ---- print --------------------------------------------------------------------------------
+
+TEST_CASE("print format", "[print]") {
+  auto pr = [](const char *label, int32_t dt, Shape shape, const void *data) {
+    return capture_stdout([&] { shm_print(label, dt, (int32_t)shape.size(), shape.data(), data); });
+  };
+  const float s = 3.5f;
+  CHECK(pr("x", SHM_F32, {}, &s) == "x: f32[] = 3.5\n");
+  CHECK(pr("", SHM_F32, {}, &s) == "f32[] = 3.5\n");
+  const float v[3] = {1, 0.5f, 12345678};
+  CHECK(pr("v", SHM_F32, {3}, v) == "v: f32[3]\n[1, 0.5, 1.23457e+07]\n");
+  float m[6];
+  for (int i = 0; i < 6; ++i) m[i] = (float)i;
+  CHECK(pr("label", SHM_F32, {2, 3}, m) == "label: f32[2,3]\n[[0, 1, 2],\n [3, 4, 5]]\n");
+  CHECK(pr(nullptr, SHM_F32, {2, 3}, m) == "f32[2,3]\n[[0, 1, 2],\n [3, 4, 5]]\n");
+  int32_t t[12];
+  for (int i = 0; i < 12; ++i) t[i] = i - 2;
+  CHECK(pr("t", SHM_I32, {2, 3, 2}, t) ==
+        "t: i32[2,3,2]\n"
+        "[[[-2, -1],\n"
+        "  [0, 1],\n"
+        "  [2, 3]],\n"
+        " [[4, 5],\n"
+        "  [6, 7],\n"
+        "  [8, 9]]]\n");
+  const unsigned char b[2] = {1, 0};
+  CHECK(pr("b", SHM_BOOL, {2}, b) == "b: bool[2]\n[true, false]\n");
+  CHECK(pr("b", SHM_BOOL, {}, b) == "b: bool[] = true\n");
+  const double d[4] = {NAN, -NAN, INFINITY, -1e-7};
+  CHECK(pr("d", SHM_F64, {4}, d) == "d: f64[4]\n[nan, nan, inf, -1e-07]\n");
+  CHECK(pr("e", SHM_F32, {2, 0}, nullptr) == "e: f32[2,0]\n[[]]\n");
+  const float col[2] = {1, 2};
+  CHECK(pr("c", SHM_F32, {2, 1}, col) == "c: f32[2,1]\n[[1],\n [2]]\n");
+}
+
+// ---- random -------------------------------------------------------------------------------
+
+TEST_CASE("random is deterministic and well distributed", "[random]") {
+  const int64_t n = 100000;
+  std::vector<float> a((size_t)n), b((size_t)n), c((size_t)n);
+  shm_random(SHM_F32, SHM_RANDOM_UNIFORM, 42, a.data(), n);
+  shm_random(SHM_F32, SHM_RANDOM_UNIFORM, 42, b.data(), n);
+  shm_random(SHM_F32, SHM_RANDOM_UNIFORM, 43, c.data(), n);
+  CHECK(a == b);
+  CHECK(a != c);
+  double mean = 0;
+  for (float v : a) {
+    REQUIRE(v >= 0.0f);
+    REQUIRE(v < 1.0f);
+    mean += v;
+  }
+  CHECK(std::abs(mean / n - 0.5) < 0.01);
+  // a prefix of a longer draw is the shorter draw (counter-based)
+  std::vector<float> p(10);
+  shm_random(SHM_F32, SHM_RANDOM_UNIFORM, 42, p.data(), 10);
+  CHECK(std::vector<float>(a.begin(), a.begin() + 10) == p);
+  std::vector<double> z((size_t)n);
+  shm_random(SHM_F64, SHM_RANDOM_NORMAL, 7, z.data(), n);
+  double m1 = 0, m2 = 0;
+  for (double v : z) {
+    m1 += v;
+    m2 += v * v;
+  }
+  m1 /= n;
+  m2 /= n;
+  CHECK(std::abs(m1) < 0.02);
+  CHECK(std::abs(m2 - 1) < 0.02);
+  std::vector<int32_t> ints(1000);
+  shm_random(SHM_I32, SHM_RANDOM_UNIFORM, 1, ints.data(), 1000);
+  for (int32_t v : ints) REQUIRE(v >= 0);
+}
+
+namespace {
+std::string format_random(int32_t dt, int32_t kind, int64_t seed, int64_t n) {
+  std::vector<unsigned char> buf((size_t)(n * 8) + 8);
+  shm_random(dt, kind, seed, buf.data(), n);
+  std::string s;
+  char tmp[64];
+  for (int64_t i = 0; i < n; ++i) {
+    switch (dt) {
+    case SHM_F32: std::snprintf(tmp, sizeof tmp, "%a", (double)((float *)buf.data())[i]); break;
+    case SHM_F64: std::snprintf(tmp, sizeof tmp, "%a", ((double *)buf.data())[i]); break;
+    case SHM_I32: std::snprintf(tmp, sizeof tmp, "%d", ((int32_t *)buf.data())[i]); break;
+    case SHM_BOOL: std::snprintf(tmp, sizeof tmp, "%s", buf[(size_t)i] ? "true" : "false"); break;
+    }
+    s += tmp;
+    s += '\n';
+  }
+  return s;
+}
+
+std::string run_python_rng(const char *kind, const char *dt, int64_t seed, int64_t n) {
+  std::string dir = __FILE__;
+  dir = dir.substr(0, dir.rfind('/'));
+  const std::string cmd = "/usr/bin/python3 " + dir + "/../numpy/shm_rng.py " + kind + " " + dt +
+                          " " + std::to_string(seed) + " " + std::to_string(n);
+  std::FILE *p = popen(cmd.c_str(), "r");
+  if (!p) return "";
+  std::string out;
+  char buf[4096];
+  size_t k;
+  while ((k = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, k);
+  pclose(p);
+  return out;
+}
+
+// Python's float.hex() and C's %a spell the same double differently; normalise both to the
+// bit pattern.
+std::string normalise_hex(const std::string &text) {
+  std::string out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    std::string line = text.substr(pos, nl - pos);
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+    if (line.find("0x") != std::string::npos) {
+      double v = std::strtod(line.c_str(), nullptr);
+      uint64_t bits;
+      std::memcpy(&bits, &v, 8);
+      line = std::to_string(bits);
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+} // namespace
+
+TEST_CASE("random matches the numpy re-implementation bit for bit", "[random][python]") {
+  if (access("/usr/bin/python3", X_OK) != 0) {
+    WARN("no /usr/bin/python3: skipped");
+    return;
+  }
+  struct {
+    const char *kind, *dt;
+    int32_t k, d;
+    int64_t seed;
+  } cases[] = {{"uniform", "f32", SHM_RANDOM_UNIFORM, SHM_F32, 0},
+               {"uniform", "f64", SHM_RANDOM_UNIFORM, SHM_F64, -5},
+               {"uniform", "i32", SHM_RANDOM_UNIFORM, SHM_I32, 123456789012345},
+               {"uniform", "bool", SHM_RANDOM_UNIFORM, SHM_BOOL, 3},
+               {"normal", "f32", SHM_RANDOM_NORMAL, SHM_F32, 1},
+               {"normal", "f64", SHM_RANDOM_NORMAL, SHM_F64, 2},
+               {"normal", "f64", SHM_RANDOM_NORMAL, SHM_F64, -77}};
+  for (auto &c : cases) {
+    INFO(c.kind << " " << c.dt << " seed " << c.seed);
+    const std::string py = run_python_rng(c.kind, c.dt, c.seed, 2000);
+    REQUIRE(!py.empty());
+    CHECK(normalise_hex(py) == normalise_hex(format_random(c.d, c.k, c.seed, 2000)));
+  }
+}
+
+// ---- fatal errors (in a forked child: they exit the process) --------------------------------
+
+namespace {
+// Runs fn in a child process; returns its exit status and what it wrote to stderr.
+int run_child(const std::function<void()> &fn, std::string *err) {
+  int pipefd[2];
+  REQUIRE(pipe(pipefd) == 0);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(pipefd[0]);
+    dup2(pipefd[1], 2);
+    fn();
+    _exit(0);
+  }
+  close(pipefd[1]);
+  char buf[1024];
+  ssize_t k;
+  while ((k = read(pipefd[0], buf, sizeof buf)) > 0) err->append(buf, (size_t)k);
+  close(pipefd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void bad_ppermute_body(shm_device *dev, void **outs, void **ins) {
+  const int32_t x = 0;
+  const int64_t pairs[4] = {0, 1, 2, 1}; // device 1 receives twice
+  float a = 0, b;
+  shm_ppermute(dev, SHM_F32, &a, &b, 1, pairs, 2, &x, 1);
+}
+} // namespace
+
+#ifndef SHM_TSAN // TSan does not support forking a multi-threaded process reliably
+TEST_CASE("fatal errors exit with status 2 and a message", "[fatal]") {
+  std::string err;
+  SECTION("collective outside a shmap") {
+    CHECK(run_child([] {
+      float a = 1, b;
+      const int32_t x = 0;
+      shm_psum(nullptr, SHM_F32, &a, &b, 1, &x, 1);
+    }, &err) == 2);
+    CHECK(err.find("shmap runtime error: psum: collective outside a shmap") != std::string::npos);
+  }
+  SECTION("invalid ppermute") {
+    CHECK(run_child([] {
+      const int64_t mesh[1] = {4};
+      shm_run_shmap(1, mesh, nullptr, bad_ppermute_body, 0, nullptr, nullptr, 0, nullptr, nullptr);
+    }, &err) == 2);
+    CHECK(err.find("ppermute: device 1 receives twice") != std::string::npos);
+  }
+  SECTION("indivisible dimension") {
+    CHECK(run_child([] {
+      const int64_t mesh[1] = {4}, shape[1] = {6};
+      const int32_t spec[2] = {1, 0};
+      float in[6] = {0};
+      void *ins[1] = {in};
+      shm_array_desc d{1, shape, SHM_F32, spec};
+      shm_run_shmap(1, mesh, nullptr, bad_ppermute_body, 1, ins, &d, 0, nullptr, nullptr);
+    }, &err) == 2);
+    CHECK(err.find("dimension 0 of size 6 is not divisible by 4") != std::string::npos);
+  }
+  SECTION("untiled psum_scatter of the wrong size") {
+    CHECK(run_child([] {
+      const int64_t mesh[1] = {4};
+      shm_run_shmap(1, mesh, nullptr, [](shm_device *dev, void **, void **) {
+        const int32_t x = 0;
+        const int64_t shape[1] = {3};
+        float a[3] = {0}, b[1];
+        shm_psum_scatter(dev, SHM_F32, a, b, 1, shape, 0, 0, &x, 1);
+      }, 0, nullptr, nullptr, 0, nullptr, nullptr);
+    }, &err) == 2);
+    CHECK(err.find("psum_scatter: dimension 0 has size 3, not equal to the group size 4") != std::string::npos);
+  }
+}
+#endif
