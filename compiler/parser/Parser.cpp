@@ -1,0 +1,883 @@
+// Recursive-descent parser for grammar/shmap.ebnf. One function per rule; each quotes its
+// rule. The first error is fatal: we report what was expected, what was found, and a hint.
+#include "parser/Parser.h"
+
+#include <utility>
+
+namespace shmapc {
+
+using namespace ast;
+
+namespace {
+
+// Nesting deeper than this (parentheses, unary operators, blocks, operator chains) is
+// rejected, so that neither the parser nor the passes that recurse over the tree can
+// overflow the stack on hostile input.
+constexpr int kMaxDepth = 256;
+
+class Parser {
+public:
+  Parser(std::vector<Token> tokens, Diagnostics &diags)
+      : toks_(std::move(tokens)), diags_(diags) {}
+
+  Program parseProgram();
+
+private:
+  // ---- token helpers ----
+  const Token &peek(size_t ahead = 0) const {
+    size_t i = pos_ + ahead;
+    return i < toks_.size() ? toks_[i] : toks_.back();  // the last token is always Eof
+  }
+  bool at(Tok k, size_t ahead = 0) const { return peek(ahead).kind == k; }
+  bool atIdent(const char *text, size_t ahead = 0) const {
+    return at(Tok::Ident, ahead) && peek(ahead).text == text;
+  }
+  const Token &take() {
+    const Token &t = peek();
+    if (pos_ + 1 < toks_.size()) ++pos_;
+    return t;
+  }
+  bool accept(Tok k) {
+    if (!at(k)) return false;
+    take();
+    return true;
+  }
+
+  static std::string describe(const Token &t);
+  [[noreturn]] void fail(DiagId id, const std::string &expected, const std::string &hint);
+  const Token &expect(Tok k, const std::string &context, const std::string &hint = "");
+  const Token &expectIdent(const std::string &context);
+
+  // Depth accounting: enter() on every recursive step; the guard restores the depth.
+  struct DepthGuard {
+    Parser &p;
+    int saved;
+    explicit DepthGuard(Parser &p) : p(p), saved(p.depth_) {}
+    ~DepthGuard() { p.depth_ = saved; }
+  };
+  void enter();
+
+  // ---- top level ----
+  ImportDecl parseImport();
+  MeshDecl parseMesh();
+  void parseMeshAxis(MeshDecl &mesh);
+  std::unique_ptr<FuncDecl> parseFunc();
+  Param parseParam();
+  void parseResults(FuncDecl &fn);
+  ShmapAttrs parseShmapAttrs();
+  void parseShmapAttr(ShmapAttrs &attrs, bool &sawMesh, bool &sawIn, bool &sawOut,
+                      bool &sawCheck, bool &sawAuto);
+  std::vector<PartitionSpecExpr> parseSpecs();
+  PartitionSpecExpr parseSpec();
+  void parseSpecDim(PartitionSpecExpr &spec);
+  bool parseBoolLit(const std::string &attr);
+
+  // ---- types ----
+  bool atDType() const;
+  DTypeName parseDType();
+  TypeExpr parseType(const std::string &context);
+  std::vector<int64_t> parseShape();
+
+  // ---- statements ----
+  Block parseBlock(const std::string &context);
+  StmtPtr parseStmt();
+  StmtPtr parseLet();
+  StmtPtr parseAssign();
+  StmtPtr parsePrint();
+  StmtPtr parseReturn();
+  StmtPtr parseFor();
+  int64_t parseStaticInt();
+  StmtPtr parseIf();
+  StmtPtr parseExprStmt();
+  void expectSemi(const std::string &after);
+
+  // ---- expressions ----
+  ExprPtr parseExpr();
+  ExprPtr parseOr();
+  ExprPtr parseAnd();
+  ExprPtr parseCmp();
+  ExprPtr parseAdd();
+  ExprPtr parseMul();
+  ExprPtr parseUnary();
+  ExprPtr parsePostfix();
+  IndexItem parseIndexItem();
+  ExprPtr parsePrimary();
+  ExprPtr parseNameOrCall();
+  void parseArgs(Expr &call);
+  ExprPtr parseArgValue();
+  ExprPtr parseTypeArg();
+  ExprPtr parseArrayLit();
+  ExprPtr parseParenOrTuple();
+
+  static ExprPtr makeExpr(Expr::Kind kind, Loc loc);
+  static ExprPtr makeBinary(const Token &op, ExprPtr lhs, ExprPtr rhs);
+
+  std::vector<Token> toks_;
+  size_t pos_ = 0;
+  int depth_ = 0;
+  Diagnostics &diags_;
+};
+
+// ===================================================================== token helpers
+
+// How a token is named in "found ..." messages.
+std::string Parser::describe(const Token &t) {
+  switch (t.kind) {
+  case Tok::Eof: return "end of file";
+  case Tok::Ident: return "identifier '" + t.text + "'";
+  case Tok::Int:
+  case Tok::Float: return "number '" + t.text + "'";
+  case Tok::String: return "string \"" + t.text + "\"";
+  default: break;
+  }
+  std::string name = tokName(t.kind);
+  if (t.kind >= Tok::KwDef && t.kind <= Tok::KwBool) return "keyword " + name;
+  return name;
+}
+
+// Reports "expected X, found Y" at the current token.
+void Parser::fail(DiagId id, const std::string &expected, const std::string &hint) {
+  diags_.fatal(id, peek().loc, "expected " + expected + ", found " + describe(peek()), hint);
+}
+
+const Token &Parser::expect(Tok k, const std::string &context, const std::string &hint) {
+  if (!at(k)) {
+    std::string what = tokName(k);
+    fail(DiagId::ExpectedToken, what + (context.empty() ? "" : " " + context),
+         hint.empty() ? "add " + what : hint);
+  }
+  return take();
+}
+
+const Token &Parser::expectIdent(const std::string &context) {
+  if (!at(Tok::Ident)) {
+    std::string hint = "write a name here";
+    if (peek().kind >= Tok::KwDef && peek().kind <= Tok::KwBool)
+      hint = "'" + peek().text + "' is a keyword and cannot be used as a name";
+    fail(DiagId::ExpectedToken, "a name " + context, hint);
+  }
+  return take();
+}
+
+void Parser::enter() {
+  if (++depth_ > kMaxDepth)
+    diags_.fatal(DiagId::NestingTooDeep, peek().loc,
+                 "nesting is too deep (more than " + std::to_string(kMaxDepth) + " levels)",
+                 "split the expression or block with 'let' bindings or helper functions");
+}
+
+ExprPtr Parser::makeExpr(Expr::Kind kind, Loc loc) {
+  auto e = std::make_unique<Expr>();
+  e->kind = kind;
+  e->loc = loc;
+  return e;
+}
+
+ExprPtr Parser::makeBinary(const Token &op, ExprPtr lhs, ExprPtr rhs) {
+  ExprPtr e = makeExpr(Expr::Binary, op.loc);
+  e->op = op.text;
+  e->items.push_back(std::move(lhs));
+  e->items.push_back(std::move(rhs));
+  return e;
+}
+
+// ===================================================================== top level
+
+// program = { importDecl | meshDecl | funcDecl } EOF ;
+Program Parser::parseProgram() {
+  Program prog;
+  while (!at(Tok::Eof)) {
+    if (at(Tok::KwImport)) prog.imports.push_back(parseImport());
+    else if (at(Tok::KwMesh)) prog.meshes.push_back(parseMesh());
+    else if (at(Tok::KwDef) || at(Tok::At)) prog.funcs.push_back(parseFunc());
+    else
+      fail(DiagId::ExpectedToken, "'import', 'mesh', 'def' or '@shmap' at top level",
+           "statements belong inside a function body, e.g. 'def main() { ... }'");
+  }
+  return prog;
+}
+
+// importDecl = "import" IDENT ";" ;
+ImportDecl Parser::parseImport() {
+  ImportDecl d;
+  d.loc = take().loc;
+  d.module = expectIdent("of a module after 'import'").text;
+  expect(Tok::Semi, "after the import", "add ';'");
+  return d;
+}
+
+// meshDecl = "mesh" IDENT "=" "<" "[" meshAxis { "," meshAxis } "]" ">" ";" ;
+MeshDecl Parser::parseMesh() {
+  take();  // 'mesh'
+  MeshDecl m;
+  const Token &name = expectIdent("for the mesh");
+  m.loc = name.loc;
+  m.name = name.text;
+  expect(Tok::Assign, "after the mesh name", "write 'mesh NAME = <[\"x\"=2]>;'");
+  const char *shape = "write the axes as <[\"x\"=2, \"y\"=4]>";
+  if (!accept(Tok::Lt)) fail(DiagId::BadMesh, "'<[' to start the mesh axes", shape);
+  if (!accept(Tok::LBracket)) fail(DiagId::BadMesh, "'[' after '<'", shape);
+  if (at(Tok::RBracket))
+    fail(DiagId::BadMesh, "an axis such as \"x\"=2", "a mesh needs at least one axis");
+  parseMeshAxis(m);
+  while (accept(Tok::Comma)) parseMeshAxis(m);
+  if (!accept(Tok::RBracket)) fail(DiagId::BadMesh, "',' or ']' after a mesh axis", shape);
+  if (!accept(Tok::Gt)) fail(DiagId::BadMesh, "'>' to close the mesh axes", shape);
+  expect(Tok::Semi, "after the mesh declaration", "add ';'");
+  return m;
+}
+
+// meshAxis = STRING "=" INT ;   (size > 0)
+void Parser::parseMeshAxis(MeshDecl &m) {
+  const char *shape = "write an axis as \"name\"=size, e.g. \"x\"=2";
+  if (!at(Tok::String)) fail(DiagId::BadMesh, "a quoted axis name", shape);
+  const Token &axis = take();
+  if (!accept(Tok::Assign)) fail(DiagId::BadMesh, "'=' after the axis name", shape);
+  if (!at(Tok::Int)) fail(DiagId::BadMesh, "a positive integer axis size", shape);
+  const Token &size = take();
+  if (size.intValue <= 0)
+    diags_.fatal(DiagId::BadMesh, size.loc, "mesh axis size must be positive, found " + size.text,
+                 "give axis \"" + axis.text + "\" a size of at least 1");
+  m.axes.push_back(axis.text);
+  m.sizes.push_back(size.intValue);
+  m.axisLocs.push_back(axis.loc);
+}
+
+// funcDecl = [ shmapAttrs ] "def" IDENT "(" [ param { "," param } ] ")"
+//            [ "->" results ] block ;
+std::unique_ptr<FuncDecl> Parser::parseFunc() {
+  auto fn = std::make_unique<FuncDecl>();
+  if (at(Tok::At)) fn->shmap = parseShmapAttrs();
+  expect(Tok::KwDef, fn->shmap ? "after @shmap(...)" : "",
+         "an @shmap(...) attribute must be followed by a function definition");
+  const Token &name = expectIdent("for the function after 'def'");
+  fn->loc = name.loc;
+  fn->name = name.text;
+  expect(Tok::LParen, "after the function name", "write 'def " + name.text + "(...)'");
+  if (!at(Tok::RParen)) {
+    fn->params.push_back(parseParam());
+    while (accept(Tok::Comma)) fn->params.push_back(parseParam());
+  }
+  expect(Tok::RParen, "after the parameters", "close the parameter list with ')'");
+  if (accept(Tok::Arrow)) parseResults(*fn);
+  fn->body = parseBlock("for the function body");
+  return fn;
+}
+
+// param = IDENT [ ":" type ] ;
+Param Parser::parseParam() {
+  Param p;
+  const Token &name = expectIdent("for a parameter");
+  p.name = name.text;
+  p.loc = name.loc;
+  if (accept(Tok::Colon)) p.type = parseType("after ':'");
+  return p;
+}
+
+// results = type | "(" [ type { "," type } [ "," ] ] ")" ;
+void Parser::parseResults(FuncDecl &fn) {
+  fn.hasResultArrow = true;
+  if (!accept(Tok::LParen)) {
+    fn.results.push_back(parseType("after '->'"));
+    return;
+  }
+  while (!at(Tok::RParen)) {
+    fn.results.push_back(parseType("in the result list"));
+    if (!accept(Tok::Comma)) break;
+  }
+  expect(Tok::RParen, "to close the result list", "write '-> (f32[4], f32[])'");
+}
+
+// shmapAttrs = "@" "shmap" "(" shmapAttr { "," shmapAttr } ")" ;
+ShmapAttrs Parser::parseShmapAttrs() {
+  ShmapAttrs a;
+  a.loc = take().loc;  // '@'
+  if (!atIdent("shmap"))
+    fail(DiagId::BadShmapAttr, "'shmap' after '@'", "the only attribute is @shmap(...)");
+  take();
+  expect(Tok::LParen, "after '@shmap'", "write '@shmap(mesh=M, in_specs=..., out_specs=...)'");
+  bool sawMesh = false, sawIn = false, sawOut = false, sawCheck = false, sawAuto = false;
+  parseShmapAttr(a, sawMesh, sawIn, sawOut, sawCheck, sawAuto);
+  while (accept(Tok::Comma)) parseShmapAttr(a, sawMesh, sawIn, sawOut, sawCheck, sawAuto);
+  if (!at(Tok::RParen))
+    fail(DiagId::BadShmapAttr, "',' or ')' in @shmap(...)", "separate attributes with ','");
+  Loc close = take().loc;
+  const char *missing = !sawMesh ? "mesh" : !sawIn ? "in_specs" : !sawOut ? "out_specs" : nullptr;
+  if (missing)
+    diags_.fatal(DiagId::BadShmapAttr, close, std::string("@shmap is missing '") + missing + "='",
+                 std::string("add ") + missing + "=... (mesh, in_specs and out_specs are required)");
+  return a;
+}
+
+// shmapAttr = "mesh" "=" IDENT | "in_specs" "=" specs | "out_specs" "=" specs
+//           | "check_vma" "=" boolLit | "auto_pbroadcast" "=" boolLit ;
+void Parser::parseShmapAttr(ShmapAttrs &a, bool &sawMesh, bool &sawIn, bool &sawOut,
+                            bool &sawCheck, bool &sawAuto) {
+  const char *known = "the attributes are mesh, in_specs, out_specs, check_vma, auto_pbroadcast";
+  // `mesh` is a keyword, but here it names an attribute.
+  if (!at(Tok::Ident) && !at(Tok::KwMesh))
+    fail(DiagId::BadShmapAttr, "an attribute name in @shmap(...)", known);
+  const Token &key = take();
+  bool *seen = key.text == "mesh"              ? &sawMesh
+               : key.text == "in_specs"        ? &sawIn
+               : key.text == "out_specs"       ? &sawOut
+               : key.text == "check_vma"       ? &sawCheck
+               : key.text == "auto_pbroadcast" ? &sawAuto
+                                               : nullptr;
+  if (!seen)
+    diags_.fatal(DiagId::BadShmapAttr, key.loc, "unknown @shmap attribute '" + key.text + "'",
+                 known);
+  if (*seen)
+    diags_.fatal(DiagId::BadShmapAttr, key.loc, "@shmap attribute '" + key.text + "' given twice",
+                 "remove one of them");
+  *seen = true;
+  expect(Tok::Assign, "after '" + key.text + "'", "write " + key.text + "=...");
+  if (seen == &sawMesh) {
+    const Token &mesh = expectIdent("of a mesh after 'mesh='");
+    a.mesh = mesh.text;
+    a.meshLoc = mesh.loc;
+  } else if (seen == &sawIn) {
+    a.inSpecsLoc = peek().loc;
+    a.inSpecs = parseSpecs();
+  } else if (seen == &sawOut) {
+    a.outSpecsLoc = peek().loc;
+    a.outSpecs = parseSpecs();
+  } else if (seen == &sawCheck) {
+    a.checkVma = parseBoolLit(key.text);
+  } else {
+    a.autoPbroadcast = parseBoolLit(key.text);
+  }
+}
+
+// boolLit = "true" | "false" ;
+bool Parser::parseBoolLit(const std::string &attr) {
+  if (accept(Tok::KwTrue)) return true;
+  if (accept(Tok::KwFalse)) return false;
+  fail(DiagId::BadShmapAttr, "'true' or 'false' for " + attr, "write " + attr + "=false");
+}
+
+// specs = spec | "(" [ spec { "," spec } [ "," ] ] ")" ;
+std::vector<PartitionSpecExpr> Parser::parseSpecs() {
+  std::vector<PartitionSpecExpr> specs;
+  if (!accept(Tok::LParen)) {
+    specs.push_back(parseSpec());
+    return specs;
+  }
+  while (!at(Tok::RParen)) {
+    specs.push_back(parseSpec());
+    if (!accept(Tok::Comma)) break;
+  }
+  if (!accept(Tok::RParen))
+    fail(DiagId::BadSpec, "',' or ')' in the tuple of partition specs",
+         "write a tuple of specs as (P(\"x\"), P())");
+  return specs;
+}
+
+// spec = "P" "(" [ specDim { "," specDim } ] ")" ;
+PartitionSpecExpr Parser::parseSpec() {
+  PartitionSpecExpr spec;
+  if (!atIdent("P"))
+    fail(DiagId::BadSpec, "a partition spec P(...)", "write P() for a replicated value or P(\"x\", None)");
+  spec.loc = take().loc;
+  if (!accept(Tok::LParen)) fail(DiagId::BadSpec, "'(' after 'P'", "write P(...)");
+  if (!at(Tok::RParen)) {
+    parseSpecDim(spec);
+    while (accept(Tok::Comma)) parseSpecDim(spec);
+  }
+  if (!accept(Tok::RParen))
+    fail(DiagId::BadSpec, "',' or ')' in P(...)", "separate the dimensions with ','");
+  return spec;
+}
+
+// specDim = "None" | STRING | "(" [ STRING { "," STRING } [ "," ] ] ")" ;
+void Parser::parseSpecDim(PartitionSpecExpr &spec) {
+  std::vector<std::string> names;
+  std::vector<Loc> locs;
+  const char *hint = "each dimension is None, an axis name \"x\", or a tuple (\"x\", \"y\")";
+  if (accept(Tok::KwNone)) {
+    // an unsplit dimension: no axes
+  } else if (at(Tok::String)) {
+    names.push_back(peek().text);
+    locs.push_back(take().loc);
+  } else if (accept(Tok::LParen)) {
+    while (at(Tok::String)) {
+      names.push_back(peek().text);
+      locs.push_back(take().loc);
+      if (!accept(Tok::Comma)) break;
+    }
+    if (!accept(Tok::RParen)) fail(DiagId::BadSpec, "an axis name or ')' in the axis tuple", hint);
+  } else {
+    fail(DiagId::BadSpec, "None, an axis name or a tuple of axis names", hint);
+  }
+  spec.dims.push_back(std::move(names));
+  spec.dimLocs.push_back(std::move(locs));
+}
+
+// ===================================================================== types
+
+// dtype = "f32" | "f64" | "i32" | "bool" ;
+bool Parser::atDType() const {
+  return at(Tok::KwF32) || at(Tok::KwF64) || at(Tok::KwI32) || at(Tok::KwBool);
+}
+
+DTypeName Parser::parseDType() {
+  switch (take().kind) {
+  case Tok::KwF64: return DTypeName::F64;
+  case Tok::KwI32: return DTypeName::I32;
+  case Tok::KwBool: return DTypeName::Bool;
+  default: return DTypeName::F32;
+  }
+}
+
+// type = dtype "[" [ INT { "," INT } ] "]" ;
+TypeExpr Parser::parseType(const std::string &context) {
+  TypeExpr t;
+  t.loc = peek().loc;
+  if (!atDType())
+    fail(DiagId::ExpectedType, "a type such as f32[4] " + context,
+         "types are f32, f64, i32 or bool followed by a shape, e.g. f32[8,4] or i32[]");
+  t.dtype = parseDType();
+  if (!at(Tok::LBracket))
+    fail(DiagId::ExpectedType, "'[' and a shape after the dtype",
+         "write the shape in brackets, e.g. f32[4] (or f32[] for a scalar)");
+  t.shape = parseShape();
+  return t;
+}
+
+// The "[" [ INT { "," INT } ] "]" part of `type`.
+std::vector<int64_t> Parser::parseShape() {
+  std::vector<int64_t> shape;
+  take();  // '['
+  const char *hint = "shapes are static: write integer literals, e.g. f32[8,4]";
+  if (accept(Tok::RBracket)) return shape;  // a scalar: f32[]
+  do {
+    if (!at(Tok::Int)) fail(DiagId::ExpectedType, "an integer dimension size", hint);
+    shape.push_back(take().intValue);
+  } while (accept(Tok::Comma));
+  if (!accept(Tok::RBracket)) fail(DiagId::ExpectedType, "',' or ']' in the shape", hint);
+  return shape;
+}
+
+// ===================================================================== statements
+
+// block = "{" { stmt } "}" ;
+Block Parser::parseBlock(const std::string &context) {
+  DepthGuard guard(*this);
+  enter();
+  expect(Tok::LBrace, context, "add '{'");
+  Block b;
+  while (!at(Tok::RBrace)) {
+    if (at(Tok::Eof))
+      fail(DiagId::ExpectedToken, "'}' to close the block", "add '}'");
+    b.push_back(parseStmt());
+  }
+  take();
+  return b;
+}
+
+// stmt = letStmt | returnStmt | forStmt | ifStmt | printStmt | assignStmt | exprStmt ;
+StmtPtr Parser::parseStmt() {
+  DepthGuard guard(*this);
+  enter();  // `else if` chains recurse through here
+  switch (peek().kind) {
+  case Tok::KwLet: return parseLet();
+  case Tok::KwReturn: return parseReturn();
+  case Tok::KwFor: return parseFor();
+  case Tok::KwIf: return parseIf();
+  default: break;
+  }
+  if (at(Tok::Ident) && at(Tok::Assign, 1)) return parseAssign();
+  if (atIdent("print") && at(Tok::LParen, 1)) return parsePrint();
+  return parseExprStmt();
+}
+
+void Parser::expectSemi(const std::string &after) {
+  expect(Tok::Semi, "after " + after, "add ';'");
+}
+
+// letStmt = "let" IDENT { "," IDENT } "=" expr ";" ;
+StmtPtr Parser::parseLet() {
+  auto s = std::make_unique<Stmt>();
+  s->kind = Stmt::Let;
+  s->loc = take().loc;
+  do {
+    const Token &name = expectIdent("after 'let'");
+    s->names.push_back(name.text);
+    s->nameLocs.push_back(name.loc);
+  } while (accept(Tok::Comma));
+  expect(Tok::Assign, "in 'let' binding", "write 'let name = value;'");
+  s->value = parseExpr();
+  expectSemi("the 'let' statement");
+  return s;
+}
+
+// assignStmt = IDENT "=" expr ";" ;
+StmtPtr Parser::parseAssign() {
+  auto s = std::make_unique<Stmt>();
+  s->kind = Stmt::Assign;
+  const Token &name = take();
+  s->loc = name.loc;
+  s->names.push_back(name.text);
+  s->nameLocs.push_back(name.loc);
+  take();  // '='
+  s->value = parseExpr();
+  expectSemi("the assignment");
+  return s;
+}
+
+// printStmt = "print" "(" [ STRING "," ] expr ")" ";" ;
+StmtPtr Parser::parsePrint() {
+  auto s = std::make_unique<Stmt>();
+  s->kind = Stmt::Print;
+  s->loc = take().loc;
+  take();  // '('
+  if (at(Tok::String) && at(Tok::Comma, 1)) {
+    s->label = take().text;
+    take();
+  }
+  s->value = parseExpr();
+  expect(Tok::RParen, "after the printed value",
+         "print takes one value, optionally after a label: print(\"label\", x)");
+  expectSemi("the print statement");
+  return s;
+}
+
+// returnStmt = "return" [ expr { "," expr } ] ";" ;
+StmtPtr Parser::parseReturn() {
+  auto s = std::make_unique<Stmt>();
+  s->kind = Stmt::Return;
+  s->loc = take().loc;
+  if (!at(Tok::Semi)) {
+    s->values.push_back(parseExpr());
+    while (accept(Tok::Comma)) s->values.push_back(parseExpr());
+  }
+  expectSemi("the return statement");
+  return s;
+}
+
+// forStmt = "for" IDENT "in" "range" "(" staticInt [ "," staticInt ] ")" block ;
+StmtPtr Parser::parseFor() {
+  auto s = std::make_unique<Stmt>();
+  s->kind = Stmt::For;
+  s->loc = take().loc;
+  const Token &var = expectIdent("for the loop variable after 'for'");
+  s->names.push_back(var.text);
+  s->nameLocs.push_back(var.loc);
+  expect(Tok::KwIn, "after the loop variable", "write 'for i in range(N) { ... }'");
+  if (!atIdent("range"))
+    fail(DiagId::ExpectedToken, "'range' after 'in'", "loops run over range(N) or range(A, B)");
+  take();
+  expect(Tok::LParen, "after 'range'", "write range(N)");
+  int64_t first = parseStaticInt();
+  if (accept(Tok::Comma)) {
+    s->lo = first;
+    s->hi = parseStaticInt();
+  } else {
+    s->hi = first;
+  }
+  expect(Tok::RParen, "to close range(...)", "range takes one or two static integers");
+  s->body = parseBlock("for the loop body");
+  return s;
+}
+
+// staticInt = [ "-" ] INT ;
+int64_t Parser::parseStaticInt() {
+  bool negative = accept(Tok::Minus);
+  if (!at(Tok::Int))
+    fail(DiagId::ExpectedToken, "an integer literal in range(...)",
+         "loop bounds must be static integers, e.g. range(4) or range(-2, 2)");
+  int64_t v = take().intValue;
+  return negative ? -v : v;
+}
+
+// ifStmt = "if" expr block [ "else" ( ifStmt | block ) ] ;
+StmtPtr Parser::parseIf() {
+  auto s = std::make_unique<Stmt>();
+  s->kind = Stmt::If;
+  s->loc = take().loc;
+  s->value = parseExpr();
+  s->body = parseBlock("after the 'if' condition");
+  if (!accept(Tok::KwElse)) return s;
+  if (at(Tok::KwIf)) s->elseBody.push_back(parseStmt());
+  else s->elseBody = parseBlock("after 'else'");
+  return s;
+}
+
+// exprStmt = call ";" ;
+StmtPtr Parser::parseExprStmt() {
+  auto s = std::make_unique<Stmt>();
+  s->kind = Stmt::ExprStmt;
+  s->loc = peek().loc;
+  s->value = parseExpr();
+  if (at(Tok::Assign))
+    diags_.fatal(DiagId::BadStatement, peek().loc, "only a plain name can be assigned to",
+                 "arrays are immutable: build a new one (e.g. dynamic_update_slice) and bind "
+                 "it with 'let'");
+  if (s->value->kind != Expr::Call)
+    diags_.fatal(DiagId::BadStatement, s->loc, "this expression's value is unused",
+                 "bind it with 'let name = ...;' or remove it");
+  expectSemi("the call");
+  return s;
+}
+
+// ===================================================================== expressions
+
+// expr = orExpr ;
+ExprPtr Parser::parseExpr() { return parseOr(); }
+
+// orExpr = andExpr { "||" andExpr } ;
+ExprPtr Parser::parseOr() {
+  DepthGuard guard(*this);
+  ExprPtr lhs = parseAnd();
+  while (at(Tok::OrOr)) {
+    enter();  // a long chain builds a deep left spine
+    const Token &op = take();
+    lhs = makeBinary(op, std::move(lhs), parseAnd());
+  }
+  return lhs;
+}
+
+// andExpr = cmpExpr { "&&" cmpExpr } ;
+ExprPtr Parser::parseAnd() {
+  DepthGuard guard(*this);
+  ExprPtr lhs = parseCmp();
+  while (at(Tok::AndAnd)) {
+    enter();
+    const Token &op = take();
+    lhs = makeBinary(op, std::move(lhs), parseCmp());
+  }
+  return lhs;
+}
+
+static bool isCmpOp(Tok k) {
+  return k == Tok::EqEq || k == Tok::NotEq || k == Tok::Lt || k == Tok::Le || k == Tok::Gt ||
+         k == Tok::Ge;
+}
+
+// cmpExpr = addExpr [ cmpOp addExpr ] ;   (non-associative)
+ExprPtr Parser::parseCmp() {
+  ExprPtr lhs = parseAdd();
+  if (!isCmpOp(peek().kind)) return lhs;
+  const Token &op = take();
+  lhs = makeBinary(op, std::move(lhs), parseAdd());
+  if (isCmpOp(peek().kind))
+    diags_.fatal(DiagId::ExpectedToken, peek().loc,
+                 "comparisons cannot be chained: found " + describe(peek()) +
+                     " after a comparison",
+                 "parenthesise, or combine with '&&': (a < b) && (b < c)");
+  return lhs;
+}
+
+// addExpr = mulExpr { ( "+" | "-" ) mulExpr } ;
+ExprPtr Parser::parseAdd() {
+  DepthGuard guard(*this);
+  ExprPtr lhs = parseMul();
+  while (at(Tok::Plus) || at(Tok::Minus)) {
+    enter();
+    const Token &op = take();
+    lhs = makeBinary(op, std::move(lhs), parseMul());
+  }
+  return lhs;
+}
+
+// mulExpr = unaryExpr { ( "*" | "/" | "%" | "@" ) unaryExpr } ;
+ExprPtr Parser::parseMul() {
+  DepthGuard guard(*this);
+  ExprPtr lhs = parseUnary();
+  while (at(Tok::Star) || at(Tok::Slash) || at(Tok::Percent) || at(Tok::At)) {
+    enter();
+    const Token &op = take();
+    lhs = makeBinary(op, std::move(lhs), parseUnary());
+  }
+  return lhs;
+}
+
+// unaryExpr = ( "-" | "!" ) unaryExpr | postfixExpr ;
+ExprPtr Parser::parseUnary() {
+  DepthGuard guard(*this);
+  enter();  // every nested expression passes through here
+  if (!at(Tok::Minus) && !at(Tok::Bang)) return parsePostfix();
+  const Token &op = take();
+  ExprPtr e = makeExpr(Expr::Unary, op.loc);
+  e->op = op.text;
+  e->items.push_back(parseUnary());
+  return e;
+}
+
+// postfixExpr = primary { "[" indexItem { "," indexItem } "]" } ;
+ExprPtr Parser::parsePostfix() {
+  DepthGuard guard(*this);
+  ExprPtr base = parsePrimary();
+  while (at(Tok::LBracket)) {
+    enter();
+    ExprPtr e = makeExpr(Expr::Index, take().loc);
+    e->items.push_back(std::move(base));
+    if (at(Tok::RBracket))
+      fail(DiagId::ExpectedExpr, "an index inside '[]'", "write x[0], x[1:3] or x[:, None]");
+    e->indices.push_back(parseIndexItem());
+    while (accept(Tok::Comma)) e->indices.push_back(parseIndexItem());
+    expect(Tok::RBracket, "to close the index", "separate indices with ',' and close with ']'");
+    base = std::move(e);
+  }
+  return base;
+}
+
+static bool endsSliceField(Tok k) { return k == Tok::Colon || k == Tok::Comma || k == Tok::RBracket; }
+
+// As in Python, a None slice field means the field is omitted: x[None:2] is x[:2].
+static ExprPtr omitNone(ExprPtr e) {
+  if (e && e->kind == Expr::NoneLit) return nullptr;
+  return e;
+}
+
+// indexItem = "None" | [ expr ] ":" [ expr ] [ ":" [ expr ] ] | expr ;
+IndexItem Parser::parseIndexItem() {
+  IndexItem item;
+  item.loc = peek().loc;
+  if (at(Tok::KwNone) && (at(Tok::Comma, 1) || at(Tok::RBracket, 1))) {
+    take();
+    item.kind = IndexItem::NewAxis;
+    return item;
+  }
+  ExprPtr first;
+  if (!at(Tok::Colon)) first = parseExpr();
+  if (!accept(Tok::Colon)) {
+    item.kind = IndexItem::Index;
+    item.index = std::move(first);
+    return item;
+  }
+  item.kind = IndexItem::Slice;
+  item.start = omitNone(std::move(first));
+  if (!endsSliceField(peek().kind)) item.stop = omitNone(parseExpr());
+  if (accept(Tok::Colon) && !endsSliceField(peek().kind)) item.step = omitNone(parseExpr());
+  return item;
+}
+
+// primary = INT | FLOAT | "true" | "false" | "None" | STRING
+//         | call
+//         | qualName
+//         | "[" [ expr { "," expr } [ "," ] ] "]"
+//         | "(" expr ")"
+//         | "(" [ expr "," { expr "," } [ expr ] ] ")" ;
+ExprPtr Parser::parsePrimary() {
+  const Token &t = peek();
+  switch (t.kind) {
+  case Tok::Int: {
+    ExprPtr e = makeExpr(Expr::IntLit, take().loc);
+    e->intValue = t.intValue;
+    return e;
+  }
+  case Tok::Float: {
+    ExprPtr e = makeExpr(Expr::FloatLit, take().loc);
+    e->floatValue = t.floatValue;
+    return e;
+  }
+  case Tok::KwTrue:
+  case Tok::KwFalse: {
+    ExprPtr e = makeExpr(Expr::BoolLit, take().loc);
+    e->boolValue = t.kind == Tok::KwTrue;
+    return e;
+  }
+  case Tok::KwNone: return makeExpr(Expr::NoneLit, take().loc);
+  case Tok::String: {
+    ExprPtr e = makeExpr(Expr::StringLit, take().loc);
+    e->name = t.text;
+    return e;
+  }
+  case Tok::Ident: return parseNameOrCall();
+  case Tok::LBracket: return parseArrayLit();
+  case Tok::LParen: return parseParenOrTuple();
+  default: break;
+  }
+  if (atDType())
+    fail(DiagId::ExpectedExpr, "an expression",
+         "a type is only allowed as a call argument, e.g. zeros(f32[4])");
+  fail(DiagId::ExpectedExpr, "an expression", "write a value, a name or a call here");
+}
+
+// qualName = IDENT [ "." IDENT ] ;
+// call     = qualName "(" [ arg { "," arg } ] ")" ;
+ExprPtr Parser::parseNameOrCall() {
+  const Token &first = take();
+  ExprPtr e = makeExpr(Expr::Name, first.loc);
+  e->name = first.text;
+  if (accept(Tok::Dot)) {
+    e->module = first.text;
+    e->name = expectIdent("after '" + first.text + ".'").text;
+  }
+  if (!accept(Tok::LParen)) return e;
+  e->kind = Expr::Call;
+  if (!at(Tok::RParen)) parseArgs(*e);
+  expect(Tok::RParen, "to close the argument list of '" + e->name + "'",
+         "separate arguments with ',' and close with ')'");
+  return e;
+}
+
+// The `arg { "," arg }` part of `call`;  arg = [ IDENT "=" ] ( typeArg | expr ) ;
+void Parser::parseArgs(Expr &call) {
+  do {
+    if (at(Tok::Ident) && at(Tok::Assign, 1)) {
+      const Token &key = take();
+      take();  // '='
+      call.kwargs.push_back(Expr::KwArg{key.text, key.loc, parseArgValue()});
+      continue;
+    }
+    if (!call.kwargs.empty())
+      diags_.fatal(DiagId::ExpectedToken, peek().loc,
+                   "positional argument after keyword argument '" + call.kwargs.back().name + "'",
+                   "put positional arguments before keyword arguments");
+    call.items.push_back(parseArgValue());
+  } while (accept(Tok::Comma));
+}
+
+ExprPtr Parser::parseArgValue() {
+  if (atDType()) return parseTypeArg();
+  return parseExpr();
+}
+
+// typeArg = type | dtype ;   (a bare dtype has an empty shape: `cast(x, f64)`)
+ExprPtr Parser::parseTypeArg() {
+  ExprPtr e = makeExpr(Expr::TypeArg, peek().loc);
+  TypeExpr t;
+  t.loc = e->loc;
+  t.dtype = parseDType();
+  if (at(Tok::LBracket)) t.shape = parseShape();
+  e->type = std::move(t);
+  return e;
+}
+
+// "[" [ expr { "," expr } [ "," ] ] "]"
+ExprPtr Parser::parseArrayLit() {
+  ExprPtr e = makeExpr(Expr::ArrayLit, take().loc);
+  while (!at(Tok::RBracket)) {
+    e->items.push_back(parseExpr());
+    if (!accept(Tok::Comma)) break;
+  }
+  expect(Tok::RBracket, "to close the array literal",
+         "separate elements with ',' and close with ']'");
+  return e;
+}
+
+// "(" expr ")"  |  "(" [ expr "," { expr "," } [ expr ] ] ")"
+// A comma makes a tuple: (a) is a, (a,) is a 1-tuple, () is the empty tuple.
+ExprPtr Parser::parseParenOrTuple() {
+  Loc open = take().loc;
+  if (accept(Tok::RParen)) return makeExpr(Expr::TupleLit, open);
+  ExprPtr first = parseExpr();
+  if (accept(Tok::RParen)) return first;
+  if (!at(Tok::Comma))
+    fail(DiagId::ExpectedToken, "')' or ','", "close the parenthesis with ')'");
+  ExprPtr tuple = makeExpr(Expr::TupleLit, open);
+  tuple->items.push_back(std::move(first));
+  while (accept(Tok::Comma) && !at(Tok::RParen)) tuple->items.push_back(parseExpr());
+  expect(Tok::RParen, "to close the tuple", "separate elements with ',' and close with ')'");
+  return tuple;
+}
+
+} // namespace
+
+ast::Program parseProgram(int fileId, const SourceManager &sm, Diagnostics &diags) {
+  return Parser(lex(fileId, sm, diags), diags).parseProgram();
+}
+
+} // namespace shmapc
