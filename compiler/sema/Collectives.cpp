@@ -1,0 +1,247 @@
+// Collectives: only inside a mesh context (a shmap body, or code it calls). Axis names are
+// resolved to indices of the context's mesh; the group size n is the product of the sizes of
+// the listed axes. Shapes follow JAX (see docs/language.md and runtime/shmap_runtime.h).
+#include "sema/SemaImpl.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <functional>
+
+namespace shmapc::sema {
+
+void Sema::requireMesh(const std::string &what, Loc loc) {
+  if (cur_->mesh) return;
+  failWithCallChain(DiagId::CollectiveOutsideShmap, loc,
+                    what + " is only allowed inside a shmap body, but this is host code",
+                    "move it into a @shmap function, or into a function called from one");
+}
+
+// Where axis `name` was written in `e` (for a tuple: its nth occurrence).
+static Loc axisLoc(const ast::Expr &e, const std::string &name, int nth = 0) {
+  if (e.kind == ast::Expr::TupleLit)
+    for (const auto &item : e.items)
+      if (item->kind == ast::Expr::StringLit && item->name == name && nth-- == 0) return item->loc;
+  return e.loc;
+}
+
+std::vector<int64_t> Sema::resolveAxes(const ast::Expr &e, const std::string &what, Loc callLoc,
+                                       int64_t *groupSize) {
+  requireMesh(what, callLoc);
+  auto names = staticAxesOpt(e);
+  if (!names || names->empty())
+    fail(DiagId::BadArgument, e.loc, "the axes of " + what + " must be axis names",
+         "write an axis name such as \"x\" or a tuple (\"x\", \"y\")");
+  const ir::Mesh &mesh = *cur_->mesh;
+  std::vector<int64_t> axes;
+  int64_t n = 1;
+  for (const std::string &name : *names) {
+    int idx = mesh.axisIndex(name);
+    if (idx < 0) {
+      std::string near = closestName(name, mesh.axes);
+      std::string list;
+      for (const std::string &a : mesh.axes) list += (list.empty() ? "\"" : ", \"") + a + "\"";
+      fail(DiagId::UnknownAxis, axisLoc(e, name),
+           "mesh " + mesh.name + " has no axis \"" + name + "\"",
+           near.empty() ? "its axes are " + list : "did you mean \"" + near + "\"?");
+    }
+    if (std::find(axes.begin(), axes.end(), idx) != axes.end())
+      fail(DiagId::AxisRepeated, axisLoc(e, name, 1),
+           "axis \"" + name + "\" is listed twice in the axes of " + what,
+           "list each axis once");
+    axes.push_back(idx);
+    n *= mesh.sizes[idx];
+  }
+  if (groupSize) *groupSize = n;
+  return axes;
+}
+
+// psum / pmax / pmin / psum2 / pbroadcast: same type in and out.
+SVal Sema::simpleCollective(const ast::Expr &c, ir::Prim p) {
+  auto a = bindArgs(c, {"x", "axes"}, 2);
+  std::vector<int64_t> axes = resolveAxes(*a[1], c.name, c.loc, nullptr);
+  ir::Value *x = evalArray(*a[0]);
+  if (x->type.dtype == ir::DType::Bool && p != ir::Prim::Pbroadcast)
+    fail(DiagId::DTypeMismatch, a[0]->loc, c.name + " needs numbers, got " + str(x->type),
+         "cast(x, i32) first");
+  return SVal::array(emit(p, {x}, x->type, c.loc, {{"axes", axes}}), c.loc);
+}
+SVal Sema::bPsum(const ast::Expr &c) { return simpleCollective(c, ir::Prim::Psum); }
+SVal Sema::bPmax(const ast::Expr &c) { return simpleCollective(c, ir::Prim::Pmax); }
+SVal Sema::bPmin(const ast::Expr &c) { return simpleCollective(c, ir::Prim::Pmin); }
+SVal Sema::bPsum2(const ast::Expr &c) { return simpleCollective(c, ir::Prim::Psum2); }
+SVal Sema::bPbroadcast(const ast::Expr &c) { return simpleCollective(c, ir::Prim::Pbroadcast); }
+
+// pmean = psum, then divide by the group size.
+SVal Sema::bPmean(const ast::Expr &c) {
+  auto a = bindArgs(c, {"x", "axes"}, 2);
+  int64_t n = 1;
+  std::vector<int64_t> axes = resolveAxes(*a[1], c.name, c.loc, &n);
+  ir::Value *x = evalArray(*a[0]);
+  if (!ir::isFloat(x->type.dtype))
+    fail(DiagId::DTypeMismatch, a[0]->loc, "pmean needs a float array, got " + str(x->type),
+         "cast(x, f32) first");
+  ir::Value *s = emit(ir::Prim::Psum, {x}, x->type, c.loc, {{"axes", axes}});
+  ir::Value *count = constant(x->type.dtype, x->type.shape, {(double)n}, c.loc);
+  return SVal::array(emit(ir::Prim::Div, {s, count}, x->type, c.loc), c.loc);
+}
+
+// all_gather / all_gather_invariant: untiled inserts a dimension of size n at `axis`; tiled
+// multiplies dimension `axis` by n.
+SVal Sema::gather(const ast::Expr &c, ir::Prim p) {
+  auto a = bindArgs(c, {"x", "axes", "axis", "tiled"}, 2);
+  int64_t n = 1;
+  std::vector<int64_t> axes = resolveAxes(*a[1], c.name, c.loc, &n);
+  ir::Value *x = evalArray(*a[0]);
+  bool tiled = a[3] ? staticBool(*a[3], "tiled") : false;
+  int64_t rank = x->type.rank();
+  int64_t axis = a[2] ? staticInt(*a[2], "axis") : 0;
+  Loc axisAt = a[2] ? a[2]->loc : c.loc;
+  ir::Type t = x->type;
+  if (tiled) {
+    axis = normAxis(axis, rank, axisAt, "axis");
+    t.shape[axis] *= n;
+  } else {
+    axis = normAxis(axis, rank + 1, axisAt, "axis");
+    t.shape.insert(t.shape.begin() + axis, n);
+  }
+  return SVal::array(
+      emit(p, {x}, t, c.loc, {{"axes", axes}, {"axis", axis}, {"tiled", (int64_t)tiled}}), c.loc);
+}
+SVal Sema::bAllGather(const ast::Expr &c) { return gather(c, ir::Prim::AllGather); }
+SVal Sema::bAllGatherInvariant(const ast::Expr &c) {
+  return gather(c, ir::Prim::AllGatherInvariant);
+}
+
+// psum_scatter / pscatter: untiled needs the dimension to have size n and removes it; tiled
+// needs it divisible by n and divides it.
+SVal Sema::scatter(const ast::Expr &c, ir::Prim p, const std::string &dimName) {
+  auto a = bindArgs(c, {"x", "axes", dimName, "tiled"}, 2);
+  int64_t n = 1;
+  std::vector<int64_t> axes = resolveAxes(*a[1], c.name, c.loc, &n);
+  ir::Value *x = evalArray(*a[0]);
+  bool tiled = a[3] ? staticBool(*a[3], "tiled") : false;
+  Loc dimAt = a[2] ? a[2]->loc : c.loc;
+  int64_t dim = normAxis(a[2] ? staticInt(*a[2], dimName) : 0, x->type.rank(), dimAt, dimName);
+  int64_t size = x->type.shape[dim];
+  ir::Type t = x->type;
+  std::string group = std::to_string(n) + " device(s)";
+  if (tiled) {
+    if (size % n != 0)
+      fail(DiagId::NotDivisible, c.loc,
+           c.name + " splits dimension " + std::to_string(dim) + " of " + str(x->type) +
+               " over " + group + "; " + std::to_string(size) + " is not divisible by " +
+               std::to_string(n),
+           "pad the array or scatter a different dimension");
+    t.shape[dim] = size / n;
+  } else {
+    if (size != n)
+      fail(DiagId::ShapeMismatch, c.loc,
+           c.name + " without tiling needs dimension " + std::to_string(dim) + " of size " +
+               std::to_string(n) + " (the group size), but " + str(x->type) + " has " +
+               std::to_string(size),
+           "pass tiled=true to split the dimension into n blocks");
+    t.shape.erase(t.shape.begin() + dim);
+  }
+  return SVal::array(
+      emit(p, {x}, t, c.loc, {{"axes", axes}, {dimName, dim}, {"tiled", (int64_t)tiled}}), c.loc);
+}
+SVal Sema::bPsumScatter(const ast::Expr &c) {
+  return scatter(c, ir::Prim::PsumScatter, "scatter_dimension");
+}
+SVal Sema::bPscatter(const ast::Expr &c) { return scatter(c, ir::Prim::Pscatter, "axis"); }
+
+SVal Sema::bAllToAll(const ast::Expr &c) {
+  auto a = bindArgs(c, {"x", "axes", "split_axis", "concat_axis", "tiled"}, 4);
+  int64_t n = 1;
+  std::vector<int64_t> axes = resolveAxes(*a[1], c.name, c.loc, &n);
+  ir::Value *x = evalArray(*a[0]);
+  bool tiled = a[4] ? staticBool(*a[4], "tiled") : false;
+  int64_t rank = x->type.rank();
+  int64_t split = normAxis(staticInt(*a[2], "split_axis"), rank, a[2]->loc, "split_axis");
+  int64_t concat = normAxis(staticInt(*a[3], "concat_axis"), rank, a[3]->loc, "concat_axis");
+  int64_t size = x->type.shape[split];
+  ir::Type t = x->type;
+  if (tiled) {
+    if (size % n != 0)
+      fail(DiagId::NotDivisible, c.loc,
+           "all_to_all splits dimension " + std::to_string(split) + " of " + str(x->type) +
+               " into " + std::to_string(n) + " blocks; " + std::to_string(size) +
+               " is not divisible by " + std::to_string(n),
+           "pad the array or split a different dimension");
+    t.shape[split] /= n;
+    t.shape[concat] *= n;
+  } else {
+    if (size != n)
+      fail(DiagId::ShapeMismatch, c.loc,
+           "all_to_all without tiling needs split_axis " + std::to_string(split) +
+               " of size " + std::to_string(n) + " (the group size), but " + str(x->type) +
+               " has " + std::to_string(size),
+           "pass tiled=true to split the dimension into n blocks");
+    t.shape.erase(t.shape.begin() + split);
+    t.shape.insert(t.shape.begin() + concat, n);
+  }
+  return SVal::array(emit(ir::Prim::AllToAll, {x}, t, c.loc,
+                          {{"axes", axes},
+                           {"split_axis", split},
+                           {"concat_axis", concat},
+                           {"tiled", (int64_t)tiled}}),
+                     c.loc);
+}
+
+// perm=[(src, dst), ...]: group indices; each source and each destination at most once.
+SVal Sema::bPpermute(const ast::Expr &c) {
+  auto a = bindArgs(c, {"x", "axes", "perm"}, 3);
+  int64_t n = 1;
+  std::vector<int64_t> axes = resolveAxes(*a[1], c.name, c.loc, &n);
+  ir::Value *x = evalArray(*a[0]);
+  const ast::Expr &perm = *a[2];
+  if (perm.kind != ast::Expr::ArrayLit && perm.kind != ast::Expr::TupleLit)
+    fail(DiagId::BadPermutation, perm.loc, "perm must be a list of (source, destination) pairs",
+         "write perm=[(0, 1), (1, 0)]");
+  std::vector<int64_t> flat;
+  std::vector<bool> usedSrc(n, false), usedDst(n, false);
+  for (const auto &pair : perm.items) {
+    if (pair->kind != ast::Expr::TupleLit || pair->items.size() != 2)
+      fail(DiagId::BadPermutation, pair->loc, "each perm entry must be a (source, destination) pair",
+           "write perm=[(0, 1), (1, 0)]");
+    int64_t src = staticInt(*pair->items[0], "a perm source");
+    int64_t dst = staticInt(*pair->items[1], "a perm destination");
+    for (int64_t v : {src, dst})
+      if (v < 0 || v >= n)
+        fail(DiagId::BadPermutation, pair->loc,
+             "device index " + std::to_string(v) + " is out of range for a group of " +
+                 std::to_string(n),
+             "use indices in [0, " + std::to_string(n - 1) + "]");
+    if (usedSrc[src])
+      fail(DiagId::BadPermutation, pair->loc,
+           "device " + std::to_string(src) + " is a source twice", "each device sends at most once");
+    if (usedDst[dst])
+      fail(DiagId::BadPermutation, pair->loc,
+           "device " + std::to_string(dst) + " is a destination twice",
+           "each device receives at most once");
+    usedSrc[src] = usedDst[dst] = true;
+    flat.push_back(src);
+    flat.push_back(dst);
+  }
+  return SVal::array(emit(ir::Prim::Ppermute, {x}, x->type, c.loc, {{"axes", axes}, {"perm", flat}}),
+                     c.loc);
+}
+
+SVal Sema::bAxisIndex(const ast::Expr &c) {
+  auto a = bindArgs(c, {"axes"}, 1);
+  std::vector<int64_t> axes = resolveAxes(*a[0], c.name, c.loc, nullptr);
+  ir::Type t;
+  t.dtype = ir::DType::I32;
+  return SVal::array(emit(ir::Prim::AxisIndex, {}, t, c.loc, {{"axes", axes}}), c.loc);
+}
+
+// The group size is static: a constant, no eqn of its own.
+SVal Sema::bAxisSize(const ast::Expr &c) {
+  auto a = bindArgs(c, {"axes"}, 1);
+  int64_t n = 1;
+  resolveAxes(*a[0], c.name, c.loc, &n);
+  return SVal::array(constant(ir::DType::I32, {}, {(double)n}, c.loc), c.loc);
+}
+
+} // namespace shmapc::sema

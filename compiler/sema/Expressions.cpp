@@ -1,0 +1,230 @@
+// Expression lowering: literals, names, operators, static indexing and call dispatch.
+#include "sema/SemaImpl.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <functional>
+
+namespace shmapc::sema {
+
+// A number written in the source (maybe negated): value and whether it was a float.
+static std::optional<std::pair<double, bool>> staticNumber(const ast::Expr &e) {
+  if (e.kind == ast::Expr::IntLit) return std::make_pair((double)e.intValue, false);
+  if (e.kind == ast::Expr::FloatLit) return std::make_pair(e.floatValue, true);
+  if (e.kind == ast::Expr::Unary && e.op == "-" && e.items.size() == 1)
+    if (auto v = staticNumber(*e.items[0])) return std::make_pair(-v->first, v->second);
+  return std::nullopt;
+}
+
+SVal Sema::eval(const ast::Expr &e) {
+  switch (e.kind) {
+  case ast::Expr::IntLit:
+    return SVal::lit((double)e.intValue, false, e.loc);
+  case ast::Expr::FloatLit:
+    return SVal::lit(e.floatValue, true, e.loc);
+  case ast::Expr::BoolLit:
+    return SVal::array(constant(ir::DType::Bool, {}, {e.boolValue ? 1.0 : 0.0}, e.loc), e.loc);
+  case ast::Expr::StringLit:
+    return SVal::axisNames({e.name}, e.loc);
+  case ast::Expr::TupleLit: {
+    if (auto axes = staticAxesOpt(e)) return SVal::axisNames(*axes, e.loc);
+    fail(DiagId::BadArgument, e.loc, "a tuple is not a value",
+         "tuples hold axis names, e.g. (\"x\", \"y\"); use [..] for an array literal");
+  }
+  case ast::Expr::NoneLit:
+    fail(DiagId::BadArgument, e.loc, "None is not a value",
+         "None is only used in partition specs and indexing (x[None])");
+  case ast::Expr::TypeArg:
+    fail(DiagId::BadArgument, e.loc, "a type is not a value",
+         "types are arguments of builtins such as zeros(f32[4]) or cast(x, f32)");
+  case ast::Expr::Name:
+    if (!e.module.empty())
+      fail(DiagId::UnknownName, e.loc, e.module + "." + e.name + " is not a value",
+           "call module functions as " + e.module + "." + e.name + "(...)");
+    return lookup(e.name, e.loc);
+  case ast::Expr::ArrayLit:
+    return evalArrayLit(e);
+  case ast::Expr::Unary:
+    return unaryOp(e.op, eval(*e.items.at(0)), e.loc);
+  case ast::Expr::Binary: {
+    SVal a = eval(*e.items.at(0));
+    SVal b = eval(*e.items.at(1));
+    return binaryOp(e.op, a, b, e.loc);
+  }
+  case ast::Expr::Call: {
+    std::vector<SVal> r = evalCall(e);
+    if (r.size() != 1)
+      fail(DiagId::ResultCount, e.loc,
+           e.name + " returns " + std::to_string(r.size()) + " values where one is expected",
+           r.empty() ? "call it as a statement: " + e.name + "(...);"
+                     : "bind the results with let a, b = " + e.name + "(...);");
+    return r[0];
+  }
+  case ast::Expr::Index:
+    return evalIndex(e);
+  }
+  fail(DiagId::BadArgument, e.loc, "unsupported expression", "");
+}
+
+std::vector<SVal> Sema::evalMulti(const ast::Expr &e) {
+  if (e.kind == ast::Expr::Call) return evalCall(e);
+  return {eval(e)};
+}
+
+ir::Value *Sema::evalArray(const ast::Expr &e) { return toArray(eval(e)); }
+
+// ---- array literals
+
+namespace {
+struct LitCollector {
+  std::vector<int64_t> shape;
+  std::vector<double> values;
+  bool anyFloat = false, anyBool = false, anyNumber = false;
+};
+} // namespace
+
+SVal Sema::evalArrayLit(const ast::Expr &e) {
+  LitCollector c;
+  // Walks nested lists; the first element at each depth fixes that dimension's length.
+  std::function<void(const ast::Expr &, size_t)> walk = [&](const ast::Expr &x, size_t depth) {
+    if (x.kind == ast::Expr::ArrayLit) {
+      if (x.items.empty())
+        fail(DiagId::BadLiteral, x.loc, "empty array literal",
+             "use zeros(T) for an array without values");
+      if (depth == c.shape.size()) {
+        if (!c.values.empty())
+          fail(DiagId::BadLiteral, x.loc, "array literal is not rectangular",
+               "give every row the same nesting depth and length");
+        c.shape.push_back((int64_t)x.items.size());
+      } else if (depth > c.shape.size() || c.shape[depth] != (int64_t)x.items.size()) {
+        fail(DiagId::BadLiteral, x.loc,
+             "array literal is not rectangular: a row has " + std::to_string(x.items.size()) +
+                 " elements where " +
+                 (depth < c.shape.size() ? std::to_string(c.shape[depth]) : "none") +
+                 " were expected",
+             "give every row the same length");
+      }
+      for (const auto &item : x.items) walk(*item, depth + 1);
+      return;
+    }
+    if (depth != c.shape.size())
+      fail(DiagId::BadLiteral, x.loc, "array literal is not rectangular",
+           "give every row the same nesting depth");
+    if (x.kind == ast::Expr::BoolLit) {
+      c.anyBool = true;
+      c.values.push_back(x.boolValue ? 1 : 0);
+      return;
+    }
+    auto num = staticNumber(x);
+    if (!num)
+      fail(DiagId::BadLiteral, x.loc, "array literal elements must be numbers or booleans",
+           "build arrays from computed values with concatenate or expand_dims");
+    c.anyNumber = true;
+    c.anyFloat |= num->second;
+    c.values.push_back(num->first);
+  };
+  walk(e, 0);
+  if (c.anyBool && c.anyNumber)
+    fail(DiagId::BadLiteral, e.loc, "array literal mixes booleans and numbers",
+         "use only numbers or only true/false");
+  ir::DType dt = c.anyBool ? ir::DType::Bool : c.anyFloat ? ir::DType::F32 : ir::DType::I32;
+  if (dt == ir::DType::I32)
+    for (double v : c.values)
+      if (v > INT32_MAX || v < INT32_MIN)
+        fail(DiagId::BadLiteral, e.loc, "array literal element does not fit in i32",
+             "use values between -2147483648 and 2147483647, or float literals");
+  return SVal::array(constant(dt, c.shape, c.values, e.loc), e.loc);
+}
+
+// ---- static indexing: x[1], x[1:3], x[::2], x[None], x[:, -1]
+
+SVal Sema::evalIndex(const ast::Expr &e) {
+  SVal baseVal = eval(*e.items.at(0));
+  if (baseVal.kind != SVal::Array)
+    fail(DiagId::BadArgument, e.loc, "cannot index " + describe(baseVal),
+         "only arrays can be indexed");
+  ir::Value *base = baseVal.value;
+  const std::vector<int64_t> &shape = base->type.shape;
+  int64_t rank = base->type.rank();
+  int64_t used = 0;
+  for (const ast::IndexItem &it : e.indices) used += it.kind != ast::IndexItem::NewAxis;
+  if (used > rank)
+    fail(DiagId::IndexOutOfRange, e.loc,
+         "too many indices for " + str(base->type) + ": " + std::to_string(used) + " given",
+         "index at most " + std::to_string(rank) + " dimension(s)");
+
+  std::vector<int64_t> start(rank, 0), limit = shape, strides(rank, 1), sliced = shape;
+  std::vector<int64_t> finalShape;
+  int64_t dim = 0;
+  for (const ast::IndexItem &it : e.indices) {
+    if (it.kind == ast::IndexItem::NewAxis) {
+      finalShape.push_back(1);
+      continue;
+    }
+    int64_t n = shape[dim];
+    if (it.kind == ast::IndexItem::Index) {
+      int64_t i = staticInt(*it.index, "an index");
+      if (i < -n || i >= n)
+        fail(DiagId::IndexOutOfRange, it.loc,
+             "index " + std::to_string(i) + " is out of range for dimension " +
+                 std::to_string(dim) + " of size " + std::to_string(n) + " in " +
+                 str(base->type),
+             "use an index in [" + std::to_string(-n) + ", " + std::to_string(n - 1) +
+                 "], or dynamic_slice for computed indices");
+      if (i < 0) i += n;
+      start[dim] = i;
+      limit[dim] = i + 1;
+      sliced[dim] = 1;
+    } else {
+      int64_t step = it.step ? staticInt(*it.step, "a slice step") : 1;
+      if (step <= 0)
+        fail(DiagId::BadArgument, it.loc, "slice step " + std::to_string(step) + " is not positive",
+             "use a positive step (reversing is not supported)");
+      auto clampPos = [n](int64_t v) { return std::min(n, std::max<int64_t>(0, v < 0 ? v + n : v)); };
+      int64_t s = it.start ? clampPos(staticInt(*it.start, "a slice start")) : 0;
+      int64_t t = it.stop ? clampPos(staticInt(*it.stop, "a slice stop")) : n;
+      int64_t count = s < t ? (t - s + step - 1) / step : 0;
+      if (count == 0)
+        fail(DiagId::IndexOutOfRange, it.loc,
+             "slice selects no elements of dimension " + std::to_string(dim) + " of size " +
+                 std::to_string(n),
+             "empty arrays are not supported; check the slice bounds");
+      start[dim] = s;
+      limit[dim] = s + (count - 1) * step + 1;
+      strides[dim] = step;
+      sliced[dim] = count;
+      finalShape.push_back(count);
+    }
+    ++dim;
+  }
+  for (; dim < rank; ++dim) finalShape.push_back(shape[dim]);
+
+  ir::Value *v = base;
+  bool strided = std::any_of(strides.begin(), strides.end(), [](int64_t s) { return s != 1; });
+  if (sliced != shape || strided) {
+    ir::Type t = base->type;
+    t.shape = sliced;
+    v = emit(ir::Prim::Slice, {base}, t, e.loc,
+             {{"start", start}, {"limit", limit}, {"strides", strides}});
+  }
+  return SVal::array(reshape(v, finalShape, e.loc), e.loc);
+}
+
+// ---- calls: user functions first (they may shadow builtins), then the builtins table
+
+std::vector<SVal> Sema::evalCall(const ast::Expr &e) {
+  const Unit *unit = nullptr;
+  if (const ast::FuncDecl *decl = findFunction(e, unit)) return callFunction(*decl, *unit, e);
+  auto it = builtins().find(e.name);
+  if (it != builtins().end()) return {(this->*(it->second))(e)};
+  std::vector<std::string> names;
+  for (const auto &[n, f] : cur_->unit->funcs) names.push_back(n);
+  for (const auto &[n, f] : builtins()) names.push_back(n);
+  std::string near = closestName(e.name, names);
+  fail(DiagId::UnknownFunction, e.loc, "unknown function " + e.name,
+       near.empty() ? "define it with def " + e.name + "(...) { ... }"
+                    : "did you mean " + near + "?");
+}
+
+} // namespace shmapc::sema

@@ -1,0 +1,290 @@
+// Entry point, units and meshes, and function instantiation. A function is lowered once per
+// distinct (argument types, static axis arguments, mesh context), like jax.jit tracing a
+// Python function; the result is memoized in instances_.
+#include "sema/SemaImpl.h"
+
+namespace shmapc::sema {
+
+Sema::Sema(const std::vector<ModuleUnit> &units, Diagnostics &diags)
+    : diags_(diags), module_(std::make_unique<ir::Module>()) {
+  collectUnits(units);
+}
+
+// ---- errors
+
+void Sema::fail(DiagId id, Loc loc, const std::string &msg, const std::string &hint) {
+  diags_.fatal(id, loc, msg, hint);
+}
+
+void Sema::failWithNote(DiagId id, Loc loc, const std::string &msg, const std::string &hint,
+                        Loc noteLoc, const std::string &note) {
+  diags_.error(id, loc, msg, hint);
+  diags_.note(noteLoc, note);
+  throw CompileError();
+}
+
+void Sema::failWithCallChain(DiagId id, Loc loc, const std::string &msg,
+                             const std::string &hint) {
+  diags_.error(id, loc, msg, hint);
+  for (auto it = callChain_.rbegin(); it != callChain_.rend(); ++it)
+    diags_.note(it->first, "in the call to " + it->second + " here");
+  throw CompileError();
+}
+
+// ---- units and meshes
+
+void Sema::collectUnits(const std::vector<ModuleUnit> &units) {
+  for (const ModuleUnit &mu : units) {
+    Unit u;
+    u.name = mu.name;
+    u.program = mu.program;
+    for (const auto &f : mu.program->funcs) {
+      auto [it, fresh] = u.funcs.emplace(f->name, f.get());
+      if (!fresh)
+        failWithNote(DiagId::Redefinition, f->loc, "function " + f->name + " is defined twice",
+                     "rename one of them", it->second->loc, "first definition of " + f->name);
+    }
+    units_.push_back(std::move(u));
+  }
+}
+
+// Meshes are global: every unit's meshes go into Module::meshes, in unit order.
+void Sema::collectMeshes() {
+  std::map<std::string, const ast::MeshDecl *> seen;
+  for (const Unit &u : units_) {
+    for (const ast::MeshDecl &m : u.program->meshes) {
+      auto [it, fresh] = seen.emplace(m.name, &m);
+      if (!fresh)
+        failWithNote(DiagId::Redefinition, m.loc, "mesh " + m.name + " is defined twice",
+                     "meshes are global across modules; rename one of them", it->second->loc,
+                     "first definition of mesh " + m.name);
+      for (size_t i = 0; i < m.axes.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+          if (m.axes[i] == m.axes[j])
+            fail(DiagId::AxisRepeated, i < m.axisLocs.size() ? m.axisLocs[i] : m.loc,
+                 "mesh " + m.name + " names axis \"" + m.axes[i] + "\" twice",
+                 "give each mesh axis a distinct name");
+      for (size_t i = 0; i < m.sizes.size(); ++i)
+        if (m.sizes[i] <= 0)
+          fail(DiagId::BadMesh, i < m.axisLocs.size() ? m.axisLocs[i] : m.loc,
+               "mesh axis \"" + m.axes[i] + "\" has size " + std::to_string(m.sizes[i]),
+               "axis sizes must be positive");
+      if (m.axes.size() != m.sizes.size() || m.axes.empty() || m.axes.size() > 32)
+        fail(DiagId::BadMesh, m.loc, "mesh " + m.name + " needs 1 to 32 axes, each with a size",
+             "write mesh " + m.name + " = <[\"x\"=2]>;");
+      auto mesh = std::make_unique<ir::Mesh>();
+      mesh->name = m.name;
+      mesh->axes = m.axes;
+      mesh->sizes = m.sizes;
+      mesh->loc = m.loc;
+      module_->meshes.push_back(std::move(mesh));
+    }
+  }
+}
+
+// ---- functions
+
+// `f(...)` is looked up in the caller's unit, `nn.f(...)` in module nn (which the caller's
+// unit must import).
+const ast::FuncDecl *Sema::findFunction(const ast::Expr &call, const Unit *&unitOut) {
+  const Unit *home = cur_->unit;
+  if (call.module.empty()) {
+    auto it = home->funcs.find(call.name);
+    if (it == home->funcs.end()) return nullptr;
+    unitOut = home;
+    return it->second;
+  }
+  bool imported = call.module == home->name;  // a module may name its own functions
+  for (const ast::ImportDecl &imp : home->program->imports) imported |= imp.module == call.module;
+  const Unit *target = nullptr;
+  for (const Unit &u : units_)
+    if (u.name == call.module && !u.name.empty()) target = &u;
+  if (!imported || !target)
+    fail(DiagId::UnknownFunction, call.loc,
+         "unknown module " + call.module + " in " + call.module + "." + call.name,
+         "add `import " + call.module + ";` at the top of the file");
+  auto it = target->funcs.find(call.name);
+  if (it == target->funcs.end()) {
+    std::vector<std::string> names;
+    for (const auto &[n, f] : target->funcs) names.push_back(n);
+    std::string near = closestName(call.name, names);
+    fail(DiagId::UnknownFunction, call.loc,
+         "module " + call.module + " has no function " + call.name,
+         near.empty() ? "check the function name" : "did you mean " + call.module + "." + near + "?");
+  }
+  unitOut = target;
+  return it->second;
+}
+
+// A call to a plain user function: binds arguments (checking written parameter types),
+// instantiates the callee for these argument types and emits a `call` eqn.
+std::vector<SVal> Sema::callFunction(const ast::FuncDecl &decl, const Unit &unit,
+                                     const ast::Expr &call) {
+  if (!call.kwargs.empty())
+    fail(DiagId::BadArgument, call.kwargs[0].loc,
+         "keyword argument " + call.kwargs[0].name + " passed to user function " + decl.name,
+         "user functions take positional arguments only");
+  if (call.items.size() != decl.params.size())
+    failWithNote(DiagId::ArgCount, call.loc,
+                 decl.name + " takes " + std::to_string(decl.params.size()) +
+                     " argument(s) but " + std::to_string(call.items.size()) + " were given",
+                 "pass one argument per parameter", decl.loc, decl.name + " is defined here");
+  if (decl.shmap) return callShmap(decl, unit, call);
+
+  std::vector<ArgDesc> descs;
+  std::vector<ir::Value *> ins;
+  for (size_t i = 0; i < decl.params.size(); ++i) {
+    const ast::Param &p = decl.params[i];
+    SVal a = eval(*call.items[i]);
+    ArgDesc d;
+    if (a.kind == SVal::Axes) {
+      if (p.type)
+        failWithNote(DiagId::ArgType, a.loc,
+                     "argument " + std::to_string(i + 1) + " of " + decl.name +
+                         " is the axis names " + describe(a) + " but parameter " + p.name +
+                         " is declared " + str(typeOf(*p.type)),
+                     "pass an array, or remove the parameter's type to take axis names",
+                     p.loc, "parameter " + p.name + " is declared here");
+      d.isAxes = true;
+      d.axes = a.axes;
+      descs.push_back(d);
+      continue;
+    }
+    ir::Value *v = a.kind == SVal::Literal && p.type ? literalAs(a, typeOf(*p.type).dtype, {}, a.loc)
+                                                     : toArray(a);
+    if (p.type && !v->type.sameShape(typeOf(*p.type)))
+      failWithNote(DiagId::ArgType, a.loc,
+                   "argument " + std::to_string(i + 1) + " of " + decl.name + " has type " +
+                       str(v->type) + " but parameter " + p.name + " is declared " +
+                       str(typeOf(*p.type)),
+                   "pass a " + str(typeOf(*p.type)) + " value (or use cast/reshape)", p.loc,
+                   "parameter " + p.name + " is declared here");
+    d.type = v->type;
+    d.type.vary = 0;
+    descs.push_back(d);
+    ins.push_back(v);
+  }
+
+  callChain_.push_back({call.loc, (unit.name.empty() ? "" : unit.name + ".") + decl.name});
+  const Instance &inst = instantiate(decl, unit, descs, cur_->mesh, call.loc);
+  callChain_.pop_back();
+
+  ir::Eqn e;
+  e.prim = ir::Prim::Call;
+  e.ins = ins;
+  e.bodies = {inst.func};
+  e.loc = call.loc;
+  std::vector<SVal> out;
+  for (const ir::Type &t : inst.results) {
+    ir::Value *v = cur_->func->newValue(t);
+    e.outs.push_back(v);
+    out.push_back(SVal::array(v, call.loc));
+  }
+  cur_->func->eqns.push_back(std::move(e));
+  return out;
+}
+
+std::string Sema::uniqueFuncName(const std::string &base) {
+  std::string name = base;
+  for (int n = 1; usedFuncNames_.count(name); ++n) name = base + "_" + std::to_string(n);
+  usedFuncNames_.insert(name);
+  return name;
+}
+
+// A loop body / cond branch of the Func being built.
+ir::Func *Sema::newNestedFunc(const std::string &suffix, Loc loc) {
+  ir::Func *f = module_->newFunc(uniqueFuncName(cur_->func->name + "_" + suffix));
+  f->loc = loc;
+  f->mesh = cur_->mesh;
+  f->isNested = true;
+  return f;
+}
+
+const Instance &Sema::instantiate(const ast::FuncDecl &decl, const Unit &unit,
+                                  const std::vector<ArgDesc> &args, const ir::Mesh *mesh,
+                                  Loc callLoc) {
+  InstKey key{&decl, mesh, args};
+  if (auto it = instances_.find(key); it != instances_.end()) return it->second;
+  for (const ast::FuncDecl *d : active_)
+    if (d == &decl) {
+      std::string chain;
+      bool on = false;
+      for (const ast::FuncDecl *a : active_) {
+        on |= a == &decl;
+        if (on) chain += a->name + " -> ";
+      }
+      failWithNote(DiagId::Recursion, callLoc,
+                   decl.name + " calls itself (" + chain + decl.name + ")",
+                   "recursion is not allowed; use a for loop", decl.loc,
+                   decl.name + " is defined here");
+    }
+
+  ir::Func *f = module_->newFunc(
+      uniqueFuncName(unit.name.empty() ? decl.name : unit.name + "." + decl.name));
+  f->loc = decl.loc;
+  f->mesh = mesh;
+  if (decl.shmap) {
+    f->isShmapBody = true;
+    f->checkVma = decl.shmap->checkVma;
+    f->autoPbroadcast = decl.shmap->autoPbroadcast;
+  }
+
+  FuncCtx ctx;
+  ctx.func = f;
+  ctx.mesh = mesh;
+  ctx.unit = &unit;
+  Scope scope;
+  scope.owner = &ctx;
+  for (size_t i = 0; i < decl.params.size(); ++i) {
+    const ast::Param &p = decl.params[i];
+    if (args[i].isAxes) {
+      scope.names[p.name] = SVal::axisNames(args[i].axes, p.loc);
+    } else {
+      ir::Value *v = f->newValue(args[i].type, p.name);
+      f->params.push_back(v);
+      scope.names[p.name] = SVal::array(v, p.loc);
+    }
+  }
+
+  FuncCtx *savedCtx = cur_;
+  Scope *savedScope = scope_;
+  cur_ = &ctx;
+  scope_ = &scope;
+  active_.push_back(&decl);
+  Instance inst;
+  inst.func = f;
+  lowerFunctionBody(decl, inst);
+  active_.pop_back();
+  cur_ = savedCtx;
+  scope_ = savedScope;
+  return instances_.emplace(key, inst).first->second;
+}
+
+std::unique_ptr<ir::Module> Sema::run() {
+  collectMeshes();
+  const Unit &mainUnit = units_[0];
+  auto it = mainUnit.funcs.find("main");
+  if (it == mainUnit.funcs.end())
+    fail(DiagId::NoMain, Loc{}, "the program has no main function",
+         "add `def main() { ... }`: it is the host program");
+  const ast::FuncDecl &main = *it->second;
+  if (!main.params.empty())
+    fail(DiagId::NoMain, main.loc, "main must not take parameters",
+         "remove main's parameters; it runs once on the host");
+  if (main.shmap)
+    fail(DiagId::NoMain, main.loc, "main cannot be a @shmap function",
+         "put the per-device code in another function and call it from main");
+  module_->main = instantiate(main, mainUnit, {}, nullptr, main.loc).func;
+  return std::move(module_);
+}
+
+std::unique_ptr<ir::Module> buildModule(const std::vector<ModuleUnit> &units,
+                                        Diagnostics &diags) {
+  if (units.empty() || !units[0].program) {
+    diags.fatal(DiagId::NoMain, Loc{}, "nothing to compile", "pass a .smp file");
+  }
+  Sema sema(units, diags);
+  return sema.run();
+}
+
+} // namespace shmapc::sema

@@ -1,0 +1,293 @@
+// Private to sema: the state of one buildModule() run and the lowering routines, split over
+// several .cpp files by concern:
+//   Sema.cpp         units, meshes, function lookup, instantiation (the "tracing" memo)
+//   Scope.cpp        name binding, lookup and capture of outer values by nested bodies
+//   Types.cpp        type helpers, weak-typed literals, broadcasting, element-wise ops
+//   Args.cpp         reading static (compile-time) arguments: ints, axes, types, keywords
+//   Expressions.cpp  expression dispatch: literals, names, operators, indexing, calls
+//   Builtins.cpp     the builtins table: creation, element-wise, reductions
+//   Structural.cpp   matmul, reshape, transpose, concatenate, dynamic slices
+//   Collectives.cpp  psum & co., axis_index/axis_size
+//   Shmap.cpp        partition specs and shmap calls
+//   Statements.cpp   statements, returns, for loops and conditionals
+#pragma once
+#include "sema/Sema.h"
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace shmapc::sema {
+
+// What an expression evaluates to at compile time. Most expressions produce an IR value;
+// Python-scalar literals stay unmaterialized until an operand fixes their dtype (weak
+// typing), and axis names are static arguments that never become IR values.
+struct SVal {
+  enum Kind { Array, Literal, Axes } kind = Array;
+  ir::Value *value = nullptr;      // Array
+  double literal = 0;              // Literal
+  bool literalIsFloat = false;     // Literal: written as a float (`2.0`) rather than an int
+  std::vector<std::string> axes;   // Axes
+  Loc loc;
+
+  static SVal array(ir::Value *v, Loc loc) {
+    SVal s;
+    s.value = v;
+    s.loc = loc;
+    return s;
+  }
+  static SVal lit(double v, bool isFloat, Loc loc) {
+    SVal s;
+    s.kind = Literal;
+    s.literal = v;
+    s.literalIsFloat = isFloat;
+    s.loc = loc;
+    return s;
+  }
+  static SVal axisNames(std::vector<std::string> axes, Loc loc) {
+    SVal s;
+    s.kind = Axes;
+    s.axes = std::move(axes);
+    s.loc = loc;
+    return s;
+  }
+};
+
+// One source file with its functions by name.
+struct Unit {
+  std::string name;  // "" = the main file
+  const ast::Program *program = nullptr;
+  std::map<std::string, const ast::FuncDecl *> funcs;
+};
+
+// How a function is called: per parameter, either an array type or static axis names.
+// Together with the function and the mesh context this is the instantiation key.
+struct ArgDesc {
+  bool isAxes = false;
+  ir::Type type;
+  std::vector<std::string> axes;
+  bool operator<(const ArgDesc &o) const {
+    if (isAxes != o.isAxes) return isAxes < o.isAxes;
+    if (type.dtype != o.type.dtype) return type.dtype < o.type.dtype;
+    if (type.shape != o.type.shape) return type.shape < o.type.shape;
+    return axes < o.axes;
+  }
+};
+
+struct InstKey {
+  const ast::FuncDecl *decl;
+  const ir::Mesh *mesh;
+  std::vector<ArgDesc> args;
+  bool operator<(const InstKey &o) const {
+    if (decl != o.decl) return std::less<const void *>()(decl, o.decl);
+    if (mesh != o.mesh) return std::less<const void *>()(mesh, o.mesh);
+    return args < o.args;
+  }
+};
+
+struct Instance {
+  ir::Func *func = nullptr;
+  std::vector<ir::Type> results;
+};
+
+// The IR Func being built. Nested bodies (loop bodies, cond branches) have a parent: a name
+// bound outside the body is read through a parameter the body adds on first use (a capture).
+struct FuncCtx {
+  ir::Func *func = nullptr;
+  const ir::Mesh *mesh = nullptr;  // collective context (null = host code)
+  const Unit *unit = nullptr;      // where unqualified function names are looked up
+  FuncCtx *parent = nullptr;
+  std::map<ir::Value *, ir::Value *> captures;  // value in parent -> param here
+  std::vector<ir::Value *> captureOrder;         // values in parent, first use first
+};
+
+struct Scope {
+  Scope *parent = nullptr;
+  FuncCtx *owner = nullptr;
+  std::map<std::string, SVal> names;
+  bool loopCarries = false;  // the names here are a loop's carried values
+};
+
+using Params = std::map<std::string, ir::Attr>;
+
+class Sema {
+public:
+  Sema(const std::vector<ModuleUnit> &units, Diagnostics &diags);
+  std::unique_ptr<ir::Module> run();
+
+  // ---- errors (Sema.cpp)
+  [[noreturn]] void fail(DiagId id, Loc loc, const std::string &msg, const std::string &hint);
+  [[noreturn]] void failWithNote(DiagId id, Loc loc, const std::string &msg,
+                                 const std::string &hint, Loc noteLoc, const std::string &note);
+  // For errors that depend on the caller's context (a collective or print in the wrong
+  // place): adds a note for each call that led here.
+  [[noreturn]] void failWithCallChain(DiagId id, Loc loc, const std::string &msg,
+                                      const std::string &hint);
+
+  // ---- functions and instantiation (Sema.cpp)
+  void collectUnits(const std::vector<ModuleUnit> &units);
+  void collectMeshes();
+  const ast::FuncDecl *findFunction(const ast::Expr &call, const Unit *&unitOut);
+  std::vector<SVal> callFunction(const ast::FuncDecl &decl, const Unit &unit,
+                                 const ast::Expr &call);
+  const Instance &instantiate(const ast::FuncDecl &decl, const Unit &unit,
+                              const std::vector<ArgDesc> &args, const ir::Mesh *mesh,
+                              Loc callLoc);
+  std::string uniqueFuncName(const std::string &base);
+  ir::Func *newNestedFunc(const std::string &suffix, Loc loc);
+
+  // ---- scopes (Scope.cpp)
+  void bind(const std::string &name, SVal v);
+  SVal lookup(const std::string &name, Loc loc);
+  Scope *findScope(const std::string &name);
+  ir::Value *importValue(FuncCtx *ctx, ir::Value *v, FuncCtx *owner);
+  std::string closestName(const std::string &name, const std::vector<std::string> &cands);
+  std::vector<std::string> visibleNames();
+
+  // ---- types and element-wise ops (Types.cpp)
+  static std::string str(const ir::Type &t);
+  std::string describe(const SVal &v);
+  ir::Type typeOf(const ast::TypeExpr &t);
+  ir::Value *emit(ir::Prim p, std::vector<ir::Value *> ins, const ir::Type &out, Loc loc,
+                  Params params = {});
+  ir::Value *constant(ir::DType dt, std::vector<int64_t> shape, std::vector<double> vals,
+                      Loc loc);
+  ir::Value *literalAs(const SVal &lit, ir::DType dt, const std::vector<int64_t> &shape,
+                       Loc loc);
+  ir::Value *toArray(const SVal &v);  // literals take their default dtype (i32 / f32)
+  ir::Value *broadcastTo(ir::Value *v, const std::vector<int64_t> &shape, Loc loc);
+  ir::DType commonDType(const std::vector<SVal> &ops, const std::string &what, Loc loc);
+  std::vector<int64_t> broadcastShape(const std::vector<SVal> &ops, const std::string &what,
+                                      Loc loc);
+  std::vector<ir::Value *> unify(const std::vector<SVal> &ops, const std::string &what,
+                                 Loc loc);
+  SVal binaryOp(const std::string &op, const SVal &a, const SVal &b, Loc loc);
+  SVal elementwise(ir::Prim p, const std::string &what, const SVal &a, const SVal &b, Loc loc);
+  SVal unaryOp(const std::string &op, const SVal &a, Loc loc);
+  ir::Value *convert(ir::Value *v, ir::DType dt, Loc loc);
+  ir::Value *reshape(ir::Value *v, const std::vector<int64_t> &shape, Loc loc);
+
+  // ---- static arguments (Args.cpp)
+  std::vector<const ast::Expr *> bindArgs(const ast::Expr &call,
+                                          const std::vector<std::string> &names, size_t required);
+  static std::optional<int64_t> staticIntOpt(const ast::Expr &e);
+  int64_t staticInt(const ast::Expr &e, const std::string &what);
+  std::vector<int64_t> staticIntList(const ast::Expr &e, const std::string &what);
+  bool staticBool(const ast::Expr &e, const std::string &what);
+  ir::Type typeArg(const ast::Expr &e, const std::string &what);
+  ir::DType dtypeArg(const ast::Expr &e, const std::string &what);
+  int64_t normAxis(int64_t axis, int64_t rank, Loc loc, const std::string &what);
+  std::vector<int64_t> normAxes(const std::vector<int64_t> &axes, int64_t rank, Loc loc,
+                                const std::string &what);
+  std::optional<std::vector<std::string>> staticAxesOpt(const ast::Expr &e);
+
+  // ---- expressions (Expressions.cpp)
+  SVal eval(const ast::Expr &e);
+  std::vector<SVal> evalMulti(const ast::Expr &e);
+  ir::Value *evalArray(const ast::Expr &e);
+  SVal evalArrayLit(const ast::Expr &e);
+  SVal evalIndex(const ast::Expr &e);
+  std::vector<SVal> evalCall(const ast::Expr &e);
+
+  // ---- builtins (Builtins.cpp, Structural.cpp, Collectives.cpp)
+  using BuiltinFn = SVal (Sema::*)(const ast::Expr &call);
+  static const std::map<std::string, BuiltinFn> &builtins();
+  SVal bZeros(const ast::Expr &c);
+  SVal bOnes(const ast::Expr &c);
+  SVal bFull(const ast::Expr &c);
+  SVal bIota(const ast::Expr &c);
+  SVal bRandomNormal(const ast::Expr &c);
+  SVal bRandomUniform(const ast::Expr &c);
+  SVal randomArray(const ast::Expr &c, ir::Prim p);
+  SVal bCast(const ast::Expr &c);
+  SVal bExp(const ast::Expr &c);
+  SVal bLog(const ast::Expr &c);
+  SVal bSin(const ast::Expr &c);
+  SVal bCos(const ast::Expr &c);
+  SVal bTanh(const ast::Expr &c);
+  SVal bSqrt(const ast::Expr &c);
+  SVal bAbs(const ast::Expr &c);
+  SVal floatUnary(const ast::Expr &c, ir::Prim p);
+  SVal bMaximum(const ast::Expr &c);
+  SVal bMinimum(const ast::Expr &c);
+  SVal bPow(const ast::Expr &c);
+  SVal bSelect(const ast::Expr &c);
+  SVal bSum(const ast::Expr &c);
+  SVal bMean(const ast::Expr &c);
+  SVal bMax(const ast::Expr &c);
+  SVal bMin(const ast::Expr &c);
+  SVal reduction(const ast::Expr &c, ir::Prim p, bool mean);
+  SVal bMatmul(const ast::Expr &c);
+  SVal matmul(const SVal &a, const SVal &b, Loc loc);
+  SVal bReshape(const ast::Expr &c);
+  SVal bTranspose(const ast::Expr &c);
+  SVal bExpandDims(const ast::Expr &c);
+  SVal bConcatenate(const ast::Expr &c);
+  SVal bDynamicSlice(const ast::Expr &c);
+  SVal bDynamicUpdateSlice(const ast::Expr &c);
+  std::vector<ir::Value *> startIndices(const ast::Expr &list, int64_t rank,
+                                        const std::string &what);
+  // collectives
+  std::vector<int64_t> resolveAxes(const ast::Expr &e, const std::string &what, Loc callLoc,
+                                   int64_t *groupSize);
+  void requireMesh(const std::string &what, Loc loc);
+  SVal simpleCollective(const ast::Expr &c, ir::Prim p);
+  SVal bPsum(const ast::Expr &c);
+  SVal bPmax(const ast::Expr &c);
+  SVal bPmin(const ast::Expr &c);
+  SVal bPsum2(const ast::Expr &c);
+  SVal bPbroadcast(const ast::Expr &c);
+  SVal bPmean(const ast::Expr &c);
+  SVal bAllGather(const ast::Expr &c);
+  SVal bAllGatherInvariant(const ast::Expr &c);
+  SVal gather(const ast::Expr &c, ir::Prim p);
+  SVal bPsumScatter(const ast::Expr &c);
+  SVal bPscatter(const ast::Expr &c);
+  SVal scatter(const ast::Expr &c, ir::Prim p, const std::string &dimName);
+  SVal bAllToAll(const ast::Expr &c);
+  SVal bPpermute(const ast::Expr &c);
+  SVal bAxisIndex(const ast::Expr &c);
+  SVal bAxisSize(const ast::Expr &c);
+
+  // ---- shmap (Shmap.cpp)
+  std::vector<SVal> callShmap(const ast::FuncDecl &decl, const Unit &unit,
+                              const ast::Expr &call);
+  int meshIndex(const std::string &name, Loc loc);
+  ir::PartitionSpec convertSpec(const ast::PartitionSpecExpr &spec, const ir::Mesh &mesh);
+  ir::Type blockType(const ir::Type &global, const ir::PartitionSpec &spec,
+                     const ast::PartitionSpecExpr &specExpr, const ir::Mesh &mesh, Loc argLoc,
+                     const std::string &what);
+  std::string specText(const ast::PartitionSpecExpr &spec);
+
+  // ---- statements (Statements.cpp)
+  void lowerFunctionBody(const ast::FuncDecl &decl, Instance &inst);
+  void lowerBlock(const ast::Block &block);
+  void lowerStmt(const ast::Stmt &s);
+  void lowerLet(const ast::Stmt &s);
+  void lowerAssign(const ast::Stmt &s);
+  void assignName(const std::string &name, Loc loc, SVal v);
+  void lowerPrint(const ast::Stmt &s);
+  void lowerReturn(const ast::Stmt &s, const ast::FuncDecl &decl, Instance &inst);
+  void lowerFor(const ast::Stmt &s);
+  void lowerIf(const ast::Stmt &s);
+  ir::Func *lowerBranch(const ast::Block &body, const std::vector<std::string> &outNames,
+                        const std::string &suffix, Loc loc, FuncCtx &ctx);
+  std::vector<std::string> outerAssignedNames(const ast::Block &a, const ast::Block *b,
+                                              const std::string &local);
+
+  // ---- state
+  Diagnostics &diags_;
+  std::vector<Unit> units_;
+  std::unique_ptr<ir::Module> module_;
+  std::map<InstKey, Instance> instances_;
+  std::vector<const ast::FuncDecl *> active_;  // instantiations in progress (recursion check)
+  // Calls that led to the function being lowered: (call site, callee name).
+  std::vector<std::pair<Loc, std::string>> callChain_;
+  std::set<std::string> usedFuncNames_;
+  FuncCtx *cur_ = nullptr;
+  Scope *scope_ = nullptr;
+};
+
+} // namespace shmapc::sema

@@ -1,0 +1,330 @@
+// Statements, returns, and control flow. Loop bodies and cond branches become nested Funcs:
+// outer names they assign are found syntactically beforehand (loop carries / cond results);
+// outer values they only read are captured on first use (Scope.cpp) and become the loop's
+// consts / the cond's operands.
+#include "sema/SemaImpl.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <functional>
+
+namespace shmapc::sema {
+
+// ---- function bodies and returns
+
+void Sema::lowerFunctionBody(const ast::FuncDecl &decl, Instance &inst) {
+  for (const ast::StmtPtr &s : decl.body) {
+    if (s->kind == ast::Stmt::Return) {
+      lowerReturn(*s, decl, inst);
+      return;  // statements after a return never run, as in a Python function
+    }
+    lowerStmt(*s);
+  }
+  if (decl.hasResultArrow && !decl.results.empty()) {
+    std::string types;
+    for (const ast::TypeExpr &t : decl.results) types += (types.empty() ? "" : ", ") + str(typeOf(t));
+    fail(DiagId::MissingReturn, decl.loc,
+         decl.name + " declares result " + types + " but can reach its end without returning",
+         "end the function with `return ...;`");
+  }
+}
+
+void Sema::lowerReturn(const ast::Stmt &s, const ast::FuncDecl &decl, Instance &inst) {
+  std::vector<SVal> vals;
+  if (s.values.size() == 1 && s.values[0]->kind == ast::Expr::Call)
+    vals = evalMulti(*s.values[0]);  // `return f(x);` passes on all of f's results
+  else
+    for (const ast::ExprPtr &e : s.values) vals.push_back(eval(*e));
+  if (decl.hasResultArrow && vals.size() != decl.results.size())
+    fail(DiagId::ResultCount, s.loc,
+         decl.name + " declares " + std::to_string(decl.results.size()) +
+             " result(s) but this returns " + std::to_string(vals.size()),
+         "return one value per declared result type");
+  for (size_t i = 0; i < vals.size(); ++i) {
+    const ast::TypeExpr *want = decl.hasResultArrow ? &decl.results[i] : nullptr;
+    const SVal &v = vals[i];
+    if (v.kind == SVal::Axes)
+      fail(DiagId::BadArgument, v.loc, "cannot return the axis names " + describe(v),
+           "functions return arrays");
+    ir::Value *r = v.kind == SVal::Literal && want ? literalAs(v, typeOf(*want).dtype, {}, v.loc)
+                                                   : toArray(v);
+    if (want && !r->type.sameShape(typeOf(*want)))
+      failWithNote(DiagId::ReturnType, v.loc,
+                   decl.name + " returns " + str(r->type) + " as result " + std::to_string(i + 1) +
+                       " but declares " + str(typeOf(*want)),
+                   decl.shmap ? "shmap result types are per-device block types; fix the "
+                                "declared type or the returned value"
+                              : "fix the declared result type or the returned value",
+                   want->loc, "result type declared here");
+    inst.func->results.push_back(r);
+    inst.results.push_back(r->type);
+  }
+}
+
+// ---- statements
+
+void Sema::lowerBlock(const ast::Block &block) {
+  for (const ast::StmtPtr &s : block) lowerStmt(*s);
+}
+
+void Sema::lowerStmt(const ast::Stmt &s) {
+  switch (s.kind) {
+  case ast::Stmt::Let: lowerLet(s); return;
+  case ast::Stmt::Assign: lowerAssign(s); return;
+  case ast::Stmt::Print: lowerPrint(s); return;
+  case ast::Stmt::ExprStmt: evalMulti(*s.value); return;
+  case ast::Stmt::For: lowerFor(s); return;
+  case ast::Stmt::If: lowerIf(s); return;
+  case ast::Stmt::Return:
+    fail(DiagId::ReturnInControlFlow, s.loc, "return inside a for loop or if branch",
+         "assign the value to a name declared before the loop/if and return it at the end "
+         "of the function");
+  }
+}
+
+static void nameValue(const SVal &v, const std::string &name) {
+  if (v.kind == SVal::Array && v.value->hint.empty()) v.value->hint = name;
+}
+
+void Sema::lowerLet(const ast::Stmt &s) {
+  if (s.names.size() == 1) {
+    SVal v = eval(*s.value);
+    // A literal bound to a name becomes a value of its default dtype (i32 / f32).
+    if (v.kind == SVal::Literal) v = SVal::array(toArray(v), v.loc);
+    nameValue(v, s.names[0]);
+    bind(s.names[0], v);
+    return;
+  }
+  std::vector<SVal> vals = evalMulti(*s.value);
+  if (vals.size() != s.names.size())
+    fail(DiagId::ResultCount, s.loc,
+         "cannot bind " + std::to_string(s.names.size()) + " names to " +
+             std::to_string(vals.size()) + " value(s)",
+         "bind as many names as the call returns");
+  for (size_t i = 0; i < vals.size(); ++i) {
+    SVal v = SVal::array(toArray(vals[i]), vals[i].loc);
+    nameValue(v, s.names[i]);
+    bind(s.names[i], v);
+  }
+}
+
+void Sema::lowerAssign(const ast::Stmt &s) {
+  Loc at = s.nameLocs.empty() ? s.loc : s.nameLocs[0];
+  assignName(s.names.at(0), at, eval(*s.value));
+}
+
+void Sema::assignName(const std::string &name, Loc loc, SVal v) {
+  Scope *scope = findScope(name);
+  if (!scope) {
+    lookup(name, loc);  // reports the unknown name
+    return;
+  }
+  SVal &old = scope->names[name];
+  if (old.kind != SVal::Array)
+    fail(DiagId::AssignType, loc, "cannot assign to " + name + ": it holds axis names",
+         "bind a new name with let");
+  if (scope->owner != cur_)
+    fail(DiagId::AssignType, loc, "cannot assign to " + name + " from inside this body",
+         "assign it outside the loop/if");
+  ir::Type want = old.value->type;
+  ir::Value *nv = v.kind == SVal::Literal ? literalAs(v, want.dtype, {}, v.loc) : toArray(v);
+  if (!nv->type.sameShape(want))
+    fail(DiagId::AssignType, loc,
+         "cannot assign " + str(nv->type) + " to " + name + ", which holds " + str(want),
+         scope->loopCarries
+             ? name + " is carried around the loop, so every iteration must leave it a " +
+                   str(want) + "; bind a new name with let for a value of another type"
+             : "a name keeps its type when assigned; use `let " + name +
+                   " = ...;` to bind a value of another type");
+  if (nv->hint.empty()) nv->hint = name;
+  old = SVal::array(nv, loc);
+}
+
+void Sema::lowerPrint(const ast::Stmt &s) {
+  if (cur_->mesh)
+    failWithCallChain(DiagId::PrintInsideShmap, s.loc, "print inside a shmap body",
+                      "return the value from the shmap function and print it in main");
+  ir::Value *v = evalArray(*s.value);
+  ir::Eqn e;
+  e.prim = ir::Prim::Print;
+  e.ins = {v};
+  e.params["label"] = s.label;
+  e.loc = s.loc;
+  cur_->func->eqns.push_back(std::move(e));
+}
+
+// ---- control flow
+
+// Names assigned in `block` (recursively) that are not bound by a `let` (or loop variable)
+// of the block itself before the assignment: the names the block changes outside itself.
+static void collectAssigned(const ast::Block &block, std::set<std::string> locals,
+                            std::vector<std::string> &out) {
+  for (const ast::StmtPtr &s : block) {
+    switch (s->kind) {
+    case ast::Stmt::Let:
+      locals.insert(s->names.begin(), s->names.end());
+      break;
+    case ast::Stmt::Assign:
+      if (!locals.count(s->names.at(0)) &&
+          std::find(out.begin(), out.end(), s->names[0]) == out.end())
+        out.push_back(s->names[0]);
+      break;
+    case ast::Stmt::For: {
+      std::set<std::string> inner = locals;
+      inner.insert(s->names.at(0));
+      collectAssigned(s->body, inner, out);
+      break;
+    }
+    case ast::Stmt::If:
+      collectAssigned(s->body, locals, out);
+      collectAssigned(s->elseBody, locals, out);
+      break;
+    default:
+      break;
+    }
+  }
+}
+
+std::vector<std::string> Sema::outerAssignedNames(const ast::Block &a, const ast::Block *b,
+                                                  const std::string &local) {
+  std::vector<std::string> names, out;
+  std::set<std::string> locals;
+  if (!local.empty()) locals.insert(local);
+  collectAssigned(a, locals, names);
+  if (b) collectAssigned(*b, locals, names);
+  for (const std::string &n : names) {
+    Scope *s = findScope(n);
+    if (s && s->names[n].kind == SVal::Array) out.push_back(n);
+  }
+  return out;
+}
+
+void Sema::lowerFor(const ast::Stmt &s) {
+  const std::string &var = s.names.at(0);
+  std::vector<std::string> carries = outerAssignedNames(s.body, nullptr, var);
+  std::vector<ir::Value *> inits;
+  for (const std::string &n : carries) inits.push_back(lookup(n, s.loc).value);
+
+  ir::Func *body = newNestedFunc("loop", s.loc);
+  FuncCtx ctx;
+  ctx.func = body;
+  ctx.mesh = cur_->mesh;
+  ctx.unit = cur_->unit;
+  ctx.parent = cur_;
+  Scope top;  // the carries: what each iteration starts from and leaves behind
+  top.parent = scope_;
+  top.owner = &ctx;
+  top.loopCarries = true;
+  ir::Type i32;
+  i32.dtype = ir::DType::I32;
+  ir::Value *index = body->newValue(i32, var);
+  std::vector<ir::Value *> carryParams;
+  for (size_t k = 0; k < carries.size(); ++k) {
+    carryParams.push_back(body->newValue(inits[k]->type, carries[k]));
+    top.names[carries[k]] = SVal::array(carryParams.back(), s.loc);
+  }
+  Scope inner;  // the body's own lets
+  inner.parent = &top;
+  inner.owner = &ctx;
+  inner.names[var] = SVal::array(index, s.loc);
+
+  FuncCtx *savedCtx = cur_;
+  Scope *savedScope = scope_;
+  cur_ = &ctx;
+  scope_ = &inner;
+  lowerBlock(s.body);
+  cur_ = savedCtx;
+  scope_ = savedScope;
+
+  for (const std::string &n : carries) body->results.push_back(top.names[n].value);
+  body->params = {index};
+  for (ir::Value *outer : ctx.captureOrder) body->params.push_back(ctx.captures[outer]);
+  body->params.insert(body->params.end(), carryParams.begin(), carryParams.end());
+
+  ir::Eqn e;
+  e.prim = ir::Prim::Loop;
+  e.ins = ctx.captureOrder;
+  e.ins.insert(e.ins.end(), inits.begin(), inits.end());
+  e.bodies = {body};
+  e.loc = s.loc;
+  e.params["lo"] = s.lo;
+  e.params["hi"] = s.hi;
+  e.params["num_consts"] = (int64_t)ctx.captureOrder.size();
+  std::vector<ir::Value *> outs;
+  for (size_t k = 0; k < carries.size(); ++k)
+    outs.push_back(cur_->func->newValue(inits[k]->type, carries[k]));
+  e.outs = outs;
+  cur_->func->eqns.push_back(std::move(e));
+  for (size_t k = 0; k < carries.size(); ++k)
+    findScope(carries[k])->names[carries[k]] = SVal::array(outs[k], s.loc);
+}
+
+// One branch of an `if`: its params are the captured outer values, its results the current
+// values of `outNames` at its end (unassigned ones pass through).
+ir::Func *Sema::lowerBranch(const ast::Block &body, const std::vector<std::string> &outNames,
+                            const std::string &suffix, Loc loc, FuncCtx &ctx) {
+  ir::Func *f = newNestedFunc(suffix, loc);
+  ctx.func = f;
+  ctx.mesh = cur_->mesh;
+  ctx.unit = cur_->unit;
+  ctx.parent = cur_;
+  Scope top;
+  top.parent = scope_;
+  top.owner = &ctx;
+  Scope inner;
+  inner.parent = &top;
+  inner.owner = &ctx;
+
+  FuncCtx *savedCtx = cur_;
+  Scope *savedScope = scope_;
+  cur_ = &ctx;
+  scope_ = &top;
+  for (const std::string &n : outNames) top.names[n] = lookup(n, loc);
+  scope_ = &inner;
+  lowerBlock(body);
+  cur_ = savedCtx;
+  scope_ = savedScope;
+  for (const std::string &n : outNames) f->results.push_back(top.names[n].value);
+  return f;
+}
+
+void Sema::lowerIf(const ast::Stmt &s) {
+  SVal c = eval(*s.value);
+  if (c.kind != SVal::Array || c.value->type.dtype != ir::DType::Bool || c.value->type.rank() != 0)
+    fail(DiagId::NotScalarBool, s.value->loc,
+         "the condition of if must be bool[], got " + describe(c),
+         c.kind == SVal::Array && c.value->type.dtype == ir::DType::Bool
+             ? "reduce it to one bool, or use select(c, a, b) for an element-wise choice"
+             : "compare it, e.g. if x > 0 { ... }");
+  std::vector<std::string> outNames = outerAssignedNames(s.body, &s.elseBody, "");
+  FuncCtx thenCtx, elseCtx;
+  ir::Func *thenF = lowerBranch(s.body, outNames, "then", s.loc, thenCtx);
+  ir::Func *elseF = lowerBranch(s.elseBody, outNames, "else", s.loc, elseCtx);
+
+  // Both branches take the same operands: everything either of them reads from outside.
+  std::vector<ir::Value *> operands = thenCtx.captureOrder;
+  for (ir::Value *v : elseCtx.captureOrder)
+    if (std::find(operands.begin(), operands.end(), v) == operands.end()) operands.push_back(v);
+  for (FuncCtx *ctx : {&thenCtx, &elseCtx})
+    for (ir::Value *op : operands) {
+      auto it = ctx->captures.find(op);
+      ctx->func->params.push_back(it != ctx->captures.end() ? it->second
+                                                            : ctx->func->newValue(op->type, op->hint));
+    }
+
+  ir::Eqn e;
+  e.prim = ir::Prim::Cond;
+  e.ins = {c.value};
+  e.ins.insert(e.ins.end(), operands.begin(), operands.end());
+  e.bodies = {thenF, elseF};
+  e.loc = s.loc;
+  for (size_t k = 0; k < outNames.size(); ++k)
+    e.outs.push_back(cur_->func->newValue(thenF->results[k]->type, outNames[k]));
+  std::vector<ir::Value *> outs = e.outs;
+  cur_->func->eqns.push_back(std::move(e));
+  for (size_t k = 0; k < outNames.size(); ++k)
+    findScope(outNames[k])->names[outNames[k]] = SVal::array(outs[k], s.loc);
+}
+
+} // namespace shmapc::sema

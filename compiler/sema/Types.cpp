@@ -1,0 +1,280 @@
+// Types, weakly typed literals, numpy broadcasting and element-wise operators. Every
+// element-wise eqn gets operands of identical shape: broadcasting is made explicit with
+// broadcast_in_dim, and a literal operand becomes a splat constant of the result shape.
+#include "sema/SemaImpl.h"
+
+#include <cmath>
+#include <cstdint>
+
+namespace shmapc::sema {
+
+std::string Sema::str(const ir::Type &t) { return ir::typeToString(t, nullptr); }
+
+static std::string formatNumber(double v, bool isFloat) {
+  if (!isFloat) return std::to_string((int64_t)v);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  std::string s = buf;
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string Sema::describe(const SVal &v) {
+  switch (v.kind) {
+  case SVal::Array:
+    return str(v.value->type);
+  case SVal::Literal:
+    return (v.literalIsFloat ? "float literal " : "int literal ") +
+           formatNumber(v.literal, v.literalIsFloat);
+  case SVal::Axes: {
+    std::string s = "(";
+    for (size_t i = 0; i < v.axes.size(); ++i) s += (i ? ", \"" : "\"") + v.axes[i] + "\"";
+    return s + ")";
+  }
+  }
+  return "?";
+}
+
+ir::Type Sema::typeOf(const ast::TypeExpr &t) {
+  ir::Type out;
+  switch (t.dtype) {
+  case ast::DTypeName::F32: out.dtype = ir::DType::F32; break;
+  case ast::DTypeName::F64: out.dtype = ir::DType::F64; break;
+  case ast::DTypeName::I32: out.dtype = ir::DType::I32; break;
+  case ast::DTypeName::Bool: out.dtype = ir::DType::Bool; break;
+  }
+  for (int64_t d : t.shape)
+    if (d <= 0)
+      fail(DiagId::BadArgument, t.loc, "dimension " + std::to_string(d) + " in a type",
+           "array dimensions must be positive");
+  out.shape = t.shape;
+  return out;
+}
+
+ir::Value *Sema::emit(ir::Prim p, std::vector<ir::Value *> ins, const ir::Type &out, Loc loc,
+                      Params params) {
+  ir::Eqn e;
+  e.prim = p;
+  e.ins = std::move(ins);
+  e.params = std::move(params);
+  e.loc = loc;
+  ir::Value *v = cur_->func->newValue(out);
+  e.outs.push_back(v);
+  cur_->func->eqns.push_back(std::move(e));
+  return v;
+}
+
+ir::Value *Sema::constant(ir::DType dt, std::vector<int64_t> shape, std::vector<double> vals,
+                          Loc loc) {
+  ir::Type t;
+  t.dtype = dt;
+  t.shape = std::move(shape);
+  return emit(ir::Prim::Constant, {}, t, loc, {{"value", std::move(vals)}});
+}
+
+// Materializes a weakly typed literal with the dtype its context chose (a splat of `shape`).
+ir::Value *Sema::literalAs(const SVal &lit, ir::DType dt, const std::vector<int64_t> &shape,
+                           Loc loc) {
+  if (lit.kind != SVal::Literal) return broadcastTo(toArray(lit), shape, loc);
+  std::string what = describe(lit);
+  if (lit.literalIsFloat && !ir::isFloat(dt))
+    fail(DiagId::DTypeMismatch, lit.loc, "cannot use " + what + " as " + ir::dtypeName(dt),
+         dt == ir::DType::I32 ? "write an integer, or cast the other operand to a float type"
+                              : "use true or false");
+  if (dt == ir::DType::Bool)
+    fail(DiagId::DTypeMismatch, lit.loc, "cannot use " + what + " as bool",
+         "use true or false, or compare, e.g. x != 0");
+  if (dt == ir::DType::I32 && (lit.literal > INT32_MAX || lit.literal < INT32_MIN))
+    fail(DiagId::BadLiteral, lit.loc, what + " does not fit in i32",
+         "use a value between -2147483648 and 2147483647");
+  return constant(dt, shape, {lit.literal}, loc);
+}
+
+ir::Value *Sema::toArray(const SVal &v) {
+  if (v.kind == SVal::Array) return v.value;
+  if (v.kind == SVal::Literal)
+    return literalAs(v, v.literalIsFloat ? ir::DType::F32 : ir::DType::I32, {}, v.loc);
+  fail(DiagId::BadArgument, v.loc, "the axis names " + describe(v) + " are not an array",
+       "axis names are only arguments of collectives and of functions that pass them on");
+}
+
+ir::Value *Sema::broadcastTo(ir::Value *v, const std::vector<int64_t> &shape, Loc loc) {
+  if (v->type.shape == shape) return v;
+  std::vector<int64_t> dims;
+  int64_t offset = (int64_t)shape.size() - v->type.rank();
+  for (int64_t i = 0; i < v->type.rank(); ++i) dims.push_back(offset + i);
+  ir::Type t = v->type;
+  t.shape = shape;
+  return emit(ir::Prim::BroadcastInDim, {v}, t, loc, {{"broadcast_dimensions", dims}});
+}
+
+ir::Value *Sema::convert(ir::Value *v, ir::DType dt, Loc loc) {
+  if (v->type.dtype == dt) return v;
+  ir::Type t = v->type;
+  t.dtype = dt;
+  return emit(ir::Prim::Convert, {v}, t, loc);
+}
+
+ir::Value *Sema::reshape(ir::Value *v, const std::vector<int64_t> &shape, Loc loc) {
+  if (v->type.shape == shape) return v;
+  ir::Type t = v->type;
+  t.shape = shape;
+  return emit(ir::Prim::Reshape, {v}, t, loc);
+}
+
+// Weak typing: arrays must agree on a dtype; literals adopt it. With no array operand, a
+// float literal makes the result f32, otherwise i32.
+ir::DType Sema::commonDType(const std::vector<SVal> &ops, const std::string &what, Loc loc) {
+  const SVal *firstArray = nullptr;
+  for (const SVal &o : ops) {
+    if (o.kind == SVal::Axes) toArray(o);  // reports the error
+    if (o.kind != SVal::Array) continue;
+    if (!firstArray) {
+      firstArray = &o;
+    } else if (o.value->type.dtype != firstArray->value->type.dtype) {
+      ir::DType want = firstArray->value->type.dtype;
+      fail(DiagId::DTypeMismatch, loc,
+           "cannot " + what + " " + describe(*firstArray) + " and " + describe(o) +
+               ": dtypes differ",
+           std::string("convert one operand, e.g. cast(x, ") + ir::dtypeName(want) + ")");
+    }
+  }
+  if (!firstArray) {
+    for (const SVal &o : ops)
+      if (o.literalIsFloat) return ir::DType::F32;
+    return ir::DType::I32;
+  }
+  ir::DType dt = firstArray->value->type.dtype;
+  for (const SVal &o : ops) {
+    if (o.kind != SVal::Literal) continue;
+    bool bad = (o.literalIsFloat && !ir::isFloat(dt)) || dt == ir::DType::Bool;
+    if (bad)
+      fail(DiagId::DTypeMismatch, loc,
+           "cannot " + what + " " + describe(*firstArray) + " and " + describe(o) +
+               ": the literal cannot take dtype " + ir::dtypeName(dt),
+           dt == ir::DType::Bool ? "use true/false, or cast the array"
+                                 : "write an integer literal, or cast(x, f32) first");
+  }
+  return dt;
+}
+
+// numpy broadcasting: align trailing dimensions; a dimension of size 1 stretches.
+std::vector<int64_t> Sema::broadcastShape(const std::vector<SVal> &ops, const std::string &what,
+                                          Loc loc) {
+  std::vector<int64_t> out;
+  const SVal *outFrom = nullptr;
+  for (const SVal &o : ops) {
+    if (o.kind != SVal::Array) continue;
+    const std::vector<int64_t> &s = o.value->type.shape;
+    std::vector<int64_t> merged(std::max(out.size(), s.size()), 1);
+    for (size_t i = 0; i < merged.size(); ++i) {
+      int64_t a = i < out.size() ? out[out.size() - 1 - i] : 1;
+      int64_t b = i < s.size() ? s[s.size() - 1 - i] : 1;
+      if (a != b && a != 1 && b != 1)
+        fail(DiagId::ShapeMismatch, loc,
+             "cannot " + what + " " + describe(*outFrom) + " and " + describe(o) +
+                 ": shapes do not broadcast",
+             "trailing dimensions must be equal or 1; reshape, slice or expand_dims an "
+             "operand");
+      merged[merged.size() - 1 - i] = a == 1 ? b : a;
+    }
+    out = merged;
+    if (!outFrom || s.size() >= outFrom->value->type.shape.size()) outFrom = &o;
+  }
+  return out;
+}
+
+// The operands as arrays of one dtype and one shape, ready for an element-wise eqn.
+std::vector<ir::Value *> Sema::unify(const std::vector<SVal> &ops, const std::string &what,
+                                     Loc loc) {
+  ir::DType dt = commonDType(ops, what, loc);
+  std::vector<int64_t> shape = broadcastShape(ops, what, loc);
+  std::vector<ir::Value *> out;
+  for (const SVal &o : ops)
+    out.push_back(o.kind == SVal::Literal ? literalAs(o, dt, shape, o.loc)
+                                          : broadcastTo(o.value, shape, loc));
+  return out;
+}
+
+namespace {
+enum class Operands { Numeric, Bool, Any };
+struct BinaryRule {
+  ir::Prim prim;
+  const char *verb;   // "cannot <verb> A and B"
+  Operands operands;
+  bool compare;       // result is bool
+};
+const std::map<std::string, BinaryRule> &binaryRules() {
+  static const std::map<std::string, BinaryRule> rules = {
+      {"+", {ir::Prim::Add, "add", Operands::Numeric, false}},
+      {"-", {ir::Prim::Sub, "subtract", Operands::Numeric, false}},
+      {"*", {ir::Prim::Mul, "multiply", Operands::Numeric, false}},
+      {"/", {ir::Prim::Div, "divide", Operands::Numeric, false}},
+      {"%", {ir::Prim::Rem, "take the remainder of", Operands::Numeric, false}},
+      {"==", {ir::Prim::Eq, "compare", Operands::Any, true}},
+      {"!=", {ir::Prim::Ne, "compare", Operands::Any, true}},
+      {"<", {ir::Prim::Lt, "compare", Operands::Numeric, true}},
+      {"<=", {ir::Prim::Le, "compare", Operands::Numeric, true}},
+      {">", {ir::Prim::Gt, "compare", Operands::Numeric, true}},
+      {">=", {ir::Prim::Ge, "compare", Operands::Numeric, true}},
+      {"&&", {ir::Prim::And, "apply && to", Operands::Bool, false}},
+      {"||", {ir::Prim::Or, "apply || to", Operands::Bool, false}},
+  };
+  return rules;
+}
+} // namespace
+
+SVal Sema::binaryOp(const std::string &op, const SVal &a, const SVal &b, Loc loc) {
+  if (op == "@") return matmul(a, b, loc);
+  auto it = binaryRules().find(op);
+  if (it == binaryRules().end())
+    fail(DiagId::BadArgument, loc, "unknown operator " + op, "");
+  const BinaryRule &r = it->second;
+  std::vector<ir::Value *> v = unify({a, b}, r.verb, loc);
+  ir::DType dt = v[0]->type.dtype;
+  bool isBool = dt == ir::DType::Bool;
+  if (r.operands == Operands::Numeric && isBool)
+    fail(DiagId::DTypeMismatch, loc,
+         std::string("cannot ") + r.verb + " " + str(v[0]->type) + " and " + str(v[1]->type) +
+             ": " + op + " needs numbers",
+         "cast the operands, e.g. cast(x, i32)");
+  if (r.operands == Operands::Bool && !isBool)
+    fail(DiagId::DTypeMismatch, loc,
+         std::string("cannot ") + r.verb + " " + str(v[0]->type) + " and " + str(v[1]->type) +
+             ": " + op + " needs bool operands",
+         "compare the operands first, e.g. x > 0");
+  ir::Type t = v[0]->type;
+  if (r.compare) t.dtype = ir::DType::Bool;
+  return SVal::array(emit(r.prim, v, t, loc), loc);
+}
+
+// maximum / minimum / pow: binary numeric element-wise builtins.
+SVal Sema::elementwise(ir::Prim p, const std::string &what, const SVal &a, const SVal &b,
+                       Loc loc) {
+  std::vector<ir::Value *> v = unify({a, b}, "apply " + what + " to", loc);
+  if (v[0]->type.dtype == ir::DType::Bool)
+    fail(DiagId::DTypeMismatch, loc, what + " needs numbers, got " + str(v[0]->type),
+         "cast(x, i32) or cast(x, f32) first");
+  return SVal::array(emit(p, v, v[0]->type, loc), loc);
+}
+
+SVal Sema::unaryOp(const std::string &op, const SVal &a, Loc loc) {
+  if (op == "-") {
+    if (a.kind == SVal::Literal) return SVal::lit(-a.literal, a.literalIsFloat, loc);
+    ir::Value *v = toArray(a);
+    if (v->type.dtype == ir::DType::Bool)
+      fail(DiagId::DTypeMismatch, loc, "cannot negate " + str(v->type),
+           "use ! for bool values");
+    return SVal::array(emit(ir::Prim::Neg, {v}, v->type, loc), loc);
+  }
+  if (op == "!") {
+    ir::Value *v = toArray(a);
+    if (v->type.dtype != ir::DType::Bool)
+      fail(DiagId::DTypeMismatch, loc, "! needs a bool value, got " + describe(a),
+           "compare first, e.g. !(x > 0), or use - to negate numbers");
+    return SVal::array(emit(ir::Prim::Not, {v}, v->type, loc), loc);
+  }
+  fail(DiagId::BadArgument, loc, "unknown operator " + op, "");
+}
+
+} // namespace shmapc::sema
