@@ -55,7 +55,7 @@ ModuleSet loadModules(int mainFile, SourceManager &sm, Diagnostics &diags,
       if (file < 0)
         diags.fatal(DiagId::ModuleNotFound, imp.loc, "cannot find module '" + imp.module + "'",
                     "looked for " + imp.module + ".smp next to this file, in each -I folder "
-                    "and in " + stdlibDir());
+                    "and in the standard library (stdlib/); add -I DIR for a module elsewhere");
       set.names.push_back(imp.module);
       set.programs.push_back(std::make_unique<ast::Program>(parseProgram(file, sm, diags)));
       files.push_back(file);

@@ -134,10 +134,12 @@ private:
     return out;
   }
 
-  // Operand `v` of `e` must vary over exactly `target` (a superset of its variance).
+  // Operand `v` of `e` must vary over exactly `target` (a superset of its variance). Even in
+  // explicit mode a constant (a literal, zeros(...), and what is computed from constants
+  // alone) is lifted silently: that costs nothing and its transpose is never needed.
   Value *require(Scope &s, const Eqn &e, Value *v, AxisSet target) {
     if (v->type.vary == target) return v;
-    if (!auto_) {
+    if (!auto_ && !constants_.count(v)) {
       AxisSet missing = target & ~v->type.vary;
       diags_.fatal(DiagId::VarianceMismatch, e.loc,
                    std::string("operand ") + valueName(v) + " of '" + primName(e.prim) +
@@ -174,7 +176,10 @@ private:
   void eqn(Scope &s, Eqn e) {
     for (Value *&v : e.ins) v = resolve(s, v);
     switch (varianceRule(e.prim)) {
-    case VarianceRule::Invariant: setOut(e, 0); return emit(s, std::move(e));
+    case VarianceRule::Invariant:
+      setOut(e, 0);
+      constants_.insert(e.outs.begin(), e.outs.end());
+      return emit(s, std::move(e));
     case VarianceRule::SameAsOperands: return sameAsOperands(s, e);
     case VarianceRule::UserPsum: return userPsum(s, e);
     case VarianceRule::VaryingToInvariant: return varyingToInvariant(s, e);
@@ -200,7 +205,12 @@ private:
 
   void sameAsOperands(Scope &s, Eqn &e) {
     AxisSet u = 0;
-    for (Value *v : e.ins) u |= v->type.vary;
+    bool allConstant = true;
+    for (Value *v : e.ins) {
+      u |= v->type.vary;
+      allConstant &= constants_.count(v) != 0;
+    }
+    if (allConstant) constants_.insert(e.outs.begin(), e.outs.end());
     for (Value *&v : e.ins) v = require(s, e, v, u);
     setOut(e, u);
     emit(s, std::move(e));
@@ -220,7 +230,7 @@ private:
     if (!s.mutate) return;
     Value *cur = e.ins[0];
     if (varying) {
-      Value *out = invariant ? s.f.newValue(result->type, result->hint) : result;
+      Value *out = invariant ? s.f.newValue(result->type) : result;
       Eqn p{Prim::Psum2, {cur}, {out}, {{"axes", axesIn(e, varying)}}, {}, e.loc};
       emit(s, std::move(p));
       cur = out;
@@ -336,6 +346,7 @@ private:
   Diagnostics &diags_;
   const Mesh &mesh_;
   bool auto_;
+  std::set<const Value *> constants_;  // values computed from constants alone
 };
 
 } // namespace

@@ -31,6 +31,7 @@ void Sema::lowerFunctionBody(const ast::FuncDecl &decl, Instance &inst) {
 }
 
 void Sema::lowerReturn(const ast::Stmt &s, const ast::FuncDecl &decl, Instance &inst) {
+  cur_->func->returnLoc = s.loc;  // variance errors on results point at the return
   std::vector<SVal> vals;
   if (s.values.size() == 1 && s.values[0]->kind == ast::Expr::Call)
     vals = evalMulti(*s.values[0]);  // `return f(x);` passes on all of f's results

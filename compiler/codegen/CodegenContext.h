@@ -1,0 +1,159 @@
+// Shared state of the LLVM code generator: a ModuleEmitter per IR module (types, runtime
+// declarations, constant globals, the LLVM function of every IR Func) and a FuncEmitter per
+// IR Func (where each IR value's buffer lives, and the lowering of its equations).
+// Internal to compiler/codegen; the public interface is Codegen.h.
+#pragma once
+#include "ir/IR.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace llvm {
+class TargetMachine;
+}
+
+namespace shmapc::codegen {
+
+// Creates the host TargetMachine (PIC, host CPU); null with `error` set on failure.
+std::unique_ptr<llvm::TargetMachine> createHostTargetMachine(int optLevel, std::string &error);
+
+class ModuleEmitter {
+public:
+  ModuleEmitter(const ir::Module &irm, llvm::LLVMContext &ctx, llvm::Module &mod);
+
+  const ir::Module &irm;
+  llvm::LLVMContext &ctx;
+  llvm::Module &mod;
+  llvm::Type *voidTy, *ptrTy, *i8Ty, *i32Ty, *i64Ty;
+  std::map<const ir::Func *, llvm::Function *> funcs;
+  std::string error;  // the first failure
+
+  bool fail(const std::string &msg) {
+    if (error.empty()) error = msg;
+    return false;
+  }
+  llvm::FunctionType *funcType() const;  // void(ptr dev, ptr outs, ptr ins)
+  llvm::Type *elemType(ir::DType t) const;
+  // A runtime entry point of shmap_runtime.h, declared on first use.
+  llvm::FunctionCallee runtime(const std::string &name);
+  // Private constant globals (deduplicated): shapes and int lists, axis lists, strings.
+  llvm::Constant *i64Array(const std::vector<int64_t> &v);
+  llvm::Constant *i32Array(const std::vector<int32_t> &v);
+  llvm::Constant *cString(const std::string &s);
+  // A constant global holding `values` converted to `t`'s element type.
+  llvm::Constant *dataArray(ir::DType t, const std::vector<double> &values);
+
+private:
+  std::map<std::vector<int64_t>, llvm::Constant *> i64Arrays_;
+  std::map<std::vector<int32_t>, llvm::Constant *> i32Arrays_;
+  std::map<std::string, llvm::Constant *> strings_;
+};
+
+// Where an IR value's bytes live inside the LLVM function of its Func.
+enum class StorageKind {
+  Param,    // ins[i]: read only
+  OutSlot,  // outs[i]: computed directly into the caller's result buffer
+  Alias,    // the buffer of another value (reshape / pbroadcast: same bytes)
+  Global,   // a constant global (a constant with a full value list)
+  Fused,    // no buffer: lives in registers inside a fused element-wise loop
+  Stack,    // a small alloca in the entry block
+  Heap,     // shm_alloc'd, shm_free'd after the last use of it and its aliases
+};
+
+struct Storage {
+  StorageKind kind = StorageKind::Heap;
+  int slot = -1;                       // Param / OutSlot index
+  const ir::Value *aliasOf = nullptr;  // Alias: the value whose buffer is shared
+};
+
+class FuncEmitter {
+public:
+  FuncEmitter(ModuleEmitter &me, const ir::Func &f);
+  bool emit();
+
+  // ---- used by the lowering files
+  ModuleEmitter &me;
+  const ir::Func &f;
+  llvm::Function *fn;
+  llvm::IRBuilder<> b;
+  llvm::Value *dev = nullptr, *outsArg = nullptr, *insArg = nullptr;
+
+  bool fail(const std::string &msg) { return me.fail(f.name + ": " + msg); }
+  // The buffer of `v`: defined before (or, for an eqn's outs, allocated before lowering it).
+  llvm::Value *buffer(const ir::Value *v);
+  llvm::Value *i32(int64_t x) { return b.getInt32((uint32_t)x); }
+  llvm::Value *i64(int64_t x) { return b.getInt64((uint64_t)x); }
+  llvm::Value *dtypeCode(ir::DType t) { return i32((int)t); }  // the enum order is SHM_F32..
+  // An alloca'd array of pointers (ins / outs of a call), in the entry block.
+  llvm::Value *ptrArray(const std::vector<llvm::Value *> &ptrs);
+  llvm::Value *entryAlloca(llvm::Type *t, int64_t count, const char *name);
+  // A scratch buffer outside the storage plan (loop carries): heap-allocated, freed on return.
+  llvm::Value *scratch(const ir::Type &t);
+  llvm::CallInst *callRt(const std::string &name, std::vector<llvm::Value *> args);
+  void copyBytes(llvm::Value *dst, llvm::Value *src, int64_t bytes);
+  llvm::Value *i32List(const std::vector<int64_t> &v);  // int param -> i32 global array
+
+  // ---- lowerings (one file per family); each returns false after fail() on error
+  bool emitEqn(size_t index);                            // the dispatch switch (Lowering.cpp)
+  bool emitElementwiseGroup(size_t first, size_t last);  // Elementwise.cpp
+  // Kernels.cpp: creation, structural ops and print, mostly runtime kernel calls
+  bool emitConstant(const ir::Eqn &e);
+  bool emitIota(const ir::Eqn &e);
+  bool emitRandom(const ir::Eqn &e, int kind);
+  bool emitBroadcastInDim(const ir::Eqn &e);
+  bool emitCopy(const ir::Eqn &e);  // reshape, pbroadcast: same bytes
+  bool emitTranspose(const ir::Eqn &e);
+  bool emitReduce(const ir::Eqn &e, int op);
+  bool emitMatmul(const ir::Eqn &e);
+  bool emitSlice(const ir::Eqn &e);
+  bool emitDynamicSlice(const ir::Eqn &e);
+  bool emitDynamicUpdateSlice(const ir::Eqn &e);
+  bool emitConcatenate(const ir::Eqn &e);
+  bool emitPrint(const ir::Eqn &e);
+  // Collectives.cpp
+  bool emitAllReduce(const ir::Eqn &e, const char *runtimeFn);
+  bool emitAllGather(const ir::Eqn &e);
+  bool emitPscatter(const ir::Eqn &e);
+  bool emitPsumScatter(const ir::Eqn &e);
+  bool emitAllToAll(const ir::Eqn &e);
+  bool emitPpermute(const ir::Eqn &e);
+  bool emitAxisIndex(const ir::Eqn &e);
+  // ControlFlow.cpp
+  bool emitCall(const ir::Eqn &e);
+  bool emitShmap(const ir::Eqn &e);
+  bool emitLoop(const ir::Eqn &e);
+  bool emitCond(const ir::Eqn &e);
+  // An i64 array of the runtime start indices (loaded from i32[] scalar buffers), for the
+  // dynamic slice kernels.
+  llvm::Value *startIndices(const std::vector<ir::Value *> &scalars);
+
+  // Whether an eqn can be computed inside a fused element-wise loop (Elementwise.cpp).
+  static bool isFusible(const ir::Eqn &e);
+
+  const Storage &storage(const ir::Value *v) const { return storage_.at(v); }
+  // The value whose buffer `v` uses (itself unless an Alias).
+  const ir::Value *root(const ir::Value *v) const;
+  void setBuffer(const ir::Value *v, llvm::Value *p) { buffers_[v] = p; }
+
+private:
+  void plan();
+  void allocateOuts(const ir::Eqn &e);
+  void freeBuffersDeadAfter(size_t first, size_t last);
+  void emitResults();
+
+  llvm::IRBuilder<> entry_;  // inserts allocas at the top of the entry block
+  std::unordered_map<const ir::Value *, Storage> storage_;
+  std::unordered_map<const ir::Value *, llvm::Value *> buffers_;
+  // freeAt_[i]: the Heap buffers whose last use (by them or an alias) is eqn i.
+  std::vector<std::vector<const ir::Value *>> freeAt_;
+  std::vector<std::pair<size_t, size_t>> groups_;  // fused element-wise eqn ranges, in order
+  std::vector<llvm::Value *> scratch_;             // heap scratch, freed before returning
+};
+
+} // namespace shmapc::codegen

@@ -1,0 +1,172 @@
+// Higher-order primitives. Every body (callee, shmap body, loop body, cond branch) is its own
+// LLVM function with the common signature, so each call frees that body's temporaries when it
+// returns: a loop body's buffers are released every iteration.
+#include "codegen/CodegenContext.h"
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/GlobalVariable.h>
+
+namespace shmapc::codegen {
+
+namespace {
+
+llvm::Constant *constGlobal(llvm::Module &mod, llvm::Constant *init, const char *name) {
+  auto *g = new llvm::GlobalVariable(mod, init->getType(), true, llvm::GlobalValue::PrivateLinkage,
+                                     init, name);
+  g->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
+  return g;
+}
+
+// The runtime's partition-spec encoding: per dimension, the number of axes, then the axes.
+std::vector<int32_t> encodeSpec(const ir::PartitionSpec &spec, int64_t rank) {
+  std::vector<int32_t> out;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d < (int64_t)spec.dims.size()) {
+      out.push_back((int32_t)spec.dims[d].size());
+      for (int a : spec.dims[d]) out.push_back(a);
+    } else {
+      out.push_back(0);
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+bool FuncEmitter::emitCall(const ir::Eqn &e) {
+  std::vector<llvm::Value *> ins, outs;
+  for (const ir::Value *v : e.ins) ins.push_back(buffer(v));
+  for (const ir::Value *v : e.outs) outs.push_back(buffer(v));
+  b.CreateCall(me.funcType(), me.funcs.at(e.bodies[0]), {dev, ptrArray(outs), ptrArray(ins)});
+  return true;
+}
+
+// shm_run_shmap splits the global inputs into per-device blocks, runs the body on every device
+// and assembles the global outputs; the descriptors tell it the global shapes and specs.
+bool FuncEmitter::emitShmap(const ir::Eqn &e) {
+  int64_t meshIndex = e.intParam("mesh");
+  if (meshIndex < 0 || meshIndex >= (int64_t)me.irm.meshes.size())
+    return fail("shmap: mesh index out of range");
+  const ir::Mesh &mesh = *me.irm.meshes[meshIndex];
+  const std::vector<ir::PartitionSpec> &inSpecs = e.specsParam("in_specs");
+  const std::vector<ir::PartitionSpec> &outSpecs = e.specsParam("out_specs");
+  if (inSpecs.size() != e.ins.size() || outSpecs.size() != e.outs.size())
+    return fail("shmap: one partition spec per operand and result expected");
+
+  std::vector<llvm::Constant *> names;
+  for (const std::string &a : mesh.axes) names.push_back(me.cString(a));
+  llvm::Constant *axisNames =
+      names.empty() ? llvm::ConstantPointerNull::get(llvm::PointerType::get(me.ctx, 0))
+                    : constGlobal(me.mod,
+                                  llvm::ConstantArray::get(
+                                      llvm::ArrayType::get(me.ptrTy, names.size()), names),
+                                  "shm.axis_names");
+
+  // shm_array_desc {int32 rank; const int64 *shape; int32 dtype; const int32 *spec}
+  llvm::StructType *descTy =
+      llvm::StructType::get(me.ctx, {me.i32Ty, me.ptrTy, me.i32Ty, me.ptrTy});
+  bool ok = true;
+  auto descs = [&](const std::vector<ir::Value *> &vals,
+                   const std::vector<ir::PartitionSpec> &specs) -> llvm::Value * {
+    if (vals.empty()) return llvm::ConstantPointerNull::get(llvm::PointerType::get(me.ctx, 0));
+    std::vector<llvm::Constant *> elems;
+    for (size_t i = 0; i < vals.size(); ++i) {
+      const ir::Type &t = vals[i]->type;
+      if ((int64_t)specs[i].dims.size() > t.rank()) ok = false;
+      elems.push_back(llvm::ConstantStruct::get(
+          descTy, {llvm::ConstantInt::get(me.i32Ty, t.rank()),
+                   me.i64Array(t.shape), llvm::ConstantInt::get(me.i32Ty, (int)t.dtype),
+                   me.i32Array(encodeSpec(specs[i], t.rank()))}));
+    }
+    return constGlobal(me.mod,
+                       llvm::ConstantArray::get(llvm::ArrayType::get(descTy, elems.size()), elems),
+                       "shm.descs");
+  };
+  llvm::Value *inDescs = descs(e.ins, inSpecs), *outDescs = descs(e.outs, outSpecs);
+  if (!ok) return fail("shmap: a partition spec is longer than its array's rank");
+
+  std::vector<llvm::Value *> ins, outs;
+  for (const ir::Value *v : e.ins) ins.push_back(buffer(v));
+  for (const ir::Value *v : e.outs) outs.push_back(buffer(v));
+  callRt("shm_run_shmap",
+         {i32((int64_t)mesh.axes.size()), me.i64Array(mesh.sizes), axisNames,
+          me.funcs.at(e.bodies[0]), i32((int64_t)ins.size()), ptrArray(ins), inDescs,
+          i32((int64_t)outs.size()), ptrArray(outs), outDescs});
+  return true;
+}
+
+// Carries are double-buffered: iteration k reads one set and writes the other, so a body never
+// writes a buffer it reads. The trip count is static, so the initial values go into whichever
+// set makes the last iteration write the loop's own output buffers: no final copy.
+bool FuncEmitter::emitLoop(const ir::Eqn &e) {
+  int64_t lo = e.intParam("lo"), hi = e.intParam("hi");
+  int64_t numConsts = e.intParam("num_consts");
+  size_t numCarries = e.outs.size();
+  if (numConsts < 0 || (size_t)numConsts + numCarries != e.ins.size())
+    return fail("loop: operand count does not match num_consts + carries");
+  int64_t trips = hi > lo ? hi - lo : 0;
+
+  std::vector<llvm::Value *> finalSet, otherSet;
+  for (const ir::Value *v : e.outs) finalSet.push_back(buffer(v));
+  if (trips == 0) {
+    for (size_t j = 0; j < numCarries; ++j)
+      copyBytes(finalSet[j], buffer(e.ins[numConsts + j]), e.outs[j]->type.byteSize());
+    return true;
+  }
+  for (const ir::Value *v : e.outs) otherSet.push_back(scratch(v->type));
+  const std::vector<llvm::Value *> &initSet = trips % 2 == 0 ? finalSet : otherSet;
+  const std::vector<llvm::Value *> &nextSet = trips % 2 == 0 ? otherSet : finalSet;
+  for (size_t j = 0; j < numCarries; ++j)
+    copyBytes(initSet[j], buffer(e.ins[numConsts + j]), e.outs[j]->type.byteSize());
+
+  // ins = (i, consts..., carries...); even iterations read initSet, odd ones nextSet.
+  llvm::Value *counter = entryAlloca(me.i32Ty, 1, "loop.i");
+  auto insFor = [&](const std::vector<llvm::Value *> &carries) {
+    std::vector<llvm::Value *> ins{counter};
+    for (int64_t c = 0; c < numConsts; ++c) ins.push_back(buffer(e.ins[c]));
+    ins.insert(ins.end(), carries.begin(), carries.end());
+    return ptrArray(ins);
+  };
+  llvm::Value *insEven = insFor(initSet), *outsEven = ptrArray(nextSet);
+  llvm::Value *insOdd = insFor(nextSet), *outsOdd = ptrArray(initSet);
+
+  llvm::BasicBlock *pre = b.GetInsertBlock();
+  llvm::BasicBlock *loop = llvm::BasicBlock::Create(me.ctx, "loop", fn);
+  llvm::BasicBlock *exit = llvm::BasicBlock::Create(me.ctx, "loop.exit", fn);
+  b.CreateBr(loop);
+  b.SetInsertPoint(loop);
+  llvm::PHINode *k = b.CreatePHI(me.i64Ty, 2, "k");
+  k->addIncoming(i64(0), pre);
+  b.CreateStore(b.CreateTrunc(b.CreateAdd(k, i64(lo)), me.i32Ty), counter);
+  llvm::Value *odd = b.CreateTrunc(k, b.getInt1Ty());
+  b.CreateCall(me.funcType(), me.funcs.at(e.bodies[0]),
+               {dev, b.CreateSelect(odd, outsOdd, outsEven), b.CreateSelect(odd, insOdd, insEven)});
+  llvm::Value *next = b.CreateAdd(k, i64(1), "k.next", true, true);
+  k->addIncoming(next, b.GetInsertBlock());
+  b.CreateCondBr(b.CreateICmpNE(next, i64(trips)), loop, exit);
+  b.SetInsertPoint(exit);
+  return true;
+}
+
+bool FuncEmitter::emitCond(const ir::Eqn &e) {
+  if (e.bodies.size() != 2) return fail("cond: expected two branches");
+  std::vector<llvm::Value *> ins, outs;
+  for (size_t i = 1; i < e.ins.size(); ++i) ins.push_back(buffer(e.ins[i]));
+  for (const ir::Value *v : e.outs) outs.push_back(buffer(v));
+  llvm::Value *insArr = ptrArray(ins), *outsArr = ptrArray(outs);
+  llvm::Value *pred = b.CreateICmpNE(b.CreateLoad(me.i8Ty, buffer(e.ins[0])), b.getInt8(0));
+
+  llvm::BasicBlock *thenBB = llvm::BasicBlock::Create(me.ctx, "cond.true", fn);
+  llvm::BasicBlock *elseBB = llvm::BasicBlock::Create(me.ctx, "cond.false", fn);
+  llvm::BasicBlock *join = llvm::BasicBlock::Create(me.ctx, "cond.end", fn);
+  b.CreateCondBr(pred, thenBB, elseBB);
+  for (int branch = 0; branch < 2; ++branch) {
+    b.SetInsertPoint(branch == 0 ? thenBB : elseBB);
+    b.CreateCall(me.funcType(), me.funcs.at(e.bodies[branch]), {dev, outsArr, insArr});
+    b.CreateBr(join);
+  }
+  b.SetInsertPoint(join);
+  return true;
+}
+
+} // namespace shmapc::codegen
