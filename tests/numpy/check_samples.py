@@ -79,7 +79,8 @@ def psum_2d():
 
 def all_gather():
     x = iota(8) * 10
-    return {"untiled": x.reshape(4, 2), "tiled": x}
+    scaled = np.concatenate([x * k for k in range(4)])
+    return {"untiled": x.reshape(4, 2), "tiled": x, "scaled by device index": scaled}
 
 
 def psum_scatter():
