@@ -1045,6 +1045,8 @@ TEST_CASE("random matches the numpy re-implementation bit for bit", "[random][py
 
 // ---- fatal errors (in a forked child: they exit the process) --------------------------------
 
+#ifndef SHM_TSAN // TSan does not support forking a multi-threaded process reliably
+
 namespace {
 // Runs fn in a child process; returns its exit status and what it wrote to stderr.
 int run_child(const std::function<void()> &fn, std::string *err) {
@@ -1078,7 +1080,6 @@ void bad_ppermute_body(shm_device *dev, void **outs, void **ins) {
 }
 } // namespace
 
-#ifndef SHM_TSAN // TSan does not support forking a multi-threaded process reliably
 TEST_CASE("fatal errors exit with status 2 and a message", "[fatal]") {
   std::string err;
   SECTION("collective outside a shmap") {
