@@ -1,0 +1,324 @@
+// Collectives in shared memory. Every collective follows the same protocol on every device of
+// the mesh:
+//   1. publish this device's `in` / `out` pointers in its slot;  barrier
+//   2. do this device's share of the copying / reducing, reading other devices' published
+//      buffers (and, for the all-reduces, writing into them);      barrier
+// The first barrier makes every slot and input visible before anyone reads it; the second
+// keeps a device from returning (and then overwriting its input, output or slot) while others
+// still read or write them. Barriers are mesh-wide, which is correct because every device
+// calls every collective in the same order (groups are disjoint and progress together).
+//
+// Statistics (docs/runtime.md): bytes a device writes into other devices' buffers count as
+// sent, bytes it reads from other devices' buffers as received.
+#include "device.h"
+#include "shmap_runtime.h"
+#include "util.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace shm {
+namespace {
+
+void publish(shm_device *dev, const void *in, void *out) {
+  MeshCall &c = *dev->call;
+  c.slots[(size_t)dev->id].in = in;
+  c.slots[(size_t)dev->id].out = out;
+  c.barrier.arrive_and_wait();
+}
+
+void finish(shm_device *dev, int kind, int64_t sent, int64_t received) {
+  StatsRow &r = dev->stats.rows[kind];
+  if (dev->id == 0) r.calls += 1; // once per collective, not per device
+  r.bytes_sent += sent;
+  r.bytes_received += received;
+  dev->call->barrier.arrive_and_wait();
+}
+
+const void *in_of(shm_device *dev, const Group &g, int j) {
+  return dev->call->slots[(size_t)g.member[(size_t)j]].in;
+}
+void *out_of(shm_device *dev, const Group &g, int j) {
+  return dev->call->slots[(size_t)g.member[(size_t)j]].out;
+}
+
+// ---- element-wise reduction of several sources in a fixed order (source 0 first) ----------
+
+template <typename T, int Op> inline T combine(T a, T b);
+// Floats: NaN propagates as in JAX's max/min.
+#define SHM_FLOAT_COMBINE(T)                                                                   \
+  template <> inline T combine<T, SHM_REDUCE_SUM>(T a, T b) { return a + b; }                \
+  template <> inline T combine<T, SHM_REDUCE_MAX>(T a, T b) { return (b > a || b != b) ? b : a; } \
+  template <> inline T combine<T, SHM_REDUCE_MIN>(T a, T b) { return (b < a || b != b) ? b : a; }
+SHM_FLOAT_COMBINE(float)
+SHM_FLOAT_COMBINE(double)
+#undef SHM_FLOAT_COMBINE
+// i32 sums wrap (two's complement) instead of being undefined on overflow.
+template <> inline int32_t combine<int32_t, SHM_REDUCE_SUM>(int32_t a, int32_t b) {
+  return (int32_t)((uint32_t)a + (uint32_t)b);
+}
+template <> inline int32_t combine<int32_t, SHM_REDUCE_MAX>(int32_t a, int32_t b) { return b > a ? b : a; }
+template <> inline int32_t combine<int32_t, SHM_REDUCE_MIN>(int32_t a, int32_t b) { return b < a ? b : a; }
+// bool: sum and max are logical or, min is logical and.
+template <> inline uint8_t combine<uint8_t, SHM_REDUCE_SUM>(uint8_t a, uint8_t b) { return a | b; }
+template <> inline uint8_t combine<uint8_t, SHM_REDUCE_MAX>(uint8_t a, uint8_t b) { return a | b; }
+template <> inline uint8_t combine<uint8_t, SHM_REDUCE_MIN>(uint8_t a, uint8_t b) { return a & b; }
+
+// dst[i] = src[0][i] op src[1][i] op ... (left to right), in tiles small enough that dst stays
+// in L1 while the sources stream through.
+template <typename T, int Op>
+void fold_sources(int nsrc, const void *const *srcs, int64_t offset, void *dst_v, int64_t len) {
+  T *dst = (T *)dst_v;
+  constexpr int64_t kTile = 2048;
+  for (int64_t t0 = 0; t0 < len; t0 += kTile) {
+    const int64_t t1 = t0 + kTile < len ? t0 + kTile : len;
+    const T *s0 = (const T *)srcs[0] + offset;
+    for (int64_t i = t0; i < t1; ++i) dst[i] = s0[i];
+    for (int j = 1; j < nsrc; ++j) {
+      const T *s = (const T *)srcs[j] + offset;
+      for (int64_t i = t0; i < t1; ++i) dst[i] = combine<T, Op>(dst[i], s[i]);
+    }
+  }
+}
+
+template <typename T>
+void fold_op(int32_t op, int nsrc, const void *const *srcs, int64_t offset, void *dst, int64_t len) {
+  switch (op) {
+  case SHM_REDUCE_SUM: return fold_sources<T, SHM_REDUCE_SUM>(nsrc, srcs, offset, dst, len);
+  case SHM_REDUCE_MAX: return fold_sources<T, SHM_REDUCE_MAX>(nsrc, srcs, offset, dst, len);
+  case SHM_REDUCE_MIN: return fold_sources<T, SHM_REDUCE_MIN>(nsrc, srcs, offset, dst, len);
+  }
+  fatalf("unknown reduction op %d", (int)op);
+}
+
+// Folds elements [offset, offset + len) of every source into dst[0, len).
+void fold(int32_t dtype, int32_t op, int nsrc, const void *const *srcs, int64_t offset, void *dst,
+          int64_t len) {
+  switch (dtype) {
+  case SHM_F32: return fold_op<float>(op, nsrc, srcs, offset, dst, len);
+  case SHM_F64: return fold_op<double>(op, nsrc, srcs, offset, dst, len);
+  case SHM_I32: return fold_op<int32_t>(op, nsrc, srcs, offset, dst, len);
+  case SHM_BOOL: return fold_op<uint8_t>(op, nsrc, srcs, offset, dst, len);
+  }
+  fatalf("unknown dtype code %d", (int)dtype);
+}
+
+// ---- all-reduce: reduce-scatter by chunks, then each device pushes its chunk to all --------
+
+void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char *what,
+                const void *in, void *out, int64_t n, const int32_t *axes, int32_t naxes) {
+  Group g = group_of(dev, axes, naxes, what);
+  const int64_t es = dtype_size(dtype);
+  if (n < 0) fatalf("%s: negative element count", what);
+  publish(dev, in, out);
+  // Chunk r of the flattened array is reduced by group member r (balanced split).
+  const int64_t lo = n * g.me / g.n, hi = n * (g.me + 1) / g.n;
+  std::vector<const void *> srcs((size_t)g.n);
+  for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = in_of(dev, g, j);
+  char *mine = (char *)out + lo * es;
+  fold(dtype, op, g.n, srcs.data(), lo, mine, hi - lo);
+  for (int j = 0; j < g.n; ++j)
+    if (j != g.me) std::memcpy((char *)out_of(dev, g, j) + lo * es, mine, (size_t)((hi - lo) * es));
+  const int64_t moved = (int64_t)(g.n - 1) * (hi - lo) * es;
+  finish(dev, kind, moved, moved);
+}
+
+// Product of shape[from..to).
+int64_t prod(const int64_t *shape, int32_t from, int32_t to) {
+  int64_t p = 1;
+  for (int32_t d = from; d < to; ++d) p *= shape[d];
+  return p;
+}
+
+void check_shape(int32_t rank, const int64_t *shape, const char *what) {
+  check_rank(rank, what);
+  for (int32_t d = 0; d < rank; ++d)
+    if (shape[d] < 0) fatalf("%s: negative dimension", what);
+}
+
+} // namespace
+} // namespace shm
+
+using namespace shm;
+
+extern "C" {
+
+void shm_psum(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
+              const int32_t *axes, int32_t naxes) {
+  SHM_GUARD_BEGIN
+  all_reduce(dev, dtype, SHM_REDUCE_SUM, kPsum, "psum", in, out, n, axes, naxes);
+  SHM_GUARD_END("psum")
+}
+
+void shm_pmax(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
+              const int32_t *axes, int32_t naxes) {
+  SHM_GUARD_BEGIN
+  all_reduce(dev, dtype, SHM_REDUCE_MAX, kPmax, "pmax", in, out, n, axes, naxes);
+  SHM_GUARD_END("pmax")
+}
+
+void shm_pmin(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
+              const int32_t *axes, int32_t naxes) {
+  SHM_GUARD_BEGIN
+  all_reduce(dev, dtype, SHM_REDUCE_MIN, kPmin, "pmin", in, out, n, axes, naxes);
+  SHM_GUARD_END("pmin")
+}
+
+// Untiled and tiled outputs have the same memory layout: viewed as [outer, n, inner] with
+// outer = prod(in_shape[:axis]) and inner = prod(in_shape[axis:]), member j's input fills
+// [:, j, :]. Each device pulls every member's input into its own output.
+void shm_all_gather(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,
+                    const int64_t *in_shape, int32_t axis, int32_t tiled, const int32_t *axes,
+                    int32_t naxes) {
+  SHM_GUARD_BEGIN
+  const char *what = "all_gather";
+  Group g = group_of(dev, axes, naxes, what);
+  check_shape(rank, in_shape, what);
+  if (tiled ? (axis < 0 || axis >= rank) : (axis < 0 || axis > rank))
+    fatalf("all_gather: axis %d out of range for rank %d (%s)", (int)axis, (int)rank,
+           tiled ? "tiled" : "untiled");
+  const int64_t es = dtype_size(dtype);
+  const int64_t outer = prod(in_shape, 0, axis), inner = prod(in_shape, axis, rank) * es;
+  publish(dev, in, out);
+  for (int j = 0; j < g.n; ++j) {
+    const char *src = (const char *)in_of(dev, g, j);
+    char *dst = (char *)out + (int64_t)j * inner;
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(dst + o * g.n * inner, src + o * inner, (size_t)inner);
+  }
+  finish(dev, kAllGather, 0, (int64_t)(g.n - 1) * outer * inner);
+  SHM_GUARD_END("all_gather")
+}
+
+// The input viewed as [outer, n, blk] (tiled: blk = in_shape[dim] / n * inner; untiled:
+// in_shape[dim] == n and blk = inner); device k folds [:, k, :] of every member's input.
+void shm_psum_scatter(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,
+                      const int64_t *in_shape, int32_t dim, int32_t tiled, const int32_t *axes,
+                      int32_t naxes) {
+  SHM_GUARD_BEGIN
+  const char *what = "psum_scatter";
+  Group g = group_of(dev, axes, naxes, what);
+  check_shape(rank, in_shape, what);
+  if (dim < 0 || dim >= rank)
+    fatalf("psum_scatter: scatter dimension %d out of range for rank %d", (int)dim, (int)rank);
+  if (tiled ? in_shape[dim] % g.n != 0 : in_shape[dim] != g.n)
+    fatalf("psum_scatter: dimension %d has size %lld, %s the group size %d", (int)dim,
+           (long long)in_shape[dim], tiled ? "not a multiple of" : "not equal to", g.n);
+  const int64_t es = dtype_size(dtype);
+  const int64_t outer = prod(in_shape, 0, dim);
+  const int64_t blk = in_shape[dim] / g.n * prod(in_shape, dim + 1, rank);
+  publish(dev, in, out);
+  std::vector<const void *> srcs((size_t)g.n);
+  for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = in_of(dev, g, j);
+  for (int64_t o = 0; o < outer; ++o)
+    fold(dtype, SHM_REDUCE_SUM, g.n, srcs.data(), (o * g.n + g.me) * blk,
+         (char *)out + o * blk * es, blk);
+  finish(dev, kPsumScatter, 0, (int64_t)(g.n - 1) * outer * blk * es);
+  SHM_GUARD_END("psum_scatter")
+}
+
+// Each device pulls, from every member j, the block of j's input that is addressed to it and
+// writes it at position j along concat_axis of its own output (a strided block copy).
+void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,
+                    const int64_t *in_shape, int32_t split_axis, int32_t concat_axis,
+                    int32_t tiled, const int32_t *axes, int32_t naxes) {
+  SHM_GUARD_BEGIN
+  const char *what = "all_to_all";
+  Group g = group_of(dev, axes, naxes, what);
+  check_shape(rank, in_shape, what);
+  if (split_axis < 0 || split_axis >= rank || concat_axis < 0 || concat_axis >= rank)
+    fatalf("all_to_all: split_axis %d / concat_axis %d out of range for rank %d",
+           (int)split_axis, (int)concat_axis, (int)rank);
+  if (tiled ? in_shape[split_axis] % g.n != 0 : in_shape[split_axis] != g.n)
+    fatalf("all_to_all: split axis %d has size %lld, %s the group size %d", (int)split_axis,
+           (long long)in_shape[split_axis], tiled ? "not a multiple of" : "not equal to", g.n);
+  const int64_t es = dtype_size(dtype);
+  int64_t in_str[kMaxRank], out_shape[kMaxRank], out_str[kMaxRank];
+  row_major_strides(rank, in_shape, in_str);
+  // The block each sender contributes, with its source strides / offset and the destination
+  // strides / offset per sender.
+  int32_t brank = 0;
+  int64_t bshape[kMaxRank], bsrc[kMaxRank], bdst[kMaxRank];
+  int64_t src_off = 0, dst_step = 0;
+  if (tiled) {
+    const int64_t b = in_shape[split_axis] / g.n;
+    for (int32_t d = 0; d < rank; ++d) out_shape[d] = in_shape[d];
+    out_shape[split_axis] = b;
+    out_shape[concat_axis] *= g.n;
+    row_major_strides(rank, out_shape, out_str);
+    brank = rank;
+    for (int32_t d = 0; d < rank; ++d) {
+      bshape[d] = in_shape[d];
+      bsrc[d] = in_str[d];
+      bdst[d] = out_str[d];
+    }
+    bshape[split_axis] = b;
+    src_off = g.me * b * in_str[split_axis];
+    dst_step = bshape[concat_axis] * out_str[concat_axis];
+  } else {
+    // Output: in_shape without split_axis, then a new axis of size n inserted at concat_axis.
+    int32_t k = 0;
+    for (int32_t d = 0; d < rank; ++d)
+      if (d != split_axis) {
+        bshape[k] = in_shape[d];
+        bsrc[k] = in_str[d];
+        ++k;
+      }
+    brank = rank - 1;
+    for (int32_t d = 0, s = 0; d < rank; ++d) out_shape[d] = d == concat_axis ? g.n : bshape[s++];
+    row_major_strides(rank, out_shape, out_str);
+    for (int32_t d = 0, s = 0; d < rank; ++d)
+      if (d != concat_axis) bdst[s++] = out_str[d];
+    src_off = g.me * in_str[split_axis];
+    dst_step = out_str[concat_axis];
+  }
+  publish(dev, in, out);
+  for (int j = 0; j < g.n; ++j) {
+    const char *src = (const char *)in_of(dev, g, j) + src_off * es;
+    char *dst = (char *)out + j * dst_step * es;
+    copy_strided(es, brank, bshape, src, bsrc, dst, bdst);
+  }
+  finish(dev, kAllToAll, 0, (int64_t)(g.n - 1) * num_elements(brank, bshape) * es);
+  SHM_GUARD_END("all_to_all")
+}
+
+void shm_ppermute(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
+                  const int64_t *pairs, int32_t npairs, const int32_t *axes, int32_t naxes) {
+  SHM_GUARD_BEGIN
+  const char *what = "ppermute";
+  Group g = group_of(dev, axes, naxes, what);
+  if (n < 0) fatalf("ppermute: negative element count");
+  if (npairs < 0 || (npairs > 0 && !pairs)) fatalf("ppermute: invalid permutation");
+  std::vector<char> is_src((size_t)g.n, 0), is_dst((size_t)g.n, 0);
+  int64_t from = -1; // who sends to this device
+  for (int32_t p = 0; p < npairs; ++p) {
+    const int64_t s = pairs[2 * p], d = pairs[2 * p + 1];
+    if (s < 0 || s >= g.n || d < 0 || d >= g.n)
+      fatalf("ppermute: pair (%lld, %lld) out of range for a group of %d devices", (long long)s,
+             (long long)d, g.n);
+    if (is_src[(size_t)s]) fatalf("ppermute: device %lld sends twice", (long long)s);
+    if (is_dst[(size_t)d]) fatalf("ppermute: device %lld receives twice", (long long)d);
+    is_src[(size_t)s] = is_dst[(size_t)d] = 1;
+    if (d == g.me) from = s;
+  }
+  const int64_t bytes = n * dtype_size(dtype);
+  publish(dev, in, out);
+  int64_t received = 0;
+  if (from < 0) {
+    std::memset(out, 0, (size_t)bytes); // all-zero bits are 0 / 0.0 / false in every dtype
+  } else {
+    std::memcpy(out, in_of(dev, g, (int)from), (size_t)bytes);
+    if (from != g.me) received = bytes;
+  }
+  finish(dev, kPpermute, 0, received);
+  SHM_GUARD_END("ppermute")
+}
+
+int32_t shm_axis_index(shm_device *dev, const int32_t *axes, int32_t naxes) {
+  SHM_GUARD_BEGIN
+  return group_of(dev, axes, naxes, "axis_index").me;
+  SHM_GUARD_END("axis_index")
+  return 0;
+}
+
+} // extern "C"

@@ -1,0 +1,348 @@
+// Array kernels without communication. Layout changes (broadcast, transpose, slices) are all
+// one strided block copy (copy_strided in memory.cpp) with suitably chosen strides.
+#include "shmap_runtime.h"
+#include "util.h"
+
+#include <cblas.h>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+using namespace shm;
+
+namespace {
+
+void check_shape(int32_t rank, const int64_t *shape, const char *what) {
+  check_rank(rank, what);
+  for (int32_t d = 0; d < rank; ++d)
+    if (shape[d] < 0) fatalf("%s: negative dimension %lld", what, (long long)shape[d]);
+}
+
+int64_t clamp_start(int64_t start, int64_t dim, int64_t size) {
+  // JAX: start = clamp(start, 0, dim - size)
+  const int64_t hi = dim - size;
+  if (start > hi) start = hi;
+  if (start < 0) start = 0;
+  return start;
+}
+
+// ---- reduce ---------------------------------------------------------------------------------
+
+template <typename T, int Op> inline T red(T a, T b);
+#define SHM_FLOAT_RED(T)                                                                       \
+  template <> inline T red<T, SHM_REDUCE_SUM>(T a, T b) { return a + b; }                    \
+  template <> inline T red<T, SHM_REDUCE_MAX>(T a, T b) { return (b > a || b != b) ? b : a; } \
+  template <> inline T red<T, SHM_REDUCE_MIN>(T a, T b) { return (b < a || b != b) ? b : a; }
+SHM_FLOAT_RED(float)
+SHM_FLOAT_RED(double)
+#undef SHM_FLOAT_RED
+template <> inline int32_t red<int32_t, SHM_REDUCE_SUM>(int32_t a, int32_t b) {
+  return (int32_t)((uint32_t)a + (uint32_t)b); // wraps instead of overflow UB
+}
+template <> inline int32_t red<int32_t, SHM_REDUCE_MAX>(int32_t a, int32_t b) { return b > a ? b : a; }
+template <> inline int32_t red<int32_t, SHM_REDUCE_MIN>(int32_t a, int32_t b) { return b < a ? b : a; }
+template <> inline uint8_t red<uint8_t, SHM_REDUCE_SUM>(uint8_t a, uint8_t b) { return a | b; }
+template <> inline uint8_t red<uint8_t, SHM_REDUCE_MAX>(uint8_t a, uint8_t b) { return a | b; }
+template <> inline uint8_t red<uint8_t, SHM_REDUCE_MIN>(uint8_t a, uint8_t b) { return a & b; }
+
+// The identity each output element starts from (as JAX: 0, -inf / INT_MIN, +inf / INT_MAX).
+template <typename T, int Op> T identity() {
+  if constexpr (Op == SHM_REDUCE_SUM) return T(0);
+  else if constexpr (std::is_same_v<T, uint8_t>) return Op == SHM_REDUCE_MAX ? 0 : 1;
+  else if constexpr (std::numeric_limits<T>::has_infinity)
+    return Op == SHM_REDUCE_MAX ? -std::numeric_limits<T>::infinity()
+                                : std::numeric_limits<T>::infinity();
+  else return Op == SHM_REDUCE_MAX ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+}
+
+// Walks the input once in row-major order, folding each element into its output element
+// (output stride 0 along reduced dimensions). Every output element therefore accumulates its
+// inputs in row-major order of the reduced indices: a fixed, documented order, independent of
+// the shape of the loop nest, and cache friendly for any set of axes.
+template <typename T, int Op>
+void reduce_t(const T *in, int32_t rank, const int64_t *shape, const bool *reduced, T *out,
+              int64_t out_n) {
+  for (int64_t i = 0; i < out_n; ++i) out[i] = identity<T, Op>();
+  int64_t ostr[kMaxRank];
+  int64_t s = 1;
+  for (int32_t d = rank - 1; d >= 0; --d) {
+    ostr[d] = reduced[d] ? 0 : s;
+    if (!reduced[d]) s *= shape[d];
+  }
+  if (rank == 0) {
+    out[0] = red<T, Op>(out[0], in[0]);
+    return;
+  }
+  for (int32_t d = 0; d < rank; ++d)
+    if (shape[d] == 0) return;
+  const int32_t last = rank - 1;
+  const int64_t len = shape[last];
+  int64_t idx[kMaxRank] = {0};
+  int64_t oo = 0;
+  for (;;) {
+    if (ostr[last] == 0) {
+      T acc = out[oo];
+      for (int64_t i = 0; i < len; ++i) acc = red<T, Op>(acc, in[i]);
+      out[oo] = acc;
+    } else {
+      for (int64_t i = 0; i < len; ++i) out[oo + i] = red<T, Op>(out[oo + i], in[i]);
+    }
+    in += len;
+    int32_t d = last - 1;
+    for (; d >= 0; --d) {
+      oo += ostr[d];
+      if (++idx[d] < shape[d]) break;
+      oo -= ostr[d] * shape[d];
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+template <typename T>
+void reduce_op(int32_t op, const void *in, int32_t rank, const int64_t *shape, const bool *reduced,
+               void *out, int64_t out_n) {
+  switch (op) {
+  case SHM_REDUCE_SUM: return reduce_t<T, SHM_REDUCE_SUM>((const T *)in, rank, shape, reduced, (T *)out, out_n);
+  case SHM_REDUCE_MAX: return reduce_t<T, SHM_REDUCE_MAX>((const T *)in, rank, shape, reduced, (T *)out, out_n);
+  case SHM_REDUCE_MIN: return reduce_t<T, SHM_REDUCE_MIN>((const T *)in, rank, shape, reduced, (T *)out, out_n);
+  }
+  fatalf("reduce: unknown op %d", (int)op);
+}
+
+// ---- matmul ---------------------------------------------------------------------------------
+
+void matmul_i32(const int32_t *a, const int32_t *b, int32_t *c, int64_t m, int64_t k, int64_t n) {
+  // i-k-j order: the inner loop streams rows of b and c. Unsigned arithmetic wraps.
+  for (int64_t i = 0; i < m * n; ++i) c[i] = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p) {
+      const uint32_t av = (uint32_t)a[i * k + p];
+      const int32_t *brow = b + p * n;
+      int32_t *crow = c + i * n;
+      for (int64_t j = 0; j < n; ++j) crow[j] = (int32_t)((uint32_t)crow[j] + av * (uint32_t)brow[j]);
+    }
+}
+
+} // namespace
+
+extern "C" {
+
+void shm_broadcast_in_dim(int32_t dtype, const void *in, int32_t in_rank, const int64_t *in_shape,
+                          void *out, int32_t out_rank, const int64_t *out_shape,
+                          const int64_t *bdims) {
+  SHM_GUARD_BEGIN
+  const char *what = "broadcast_in_dim";
+  check_shape(in_rank, in_shape, what);
+  check_shape(out_rank, out_shape, what);
+  if (in_rank > out_rank) fatalf("%s: input rank %d exceeds output rank %d", what, (int)in_rank, (int)out_rank);
+  int64_t istr[kMaxRank], sstr[kMaxRank], ostr[kMaxRank];
+  row_major_strides(in_rank, in_shape, istr);
+  row_major_strides(out_rank, out_shape, ostr);
+  // Source stride per output dimension: that of the input dimension mapped onto it, or 0
+  // (repeat) for new dimensions and input dimensions of size 1.
+  for (int32_t d = 0; d < out_rank; ++d) sstr[d] = 0;
+  for (int32_t i = 0; i < in_rank; ++i) {
+    const int64_t d = bdims[i];
+    if (d < 0 || d >= out_rank) fatalf("%s: broadcast dimension %lld out of range", what, (long long)d);
+    if (in_shape[i] != 1 && in_shape[i] != out_shape[d])
+      fatalf("%s: input dimension %d (size %lld) does not match output dimension %lld (size %lld)",
+             what, (int)i, (long long)in_shape[i], (long long)d, (long long)out_shape[d]);
+    if (in_shape[i] != 1) sstr[d] = istr[i];
+  }
+  copy_strided(dtype_size(dtype), out_rank, out_shape, in, sstr, out, ostr);
+  SHM_GUARD_END("broadcast_in_dim")
+}
+
+void shm_transpose(int32_t dtype, const void *in, int32_t rank, const int64_t *in_shape,
+                   const int64_t *perm, void *out) {
+  SHM_GUARD_BEGIN
+  check_shape(rank, in_shape, "transpose");
+  int64_t istr[kMaxRank], oshape[kMaxRank], sstr[kMaxRank], ostr[kMaxRank];
+  bool seen[kMaxRank] = {false};
+  row_major_strides(rank, in_shape, istr);
+  for (int32_t d = 0; d < rank; ++d) {
+    const int64_t p = perm[d];
+    if (p < 0 || p >= rank || seen[p]) fatalf("transpose: invalid permutation");
+    seen[p] = true;
+    oshape[d] = in_shape[p];
+    sstr[d] = istr[p];
+  }
+  row_major_strides(rank, oshape, ostr);
+  copy_strided(dtype_size(dtype), rank, oshape, in, sstr, out, ostr);
+  SHM_GUARD_END("transpose")
+}
+
+void shm_reduce(int32_t dtype, int32_t op, const void *in, int32_t rank, const int64_t *shape,
+                const int64_t *axes, int32_t naxes, void *out) {
+  SHM_GUARD_BEGIN
+  check_shape(rank, shape, "reduce");
+  if (naxes < 0 || naxes > rank) fatalf("reduce: %d axes for rank %d", (int)naxes, (int)rank);
+  bool reduced[kMaxRank] = {false};
+  int64_t out_n = 1;
+  for (int32_t k = 0; k < naxes; ++k) {
+    const int64_t a = axes[k];
+    if (a < 0 || a >= rank || (k > 0 && a <= axes[k - 1]))
+      fatalf("reduce: axes must be sorted, distinct and in range");
+    reduced[a] = true;
+  }
+  for (int32_t d = 0; d < rank; ++d)
+    if (!reduced[d]) out_n *= shape[d];
+  switch (dtype) {
+  case SHM_F32: reduce_op<float>(op, in, rank, shape, reduced, out, out_n); break;
+  case SHM_F64: reduce_op<double>(op, in, rank, shape, reduced, out, out_n); break;
+  case SHM_I32: reduce_op<int32_t>(op, in, rank, shape, reduced, out, out_n); break;
+  case SHM_BOOL: reduce_op<uint8_t>(op, in, rank, shape, reduced, out, out_n); break;
+  default: fatalf("reduce: unknown dtype code %d", (int)dtype);
+  }
+  SHM_GUARD_END("reduce")
+}
+
+void shm_matmul(int32_t dtype, const void *lhs, const void *rhs, void *out, int64_t batch,
+                int64_t m, int64_t k, int64_t n) {
+  SHM_GUARD_BEGIN
+  if (batch < 0 || m < 0 || k < 0 || n < 0) fatalf("matmul: negative dimension");
+  if (m == 0 || n == 0 || batch == 0) return;
+  const int64_t es = dtype_size(dtype);
+  if (k == 0) { // BLAS would reject a leading dimension of 0; the product is all zeros
+    std::memset(out, 0, (size_t)(batch * m * n * es));
+    return;
+  }
+  if ((m | k | n) > (int64_t)std::numeric_limits<int>::max()) fatalf("matmul: dimension too large for BLAS");
+  for (int64_t b = 0; b < batch; ++b) {
+    const char *a = (const char *)lhs + b * m * k * es;
+    const char *bb = (const char *)rhs + b * k * n * es;
+    char *c = (char *)out + b * m * n * es;
+    switch (dtype) {
+    case SHM_F32:
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f,
+                  (const float *)a, (int)k, (const float *)bb, (int)n, 0.0f, (float *)c, (int)n);
+      break;
+    case SHM_F64:
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0,
+                  (const double *)a, (int)k, (const double *)bb, (int)n, 0.0, (double *)c, (int)n);
+      break;
+    case SHM_I32:
+      matmul_i32((const int32_t *)a, (const int32_t *)bb, (int32_t *)c, m, k, n);
+      break;
+    default: fatalf("matmul: unsupported dtype %s", dtype_name(dtype));
+    }
+  }
+  SHM_GUARD_END("matmul")
+}
+
+void shm_slice(int32_t dtype, const void *in, int32_t rank, const int64_t *shape,
+               const int64_t *start, const int64_t *limit, const int64_t *strides, void *out) {
+  SHM_GUARD_BEGIN
+  check_shape(rank, shape, "slice");
+  int64_t istr[kMaxRank], oshape[kMaxRank], sstr[kMaxRank], ostr[kMaxRank];
+  row_major_strides(rank, shape, istr);
+  int64_t off = 0;
+  for (int32_t d = 0; d < rank; ++d) {
+    const int64_t st = strides ? strides[d] : 1;
+    if (st < 1 || start[d] < 0 || limit[d] > shape[d] || start[d] > limit[d])
+      fatalf("slice: invalid bounds [%lld:%lld:%lld] for dimension %d of size %lld",
+             (long long)start[d], (long long)limit[d], (long long)st, (int)d, (long long)shape[d]);
+    oshape[d] = (limit[d] - start[d] + st - 1) / st;
+    sstr[d] = istr[d] * st;
+    off += start[d] * istr[d];
+  }
+  row_major_strides(rank, oshape, ostr);
+  const int64_t es = dtype_size(dtype);
+  if (num_elements(rank, oshape) == 0) return;
+  copy_strided(es, rank, oshape, (const char *)in + off * es, sstr, out, ostr);
+  SHM_GUARD_END("slice")
+}
+
+void shm_dynamic_slice(int32_t dtype, const void *in, int32_t rank, const int64_t *shape,
+                       const int64_t *start, const int64_t *sizes, void *out) {
+  SHM_GUARD_BEGIN
+  check_shape(rank, shape, "dynamic_slice");
+  int64_t istr[kMaxRank], ostr[kMaxRank];
+  row_major_strides(rank, shape, istr);
+  row_major_strides(rank, sizes, ostr);
+  int64_t off = 0;
+  for (int32_t d = 0; d < rank; ++d) {
+    if (sizes[d] < 0 || sizes[d] > shape[d])
+      fatalf("dynamic_slice: size %lld exceeds dimension %d of size %lld", (long long)sizes[d],
+             (int)d, (long long)shape[d]);
+    off += clamp_start(start[d], shape[d], sizes[d]) * istr[d];
+  }
+  const int64_t es = dtype_size(dtype);
+  if (num_elements(rank, sizes) == 0) return;
+  copy_strided(es, rank, sizes, (const char *)in + off * es, istr, out, ostr);
+  SHM_GUARD_END("dynamic_slice")
+}
+
+void shm_dynamic_update_slice(int32_t dtype, const void *in, int32_t rank, const int64_t *shape,
+                              const void *upd, const int64_t *upd_shape, const int64_t *start,
+                              void *out) {
+  SHM_GUARD_BEGIN
+  check_shape(rank, shape, "dynamic_update_slice");
+  const int64_t es = dtype_size(dtype);
+  int64_t ostr[kMaxRank], ustr[kMaxRank];
+  row_major_strides(rank, shape, ostr);
+  row_major_strides(rank, upd_shape, ustr);
+  int64_t off = 0;
+  for (int32_t d = 0; d < rank; ++d) {
+    if (upd_shape[d] < 0 || upd_shape[d] > shape[d])
+      fatalf("dynamic_update_slice: update dimension %d of size %lld exceeds %lld", (int)d,
+             (long long)upd_shape[d], (long long)shape[d]);
+    off += clamp_start(start[d], shape[d], upd_shape[d]) * ostr[d];
+  }
+  if (out != in) shm_copy(out, in, num_elements(rank, shape) * es);
+  if (num_elements(rank, upd_shape) == 0) return;
+  copy_strided(es, rank, upd_shape, upd, ustr, (char *)out + off * es, ostr);
+  SHM_GUARD_END("dynamic_update_slice")
+}
+
+void shm_concatenate(int32_t dtype, int32_t n, const void *const *ins, int32_t rank,
+                     const int64_t *shapes, int32_t axis, void *out) {
+  SHM_GUARD_BEGIN
+  check_rank(rank, "concatenate");
+  if (n < 1) fatalf("concatenate: no operands");
+  if (axis < 0 || axis >= rank) fatalf("concatenate: axis %d out of range for rank %d", (int)axis, (int)rank);
+  for (int32_t i = 0; i < n; ++i) {
+    check_shape(rank, shapes + i * rank, "concatenate");
+    for (int32_t d = 0; d < rank; ++d)
+      if (d != axis && shapes[i * rank + d] != shapes[d])
+        fatalf("concatenate: operand %d differs from operand 0 in dimension %d", (int)i, (int)d);
+  }
+  const int64_t es = dtype_size(dtype);
+  int64_t outer = 1, inner = es; // inner: bytes of one slice below `axis`
+  for (int32_t d = 0; d < axis; ++d) outer *= shapes[d];
+  for (int32_t d = axis + 1; d < rank; ++d) inner *= shapes[d];
+  char *dst = (char *)out;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int32_t i = 0; i < n; ++i) {
+      const int64_t bytes = shapes[i * rank + axis] * inner;
+      shm_copy(dst, (const char *)ins[i] + o * bytes, bytes);
+      dst += bytes;
+    }
+  SHM_GUARD_END("concatenate")
+}
+
+void shm_iota(int32_t dtype, void *out, int32_t rank, const int64_t *shape, int32_t dim) {
+  SHM_GUARD_BEGIN
+  check_shape(rank, shape, "iota");
+  if (rank == 0 ? dim != 0 : (dim < 0 || dim >= rank))
+    fatalf("iota: dimension %d out of range for rank %d", (int)dim, (int)rank);
+  int64_t inner = 1;
+  for (int32_t d = dim + 1; d < rank; ++d) inner *= shape[d];
+  const int64_t len = rank == 0 ? 1 : shape[dim];
+  const int64_t total = num_elements(rank, shape);
+  // Element i has index (i / inner) % len along dim.
+  for (int64_t i = 0; i < total; ++i) {
+    const int64_t v = (i / inner) % len;
+    switch (dtype) {
+    case SHM_F32: ((float *)out)[i] = (float)v; break;
+    case SHM_F64: ((double *)out)[i] = (double)v; break;
+    case SHM_I32: ((int32_t *)out)[i] = (int32_t)v; break;
+    default: fatalf("iota: unsupported dtype %s", dtype_name(dtype));
+    }
+  }
+  SHM_GUARD_END("iota")
+}
+
+} // extern "C"

@@ -1,0 +1,160 @@
+// Buffers, copies, fatal errors and the small helpers of util.h.
+#include "shmap_runtime.h"
+#include "util.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+extern "C" {
+
+void shm_fatal(const char *msg) {
+  // Several device threads may fail at once; exit() must run only once (calling it
+  // concurrently is undefined), so the first caller takes this lock and never releases it:
+  // later callers block until the process is gone.
+  static std::mutex once;
+  once.lock();
+  std::fflush(stdout);
+  std::fprintf(stderr, "shmap runtime error: %s\n", msg ? msg : "(null)");
+  std::fflush(stderr);
+  std::exit(2);
+}
+
+void *shm_alloc(int64_t bytes) {
+  if (bytes < 0) shm_fatal("negative allocation size");
+  // Round up: aligned_alloc wants a multiple of the alignment; never ask for 0 bytes.
+  size_t size = ((size_t)bytes + 63) / 64 * 64;
+  if (size == 0) size = 64;
+  void *p = std::aligned_alloc(64, size);
+  if (!p) shm_fatal("out of memory");
+  return p;
+}
+
+void shm_free(void *p) { std::free(p); }
+
+void shm_copy(void *dst, const void *src, int64_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, (size_t)bytes);
+}
+
+} // extern "C"
+
+namespace shm {
+
+void fatalf(const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  shm_fatal(buf);
+  std::abort(); // not reached: shm_fatal exits
+}
+
+int64_t dtype_size(int32_t dtype) {
+  switch (dtype) {
+  case SHM_F32: return 4;
+  case SHM_F64: return 8;
+  case SHM_I32: return 4;
+  case SHM_BOOL: return 1;
+  }
+  fatalf("unknown dtype code %d", (int)dtype);
+}
+
+const char *dtype_name(int32_t dtype) {
+  switch (dtype) {
+  case SHM_F32: return "f32";
+  case SHM_F64: return "f64";
+  case SHM_I32: return "i32";
+  case SHM_BOOL: return "bool";
+  }
+  fatalf("unknown dtype code %d", (int)dtype);
+}
+
+void check_rank(int32_t rank, const char *what) {
+  if (rank < 0 || rank > kMaxRank)
+    fatalf("%s: rank %d is out of the supported range 0..%d", what, (int)rank, kMaxRank);
+}
+
+int64_t num_elements(int32_t rank, const int64_t *shape) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < rank; ++d) {
+    if (shape[d] < 0) fatalf("negative dimension %lld", (long long)shape[d]);
+    n *= shape[d];
+  }
+  return n;
+}
+
+void row_major_strides(int32_t rank, const int64_t *shape, int64_t *strides) {
+  int64_t s = 1;
+  for (int32_t d = rank - 1; d >= 0; --d) {
+    strides[d] = s;
+    s *= shape[d];
+  }
+}
+
+namespace {
+// One innermost row: n elements with the given strides.
+template <typename T>
+inline void copy_row(int64_t n, const T *src, int64_t ss, T *dst, int64_t ds) {
+  if (ss == 1 && ds == 1) {
+    std::memcpy(dst, src, (size_t)n * sizeof(T));
+  } else if (ss == 0) {
+    T v = *src;
+    for (int64_t i = 0; i < n; ++i) dst[i * ds] = v;
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i * ds] = src[i * ss];
+  }
+}
+
+template <typename T>
+void copy_strided_t(int32_t rank, const int64_t *shape, const T *src, const int64_t *ss, T *dst,
+                    const int64_t *ds) {
+  if (rank == 0) {
+    *dst = *src;
+    return;
+  }
+  for (int32_t d = 0; d < rank; ++d)
+    if (shape[d] == 0) return;
+  // Odometer over all dimensions but the last; keeps source and destination offsets
+  // incrementally so the inner loop does no index arithmetic.
+  int64_t idx[kMaxRank] = {0};
+  int64_t so = 0, dof = 0;
+  const int32_t last = rank - 1;
+  for (;;) {
+    copy_row<T>(shape[last], src + so, ss[last], dst + dof, ds[last]);
+    int32_t d = last - 1;
+    for (; d >= 0; --d) {
+      so += ss[d];
+      dof += ds[d];
+      if (++idx[d] < shape[d]) break;
+      so -= ss[d] * shape[d];
+      dof -= ds[d] * shape[d];
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+} // namespace
+
+void copy_strided(int64_t esize, int32_t rank, const int64_t *shape, const void *src,
+                  const int64_t *src_strides, void *dst, const int64_t *dst_strides) {
+  check_rank(rank, "copy");
+  switch (esize) {
+  case 1:
+    copy_strided_t(rank, shape, (const uint8_t *)src, src_strides, (uint8_t *)dst, dst_strides);
+    return;
+  case 4:
+    copy_strided_t(rank, shape, (const uint32_t *)src, src_strides, (uint32_t *)dst,
+                   dst_strides);
+    return;
+  case 8:
+    copy_strided_t(rank, shape, (const uint64_t *)src, src_strides, (uint64_t *)dst,
+                   dst_strides);
+    return;
+  }
+  fatalf("copy_strided: unsupported element size %lld", (long long)esize);
+}
+
+} // namespace shm

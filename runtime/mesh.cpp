@@ -1,0 +1,233 @@
+// shm_run_shmap: splits global inputs into per-device blocks, runs the body on one thread per
+// device, assembles the global outputs. Also the barrier and the group computation the
+// collectives use.
+#include "device.h"
+#include "pool.h"
+#include "shmap_runtime.h"
+#include "util.h"
+
+#include <immintrin.h>
+#include <thread>
+
+namespace shm {
+
+void Barrier::arrive_and_wait() {
+  const uint32_t g = gen_.load(std::memory_order_acquire);
+  if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+    // Last to arrive: nobody can start the next round before seeing the new generation, so
+    // resetting the count here cannot race with a later arrival.
+    count_.store(0, std::memory_order_relaxed);
+    gen_.store(g + 1, std::memory_order_release);
+    gen_.notify_all();
+    return;
+  }
+  for (int i = 0; i < 256; ++i) {
+    if (gen_.load(std::memory_order_acquire) != g) return;
+    _mm_pause();
+  }
+  while (gen_.load(std::memory_order_acquire) == g) gen_.wait(g, std::memory_order_acquire);
+}
+
+void require_device(const shm_device *dev, const char *what) {
+  if (!dev) fatalf("%s: collective outside a shmap", what);
+}
+
+Group group_of(const shm_device *dev, const int32_t *axes, int32_t naxes, const char *what) {
+  require_device(dev, what);
+  const MeshCall &c = *dev->call;
+  if (naxes < 0 || naxes > c.mesh_rank || (naxes > 0 && !axes))
+    fatalf("%s: invalid axis list (%d axes on a mesh of rank %d)", what, (int)naxes,
+           (int)c.mesh_rank);
+  bool used[kMaxMeshRank] = {false};
+  for (int32_t k = 0; k < naxes; ++k) {
+    int32_t a = axes[k];
+    if (a < 0 || a >= c.mesh_rank) fatalf("%s: mesh axis index %d out of range", what, (int)a);
+    if (used[a]) fatalf("%s: mesh axis '%s' listed twice", what, c.axis_names ? c.axis_names[a] : "?");
+    used[a] = true;
+  }
+  Group g;
+  g.n = 1;
+  g.me = 0;
+  for (int32_t k = 0; k < naxes; ++k) {
+    g.me = g.me * (int)c.sizes[axes[k]] + (int)dev->coords[axes[k]];
+    g.n *= (int)c.sizes[axes[k]];
+  }
+  g.member.resize((size_t)g.n);
+  int64_t coords[kMaxMeshRank];
+  for (int32_t a = 0; a < c.mesh_rank; ++a) coords[a] = dev->coords[a];
+  for (int j = 0; j < g.n; ++j) {
+    // Decode j row-major over the listed axes (last listed fastest).
+    int rest = j;
+    for (int32_t k = naxes - 1; k >= 0; --k) {
+      coords[axes[k]] = rest % c.sizes[axes[k]];
+      rest /= (int)c.sizes[axes[k]];
+    }
+    int64_t id = 0;
+    for (int32_t a = 0; a < c.mesh_rank; ++a) id = id * c.sizes[a] + coords[a];
+    g.member[(size_t)j] = (int)id;
+  }
+  return g;
+}
+
+namespace {
+
+// How one global array maps onto the mesh.
+struct ArrayPlan {
+  int32_t rank = 0;
+  int32_t dtype = 0;
+  int64_t esize = 0;
+  int64_t gshape[kMaxRank], bshape[kMaxRank];
+  int64_t gstrides[kMaxRank], bstrides[kMaxRank];
+  int naxes[kMaxRank];                // mesh axes each dimension is split over
+  int32_t axes[kMaxRank][kMaxMeshRank]; // ... major to minor
+  bool mentioned[kMaxMeshRank];       // does the spec name this mesh axis?
+  bool whole = true;                  // no dimension split: the block is the global array
+  int64_t block_bytes = 0;
+};
+
+ArrayPlan plan_array(const MeshCall &c, const shm_array_desc &d, const char *kind, int index) {
+  ArrayPlan p;
+  check_rank(d.rank, "shmap argument");
+  p.rank = d.rank;
+  p.dtype = d.dtype;
+  p.esize = dtype_size(d.dtype);
+  for (int a = 0; a < kMaxMeshRank; ++a) p.mentioned[a] = false;
+  if (d.rank > 0 && (!d.shape || !d.spec)) fatalf("shmap %s %d: missing shape or spec", kind, index);
+  int pos = 0;
+  for (int32_t dim = 0; dim < d.rank; ++dim) {
+    int32_t k = d.spec[pos++];
+    if (k < 0 || k > c.mesh_rank)
+      fatalf("shmap %s %d: bad partition spec (dimension %d names %d axes)", kind, index, (int)dim, (int)k);
+    p.naxes[dim] = k;
+    int64_t parts = 1;
+    for (int32_t j = 0; j < k; ++j) {
+      int32_t a = d.spec[pos++];
+      if (a < 0 || a >= c.mesh_rank)
+        fatalf("shmap %s %d: partition spec names mesh axis index %d, out of range", kind, index, (int)a);
+      if (p.mentioned[a])
+        fatalf("shmap %s %d: partition spec names mesh axis '%s' twice", kind, index, c.axis_names ? c.axis_names[a] : "?");
+      p.mentioned[a] = true;
+      p.axes[dim][j] = a;
+      parts *= c.sizes[a];
+    }
+    int64_t g = d.shape[dim];
+    if (g < 0) fatalf("shmap %s %d: negative dimension", kind, index);
+    if (g % parts != 0)
+      fatalf("shmap %s %d: dimension %d of size %lld is not divisible by %lld (the mesh axes it is split over)",
+             kind, index, (int)dim, (long long)g, (long long)parts);
+    p.gshape[dim] = g;
+    p.bshape[dim] = g / parts;
+    if (parts != 1) p.whole = false;
+  }
+  row_major_strides(p.rank, p.gshape, p.gstrides);
+  row_major_strides(p.rank, p.bshape, p.bstrides);
+  p.block_bytes = num_elements(p.rank, p.bshape) * p.esize;
+  return p;
+}
+
+// Element offset of a device's block inside the global array.
+int64_t block_offset(const ArrayPlan &p, const MeshCall &c, const int64_t *coords) {
+  int64_t off = 0;
+  for (int32_t dim = 0; dim < p.rank; ++dim) {
+    int64_t b = 0;
+    for (int j = 0; j < p.naxes[dim]; ++j) b = b * c.sizes[p.axes[dim][j]] + coords[p.axes[dim][j]];
+    off += b * p.bshape[dim] * p.gstrides[dim];
+  }
+  return off;
+}
+
+// The device that provides an output's block: coordinate 0 on every axis the spec leaves out.
+bool is_writer(const ArrayPlan &p, const MeshCall &c, const int64_t *coords) {
+  for (int32_t a = 0; a < c.mesh_rank; ++a)
+    if (!p.mentioned[a] && coords[a] != 0) return false;
+  return true;
+}
+
+void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<ArrayPlan> &inp,
+                void **ins, const std::vector<ArrayPlan> &outp, void **outs) {
+  std::vector<void *> bin(inp.size() + 1), bout(outp.size() + 1);
+  std::vector<bool> in_owned(inp.size()), out_direct(outp.size());
+  for (size_t i = 0; i < inp.size(); ++i) {
+    const ArrayPlan &p = inp[i];
+    if (p.whole) {
+      // Replicated input: every device reads the caller's buffer (bodies never write inputs),
+      // which saves a copy per device.
+      bin[i] = ins[i];
+      in_owned[i] = false;
+      continue;
+    }
+    bin[i] = shm_alloc(p.block_bytes);
+    in_owned[i] = true;
+    const char *src = (const char *)ins[i] + block_offset(p, c, dev.coords) * p.esize;
+    copy_strided(p.esize, p.rank, p.bshape, src, p.gstrides, bin[i], p.bstrides);
+  }
+  for (size_t i = 0; i < outp.size(); ++i) {
+    const ArrayPlan &p = outp[i];
+    // An unsplit output's writer can produce the global array in place.
+    out_direct[i] = p.whole && is_writer(p, c, dev.coords);
+    bout[i] = out_direct[i] ? outs[i] : shm_alloc(p.block_bytes);
+  }
+  body(&dev, bout.data(), bin.data());
+  for (size_t i = 0; i < outp.size(); ++i) {
+    const ArrayPlan &p = outp[i];
+    if (out_direct[i]) continue;
+    if (is_writer(p, c, dev.coords)) {
+      char *dst = (char *)outs[i] + block_offset(p, c, dev.coords) * p.esize;
+      copy_strided(p.esize, p.rank, p.bshape, bout[i], p.bstrides, dst, p.gstrides);
+    }
+    shm_free(bout[i]);
+  }
+  for (size_t i = 0; i < inp.size(); ++i)
+    if (in_owned[i]) shm_free(bin[i]);
+}
+
+} // namespace
+} // namespace shm
+
+using namespace shm;
+
+extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
+                              const char *const *axis_names, shm_fn body, int32_t nin, void **ins,
+                              const shm_array_desc *in_descs, int32_t nout, void **outs,
+                              const shm_array_desc *out_descs) {
+  SHM_GUARD_BEGIN
+  if (on_device_thread()) fatalf("shm_run_shmap: a shmap may not run inside a shmap body");
+  if (mesh_rank < 0 || mesh_rank > kMaxMeshRank)
+    fatalf("shm_run_shmap: mesh rank %d is out of the supported range 0..%d", (int)mesh_rank, kMaxMeshRank);
+  if (!body) fatalf("shm_run_shmap: no body");
+  if (nin < 0 || nout < 0) fatalf("shm_run_shmap: negative argument count");
+  int64_t ndev = 1;
+  for (int32_t a = 0; a < mesh_rank; ++a) {
+    if (mesh_sizes[a] < 1) fatalf("shm_run_shmap: mesh axis %d has size %lld", (int)a, (long long)mesh_sizes[a]);
+    ndev *= mesh_sizes[a];
+    if (ndev > 4096) fatalf("shm_run_shmap: more than 4096 devices");
+  }
+  MeshCall call((int)ndev);
+  call.mesh_rank = mesh_rank;
+  call.axis_names = axis_names;
+  for (int32_t a = 0; a < mesh_rank; ++a) call.sizes[a] = mesh_sizes[a];
+
+  std::vector<ArrayPlan> inp, outp;
+  for (int32_t i = 0; i < nin; ++i) inp.push_back(plan_array(call, in_descs[i], "input", i));
+  for (int32_t i = 0; i < nout; ++i) outp.push_back(plan_array(call, out_descs[i], "output", i));
+
+  std::vector<shm_device> devs((size_t)ndev);
+  for (int64_t id = 0; id < ndev; ++id) {
+    shm_device &d = devs[(size_t)id];
+    d.call = &call;
+    d.id = (int)id;
+    int64_t rest = id;
+    for (int32_t a = mesh_rank - 1; a >= 0; --a) {
+      d.coords[a] = rest % mesh_sizes[a];
+      rest /= mesh_sizes[a];
+    }
+  }
+  run_on_threads((int)ndev, [&](int i) {
+    SHM_GUARD_BEGIN
+    run_device(call, devs[(size_t)i], body, inp, ins, outp, outs);
+    SHM_GUARD_END("shmap device thread")
+  });
+  // The threads have finished (run_on_threads synchronises with them): merge their counters.
+  for (const shm_device &d : devs) stats_merge(d.stats);
+  SHM_GUARD_END("shm_run_shmap")
+}

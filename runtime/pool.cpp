@@ -1,0 +1,121 @@
+// Device threads: a persistent pool (default) or one std::thread per device and call.
+#include "pool.h"
+#include "util.h"
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace shm {
+
+static thread_local bool t_on_device = false;
+bool on_device_thread() { return t_on_device; }
+
+namespace {
+
+// Runs one job index with the "on a device thread" flag set.
+void run_job(const std::function<void(int)> &job, int i) {
+  t_on_device = true;
+  job(i);
+  t_on_device = false;
+}
+
+// Worker w runs job index w + 1 of every call that uses at least w + 2 threads. A call is
+// announced by bumping `epoch_` under the mutex; run() returns when `remaining_` (the number
+// of workers taking part) has dropped to zero, so a new call never starts while a worker is
+// still busy with the previous one.
+class Pool {
+public:
+  void run(int n, const std::function<void(int)> &job) {
+    {
+      std::unique_lock<std::mutex> lk(m_);
+      while ((int)threads_.size() < n - 1) {
+        int w = (int)threads_.size();
+        threads_.emplace_back([this, w] { worker(w); });
+      }
+      job_ = &job;
+      active_ = n;
+      remaining_ = n - 1;
+      ++epoch_;
+    }
+    start_cv_.notify_all();
+    run_job(job, 0);
+    std::unique_lock<std::mutex> lk(m_);
+    done_cv_.wait(lk, [this] { return remaining_ == 0; });
+    job_ = nullptr;
+  }
+
+private:
+  void worker(int w) {
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lk(m_);
+    for (;;) {
+      start_cv_.wait(lk, [&] { return epoch_ != seen; });
+      seen = epoch_;
+      if (w + 1 >= active_) continue; // this call needs fewer threads
+      const std::function<void(int)> *job = job_;
+      lk.unlock();
+      run_job(*job, w + 1);
+      lk.lock();
+      if (--remaining_ == 0) done_cv_.notify_one();
+    }
+  }
+
+  std::mutex m_;
+  std::condition_variable start_cv_, done_cv_;
+  std::vector<std::thread> threads_;
+  uint64_t epoch_ = 0;
+  int active_ = 0, remaining_ = 0;
+  const std::function<void(int)> *job_ = nullptr;
+};
+
+Pool &pool() {
+  // Deliberately leaked: at exit() the workers are still blocked on the condition variable,
+  // and destroying it (or joinable std::threads) under them would be undefined / terminate.
+  // A forked child has no workers, so it gets a fresh pool (the unit tests fork for the
+  // death tests).
+  static Pool *p = nullptr;
+  static pid_t owner = 0;
+  if (!p || owner != getpid()) {
+    p = new Pool;
+    owner = getpid();
+  }
+  return *p;
+}
+
+bool spawn_mode() {
+  static const bool spawn = [] {
+    const char *e = std::getenv("SHMAP_THREADS");
+    return e && std::strcmp(e, "spawn") == 0;
+  }();
+  return spawn;
+}
+
+} // namespace
+
+void run_on_threads(int n, const std::function<void(int)> &job) {
+  if (n <= 0) return;
+  if (n == 1) {
+    run_job(job, 0);
+    return;
+  }
+  if (spawn_mode()) {
+    std::vector<std::thread> ts;
+    ts.reserve((size_t)n - 1);
+    for (int i = 1; i < n; ++i) ts.emplace_back([&job, i] { run_job(job, i); });
+    run_job(job, 0);
+    for (auto &t : ts) t.join();
+    return;
+  }
+  // The host program is single-threaded, but serialise anyway: two concurrent calls would
+  // otherwise share the workers' job slot.
+  static std::mutex serial;
+  std::lock_guard<std::mutex> lk(serial);
+  pool().run(n, job);
+}
+
+} // namespace shm

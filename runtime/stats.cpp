@@ -1,0 +1,33 @@
+// Collective statistics: process totals and the table printed by `--stats`.
+#include "stats.h"
+
+namespace shm {
+
+static Stats g_stats;
+
+const char *kind_name(int kind) {
+  static const char *const names[kNumKinds] = {"psum",         "pmax",       "pmin",
+                                               "all_gather",   "psum_scatter", "all_to_all",
+                                               "ppermute"};
+  return (kind >= 0 && kind < kNumKinds) ? names[kind] : "?";
+}
+
+const Stats &stats_get() { return g_stats; }
+void stats_reset() { g_stats = Stats(); }
+void stats_merge(const Stats &s) { g_stats.add(s); }
+
+void stats_print(std::FILE *f) {
+  std::fprintf(f, "== shmap collective stats ==\n");
+  std::fprintf(f, "%-15s %5s %12s %16s\n", "collective", "calls", "bytes_sent", "bytes_received");
+  bool any = false;
+  for (int k = 0; k < kNumKinds; ++k) {
+    const StatsRow &r = g_stats.rows[k];
+    if (r.calls == 0) continue;
+    any = true;
+    std::fprintf(f, "%-15s %5lld %12lld %16lld\n", kind_name(k), (long long)r.calls,
+                 (long long)r.bytes_sent, (long long)r.bytes_received);
+  }
+  if (!any) std::fprintf(f, "(no collectives)\n");
+}
+
+} // namespace shm

@@ -1,0 +1,55 @@
+// Collective statistics (private header; the unit tests include it to read the counters).
+//
+// Byte-counting model (see docs/runtime.md): a device "sends" the bytes it writes into other
+// devices' buffers and "receives" the bytes it reads from other devices' buffers, in this
+// runtime's shared-memory implementation. Copies within a device's own buffers are free.
+#ifndef SHMAP_RUNTIME_STATS_H
+#define SHMAP_RUNTIME_STATS_H
+#include <cstdint>
+#include <cstdio>
+
+namespace shm {
+
+// Fixed order: the stats table lists kinds in this order.
+enum CollectiveKind {
+  kPsum,
+  kPmax,
+  kPmin,
+  kAllGather,
+  kPsumScatter,
+  kAllToAll,
+  kPpermute,
+  kNumKinds
+};
+const char *kind_name(int kind);
+
+struct StatsRow {
+  int64_t calls = 0;          // once per collective (counted by the device with id 0)
+  int64_t bytes_sent = 0;     // summed over all devices
+  int64_t bytes_received = 0; // summed over all devices
+};
+
+struct Stats {
+  StatsRow rows[kNumKinds];
+  void add(const Stats &o) {
+    for (int k = 0; k < kNumKinds; ++k) {
+      rows[k].calls += o.rows[k].calls;
+      rows[k].bytes_sent += o.rows[k].bytes_sent;
+      rows[k].bytes_received += o.rows[k].bytes_received;
+    }
+  }
+};
+
+// Process-wide totals. Only the host thread touches them: shm_run_shmap merges each
+// device's private counters after the device threads have finished (no atomics needed).
+const Stats &stats_get();
+void stats_reset();
+void stats_merge(const Stats &s);
+// Prints the fixed-format table (docs/runtime.md).
+void stats_print(std::FILE *f);
+
+// The body of the runtime's main(), returning the exit code (separate so tests can drive it).
+int runtime_main(int argc, char **argv);
+
+} // namespace shm
+#endif

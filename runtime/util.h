@@ -1,0 +1,50 @@
+// Small helpers shared by the runtime's source files (private; not part of the ABI).
+#ifndef SHMAP_RUNTIME_UTIL_H
+#define SHMAP_RUNTIME_UTIL_H
+#include "shmap_runtime.h"
+
+#include <cstdint>
+#include <exception>
+
+namespace shm {
+
+// Formats like printf and calls shm_fatal (prints `shmap runtime error: ...`, exits 2).
+[[noreturn]] void fatalf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Bytes per element of a dtype code; shm_fatal on an unknown code.
+int64_t dtype_size(int32_t dtype);
+const char *dtype_name(int32_t dtype);
+
+// Product of shape[0..rank); shm_fatal on a negative dimension.
+int64_t num_elements(int32_t rank, const int64_t *shape);
+
+// Row-major strides (in elements) of a dense array of the given shape.
+void row_major_strides(int32_t rank, const int64_t *shape, int64_t *strides);
+
+// The runtime supports arrays of rank up to this bound (a fixed bound keeps the hot loops free of
+// heap allocation); shm_fatal beyond it.
+constexpr int kMaxRank = 16;
+void check_rank(int32_t rank, const char *what);
+
+// Copies a strided block of `shape` (rank may be 0: one element) from src to dst. Strides are in
+// elements and may be 0 (broadcast reads). The innermost loop is specialised for the common
+// case of contiguous rows and for element sizes 1, 4 and 8.
+void copy_strided(int64_t esize, int32_t rank, const int64_t *shape, const void *src,
+                  const int64_t *src_strides, void *dst, const int64_t *dst_strides);
+
+} // namespace shm
+
+// The C ABI must never let a C++ exception escape (callers are emitted C-like code). Every
+// extern "C" entry point wraps its body in SHM_GUARD_BEGIN / SHM_GUARD_END(name), which turns
+// an exception (e.g. std::bad_alloc, std::system_error from std::thread) into shm_fatal.
+#define SHM_GUARD_BEGIN try {
+#define SHM_GUARD_END(name)                                                                  \
+  }                                                                                          \
+  catch (const std::exception &e) {                                                          \
+    shm::fatalf("%s: %s", name, e.what());                                                   \
+  }                                                                                          \
+  catch (...) {                                                                              \
+    shm::fatalf("%s: unknown exception", name);                                              \
+  }
+
+#endif
