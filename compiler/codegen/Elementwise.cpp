@@ -196,6 +196,8 @@ llvm::Value *ScalarOps::apply(const ir::Eqn &e, const std::vector<llvm::Value *>
   case P::Shmap:
   case P::Loop:
   case P::Cond:
+  case P::Jvp:
+  case P::Vjp:
   case P::Print: break;
   }
   return error(e, "internal error: not an element-wise primitive");

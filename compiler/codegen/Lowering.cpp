@@ -82,6 +82,10 @@ bool FuncEmitter::emitEqn(size_t index) {
   case P::Cond: return emitCond(e);
 
   case P::Print: return emitPrint(e);
+
+  // The differentiate pass replaces program transformations by calls before codegen.
+  case P::Jvp:
+  case P::Vjp: return fail("internal error: jvp/vjp reached codegen");
   }
   return fail("internal error: unknown primitive");
 }

@@ -47,11 +47,14 @@ bool verifyAfter(const ir::Module &m, const char *stage) {
 }
 
 // The command-line switches override each shmap's own check_vma / auto_pbroadcast.
+// --transpose=naive transposes untyped bodies (as before seed 000), so it implies
+// --no-check-vma.
 void applyShmapFlags(const CompileOptions &opts, ir::Module &m) {
+  m.naiveTranspose = opts.naiveTranspose;
   for (auto &f : m.funcs) {
     if (!f->isShmapBody) continue;
     if (opts.explicitPbroadcast) f->autoPbroadcast = false;
-    if (opts.noCheckVma) f->checkVma = false;
+    if (opts.noCheckVma || opts.naiveTranspose) f->checkVma = false;
   }
 }
 

@@ -17,6 +17,7 @@ struct CompileOptions {
   bool checkOnly = false;              // `shmapc check`: stop after the IR passes
   bool explicitPbroadcast = false;     // every shmap as if auto_pbroadcast=false
   bool noCheckVma = false;             // every shmap as if check_vma=false
+  bool naiveTranspose = false;         // --transpose=naive: pre-seed-000 transposition
 };
 
 // Runs the pipeline. Returns the process exit status: 0 ok, 1 user error (diagnostics were

@@ -23,6 +23,7 @@ struct Args {
   CompileOptions opts;
   std::string emit = "exe";
   std::vector<std::string> runArgs;
+  std::string transpose = "optimal";
 };
 
 void addCompileOptions(CLI::App *cmd, Args &a) {
@@ -37,6 +38,9 @@ void addCompileOptions(CLI::App *cmd, Args &a) {
                 "no automatic pbroadcast insertion: a variance mismatch is an error");
   cmd->add_flag("--no-check-vma", a.opts.noCheckVma,
                 "turn variance checking off (shard_map's behaviour before seed 000)");
+  cmd->add_option("--transpose", a.transpose,
+                  "optimal (default: seed 000's rules) or naive (psum defensively, for comparison)")
+      ->check(CLI::IsMember({"optimal", "naive"}));
 }
 
 // `shmapc run`: compile into a temporary folder, run, pass the exit status on.
@@ -89,6 +93,7 @@ int main(int argc, char **argv) {
     return app.exit(e) == 0 ? 0 : 1;
   }
   a.opts.emit = kEmits.at(a.emit);
+  a.opts.naiveTranspose = a.transpose == "naive";
 #ifndef NDEBUG
   a.opts.verifyEach = true;  // debug builds check the IR after every pass
 #endif

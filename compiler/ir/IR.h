@@ -131,6 +131,7 @@ struct Module {
   std::vector<std::unique_ptr<Mesh>> meshes;
   std::vector<std::unique_ptr<Func>> funcs;  // every Func, nested bodies included
   Func *main = nullptr;
+  bool naiveTranspose = false;  // --transpose=naive: transpose shmaps as before seed 000
   Func *newFunc(const std::string &name);
 };
 

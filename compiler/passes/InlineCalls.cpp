@@ -90,8 +90,10 @@ private:
   std::set<Func *> done_;
 };
 
+} // namespace
+
 // Drops functions no longer referenced from main (callees that were inlined everywhere).
-void removeUnreachable(Module &m) {
+void removeUnreachableFuncs(Module &m) {
   std::set<const Func *> live;
   std::vector<const Func *> work = {m.main};
   while (!work.empty()) {
@@ -107,11 +109,9 @@ void removeUnreachable(Module &m) {
   m.funcs = std::move(kept);
 }
 
-} // namespace
-
 void inlineCalls(ir::Module &m, Diagnostics &) {
   Inliner(m).run();
-  removeUnreachable(m);
+  removeUnreachableFuncs(m);
 }
 
 } // namespace shmapc::passes

@@ -197,6 +197,7 @@ private:
     case VarianceRule::Effect: return emit(s, std::move(e));
     case VarianceRule::Shmap:
     case VarianceRule::Call:
+    case VarianceRule::Transform:
       std::fprintf(stderr, "shmapc internal error: %s inside a shmap body at variance inference\n",
                    primName(e.prim));
       std::abort();

@@ -2,12 +2,14 @@
 
 namespace shmapc::passes {
 
-// The passes, in order. Device-variance inference and pbroadcast insertion (issue 3) and
-// autodiff (issue 4) are added here.
+// The passes, in order: calls inlined, variance inferred (pbroadcasts inserted), programs
+// differentiated with the variance types in hand, and out_specs checked (on the transposed
+// shmaps too).
 const std::vector<Pass> &pipeline() {
   static const std::vector<Pass> passes = {
       {"inline-calls", inlineCalls},
       {"insert-pbroadcasts", insertPbroadcasts},
+      {"differentiate", differentiate},
       {"check-out-specs", checkOutSpecs},
   };
   return passes;

@@ -16,6 +16,7 @@ struct Pass {
 };
 
 const std::vector<Pass> &pipeline();
+void removeUnreachableFuncs(ir::Module &m);
 
 // The passes (each in its own file).
 void inlineCalls(ir::Module &m, Diagnostics &diags);
@@ -23,6 +24,9 @@ void inlineCalls(ir::Module &m, Diagnostics &diags);
 // pbroadcasts where operands disagree (unless a body says auto_pbroadcast=false, where a
 // mismatch is an error), and rewrites the user-level psum into psum2.
 void insertPbroadcasts(ir::Module &m, Diagnostics &diags);
+// Replaces each jvp/vjp equation by a call of a new function computing it (autodiff, with
+// seed 000's transpose rules for collectives and shmap).
+void differentiate(ir::Module &m, Diagnostics &diags);
 // Checks that every shmap result is invariant over the mesh axes its out_spec leaves unmapped.
 void checkOutSpecs(ir::Module &m, Diagnostics &diags);
 

@@ -19,6 +19,7 @@ enum class VarianceRule {
   Cond,               // union of both branches and the predicate
   Shmap,              // body params from in_specs; results checked against out_specs
   Call,               // inlined before variance inference
+  Transform,          // jvp, vjp: host-level only (differentiated after variance inference)
   Effect,             // print: host only
 };
 
@@ -54,6 +55,8 @@ inline VarianceRule varianceRule(ir::Prim p) {
   case Prim::Cond: return VarianceRule::Cond;
   case Prim::Shmap: return VarianceRule::Shmap;
   case Prim::Call: return VarianceRule::Call;
+  case Prim::Jvp:
+  case Prim::Vjp: return VarianceRule::Transform;
   case Prim::Print: return VarianceRule::Effect;
   }
   return VarianceRule::Effect;  // unreachable: the switch covers every primitive

@@ -1,0 +1,144 @@
+// Autodiff internals shared by the differentiate pass's files (JAX's ad.py, in IR form):
+//   flatten      — a straight-line copy of a Func (calls inlined, loops unrolled, conds as
+//                  selects), so the rules below only see first-order equations and shmaps;
+//   linearize    — per primitive, the jvp rule: emits primal equations into the Func being
+//                  built and the linear (tangent) equations into a tape;
+//   transpose    — per linear primitive, the transpose rule: cotangents flow backwards through
+//                  the tape; psum2 <-> pbroadcast, all_gather <-> psum_scatter,
+//                  all_gather_invariant <-> pscatter, all_to_all <-> all_to_all, ppermute <->
+//                  inverse ppermute (seed 000's table), and a shmap transposes to a shmap with
+//                  in_specs and out_specs swapped.
+#pragma once
+#include "ir/IR.h"
+#include "source/Diagnostics.h"
+
+#include <map>
+#include <set>
+#include <vector>
+
+namespace shmapc::passes::ad {
+
+using namespace ir;
+
+// Emits equations into a Func.
+struct Builder {
+  Module &m;
+  Func &f;
+  Loc loc;
+
+  Value *emit(Prim p, std::vector<Value *> ins, const Type &out,
+              std::map<std::string, Attr> params = {}, const std::string &hint = "");
+  void emitEqn(Eqn e) { f.eqns.push_back(std::move(e)); }
+
+  // Constants (invariant) and helpers that keep operand variance equal, as the IR requires.
+  Value *scalar(double v, DType t);
+  Value *full(double v, const Type &like);           // `like`'s shape, dtype and variance
+  Value *zerosLike(const Type &t) { return full(0.0, t); }
+  Value *liftTo(Value *v, AxisSet vary);              // pbroadcast if needed
+  Value *binary(Prim p, Value *a, Value *b);          // equal shapes; result typed like a
+  Value *unary(Prim p, Value *a);
+  Value *compare(Prim p, Value *a, Value *b);
+  Value *convert(Value *a, DType t);
+  Value *select(Value *pred, Value *a, Value *b);
+  Value *broadcastTo(Value *v, const Type &target, std::vector<int64_t> bdims);
+  Value *reduceSum(Value *v, std::vector<int64_t> axes);
+  Value *reshape(Value *v, std::vector<int64_t> shape);
+  Value *transpose(Value *v, std::vector<int64_t> perm);
+  Value *i32(int64_t v) { return scalar((double)v, DType::I32); }
+};
+
+// A linear equation of the tape: `e` with the positions of its linear operands. For a shmap,
+// `e.ins` holds the primal operands and `tangentIns` their tangents (null = zero).
+struct LinearEqn {
+  Eqn e;
+  std::vector<bool> linear;              // per operand of e
+  std::vector<Value *> tangentIns;       // shmap only
+  std::vector<Value *> tangentOuts;      // shmap only: tangents of e.outs
+};
+
+// Options for one differentiation.
+struct Mode {
+  bool naiveTranspose = false;  // --transpose=naive: the pre-seed-000 rules
+};
+
+class Differentiator {
+public:
+  Differentiator(Module &m, Diagnostics &diags, Mode mode) : m_(m), diags_(diags), mode_(mode) {}
+
+  // f(primals) -> (outs...) becomes g(primals..., tangents...) -> (outs..., tangent outs...),
+  // or -> (tangent outs...) with `tangentsOnly` (a shmap body's jvp).
+  Func *jvpFunc(Func &f, bool tangentsOnly);
+  // f(primals) -> (outs...) becomes g(primals..., cts...) -> ([outs...,] cts of wrt params...).
+  // With `linear`, f must be linear in the wrt params (transpose(f)).
+  Func *vjpFunc(Func &f, const std::vector<int64_t> &wrt, bool withValue, bool linear, Loc loc);
+
+  // vjpFunc for the body of `shmap` (naive mode needs its specs); not cached.
+  Func *vjpFuncFor(Func &f, const std::vector<int64_t> &wrt, bool withValue, bool linear, Loc loc,
+                   const Eqn *shmap);
+
+private:
+  void checkLinear(const Func &g, const std::vector<Value *> &primals,
+                   const std::vector<int64_t> &wrt, Loc loc);
+  friend struct Linearizer;
+  Module &m_;
+  Diagnostics &diags_;
+  Mode mode_;
+  std::map<std::tuple<Func *, std::vector<int64_t>, bool, bool>, Func *> vjpCache_;
+  std::map<std::pair<Func *, bool>, Func *> jvpCache_;
+
+  // Copies `src` into `dst` straight-line (calls inlined, loops unrolled, conds as selects).
+  // `map` gives dst values for src params on entry; returns dst values for src results.
+  std::vector<Value *> flattenInto(const Func &src, Func &dst, std::map<const Value *, Value *> &map);
+
+public:
+  Module &module() { return m_; }
+  Diagnostics &diags() { return diags_; }
+  const Mode &mode() const { return mode_; }
+};
+
+// Forward sweep over a flattened Func: emits primal equations into `out` and tangent equations
+// either into `out` as well (jvp) or onto `tape` (vjp).
+struct Linearizer {
+  Differentiator &d;
+  Builder b;
+  bool emitTangents;                       // true: jvp; false: record on the tape
+  std::vector<LinearEqn> tape;
+  std::map<const Value *, Value *> tangent; // primal value -> its tangent (absent = zero)
+  std::set<const Value *> tangentValues;    // values that are tangents (linear)
+
+  Value *tangentOf(Value *v) const {
+    auto it = tangent.find(v);
+    return it == tangent.end() ? nullptr : it->second;
+  }
+  Value *newTangent(const Type &t);
+  // A linear equation: emitted (jvp) or taped (vjp). Operands in `tangentValues` are linear.
+  Value *linear(Prim p, std::vector<Value *> ins, const Type &out, std::map<std::string, Attr> params = {});
+  // Applies the jvp rule of `e` (already emitted as primal into b.f).
+  void rule(const Eqn &e);
+
+private:
+  void shmapRule(const Eqn &e);
+  Value *addTangents(Value *a, Value *b);
+};
+
+// Backward sweep: consumes the tape in reverse, accumulating cotangents.
+struct Transposer {
+  Differentiator &d;
+  Builder b;
+  std::map<const Value *, Value *> ct;  // tangent value -> its accumulated cotangent
+
+  void accumulate(Value *tangentValue, Value *c);
+  Value *ctOf(const Value *v) const {
+    auto it = ct.find(v);
+    return it == ct.end() ? nullptr : it->second;
+  }
+  void rule(const LinearEqn &le);
+
+private:
+  void shmapRule(const LinearEqn &le);
+};
+
+// Removes equations whose results are unused (no side effects remain after differentiation).
+void removeDeadEqns(Func &f);
+
+} // namespace shmapc::passes::ad

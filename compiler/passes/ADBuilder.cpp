@@ -1,0 +1,192 @@
+// Builder helpers, flattening (calls inlined, loops unrolled, conds as selects) and dead
+// equation removal for the differentiate pass.
+#include "passes/AD.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace shmapc::passes::ad {
+
+Value *Builder::emit(Prim p, std::vector<Value *> ins, const Type &out,
+                     std::map<std::string, Attr> params, const std::string &hint) {
+  Value *v = f.newValue(out, hint);
+  f.eqns.push_back(Eqn{p, std::move(ins), {v}, std::move(params), {}, loc});
+  return v;
+}
+
+Value *Builder::scalar(double v, DType t) {
+  return emit(Prim::Constant, {}, Type{t, {}, 0}, {{"value", std::vector<double>{v}}});
+}
+
+Value *Builder::full(double v, const Type &like) {
+  Type inv{like.dtype, like.shape, 0};
+  Value *c = emit(Prim::Constant, {}, inv, {{"value", std::vector<double>{v}}});
+  return liftTo(c, like.vary);
+}
+
+Value *Builder::liftTo(Value *v, AxisSet vary) {
+  if (v->type.vary == vary) return v;
+  std::vector<int64_t> axes;
+  for (int a = 0; a < 32; ++a)
+    if ((vary & ~v->type.vary) & (AxisSet(1) << a)) axes.push_back(a);
+  Type t = v->type;
+  t.vary = vary;
+  return emit(Prim::Pbroadcast, {v}, t, {{"axes", axes}});
+}
+
+Value *Builder::binary(Prim p, Value *a, Value *b) {
+  AxisSet u = a->type.vary | b->type.vary;
+  a = liftTo(a, u);
+  b = liftTo(b, u);
+  return emit(p, {a, b}, a->type);
+}
+
+Value *Builder::unary(Prim p, Value *a) { return emit(p, {a}, a->type); }
+
+Value *Builder::compare(Prim p, Value *a, Value *b) {
+  AxisSet u = a->type.vary | b->type.vary;
+  a = liftTo(a, u);
+  b = liftTo(b, u);
+  Type t = a->type;
+  t.dtype = DType::Bool;
+  return emit(p, {a, b}, t);
+}
+
+Value *Builder::convert(Value *a, DType d) {
+  if (a->type.dtype == d) return a;
+  Type t = a->type;
+  t.dtype = d;
+  return emit(Prim::Convert, {a}, t);
+}
+
+Value *Builder::select(Value *pred, Value *a, Value *b) {
+  AxisSet u = pred->type.vary | a->type.vary | b->type.vary;
+  if (pred->type.shape != a->type.shape) {
+    Type pt{DType::Bool, a->type.shape, pred->type.vary};
+    pred = broadcastTo(pred, pt, {});
+  }
+  pred = liftTo(pred, u);
+  a = liftTo(a, u);
+  b = liftTo(b, u);
+  return emit(Prim::Select, {pred, a, b}, a->type);
+}
+
+Value *Builder::broadcastTo(Value *v, const Type &target, std::vector<int64_t> bdims) {
+  Type t{v->type.dtype, target.shape, v->type.vary};
+  if (t.shape == v->type.shape) return v;
+  return emit(Prim::BroadcastInDim, {v}, t, {{"broadcast_dimensions", bdims}});
+}
+
+Value *Builder::reduceSum(Value *v, std::vector<int64_t> axes) {
+  if (axes.empty()) return v;
+  std::sort(axes.begin(), axes.end());
+  Type t{v->type.dtype, {}, v->type.vary};
+  for (int64_t d = 0; d < v->type.rank(); ++d)
+    if (!std::binary_search(axes.begin(), axes.end(), d)) t.shape.push_back(v->type.shape[d]);
+  return emit(Prim::ReduceSum, {v}, t, {{"axes", axes}});
+}
+
+Value *Builder::reshape(Value *v, std::vector<int64_t> shape) {
+  if (v->type.shape == shape) return v;
+  Type t{v->type.dtype, shape, v->type.vary};
+  return emit(Prim::Reshape, {v}, t);
+}
+
+Value *Builder::transpose(Value *v, std::vector<int64_t> perm) {
+  Type t{v->type.dtype, {}, v->type.vary};
+  for (int64_t p : perm) t.shape.push_back(v->type.shape[p]);
+  return emit(Prim::Transpose, {v}, t, {{"permutation", perm}});
+}
+
+// ---- flattening
+
+namespace {
+
+Value *lookup(std::map<const Value *, Value *> &map, const Value *v) {
+  auto it = map.find(v);
+  return it == map.end() ? const_cast<Value *>(v) : it->second;
+}
+
+} // namespace
+
+std::vector<Value *> Differentiator::flattenInto(const Func &src, Func &dst,
+                                                 std::map<const Value *, Value *> &map) {
+  for (const Eqn &e : src.eqns) {
+    std::vector<Value *> ins;
+    for (Value *v : e.ins) ins.push_back(lookup(map, v));
+    Builder b{m_, dst, e.loc};
+    switch (e.prim) {
+    case Prim::Call: {
+      std::map<const Value *, Value *> inner;
+      for (size_t i = 0; i < ins.size(); ++i) inner[e.bodies[0]->params[i]] = ins[i];
+      std::vector<Value *> res = flattenInto(*e.bodies[0], dst, inner);
+      for (size_t i = 0; i < e.outs.size(); ++i) map[e.outs[i]] = res[i];
+      break;
+    }
+    case Prim::Loop: {
+      // Static trip count: unrolled, so the transposed loop runs its iterations backwards.
+      const Func &body = *e.bodies[0];
+      size_t consts = (size_t)e.intParam("num_consts");
+      std::vector<Value *> carries(ins.begin() + consts, ins.end());
+      for (int64_t i = e.intParam("lo"); i < e.intParam("hi"); ++i) {
+        std::map<const Value *, Value *> inner;
+        inner[body.params[0]] = b.i32(i);
+        for (size_t k = 0; k < consts; ++k) inner[body.params[1 + k]] = ins[k];
+        for (size_t k = 0; k < carries.size(); ++k) inner[body.params[1 + consts + k]] = carries[k];
+        carries = flattenInto(body, dst, inner);
+      }
+      for (size_t k = 0; k < e.outs.size(); ++k) map[e.outs[k]] = carries[k];
+      break;
+    }
+    case Prim::Cond: {
+      // Both branches run and the results are selected: the same values, and a straight line
+      // to differentiate (cotangents reach only the branch that was taken).
+      std::vector<Value *> operands(ins.begin() + 1, ins.end());
+      std::vector<std::vector<Value *>> results;
+      for (const Func *branch : e.bodies) {
+        std::map<const Value *, Value *> inner;
+        for (size_t k = 0; k < operands.size(); ++k) inner[branch->params[k]] = operands[k];
+        results.push_back(flattenInto(*branch, dst, inner));
+      }
+      for (size_t k = 0; k < e.outs.size(); ++k)
+        map[e.outs[k]] = b.select(ins[0], results[0][k], results[1][k]);
+      break;
+    }
+    case Prim::Print: break;  // differentiated code has no effects
+    default: {
+      Eqn c = e;
+      c.ins = ins;
+      for (Value *&o : c.outs) {
+        Value *n = dst.newValue(o->type, o->hint);
+        map[o] = n;
+        o = n;
+      }
+      dst.eqns.push_back(std::move(c));
+    }
+    }
+  }
+  std::vector<Value *> res;
+  for (Value *r : src.results) res.push_back(lookup(map, r));
+  return res;
+}
+
+// ---- dead equations
+
+void removeDeadEqns(Func &f) {
+  std::set<const Value *> live(f.results.begin(), f.results.end());
+  std::vector<bool> keep(f.eqns.size(), false);
+  for (size_t i = f.eqns.size(); i-- > 0;) {
+    const Eqn &e = f.eqns[i];
+    bool used = e.prim == Prim::Print;
+    for (const Value *o : e.outs) used |= live.count(o) != 0;
+    if (!used) continue;
+    keep[i] = true;
+    live.insert(e.ins.begin(), e.ins.end());
+  }
+  std::vector<Eqn> kept;
+  for (size_t i = 0; i < f.eqns.size(); ++i)
+    if (keep[i]) kept.push_back(std::move(f.eqns[i]));
+  f.eqns = std::move(kept);
+}
+
+} // namespace shmapc::passes::ad

@@ -1,0 +1,262 @@
+// differentiate: replaces each jvp/vjp equation by a call of a new Func that computes it
+// (printed by --emit=ir, like jax.make_jaxpr). It runs after insertPbroadcasts, so shmap
+// bodies carry variance types and their transposes need no defensive psums (seed 000):
+// t(shmap(f, in_specs, out_specs)) = shmap(t(f), out_specs, in_specs), with no rescaling.
+//
+// A vjp is the function's primal equations, its linear (tangent) equations taped by the
+// jvp rules, and the tape transposed. A shmap's transpose is a shmap whose body is the body's
+// vjp: it recomputes the forward values it needs on each device (residuals never leave the
+// device), and dead-code removal drops the rest — e.g. the loss's psum2 in a gradient.
+//
+// With --transpose=naive (Module::naiveTranspose), bodies are untyped (check_vma=false) and a
+// shmap transposes as seed 000 says it was done before: cotangents of unmapped outputs are
+// divided by the size of the axes they are unmapped over, and cotangents of inputs are
+// psummed over the axes their in_specs leave unmapped.
+#include "passes/AD.h"
+#include "passes/Passes.h"
+
+#include <algorithm>
+
+namespace shmapc::passes {
+
+namespace ad {
+
+namespace {
+
+Func *newFuncLike(Module &m, const Func &f, const std::string &name) {
+  Func *g = m.newFunc(name);
+  g->loc = f.loc;
+  g->mesh = f.mesh;
+  g->isShmapBody = f.isShmapBody;
+  g->checkVma = f.checkVma;
+  g->autoPbroadcast = f.autoPbroadcast;
+  return g;
+}
+
+std::vector<Value *> copyParams(const Func &f, Func &g, std::map<const Value *, Value *> &map) {
+  std::vector<Value *> out;
+  for (Value *p : f.params) {
+    Value *np = g.newValue(p->type, p->hint);
+    g.params.push_back(np);
+    map[p] = np;
+    out.push_back(np);
+  }
+  return out;
+}
+
+// Replays the flattened equations of `g` through the linearizer: each primal equation is kept
+// and followed by its tangent equations.
+void linearize(Linearizer &lin) {
+  std::vector<Eqn> primal = std::move(lin.b.f.eqns);
+  lin.b.f.eqns.clear();
+  for (Eqn &e : primal) {
+    lin.b.f.eqns.push_back(e);
+    lin.rule(e);
+  }
+}
+
+AxisSet allAxes(const Mesh &mesh) { return (AxisSet(1) << mesh.axes.size()) - 1; }
+
+std::vector<int64_t> axisList(AxisSet s) {
+  std::vector<int64_t> out;
+  for (int a = 0; a < 32; ++a)
+    if (s & (AxisSet(1) << a)) out.push_back(a);
+  return out;
+}
+
+int64_t axesSize(const Mesh &mesh, AxisSet s) {
+  int64_t n = 1;
+  for (int64_t a : axisList(s)) n *= mesh.sizes[a];
+  return n;
+}
+
+} // namespace
+
+Func *Differentiator::jvpFunc(Func &f, bool tangentsOnly) {
+  auto key = std::make_pair(&f, tangentsOnly);
+  if (auto it = jvpCache_.find(key); it != jvpCache_.end()) return it->second;
+  Func *g = newFuncLike(m_, f, f.isShmapBody ? f.name + "_jvp" : "jvp_" + f.name);
+  jvpCache_[key] = g;
+  std::map<const Value *, Value *> map;
+  std::vector<Value *> primals = copyParams(f, *g, map);
+  std::vector<Value *> res = flattenInto(f, *g, map);
+
+  Linearizer lin{*this, Builder{m_, *g, f.loc}, true, {}, {}, {}};
+  for (Value *p : primals) {
+    Value *tp = g->newValue(p->type, p->hint.empty() ? "" : p->hint + "_dot");
+    g->params.push_back(tp);
+    if (isFloat(p->type.dtype)) {
+      lin.tangent[p] = tp;
+      lin.tangentValues.insert(tp);
+    }
+  }
+  linearize(lin);
+  std::vector<Value *> results = tangentsOnly ? std::vector<Value *>{} : res;
+  for (Value *r : res) {
+    Value *t = lin.tangentOf(r);
+    results.push_back(t ? t : lin.b.zerosLike(r->type));
+  }
+  g->results = results;
+  removeDeadEqns(*g);
+  return g;
+}
+
+namespace {
+
+// Drops params no equation or result uses; returns which of the original params remain.
+std::vector<bool> pruneParams(Func &g, size_t count) {
+  std::set<const Value *> used(g.results.begin(), g.results.end());
+  for (const Eqn &e : g.eqns) used.insert(e.ins.begin(), e.ins.end());
+  std::vector<bool> keep;
+  std::vector<Value *> params;
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    bool k = i >= count || used.count(g.params[i]);
+    if (i < count) keep.push_back(k);
+    if (k) params.push_back(g.params[i]);
+  }
+  g.params = params;
+  return keep;
+}
+
+} // namespace
+
+Func *Differentiator::vjpFunc(Func &f, const std::vector<int64_t> &wrt, bool withValue,
+                              bool linear, Loc loc) {
+  return vjpFuncFor(f, wrt, withValue, linear, loc, nullptr);
+}
+
+Func *Differentiator::vjpFuncFor(Func &f, const std::vector<int64_t> &wrt, bool withValue,
+                                 bool linear, Loc loc, const Eqn *shmap) {
+  auto key = std::make_tuple(&f, wrt, withValue, linear);
+  if (!shmap)
+    if (auto it = vjpCache_.find(key); it != vjpCache_.end()) return it->second;
+  std::string name = linear ? "transpose_" + f.name : "vjp_" + f.name;
+  if (f.isShmapBody) name = f.name + (linear ? "_transpose" : "_vjp");
+  Func *g = newFuncLike(m_, f, name);
+  if (!shmap) vjpCache_[key] = g;
+  std::map<const Value *, Value *> map;
+  std::vector<Value *> primals = copyParams(f, *g, map);
+  std::vector<Value *> cts;
+  for (Value *r : f.results) {
+    Value *c = g->newValue(r->type, r->hint.empty() ? "ct" : r->hint + "_ct");
+    g->params.push_back(c);
+    cts.push_back(c);
+  }
+  std::vector<Value *> res = flattenInto(f, *g, map);
+
+  Linearizer lin{*this, Builder{m_, *g, f.loc}, false, {}, {}, {}};
+  std::vector<Value *> wrtTangents;
+  for (int64_t w : wrt) {
+    Value *t = lin.newTangent(primals[w]->type);
+    lin.tangent[primals[w]] = t;
+    wrtTangents.push_back(t);
+  }
+  linearize(lin);
+
+  Transposer tr{*this, Builder{m_, *g, f.loc}, {}};
+  bool naiveBody = shmap && mode_.naiveTranspose;
+  for (size_t k = 0; k < res.size(); ++k) {
+    Value *c = cts[k];
+    if (naiveBody) {  // the old rule: divide by the size of the axes the output is unmapped on
+      AxisSet unmapped = allAxes(*f.mesh) & ~shmap->specsParam("out_specs")[k].axes();
+      if (unmapped)
+        c = tr.b.binary(Prim::Div, c, tr.b.full((double)axesSize(*f.mesh, unmapped), c->type));
+    }
+    tr.accumulate(lin.tangentOf(res[k]), c);
+  }
+  for (size_t i = lin.tape.size(); i-- > 0;) tr.rule(lin.tape[i]);
+
+  std::vector<Value *> results = withValue ? res : std::vector<Value *>{};
+  for (size_t j = 0; j < wrt.size(); ++j) {
+    Value *c = tr.ctOf(wrtTangents[j]);
+    if (!c) c = tr.b.zerosLike(primals[wrt[j]]->type);
+    if (naiveBody) {  // the old rule: psum cotangents of inputs over their unmapped axes
+      AxisSet unmapped = allAxes(*f.mesh) & ~shmap->specsParam("in_specs")[wrt[j]].axes();
+      if (unmapped) c = tr.b.emit(Prim::Psum, {c}, c->type, {{"axes", axisList(unmapped)}});
+    }
+    results.push_back(c);
+  }
+  g->results = results;
+  removeDeadEqns(*g);
+  if (linear) checkLinear(*g, primals, wrt, loc);
+  return g;
+}
+
+// transpose(f) needs f linear in the wrt params: after dead-code removal no equation may still
+// read their primal values (a nonlinear use, such as x * x, keeps one as a residual).
+void Differentiator::checkLinear(const Func &g, const std::vector<Value *> &primals,
+                                 const std::vector<int64_t> &wrt, Loc loc) {
+  for (int64_t w : wrt)
+    for (const Eqn &e : g.eqns)
+      if (std::find(e.ins.begin(), e.ins.end(), primals[w]) != e.ins.end())
+        diags_.fatal(DiagId::NotLinear, e.loc.valid() ? e.loc : loc,
+                     std::string("cannot transpose: '") + primName(e.prim) +
+                         "' uses parameter " + std::to_string(w) +
+                         " nonlinearly (transpose needs a function linear in its arguments)",
+                     "use vjp for a nonlinear function");
+}
+
+// The transpose of a taped shmap: a shmap of the body's vjp, specs swapped.
+void Transposer::shmapRule(const LinearEqn &le) {
+  const Eqn &e = le.e;
+  std::vector<int64_t> wrt;
+  for (size_t i = 0; i < le.tangentIns.size(); ++i)
+    if (le.tangentIns[i]) wrt.push_back((int64_t)i);
+  Func *body = d.vjpFuncFor(*e.bodies[0], wrt, false, false, e.loc, &e);
+  std::vector<bool> used = pruneParams(*body, e.ins.size());
+
+  const auto &inSpecs = e.specsParam("in_specs"), &outSpecs = e.specsParam("out_specs");
+  Eqn t{Prim::Shmap, {}, {}, {{"mesh", e.params.at("mesh")}}, {body}, e.loc};
+  std::vector<PartitionSpec> specIn, specOut;
+  for (size_t i = 0; i < e.ins.size(); ++i)
+    if (used[i]) {
+      t.ins.push_back(e.ins[i]);
+      specIn.push_back(inSpecs[i]);
+    }
+  for (size_t k = 0; k < e.outs.size(); ++k) {
+    Value *c = le.tangentOuts[k] ? ctOf(le.tangentOuts[k]) : nullptr;
+    t.ins.push_back(c ? c : b.zerosLike(e.outs[k]->type));
+    specIn.push_back(outSpecs[k]);
+  }
+  for (int64_t w : wrt) {
+    t.outs.push_back(b.f.newValue(e.ins[w]->type, e.ins[w]->hint.empty() ? "" : e.ins[w]->hint + "_ct"));
+    specOut.push_back(inSpecs[w]);
+  }
+  t.params["in_specs"] = specIn;
+  t.params["out_specs"] = specOut;
+  std::vector<Value *> outs = t.outs;
+  b.emitEqn(std::move(t));
+  for (size_t j = 0; j < wrt.size(); ++j) accumulate(le.tangentIns[wrt[j]], outs[j]);
+}
+
+} // namespace ad
+
+namespace {
+
+void differentiateFunc(ad::Differentiator &d, ir::Func &f, std::set<ir::Func *> &done) {
+  if (!done.insert(&f).second) return;
+  for (ir::Eqn &e : f.eqns) {
+    for (ir::Func *b : e.bodies) differentiateFunc(d, *b, done);  // nested transforms first
+    if (e.prim == ir::Prim::Jvp) {
+      e.bodies = {d.jvpFunc(*e.bodies[0], false)};
+    } else if (e.prim == ir::Prim::Vjp) {
+      e.bodies = {d.vjpFunc(*e.bodies[0], e.intsParam("wrt"), e.intParam("with_value") != 0,
+                            e.intParam("linear") != 0, e.loc)};
+    } else {
+      continue;
+    }
+    e.prim = ir::Prim::Call;
+    e.params.clear();
+  }
+}
+
+} // namespace
+
+void differentiate(ir::Module &m, Diagnostics &diags) {
+  ad::Differentiator d(m, diags, ad::Mode{m.naiveTranspose});
+  std::set<ir::Func *> done;
+  differentiateFunc(d, *m.main, done);
+  removeUnreachableFuncs(m);
+}
+
+} // namespace shmapc::passes
