@@ -194,7 +194,8 @@ private:
     case Expr::Unary: return "(" + e.op + " " + expr(*e.items[0]) + ")";
     case Expr::Binary: return "(" + e.op + " " + expr(*e.items[0]) + " " + expr(*e.items[1]) + ")";
     case Expr::Call: {
-      std::string s = "(call " + (e.module.empty() ? "" : e.module + ".") + e.name;
+      std::string s = e.callee ? "(apply " + expr(*e.callee)
+                               : "(call " + (e.module.empty() ? "" : e.module + ".") + e.name;
       for (const ExprPtr &a : e.items) s += " " + expr(*a);
       for (const Expr::KwArg &kw : e.kwargs) s += " (kw " + kw.name + " " + expr(*kw.value) + ")";
       return s + ")";

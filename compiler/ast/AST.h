@@ -44,7 +44,9 @@ struct Expr {
     TypeArg,     // a type used as an argument: `zeros(f32[4])`: type
     Unary,       // op ("-" or "!"), items[0]
     Binary,      // op ("+","-","*","/","%","@","==","!=","<","<=",">",">=","&&","||"), items[0], items[1]
-    Call,        // callee name (+ module), items = positional args, kwargs = keyword args
+    Call,        // callee name (+ module), items = positional args, kwargs = keyword args;
+                 // with `callee` set, an application of a function-valued expression:
+                 // `grad(f)(x)` is a Call whose callee is the Call `grad(f)`
     Index,       // items[0] = base, indices
   } kind;
   Loc loc;
@@ -55,6 +57,7 @@ struct Expr {
   std::string module;   // for Name / Call: `nn.dense` -> module "nn", name "dense"
   std::string op;
   std::vector<ExprPtr> items;
+  ExprPtr callee;       // Call: the function-valued expression applied (null: `name` is)
   struct KwArg {
     std::string name;
     Loc loc;

@@ -704,11 +704,22 @@ ExprPtr Parser::parseUnary() {
   return e;
 }
 
-// postfixExpr = primary { "[" indexItem { "," indexItem } "]" } ;
+// postfixExpr = primary { "[" indexItem { "," indexItem } "]" | "(" [ arg { "," arg } ] ")" } ;
+// An argument list after a call applies the function it returns: grad(f)(x).
 ExprPtr Parser::parsePostfix() {
   DepthGuard guard(*this);
   ExprPtr base = parsePrimary();
-  while (at(Tok::LBracket)) {
+  while (at(Tok::LBracket) || (at(Tok::LParen) && base->kind == Expr::Call)) {
+    if (at(Tok::LParen)) {
+      enter();
+      ExprPtr e = makeExpr(Expr::Call, take().loc);
+      e->name = base->name;
+      e->callee = std::move(base);
+      if (!at(Tok::RParen)) parseArgs(*e);
+      expect(Tok::RParen, "to close the argument list", "separate arguments with ',' and close with ')'");
+      base = std::move(e);
+      continue;
+    }
     enter();
     ExprPtr e = makeExpr(Expr::Index, take().loc);
     e->items.push_back(std::move(base));

@@ -163,7 +163,13 @@ void Transposer::rule(const LinearEqn &le) {
                                   {{"axes", e.params.at("axes")},
                                    {"axis", e.params.at("scatter_dimension")},
                                    {"tiled", e.params.at("tiled")}}, xt));
-  case Prim::AllGatherInvariant: return accumulate(in(0), same(Prim::Pscatter, c, e.params, xt));
+  case Prim::AllGatherInvariant:
+    if (!b.f.checkVma)  // untyped (naive mode): all_gather's old transpose, a psum_scatter
+      return accumulate(in(0), same(Prim::PsumScatter, c,
+                                    {{"axes", e.params.at("axes")},
+                                     {"scatter_dimension", e.params.at("axis")},
+                                     {"tiled", e.params.at("tiled")}}, xt));
+    return accumulate(in(0), same(Prim::Pscatter, c, e.params, xt));
   case Prim::Pscatter: return accumulate(in(0), same(Prim::AllGatherInvariant, c, e.params, xt));
   case Prim::AllToAll:
     return accumulate(in(0), same(Prim::AllToAll, c,

@@ -23,8 +23,21 @@ namespace ad {
 
 namespace {
 
+// Derived functions get names no other Func has (the same function may be differentiated
+// at several call sites), but for sema's traces, which this pass removes.
+std::string unusedName(const Module &m, const std::string &base) {
+  auto taken = [&](const std::string &n) {
+    for (const auto &f : m.funcs)
+      if (f->name == n && !f->isTrace) return true;
+    return false;
+  };
+  std::string name = base;
+  for (int k = 1; taken(name); ++k) name = base + "_" + std::to_string(k);
+  return name;
+}
+
 Func *newFuncLike(Module &m, const Func &f, const std::string &name) {
-  Func *g = m.newFunc(name);
+  Func *g = m.newFunc(unusedName(m, name));
   g->loc = f.loc;
   g->mesh = f.mesh;
   g->isShmapBody = f.isShmapBody;
@@ -178,7 +191,13 @@ Func *Differentiator::vjpFuncFor(Func &f, const std::vector<int64_t> &wrt, bool 
   }
   g->results = results;
   removeDeadEqns(*g);
-  if (linear) checkLinear(*g, primals, wrt, loc);
+  if (linear) {  // transpose(f) takes no values for the linear params: drop them
+    checkLinear(*g, primals, wrt, loc);
+    std::vector<Value *> params;
+    for (size_t i = 0; i < g->params.size(); ++i)
+      if (std::find(wrt.begin(), wrt.end(), (int64_t)i) == wrt.end()) params.push_back(g->params[i]);
+    g->params = params;
+  }
   return g;
 }
 
@@ -235,19 +254,29 @@ namespace {
 
 void differentiateFunc(ad::Differentiator &d, ir::Func &f, std::set<ir::Func *> &done) {
   if (!done.insert(&f).second) return;
+  bool changed = false;
   for (ir::Eqn &e : f.eqns) {
     for (ir::Func *b : e.bodies) differentiateFunc(d, *b, done);  // nested transforms first
     if (e.prim == ir::Prim::Jvp) {
       e.bodies = {d.jvpFunc(*e.bodies[0], false)};
     } else if (e.prim == ir::Prim::Vjp) {
-      e.bodies = {d.vjpFunc(*e.bodies[0], e.intsParam("wrt"), e.intParam("with_value") != 0,
-                            e.intParam("linear") != 0, e.loc)};
+      const std::vector<int64_t> wrt = e.intsParam("wrt");
+      bool linear = e.intParam("linear") != 0;
+      e.bodies = {d.vjpFunc(*e.bodies[0], wrt, e.intParam("with_value") != 0, linear, e.loc)};
+      if (linear) {  // the linear params' placeholder operands go
+        std::vector<ir::Value *> ins;
+        for (size_t i = 0; i < e.ins.size(); ++i)
+          if (std::find(wrt.begin(), wrt.end(), (int64_t)i) == wrt.end()) ins.push_back(e.ins[i]);
+        e.ins = ins;
+      }
     } else {
       continue;
     }
     e.prim = ir::Prim::Call;
     e.params.clear();
+    changed = true;
   }
+  if (changed) ad::removeDeadEqns(f);  // e.g. the placeholders transpose's linear params had
 }
 
 } // namespace

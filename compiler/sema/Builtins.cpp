@@ -13,6 +13,7 @@ const std::map<std::string, Sema::BuiltinFn> &Sema::builtins() {
   static const std::map<std::string, BuiltinFn> table = {
       // creation
       {"zeros", &Sema::bZeros},
+      {"check_grads", &Sema::bCheckGrads},
       {"ones", &Sema::bOnes},
       {"full", &Sema::bFull},
       {"iota", &Sema::bIota},

@@ -214,8 +214,10 @@ SVal Sema::evalIndex(const ast::Expr &e) {
 // ---- calls: user functions first (they may shadow builtins), then the builtins table
 
 std::vector<SVal> Sema::evalCall(const ast::Expr &e) {
+  if (e.callee) return evalApply(e);
   const Unit *unit = nullptr;
   if (const ast::FuncDecl *decl = findFunction(e, unit)) return callFunction(*decl, *unit, e);
+  rejectUnappliedTransform(e);
   auto it = builtins().find(e.name);
   if (it != builtins().end()) return {(this->*(it->second))(e)};
   std::vector<std::string> names;

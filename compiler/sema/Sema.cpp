@@ -124,18 +124,30 @@ std::vector<SVal> Sema::callFunction(const ast::FuncDecl &decl, const Unit &unit
     fail(DiagId::BadArgument, call.kwargs[0].loc,
          "keyword argument " + call.kwargs[0].name + " passed to user function " + decl.name,
          "user functions take positional arguments only");
-  if (call.items.size() != decl.params.size())
-    failWithNote(DiagId::ArgCount, call.loc,
+  checkArgCount(decl, call.items.size(), call.loc);
+  std::vector<SVal> args;
+  for (const ast::ExprPtr &item : call.items) args.push_back(eval(*item));
+  return callFunctionWith(decl, unit, args, call.loc);
+}
+
+void Sema::checkArgCount(const ast::FuncDecl &decl, size_t given, Loc callLoc) {
+  if (given != decl.params.size())
+    failWithNote(DiagId::ArgCount, callLoc,
                  decl.name + " takes " + std::to_string(decl.params.size()) +
-                     " argument(s) but " + std::to_string(call.items.size()) + " were given",
+                     " argument(s) but " + std::to_string(given) + " were given",
                  "pass one argument per parameter", decl.loc, decl.name + " is defined here");
-  if (decl.shmap) return callShmap(decl, unit, call);
+}
+
+std::vector<SVal> Sema::callFunctionWith(const ast::FuncDecl &decl, const Unit &unit,
+                                         const std::vector<SVal> &args, Loc callLoc) {
+  checkArgCount(decl, args.size(), callLoc);
+  if (decl.shmap) return callShmap(decl, unit, args, callLoc);
 
   std::vector<ArgDesc> descs;
   std::vector<ir::Value *> ins;
   for (size_t i = 0; i < decl.params.size(); ++i) {
     const ast::Param &p = decl.params[i];
-    SVal a = eval(*call.items[i]);
+    const SVal &a = args[i];
     ArgDesc d;
     if (a.kind == SVal::Axes) {
       if (p.type)
@@ -165,20 +177,20 @@ std::vector<SVal> Sema::callFunction(const ast::FuncDecl &decl, const Unit &unit
     ins.push_back(v);
   }
 
-  callChain_.push_back({call.loc, (unit.name.empty() ? "" : unit.name + ".") + decl.name});
-  const Instance &inst = instantiate(decl, unit, descs, cur_->mesh, call.loc);
+  callChain_.push_back({callLoc, (unit.name.empty() ? "" : unit.name + ".") + decl.name});
+  const Instance &inst = instantiate(decl, unit, descs, cur_->mesh, callLoc);
   callChain_.pop_back();
 
   ir::Eqn e;
   e.prim = ir::Prim::Call;
   e.ins = ins;
   e.bodies = {inst.func};
-  e.loc = call.loc;
+  e.loc = callLoc;
   std::vector<SVal> out;
   for (const ir::Type &t : inst.results) {
     ir::Value *v = cur_->func->newValue(t);
     e.outs.push_back(v);
-    out.push_back(SVal::array(v, call.loc));
+    out.push_back(SVal::array(v, callLoc));
   }
   cur_->func->eqns.push_back(std::move(e));
   return out;

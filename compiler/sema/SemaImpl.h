@@ -14,6 +14,7 @@
 #include "sema/Sema.h"
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -53,6 +54,22 @@ struct SVal {
     s.loc = loc;
     return s;
   }
+};
+
+struct Unit;
+
+// A function used as a value: a function's name, or a transform of a function value
+// (`grad(f, argnums=(0, 1))`). Only ever applied to arguments (Transforms.cpp).
+struct FnValue {
+  enum Kind { Named, Grad, ValueAndGrad, Vjp, Jvp, Transpose } kind = Named;
+  const ast::FuncDecl *decl = nullptr;  // Named
+  const Unit *unit = nullptr;           // Named
+  std::shared_ptr<const FnValue> inner; // the transformed function
+  std::vector<int64_t> argnums;
+  bool hasArgnums = false;
+  Loc argnumsLoc;
+  Loc loc;
+  std::string text;  // as written, for messages: "grad(loss)"
 };
 
 // One source file with its functions by name.
@@ -132,6 +149,9 @@ public:
   const ast::FuncDecl *findFunction(const ast::Expr &call, const Unit *&unitOut);
   std::vector<SVal> callFunction(const ast::FuncDecl &decl, const Unit &unit,
                                  const ast::Expr &call);
+  void checkArgCount(const ast::FuncDecl &decl, size_t given, Loc callLoc);
+  std::vector<SVal> callFunctionWith(const ast::FuncDecl &decl, const Unit &unit,
+                                     const std::vector<SVal> &args, Loc callLoc);
   const Instance &instantiate(const ast::FuncDecl &decl, const Unit &unit,
                               const std::vector<ArgDesc> &args, const ir::Mesh *mesh,
                               Loc callLoc);
@@ -251,9 +271,38 @@ public:
   SVal bAxisIndex(const ast::Expr &c);
   SVal bAxisSize(const ast::Expr &c);
 
+  // ---- program transformations (Transforms.cpp)
+  struct Trace {
+    ir::Func *func;
+    std::vector<ir::Type> results;
+  };
+  std::optional<FnValue> evalFnOpt(const ast::Expr &e);
+  FnValue evalFn(const ast::Expr &e, const std::string &what);
+  std::vector<SVal> evalApply(const ast::Expr &call);
+  void rejectUnappliedTransform(const ast::Expr &call);
+  Trace traceFn(const FnValue &f, const std::vector<ir::Type> &types, Loc loc);
+  size_t fnArity(const FnValue &f, const std::vector<ir::Type> &args, Loc loc);
+  std::vector<ir::Type> fnParamTypes(const FnValue &f, Loc loc);
+  std::vector<int64_t> wrtParams(const FnValue &f, size_t n);
+  std::vector<SVal> applyFn(const FnValue &f, const std::vector<SVal> &args, Loc loc);
+  void checkTransformArgCount(const FnValue &f, size_t want, size_t given, Loc loc,
+                              const std::string &shape);
+  void requireFloat(const FnValue &f, const ir::Type &t, size_t argnum, Loc loc);
+  ir::Eqn &emitTransform(ir::Prim p, ir::Func *body, std::vector<ir::Value *> ins,
+                         const std::vector<ir::Type> &outs, Loc loc);
+  std::vector<SVal> applyGrad(const FnValue &f, const std::vector<ir::Value *> &xs, size_t n,
+                              Loc loc);
+  std::vector<SVal> applyVjp(const FnValue &f, const std::vector<ir::Value *> &xs, Loc loc);
+  std::vector<SVal> applyJvp(const FnValue &f, const std::vector<ir::Value *> &xs, size_t n,
+                             Loc loc);
+  std::vector<SVal> applyTranspose(const FnValue &f, const std::vector<ir::Value *> &xs,
+                                   size_t n, Loc loc);
+  ir::Value *innerProduct(ir::Value *a, ir::Value *b, Loc loc);
+  SVal bCheckGrads(const ast::Expr &c);
+
   // ---- shmap (Shmap.cpp)
   std::vector<SVal> callShmap(const ast::FuncDecl &decl, const Unit &unit,
-                              const ast::Expr &call);
+                              const std::vector<SVal> &args, Loc callLoc);
   int meshIndex(const std::string &name, Loc loc);
   ir::PartitionSpec convertSpec(const ast::PartitionSpecExpr &spec, const ir::Mesh &mesh);
   ir::Type blockType(const ir::Type &global, const ir::PartitionSpec &spec,

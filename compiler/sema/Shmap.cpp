@@ -100,10 +100,10 @@ ir::Type Sema::blockType(const ir::Type &global, const ir::PartitionSpec &spec,
 }
 
 std::vector<SVal> Sema::callShmap(const ast::FuncDecl &decl, const Unit &unit,
-                                  const ast::Expr &call) {
+                                  const std::vector<SVal> &args, Loc callLoc) {
   const ast::ShmapAttrs &attrs = *decl.shmap;
   if (cur_->mesh)
-    failWithNote(DiagId::ShmapInsideShmap, call.loc,
+    failWithNote(DiagId::ShmapInsideShmap, callLoc,
                  "cannot call shmap function " + decl.name + " inside a shmap body",
                  "call it from main (or host code), or drop its @shmap and use the current "
                  "mesh's collectives directly",
@@ -121,7 +121,7 @@ std::vector<SVal> Sema::callShmap(const ast::FuncDecl &decl, const Unit &unit,
   std::vector<ArgDesc> descs;
   for (size_t i = 0; i < decl.params.size(); ++i) {
     const ast::Param &p = decl.params[i];
-    SVal a = eval(*call.items[i]);
+    const SVal &a = args[i];
     if (a.kind == SVal::Axes)
       fail(DiagId::BadArgument, a.loc, "a shmap function takes arrays, not axis names " + describe(a),
            "pass axis names to plain functions called from the shmap body");
@@ -144,8 +144,8 @@ std::vector<SVal> Sema::callShmap(const ast::FuncDecl &decl, const Unit &unit,
     ins.push_back(v);
   }
 
-  callChain_.push_back({call.loc, decl.name});
-  const Instance &inst = instantiate(decl, unit, descs, &mesh, call.loc);
+  callChain_.push_back({callLoc, decl.name});
+  const Instance &inst = instantiate(decl, unit, descs, &mesh, callLoc);
   callChain_.pop_back();
 
   if (attrs.outSpecs.size() != inst.results.size())
@@ -176,7 +176,7 @@ std::vector<SVal> Sema::callShmap(const ast::FuncDecl &decl, const Unit &unit,
   e.prim = ir::Prim::Shmap;
   e.ins = ins;
   e.bodies = {inst.func};
-  e.loc = call.loc;
+  e.loc = callLoc;
   e.params["mesh"] = (int64_t)mi;
   e.params["in_specs"] = inSpecs;
   e.params["out_specs"] = outSpecs;
@@ -184,7 +184,7 @@ std::vector<SVal> Sema::callShmap(const ast::FuncDecl &decl, const Unit &unit,
   for (const ir::Type &t : globals) {
     ir::Value *v = cur_->func->newValue(t);
     e.outs.push_back(v);
-    out.push_back(SVal::array(v, call.loc));
+    out.push_back(SVal::array(v, callLoc));
   }
   cur_->func->eqns.push_back(std::move(e));
   return out;

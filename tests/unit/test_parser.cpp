@@ -521,6 +521,13 @@ TEST_CASE("parser: calls and type arguments", "[parser][expr]") {
   CHECK(exprDump("f(g(h(x)))") == "(call f (call g (call h x)))");
   // The keyword test looks at `ident =` only: `a == b` is a comparison argument.
   CHECK(exprDump("f(a == b)") == "(call f (== a b))");
+  // An argument list after a call applies the function the call returns.
+  CHECK(exprDump("grad(f)(x)") == "(apply (call grad f) x)");
+  CHECK(exprDump("grad(f, argnums=(0, 1))(x, y)") ==
+        "(apply (call grad f (kw argnums (tuple 0 1))) x y)");
+  CHECK(exprDump("transpose(transpose(f))(ct)[0]") ==
+        "(index (apply (call transpose (call transpose f)) ct) 0)");
+  CHECK(exprDump("jvp(f)()") == "(apply (call jvp f))");
 
   auto p = parse("def f() { return cast(x, f64); }");
   const ast::Expr &call = *p.funcs[0]->body[0]->values[0];
@@ -817,7 +824,8 @@ TEST_CASE("parser errors: expressions", "[parser][errors]") {
   expectError("def f() { return f32[4]; }", DiagId::ExpectedExpr, 1, 18);
   expectError("def f() { return zeros(f32[n]); }", DiagId::ExpectedType, 1, 28);
   expectError("def f() { return zeros(f32[4) ; }", DiagId::ExpectedType, 1, 29);
-  expectError("def f() { return f(x)(y); }", DiagId::ExpectedToken, 1, 22);
+  expectError("def f() { return f(x)(y; }", DiagId::ExpectedToken, 1, 24);
+  expectError("def f() { return (f)(y); }", DiagId::ExpectedToken, 1, 21);
   expectError("def f() { return -; }", DiagId::ExpectedExpr, 1, 19);
   expectError("def f() { return a +* b; }", DiagId::ExpectedExpr, 1, 21);
   expectError("def f() { return a.b.c; }", DiagId::ExpectedToken, 1, 21);
