@@ -712,7 +712,8 @@ ExprPtr Parser::parsePostfix() {
   while (at(Tok::LBracket) || (at(Tok::LParen) && base->kind == Expr::Call)) {
     if (at(Tok::LParen)) {
       enter();
-      ExprPtr e = makeExpr(Expr::Call, take().loc);
+      take();  // '(': the application is located at its function, like a call at its name
+      ExprPtr e = makeExpr(Expr::Call, base->loc);
       e->name = base->name;
       e->callee = std::move(base);
       if (!at(Tok::RParen)) parseArgs(*e);

@@ -36,6 +36,10 @@ std::vector<std::string> Sema::visibleNames() {
 SVal Sema::lookup(const std::string &name, Loc loc) {
   Scope *s = findScope(name);
   if (!s) {
+    if (cur_->unit->funcs.count(name))
+      fail(DiagId::FunctionNotCalled, loc, name + " is a function, not a value",
+           "call it: " + name + "(...); functions are passed only to transformations such as "
+           "grad(" + name + ")");
     std::string near = closestName(name, visibleNames());
     fail(DiagId::UnknownName, loc, "unknown name " + name,
          near.empty() ? "bind it first with `let " + name + " = ...;`"

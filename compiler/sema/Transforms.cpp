@@ -74,6 +74,9 @@ std::optional<FnValue> Sema::evalFnOpt(const ast::Expr &e) {
            f.kind == FnValue::Jvp ? "jvp differentiates with respect to every argument"
                                   : "its one option is argnums=");
     f.argnums = staticIntList(*kw.value, "argnums");
+    if (f.argnums.empty())
+      fail(DiagId::TransformArgs, kw.loc, "argnums is empty: " + e.name + " would differentiate nothing",
+           "list at least one argument position, e.g. argnums=0");
     f.argnumsLoc = kw.loc;
     f.hasArgnums = true;
   }
@@ -226,6 +229,10 @@ std::vector<int64_t> Sema::wrtParams(const FnValue &f, size_t n) {
       for (size_t i = 0; i < n; ++i) wrt.push_back((int64_t)i);
     }
   }
+  if (n == 0)
+    fail(DiagId::TransformArgs, f.loc,
+         f.inner->text + " takes no arguments: " + f.text + " has nothing to differentiate",
+         "differentiate a function of at least one float argument");
   std::vector<int64_t> seen;
   for (int64_t &a : wrt) {
     if (a < -(int64_t)n || a >= (int64_t)n)
@@ -247,10 +254,10 @@ std::vector<int64_t> Sema::wrtParams(const FnValue &f, size_t n) {
 std::vector<SVal> Sema::applyFn(const FnValue &f, const std::vector<SVal> &args, Loc loc) {
   if (f.kind == FnValue::Named) return callFunctionWith(*f.decl, *f.unit, args, loc);
   if (cur_->mesh)
-    fail(DiagId::TransformInShmap, loc,
-         f.text + " inside a shmap body is not supported yet",
-         "differentiate the shmap function from host code instead: grad(g) where g calls the "
-         "shmap; the transpose of a shmap is a shmap (seed 000)");
+    failWithCallChain(DiagId::TransformInShmap, loc,
+                      f.text + " inside a shmap body is not supported yet",
+                      "differentiate the shmap function from host code instead: grad(g) where "
+                      "g calls the shmap function; the transpose of a shmap is a shmap");
   std::vector<ir::Value *> xs;
   std::vector<ir::Type> types;
   for (const SVal &a : args) {
@@ -390,6 +397,12 @@ std::vector<SVal> Sema::applyTranspose(const FnValue &f, const std::vector<ir::V
   std::vector<int64_t> wrt = wrtParams(f, p.size());
   for (int64_t w : wrt) requireFloat(f, p[w], w, loc);
   Trace t = traceFn(*f.inner, p, loc);
+  for (size_t k = 0; k < t.results.size(); ++k)
+    if (!ir::isFloat(t.results[k].dtype))
+      fail(DiagId::NotDifferentiable, loc,
+           f.text + " needs float results, but result " + std::to_string(k) + " of " +
+               f.inner->text + " is " + str(t.results[k]),
+           "a linear function maps floats to floats; transpose a function with float results");
   checkTransformArgCount(f, n, xs.size(), loc,
                          "the non-linear arguments, then one cotangent per result of " +
                              f.inner->text);
@@ -457,8 +470,9 @@ SVal Sema::bCheckGrads(const ast::Expr &c) {
     }
   }
   if (cur_->mesh)
-    fail(DiagId::TransformInShmap, c.loc, "check_grads inside a shmap body is not supported",
-         "call it from host code");
+    failWithCallChain(DiagId::TransformInShmap, c.loc,
+                      "check_grads inside a shmap body is not supported",
+                      "call it from host code");
   std::vector<ir::Value *> xs;
   std::vector<ir::Type> types;
   for (size_t i = 1; i < c.items.size(); ++i) {
