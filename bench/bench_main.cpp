@@ -1,5 +1,11 @@
-// Runtime benchmarks: collectives over a mesh of 8 devices and a 1024^3 f32 matmul, each
-// reported as a ratio to a baseline timed in the same run.
+// Runtime benchmarks: the cost of starting the device threads, collectives over a mesh of 8
+// devices and a 1024^3 f32 matmul, each reported as a time or as a ratio to a baseline timed
+// in the same run.
+//
+// Thread start-up: an empty shmap call, and (bench_threads.cpp, in child processes) 8 jobs per
+// call on the runtime's pool, on std::threads spawned per call (SHMAP_THREADS=spawn) and in an
+// OpenMP parallel region under OMP_WAIT_POLICY unset / passive / active; each with an empty job
+// and with one barrier inside the job.
 //
 // Collectives are timed inside the shmap body, so thread start-up and the split / assemble of
 // shm_run_shmap are excluded: every device allocates and touches its own buffers, runs the
@@ -8,21 +14,31 @@
 // the clock. time per call = elapsed / K (the second line-up costs one barrier, which is
 // negligible next to the collective at these sizes).
 //
-// Baselines: a single-threaded memcpy of one device's buffer (N f32) for the collectives, and
-// single-threaded OpenBLAS sgemm called directly for shm_matmul.
+// Baselines: for the collectives, a single-threaded memcpy of the same bytes the collective
+// handles across the whole mesh on its larger side: 8 x N f32 (the sum over the 8 devices of
+// their larger buffers; N defined below), best of 5. For the matmuls, single-threaded OpenBLAS
+// sgemm called directly; shm_matmul, Eigen (if built) and a plain i-k-j loop nest are all
+// single-threaded too.
 //
 // Sizes: N is the number of f32 elements per device of the larger side of the collective:
 // psum in = out = N; all_gather out = N (in = N / 8); psum_scatter in = N (out = N / 8);
 // all_to_all in = out = N.
+#include "bench_kernels.h"
 #include "shmap_runtime.h"
 
 #include <algorithm>
 #include <cblas.h>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <spawn.h>
+#include <string>
+#include <sys/wait.h>
 #include <vector>
+
+extern char **environ;
 
 namespace {
 
@@ -129,10 +145,53 @@ double time_memcpy(int64_t bytes) {
 
 void empty_body(shm_device *, void **, void **) {}
 
+// Runs this program again as `--threads LAUNCHER LABEL` with the environment variables in
+// `set` set ("NAME=value") and those in `unset` removed, and waits for it.
+void run_child(const char *launcher, const char *label, std::vector<std::string> set,
+               std::vector<std::string> unset) {
+  std::vector<std::string> env;
+  for (char **e = environ; *e; ++e) {
+    const std::string kv = *e, name = kv.substr(0, kv.find('='));
+    bool drop = false;
+    for (const std::string &s : set) drop |= s.substr(0, s.find('=')) == name;
+    for (const std::string &u : unset) drop |= u == name;
+    if (!drop) env.push_back(kv);
+  }
+  for (const std::string &s : set) env.push_back(s);
+  std::vector<char *> envp;
+  for (std::string &e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  char arg0[] = "shmap_bench", arg1[] = "--threads";
+  std::string a2 = launcher, a3 = label;
+  char *argv[] = {arg0, arg1, a2.data(), a3.data(), nullptr};
+  std::fflush(stdout);
+  pid_t pid;
+  if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()) != 0) {
+    std::printf("%s: could not start a child process\n", label);
+    return;
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
+// max |x - y| / max |y|
+double rel_diff(const std::vector<float> &x, const std::vector<float> &y) {
+  double d = 0, m = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    d = std::max(d, (double)std::fabs(x[i] - y[i]));
+    m = std::max(m, (double)std::fabs(y[i]));
+  }
+  return m > 0 ? d / m : d;
+}
+
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
   openblas_set_num_threads(1); // as in the runtime's main: single-threaded BLAS
+  if (argc == 4 && std::strcmp(argv[1], "--threads") == 0) {
+    bench_thread_launch(argv[2], argv[3]);
+    return 0;
+  }
   const char *threads = std::getenv("SHMAP_THREADS");
   std::printf("shmap runtime benchmark: mesh of %d devices, thread mode %s\n", kDevices,
               threads && std::strcmp(threads, "spawn") == 0 ? "spawn" : "pool");
@@ -145,19 +204,32 @@ int main() {
     for (int i = 0; i < calls; ++i)
       shm_run_shmap(1, mesh, nullptr, empty_body, 0, nullptr, nullptr, 0, nullptr, nullptr);
     const double t = std::chrono::duration<double>(Clock::now() - t0).count() / calls;
-    std::printf("%-28s %10.1f us per call\n", "shmap call, empty body", t * 1e6);
+    std::printf("%-32s %10.1f us per call\n", "shmap call, empty body", t * 1e6);
     const double tb = time_collective(kBarrierOnly, 8, 2000);
-    std::printf("%-28s %10.1f us per call\n", "psum of 1 f32 (latency)", tb * 1e6);
+    std::printf("%-32s %10.1f us per call\n", "psum of 1 f32 (latency)", tb * 1e6);
   }
 
+  std::printf("8 jobs per call (bench_threads.cpp; barrier = the devices' shm::Barrier):\n");
+  run_child("pool", "pool", {}, {"SHMAP_THREADS"});
+  run_child("pool", "spawn", {"SHMAP_THREADS=spawn"}, {});
+#ifdef SHMAP_BENCH_HAVE_OPENMP
+  run_child("omp", "OpenMP default", {}, {"OMP_WAIT_POLICY"});
+  run_child("omp", "OpenMP passive", {"OMP_WAIT_POLICY=passive"}, {});
+  run_child("omp", "OpenMP active", {"OMP_WAIT_POLICY=active"}, {});
+#else
+  std::printf("OpenMP: not found at configure time, not measured\n");
+#endif
+
   for (int64_t n : {(int64_t)1000000, (int64_t)10000000}) {
-    const double base = time_memcpy(n * 4);
-    std::printf("baseline memcpy %lld f32 (%.0f MB): %.3f ms\n", (long long)n, n * 4 / 1e6, base * 1e3);
+    // The same bytes the collective handles over the mesh on its larger side: 8 x N f32.
+    const double base = time_memcpy(kDevices * n * 4);
+    std::printf("baseline memcpy 8 x %lld f32 (%.0f MB, 1 thread): %.3f ms\n", (long long)n,
+                kDevices * n * 4 / 1e6, base * 1e3);
     for (Kind k : {kPsum, kAllGather, kPsumScatter, kAllToAll}) {
       const double t = time_collective(k, n, n >= 10000000 ? 5 : 20);
       char label[64];
       std::snprintf(label, sizeof label, "%s %lld f32", kind_name(k), (long long)n);
-      std::printf("%-28s %10.3f ms   %6.2f x memcpy\n", label, t * 1e3, t / base);
+      std::printf("%-32s %10.3f ms   %6.2f x memcpy\n", label, t * 1e3, t / base);
     }
   }
 
@@ -172,9 +244,29 @@ int main() {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)m, (int)m, 1.0f,
                   a.data(), (int)m, b.data(), (int)m, 0.0f, c.data(), (int)m);
     });
-    const double t = best_of(3, [&] { shm_matmul(SHM_F32, a.data(), b.data(), c.data(), 1, m, m, m); });
-    std::printf("baseline sgemm 1024^3 f32: %.3f ms (%.1f GFLOP/s)\n", base * 1e3, 2.0 * m * m * m / base / 1e9);
-    std::printf("%-28s %10.3f ms   %6.2f x sgemm\n", "shm_matmul 1024^3 f32", t * 1e3, t / base);
+    const std::vector<float> ref = c;
+    std::printf("baseline sgemm 1024^3 f32 (OpenBLAS %s kernels, 1 thread): %.3f ms (%.1f GFLOP/s)\n",
+                openblas_get_corename(), base * 1e3, 2.0 * m * m * m / base / 1e9);
+    auto row = [&](const char *label, double t) {
+      std::printf("%-32s %10.3f ms   %6.2f x sgemm time = %4.2f x its speed  (max rel diff %.0e)\n",
+                  label, t * 1e3, t / base, base / t, rel_diff(c, ref));
+      std::fill(c.begin(), c.end(), 0.0f);
+    };
+    row("shm_matmul 1024^3 f32",
+        best_of(3, [&] { shm_matmul(SHM_F32, a.data(), b.data(), c.data(), 1, m, m, m); }));
+#ifdef SHMAP_BENCH_HAVE_EIGEN
+    {
+      char label[64];
+      std::snprintf(label, sizeof label, "Eigen %s 1024^3 f32", bench_eigen_version());
+      row(label, best_of(3, [&] { bench_matmul_eigen(a.data(), b.data(), c.data(), m, m, m); }));
+      std::snprintf(label, sizeof label, "Eigen, no -march=native");
+      row(label, best_of(3, [&] { bench_matmul_eigen_portable(a.data(), b.data(), c.data(), m, m, m); }));
+    }
+#else
+    std::printf("Eigen: not found at configure time, not measured\n");
+#endif
+    row("i-k-j loops 1024^3 f32",
+        best_of(3, [&] { bench_matmul_loops(a.data(), b.data(), c.data(), m, m, m); }));
   }
   return 0;
 }

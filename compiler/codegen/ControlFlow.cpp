@@ -148,6 +148,23 @@ bool FuncEmitter::emitLoop(const ir::Eqn &e) {
   return true;
 }
 
+namespace {
+
+// Whether running `f` performs a collective (the runtime synchronises every device of the
+// mesh at each one).
+bool performsCollective(const ir::Func &f) {
+  for (const ir::Eqn &e : f.eqns) {
+    if (ir::primInfo(e.prim).kind == ir::PrimKind::Collective && e.prim != ir::Prim::AxisIndex &&
+        e.prim != ir::Prim::Pbroadcast)
+      return true;
+    for (const ir::Func *body : e.bodies)
+      if (performsCollective(*body)) return true;
+  }
+  return false;
+}
+
+} // namespace
+
 bool FuncEmitter::emitCond(const ir::Eqn &e) {
   if (e.bodies.size() != 2) return fail("cond: expected two branches");
   std::vector<llvm::Value *> ins, outs;
@@ -155,6 +172,25 @@ bool FuncEmitter::emitCond(const ir::Eqn &e) {
   for (const ir::Value *v : e.outs) outs.push_back(buffer(v));
   llvm::Value *insArr = ptrArray(ins), *outsArr = ptrArray(outs);
   llvm::Value *pred = b.CreateICmpNE(b.CreateLoad(me.i8Ty, buffer(e.ins[0])), b.getInt8(0));
+
+  // A predicate that may differ between devices (device-varying, or untyped with check_vma
+  // off) would let some devices skip a collective the others wait in: every device runs both
+  // branches and keeps the result of its own, so every device performs every collective.
+  bool mayDiverge = e.ins[0]->type.vary != 0 || (f.mesh && !f.checkVma);
+  if (mayDiverge && (performsCollective(*e.bodies[0]) || performsCollective(*e.bodies[1]))) {
+    std::vector<llvm::Value *> other;
+    for (const ir::Value *v : e.outs) other.push_back(scratch(v->type));
+    b.CreateCall(me.funcType(), me.funcs.at(e.bodies[0]), {dev, outsArr, insArr});
+    b.CreateCall(me.funcType(), me.funcs.at(e.bodies[1]), {dev, ptrArray(other), insArr});
+    llvm::BasicBlock *takeFalse = llvm::BasicBlock::Create(me.ctx, "cond.take_false", fn);
+    llvm::BasicBlock *join = llvm::BasicBlock::Create(me.ctx, "cond.end", fn);
+    b.CreateCondBr(pred, join, takeFalse);
+    b.SetInsertPoint(takeFalse);
+    for (size_t k = 0; k < e.outs.size(); ++k) copyBytes(outs[k], other[k], e.outs[k]->type.byteSize());
+    b.CreateBr(join);
+    b.SetInsertPoint(join);
+    return true;
+  }
 
   llvm::BasicBlock *thenBB = llvm::BasicBlock::Create(me.ctx, "cond.true", fn);
   llvm::BasicBlock *elseBB = llvm::BasicBlock::Create(me.ctx, "cond.false", fn);

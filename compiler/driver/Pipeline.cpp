@@ -49,12 +49,20 @@ bool verifyAfter(const ir::Module &m, const char *stage) {
 // The command-line switches override each shmap's own check_vma / auto_pbroadcast.
 // --transpose=naive transposes untyped bodies (as before seed 000), so it implies
 // --no-check-vma.
+void markUntyped(ir::Func &f) {
+  f.checkVma = false;
+  for (ir::Eqn &e : f.eqns)
+    for (ir::Func *b : e.bodies)
+      if (b->checkVma) markUntyped(*b);
+}
+
 void applyShmapFlags(const CompileOptions &opts, ir::Module &m) {
   m.naiveTranspose = opts.naiveTranspose;
   for (auto &f : m.funcs) {
     if (!f->isShmapBody) continue;
     if (opts.explicitPbroadcast) f->autoPbroadcast = false;
     if (opts.noCheckVma || opts.naiveTranspose) f->checkVma = false;
+    if (!f->checkVma) markUntyped(*f);  // its loop bodies and branches (codegen reads them)
   }
 }
 

@@ -32,7 +32,7 @@ private:
     for (Eqn &e : f.eqns) {
       for (Value *&v : e.ins) v = lookup(replace, v);
       for (Func *b : e.bodies)
-        if (b->isNested) inlineInto(*b);
+        if (b->isNested || b->isTrace) inlineInto(*b);
       if (e.prim != Prim::Call) {
         out.push_back(std::move(e));
         continue;
@@ -63,8 +63,9 @@ private:
       map[v] = nv;
       v = nv;
     }
+    // A traced function is typed per application: each inlined copy gets its own.
     for (Func *&b : c.bodies)
-      if (b->isNested) b = cloneFunc(*b, into.mesh);
+      if (b->isNested || b->isTrace) b = cloneFunc(*b, into.mesh);
     return c;
   }
 
@@ -72,7 +73,8 @@ private:
     Func *f = m_.newFunc(src.name);
     f->loc = src.loc;
     f->mesh = mesh;
-    f->isNested = true;
+    f->isNested = src.isNested;
+    f->isTrace = src.isTrace;
     f->returnLoc = src.returnLoc;
     std::map<Value *, Value *> map;
     for (Value *p : src.params) {

@@ -195,9 +195,9 @@ private:
     case VarianceRule::Loop: return loop(s, e);
     case VarianceRule::Cond: return cond(s, e);
     case VarianceRule::Effect: return emit(s, std::move(e));
+    case VarianceRule::Transform: return transform(s, e);
     case VarianceRule::Shmap:
     case VarianceRule::Call:
-    case VarianceRule::Transform:
       std::fprintf(stderr, "shmapc internal error: %s inside a shmap body at variance inference\n",
                    primName(e.prim));
       std::abort();
@@ -341,6 +341,43 @@ private:
         func(*branch, true, &outs);
       }
     for (size_t k = 0; k < outs.size(); ++k) e.outs[k]->type.vary = outs[k];
+    emit(s, std::move(e));
+  }
+
+  // jvp / vjp applied in device code (grad inside a shmap body): the traced function is typed
+  // like a call, its params varying like the primal operands, and the differentiate pass then
+  // differentiates the typed trace. A tangent varies like its primal and a cotangent like its
+  // result (where they disagree, both are lifted to the union); a cotangent of a param varies
+  // like the param: an invariant param's cotangent is invariant, because the transpose of the
+  // pbroadcast that made it varying inside the function is a psum2.
+  void transform(Scope &s, Eqn &e) {
+    Func &f = *e.bodies[0];
+    size_t n = f.params.size();
+    bool isJvp = e.prim == Prim::Jvp;
+    std::vector<AxisSet> params(n);
+    for (size_t k = 0; k < n; ++k) {
+      params[k] = e.ins[k]->type.vary;
+      if (isJvp) params[k] |= e.ins[n + k]->type.vary;
+    }
+    auto setParams = [&] {
+      for (size_t k = 0; k < n; ++k) f.params[k]->type.vary = params[k];
+    };
+    setParams();
+    std::vector<AxisSet> results = func(f, false, nullptr);
+    if (!isJvp)
+      for (size_t k = 0; k < results.size(); ++k) results[k] |= e.ins[n + k]->type.vary;
+    for (size_t k = 0; k < n; ++k) e.ins[k] = require(s, e, e.ins[k], params[k]);
+    for (size_t k = n; k < e.ins.size(); ++k)
+      e.ins[k] = require(s, e, e.ins[k], isJvp ? params[k - n] : results[k - n]);
+    setParams();
+    if (s.mutate) func(f, true, &results);
+    size_t next = 0;
+    if (isJvp || e.intParam("with_value"))
+      for (AxisSet r : results) e.outs[next++]->type.vary = r;
+    if (isJvp)
+      for (AxisSet r : results) e.outs[next++]->type.vary = r;
+    else
+      for (int64_t w : e.intsParam("wrt")) e.outs[next++]->type.vary = params[w];
     emit(s, std::move(e));
   }
 

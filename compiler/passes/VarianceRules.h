@@ -19,7 +19,7 @@ enum class VarianceRule {
   Cond,               // union of both branches and the predicate
   Shmap,              // body params from in_specs; results checked against out_specs
   Call,               // inlined before variance inference
-  Transform,          // jvp, vjp: host-level only (differentiated after variance inference)
+  Transform,          // jvp, vjp: the traced function typed like a call (differentiated after)
   Effect,             // print: host only
 };
 

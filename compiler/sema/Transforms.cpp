@@ -253,11 +253,6 @@ std::vector<int64_t> Sema::wrtParams(const FnValue &f, size_t n) {
 
 std::vector<SVal> Sema::applyFn(const FnValue &f, const std::vector<SVal> &args, Loc loc) {
   if (f.kind == FnValue::Named) return callFunctionWith(*f.decl, *f.unit, args, loc);
-  if (cur_->mesh)
-    failWithCallChain(DiagId::TransformInShmap, loc,
-                      f.text + " inside a shmap body is not supported yet",
-                      "differentiate the shmap function from host code instead: grad(g) where "
-                      "g calls the shmap function; the transpose of a shmap is a shmap");
   std::vector<ir::Value *> xs;
   std::vector<ir::Type> types;
   for (const SVal &a : args) {
