@@ -131,9 +131,16 @@ private:
       line(depth, "(let (" + names + ") " + expr(*s.value) + ")");
       return;
     }
-    case Stmt::Assign:
-      line(depth, "(assign " + s.names[0] + " " + expr(*s.value) + ")");
+    case Stmt::Assign: {
+      std::string names = s.names[0];  // one name prints bare, several as a list
+      if (s.names.size() > 1) {
+        names = "(";
+        for (size_t i = 0; i < s.names.size(); ++i) names += (i ? " " : "") + s.names[i];
+        names += ")";
+      }
+      line(depth, "(assign " + names + " " + expr(*s.value) + ")");
       return;
+    }
     case Stmt::Print:
       line(depth, "(print " + (s.label.empty() ? "" : quoted(s.label) + " ") + expr(*s.value) +
                       ")");

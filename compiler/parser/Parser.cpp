@@ -83,6 +83,7 @@ private:
   StmtPtr parseStmt();
   StmtPtr parseLet();
   StmtPtr parseAssign();
+  bool atNameList();
   StmtPtr parsePrint();
   StmtPtr parseReturn();
   StmtPtr parseFor();
@@ -486,7 +487,7 @@ StmtPtr Parser::parseStmt() {
   case Tok::KwIf: return parseIf();
   default: break;
   }
-  if (at(Tok::Ident) && at(Tok::Assign, 1)) return parseAssign();
+  if (at(Tok::Ident) && (at(Tok::Assign, 1) || atNameList())) return parseAssign();
   if (atIdent("print") && at(Tok::LParen, 1)) return parsePrint();
   return parseExprStmt();
 }
@@ -511,14 +512,23 @@ StmtPtr Parser::parseLet() {
   return s;
 }
 
-// assignStmt = IDENT "=" expr ";" ;
+// `a, b =` ahead: the start of a multiple assignment.
+bool Parser::atNameList() {
+  int i = 0;
+  while (at(Tok::Ident, i) && at(Tok::Comma, i + 1)) i += 2;
+  return i > 0 && at(Tok::Ident, i) && at(Tok::Assign, i + 1);
+}
+
+// assignStmt = IDENT { "," IDENT } "=" expr ";" ;
 StmtPtr Parser::parseAssign() {
   auto s = std::make_unique<Stmt>();
   s->kind = Stmt::Assign;
-  const Token &name = take();
-  s->loc = name.loc;
-  s->names.push_back(name.text);
-  s->nameLocs.push_back(name.loc);
+  s->loc = peek().loc;
+  do {
+    const Token &name = take();
+    s->names.push_back(name.text);
+    s->nameLocs.push_back(name.loc);
+  } while (accept(Tok::Comma));
   take();  // '='
   s->value = parseExpr();
   expectSemi("the assignment");

@@ -112,7 +112,14 @@ void Sema::lowerLet(const ast::Stmt &s) {
 
 void Sema::lowerAssign(const ast::Stmt &s) {
   Loc at = s.nameLocs.empty() ? s.loc : s.nameLocs[0];
-  assignName(s.names.at(0), at, eval(*s.value));
+  if (s.names.size() == 1) return assignName(s.names.at(0), at, eval(*s.value));
+  std::vector<SVal> vals = evalMulti(*s.value);
+  if (vals.size() != s.names.size())
+    fail(DiagId::ResultCount, s.loc,
+         "cannot assign " + std::to_string(vals.size()) + " value(s) to " +
+             std::to_string(s.names.size()) + " names",
+         "assign as many names as the call returns");
+  for (size_t i = 0; i < vals.size(); ++i) assignName(s.names[i], s.nameLocs[i], vals[i]);
 }
 
 void Sema::assignName(const std::string &name, Loc loc, SVal v) {
@@ -167,9 +174,9 @@ static void collectAssigned(const ast::Block &block, std::set<std::string> local
       locals.insert(s->names.begin(), s->names.end());
       break;
     case ast::Stmt::Assign:
-      if (!locals.count(s->names.at(0)) &&
-          std::find(out.begin(), out.end(), s->names[0]) == out.end())
-        out.push_back(s->names[0]);
+      for (const std::string &n : s->names)
+        if (!locals.count(n) && std::find(out.begin(), out.end(), n) == out.end())
+          out.push_back(n);
       break;
     case ast::Stmt::For: {
       std::set<std::string> inner = locals;

@@ -406,6 +406,7 @@ TEST_CASE("parser: statements", "[parser]") {
              "  let a = 1;\n"
              "  let b, c = g(a);\n"
              "  a = 2;\n"
+             "  a, b = g(a);\n"
              "  print(a);\n"
              "  print(\"label\", a);\n"
              "  g(a);\n"
@@ -422,6 +423,7 @@ TEST_CASE("parser: statements", "[parser]") {
         "      (let (a) 1)\n"
         "      (let (b c) (call g a))\n"
         "      (assign a 2)\n"
+        "      (assign (a b) (call g a))\n"
         "      (print a)\n"
         "      (print \"label\" a)\n"
         "      (expr (call g a))\n"
@@ -774,7 +776,7 @@ TEST_CASE("parser errors: statements", "[parser][errors]") {
   expectError("def f() { let a, = 1; }", DiagId::ExpectedToken, 1, 18);
   expectError("def f() { let a = ; }", DiagId::ExpectedExpr, 1, 19);
   expectError("def f() { a = 1 }", DiagId::ExpectedToken, 1, 17);
-  expectError("def f() { a, b = g(); }", DiagId::BadStatement, 1, 11);
+  expectError("def f() { a, b + 1 = g(); }", DiagId::BadStatement, 1, 11);  // only names are assigned
   expectError("def f() { x[0] = 1; }", DiagId::BadStatement, 1, 16);
   expectError("def f() { x + 1; }", DiagId::BadStatement, 1, 11);
   expectError("def f() { x; }", DiagId::BadStatement, 1, 11);
