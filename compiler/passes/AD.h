@@ -1,13 +1,15 @@
 // Autodiff internals shared by the differentiate pass's files (JAX's ad.py, in IR form):
-//   flatten      — a straight-line copy of a Func (calls inlined, loops unrolled, conds as
-//                  selects), so the rules below only see first-order equations and shmaps;
+//   flatten      — a straight-line copy of a Func (calls inlined, conds as selects), so the
+//                  rules below only see first-order equations, shmaps and loops (whose
+//                  bodies are flattened too);
 //   linearize    — per primitive, the jvp rule: emits primal equations into the Func being
 //                  built and the linear (tangent) equations into a tape;
 //   transpose    — per linear primitive, the transpose rule: cotangents flow backwards through
 //                  the tape; psum2 <-> pbroadcast, all_gather <-> psum_scatter,
 //                  all_gather_invariant <-> pscatter, all_to_all <-> all_to_all, ppermute <->
-//                  inverse ppermute (seed 000's table), and a shmap transposes to a shmap with
-//                  in_specs and out_specs swapped.
+//                  inverse ppermute (seed 000's table), a shmap transposes to a shmap with
+//                  in_specs and out_specs swapped, and a loop to a loop that runs the
+//                  iterations backwards (ADLoop.cpp).
 #pragma once
 #include "ir/IR.h"
 #include "source/Diagnostics.h"
@@ -54,6 +56,7 @@ struct LinearEqn {
   std::vector<bool> linear;              // per operand of e
   std::vector<Value *> tangentIns;       // shmap only
   std::vector<Value *> tangentOuts;      // shmap only: tangents of e.outs
+  std::vector<Value *> residuals;        // loop only: each carry's per-iteration stack
 };
 
 // Options for one differentiation.
@@ -86,11 +89,12 @@ private:
   std::map<std::tuple<Func *, std::vector<int64_t>, bool, bool>, Func *> vjpCache_;
   std::map<std::pair<Func *, bool>, Func *> jvpCache_;
 
-  // Copies `src` into `dst` straight-line (calls inlined, loops unrolled, conds as selects).
+public:
+  // Copies `src` into `dst` straight-line (calls inlined, conds as selects; loops stay loops,
+  // with flattened copies of their bodies, but for empty ones).
   // `map` gives dst values for src params on entry; returns dst values for src results.
   std::vector<Value *> flattenInto(const Func &src, Func &dst, std::map<const Value *, Value *> &map);
 
-public:
   Module &module() { return m_; }
   Diagnostics &diags() { return diags_; }
   const Mode &mode() const { return mode_; }
@@ -118,6 +122,8 @@ struct Linearizer {
 
 private:
   void shmapRule(const Eqn &e);
+  void loopRule(const Eqn &e);
+  void blockedLoop(const Eqn &e);
   Value *addTangents(Value *a, Value *b);
 };
 
@@ -136,9 +142,17 @@ struct Transposer {
 
 private:
   void shmapRule(const LinearEqn &le);
+  void loopRule(const LinearEqn &le);
 };
+
+// A new Func with `f`'s mesh and variance flags, named `name` (made unique).
+Func *newFuncLike(Module &m, const Func &f, const std::string &name);
 
 // Removes equations whose results are unused (no side effects remain after differentiation).
 void removeDeadEqns(Func &f);
+// removeDeadEqns, and also drops the carries of loops whose results are unused and that no
+// live carry reads, and the consts their bodies do not read (recursively). For derived
+// functions only: their loop bodies are flat (no prints) and each belongs to one loop.
+void pruneDeadCode(Func &f);
 
 } // namespace shmapc::passes::ad

@@ -1,5 +1,5 @@
-// Builder helpers, flattening (calls inlined, loops unrolled, conds as selects) and dead
-// equation removal for the differentiate pass.
+// Builder helpers, flattening (calls inlined, conds as selects, loop bodies flattened) and
+// dead equation removal for the differentiate pass.
 #include "passes/AD.h"
 
 #include <algorithm>
@@ -124,18 +124,33 @@ std::vector<Value *> Differentiator::flattenInto(const Func &src, Func &dst,
       break;
     }
     case Prim::Loop: {
-      // Static trip count: unrolled, so the transposed loop runs its iterations backwards.
-      const Func &body = *e.bodies[0];
+      // Kept as a loop, its body copied flattened too (no prints, calls or conds left in it):
+      // the jvp and transpose rules differentiate it as one (ADLoop.cpp). An empty loop's
+      // results are its initial carries.
       size_t consts = (size_t)e.intParam("num_consts");
-      std::vector<Value *> carries(ins.begin() + consts, ins.end());
-      for (int64_t i = e.intParam("lo"); i < e.intParam("hi"); ++i) {
-        std::map<const Value *, Value *> inner;
-        inner[body.params[0]] = b.i32(i);
-        for (size_t k = 0; k < consts; ++k) inner[body.params[1 + k]] = ins[k];
-        for (size_t k = 0; k < carries.size(); ++k) inner[body.params[1 + consts + k]] = carries[k];
-        carries = flattenInto(body, dst, inner);
+      if (e.intParam("hi") <= e.intParam("lo")) {
+        for (size_t k = 0; k < e.outs.size(); ++k) map[e.outs[k]] = ins[consts + k];
+        break;
       }
-      for (size_t k = 0; k < e.outs.size(); ++k) map[e.outs[k]] = carries[k];
+      const Func &body = *e.bodies[0];
+      Func *copy = newFuncLike(m_, body, body.name);
+      copy->isNested = true;
+      std::map<const Value *, Value *> inner;
+      for (Value *p : body.params) {
+        Value *np = copy->newValue(p->type, p->hint);
+        copy->params.push_back(np);
+        inner[p] = np;
+      }
+      copy->results = flattenInto(body, *copy, inner);
+      Eqn c = e;
+      c.ins = ins;
+      c.bodies = {copy};
+      for (Value *&o : c.outs) {
+        Value *n = dst.newValue(o->type, o->hint);
+        map[o] = n;
+        o = n;
+      }
+      dst.eqns.push_back(std::move(c));
       break;
     }
     case Prim::Cond: {

@@ -192,8 +192,8 @@ void Linearizer::rule(const Eqn &e) {
     return set(linear(sum, {scaled(t[0], w)}, ty, {{"axes", e.params.at("axes")}}));
   }
   case Prim::Shmap: return shmapRule(e);
+  case Prim::Loop: return loopRule(e);
   case Prim::Call:
-  case Prim::Loop:
   case Prim::Cond:
   case Prim::Jvp:
   case Prim::Vjp:

@@ -35,6 +35,7 @@ void Transposer::rule(const LinearEqn &le) {
   const Eqn &e = le.e;
   b.loc = e.loc;
   if (e.prim == Prim::Shmap) return shmapRule(le);
+  if (e.prim == Prim::Loop) return loopRule(le);
   Value *c = ctOf(e.outs[0]);
   if (!c) return;  // a zero cotangent contributes nothing
   auto in = [&](size_t i) { return le.linear[i] ? e.ins[i] : nullptr; };
@@ -94,7 +95,7 @@ void Transposer::rule(const LinearEqn &le) {
     for (int64_t s : e.intsParam("strides"))
       if (s != 1)
         d.diags().fatal(DiagId::NotDifferentiable, e.loc,
-                        "cannot differentiate a strided slice yet",
+                        "cannot differentiate or transpose a strided slice yet",
                         "slice with step 1, or reshape and index instead");
     std::vector<Value *> ins = {b.zerosLike(Type{xt.dtype, xt.shape, c->type.vary}), c};
     for (int64_t s : e.intsParam("start")) ins.push_back(b.i32(s));

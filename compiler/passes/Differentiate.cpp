@@ -7,6 +7,8 @@
 // jvp rules, and the tape transposed. A shmap's transpose is a shmap whose body is the body's
 // vjp: it recomputes the forward values it needs on each device (residuals never leave the
 // device), and dead-code removal drops the rest — e.g. the loss's psum2 in a gradient.
+// A loop differentiates as a loop: its transpose runs the iterations backwards from
+// checkpointed carries (ADLoop.cpp).
 //
 // With --transpose=naive (Module::naiveTranspose), bodies are untyped (check_vma=false) and a
 // shmap transposes as seed 000 says it was done before: cotangents of unmapped outputs are
@@ -34,16 +36,6 @@ std::string unusedName(const Module &m, const std::string &base) {
   std::string name = base;
   for (int k = 1; taken(name); ++k) name = base + "_" + std::to_string(k);
   return name;
-}
-
-Func *newFuncLike(Module &m, const Func &f, const std::string &name) {
-  Func *g = m.newFunc(unusedName(m, name));
-  g->loc = f.loc;
-  g->mesh = f.mesh;
-  g->isShmapBody = f.isShmapBody;
-  g->checkVma = f.checkVma;
-  g->autoPbroadcast = f.autoPbroadcast;
-  return g;
 }
 
 std::vector<Value *> copyParams(const Func &f, Func &g, std::map<const Value *, Value *> &map) {
@@ -85,6 +77,16 @@ int64_t axesSize(const Mesh &mesh, AxisSet s) {
 
 } // namespace
 
+Func *newFuncLike(Module &m, const Func &f, const std::string &name) {
+  Func *g = m.newFunc(unusedName(m, name));
+  g->loc = f.loc;
+  g->mesh = f.mesh;
+  g->isShmapBody = f.isShmapBody;
+  g->checkVma = f.checkVma;
+  g->autoPbroadcast = f.autoPbroadcast;
+  return g;
+}
+
 Func *Differentiator::jvpFunc(Func &f, bool tangentsOnly) {
   auto key = std::make_pair(&f, tangentsOnly);
   if (auto it = jvpCache_.find(key); it != jvpCache_.end()) return it->second;
@@ -110,7 +112,7 @@ Func *Differentiator::jvpFunc(Func &f, bool tangentsOnly) {
     results.push_back(t ? t : lin.b.zerosLike(r->type));
   }
   g->results = results;
-  removeDeadEqns(*g);
+  pruneDeadCode(*g);
   return g;
 }
 
@@ -167,7 +169,9 @@ Func *Differentiator::vjpFuncFor(Func &f, const std::vector<int64_t> &wrt, bool 
   linearize(lin);
 
   Transposer tr{*this, Builder{m_, *g, f.loc}, {}};
-  bool naiveBody = shmap && mode_.naiveTranspose;
+  // Untyped bodies (check_vma=false) can only be transposed by the old rules: without
+  // variance types a cotangent's replication is unknown.
+  bool naiveBody = shmap && (mode_.naiveTranspose || !f.checkVma);
   for (size_t k = 0; k < res.size(); ++k) {
     Value *c = cts[k];
     if (naiveBody) {  // the old rule: divide by the size of the axes the output is unmapped on
@@ -190,7 +194,7 @@ Func *Differentiator::vjpFuncFor(Func &f, const std::vector<int64_t> &wrt, bool 
     results.push_back(c);
   }
   g->results = results;
-  removeDeadEqns(*g);
+  pruneDeadCode(*g);
   if (linear) {  // transpose(f) takes no values for the linear params: drop them
     checkLinear(*g, primals, wrt, loc);
     std::vector<Value *> params;
@@ -207,12 +211,15 @@ void Differentiator::checkLinear(const Func &g, const std::vector<Value *> &prim
                                  const std::vector<int64_t> &wrt, Loc loc) {
   for (int64_t w : wrt)
     for (const Eqn &e : g.eqns)
-      if (std::find(e.ins.begin(), e.ins.end(), primals[w]) != e.ins.end())
-        diags_.fatal(DiagId::NotLinear, e.loc.valid() ? e.loc : loc,
+      if (std::find(e.ins.begin(), e.ins.end(), primals[w]) != e.ins.end()) {
+        diags_.error(DiagId::NotLinear, e.loc.valid() ? e.loc : loc,
                      std::string("cannot transpose: '") + primName(e.prim) +
                          "' uses parameter " + std::to_string(w) +
                          " nonlinearly (transpose needs a function linear in its arguments)",
                      "use vjp for a nonlinear function");
+        if (e.loc.valid() && loc.valid()) diags_.note(loc, "transposed here");
+        throw CompileError();
+      }
 }
 
 // The transpose of a taped shmap: a shmap of the body's vjp, specs swapped.

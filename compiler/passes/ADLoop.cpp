@@ -1,0 +1,410 @@
+// Loops differentiated as loops (JAX's fori_loop under jvp and vjp), not unrolled:
+//   jvp       — one loop whose body is the jvp of the body: carries are the primal carries
+//               and the tangents of the float carries; consts are the primal consts and the
+//               tangents of the float consts that have one;
+//   vjp       — the forward loop also checkpoints each iteration's input carries into a stack
+//               [trip count, ...carry shape] (dynamic_update_slice at i - lo); the transpose is
+//               a loop over j in [0, n) that runs the iterations backwards (i = hi - 1 - j),
+//               reads carry_i from the stacks, recomputes the body and applies its vjp: the
+//               carries of the backward loop are the carries' cotangents and the accumulated
+//               cotangents of the consts. A loop of more than kBlockAbove iterations is first
+//               split into a loop over blocks of ~sqrt(n) iterations plus a remainder loop
+//               (blockedLoop), so only block starts are stacked.
+// Every float carry is differentiated (a zero tangent on entry may become nonzero in the
+// body). Derived bodies are built by jvpFunc/vjpFunc of the body Func and copied into the
+// loop's new nested body (no calls), mapping its params. pruneDeadCode then drops the carries
+// and consts a loop does not need — e.g. transpose(f) keeps no forward loop for a linear
+// body, and a stack is kept only for the carries the body's vjp reads.
+#include "passes/AD.h"
+
+#include <cmath>
+#include <set>
+
+namespace shmapc::passes::ad {
+
+namespace {
+
+// Loops with more iterations are checkpointed in blocks under vjp (blockedLoop).
+constexpr int64_t kBlockAbove = 64;
+
+Type stackType(const Type &carry, int64_t n) {
+  Type t = carry;
+  t.shape.insert(t.shape.begin(), n);
+  return t;
+}
+
+std::vector<int64_t> withLeadingOne(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> s = shape;
+  s.insert(s.begin(), 1);
+  return s;
+}
+
+Func *nestedLike(Module &m, const Func &body, const std::string &suffix) {
+  Func *f = newFuncLike(m, body, body.name + suffix);
+  f->isNested = true;
+  return f;
+}
+
+Value *param(Func &f, const Type &t, const std::string &hint) {
+  Value *v = f.newValue(t, hint);
+  f.params.push_back(v);
+  return v;
+}
+
+// Removes the primal loop the linearizer just emitted (the last equation of `f`).
+void popPrimal(Func &f, const Eqn &e) {
+  if (!f.eqns.empty() && f.eqns.back().prim == Prim::Loop && f.eqns.back().outs == e.outs)
+    f.eqns.pop_back();
+}
+
+} // namespace
+
+// A long loop under vjp becomes a loop over blocks of B ~ sqrt(n) iterations (each an inner
+// loop), then a loop over the remaining iterations: the checkpoints are the carries at block
+// starts, and the transposed outer loop recomputes one block's carries at a time. Each
+// iteration's stack update copies the whole stack (carries are double-buffered), so stacking
+// all n iterations would cost O(n^2) carry copies; blocks cost O(n^1.5), with n / B + B
+// carries of stack instead of n.
+void Linearizer::blockedLoop(const Eqn &e) {
+  Module &m = d.module();
+  Func &body = *e.bodies[0];
+  size_t C = (size_t)e.intParam("num_consts"), K = e.outs.size();
+  int64_t lo = e.intParam("lo"), hi = e.intParam("hi"), n = hi - lo;
+  int64_t B = (int64_t)std::ceil(std::sqrt((double)n)), q = n / B, r = n - q * B;
+  const Type index = body.params[0]->type;
+
+  // The block: (j, consts..., base, carries...), iteration base + j of the loop.
+  Func *inner = nestedLike(m, body, "_block");
+  Builder ib{m, *inner, e.loc};
+  std::map<const Value *, Value *> map;
+  Value *j = param(*inner, index, "j");
+  for (size_t c = 0; c < C; ++c) map[body.params[1 + c]] = param(*inner, body.params[1 + c]->type, body.params[1 + c]->hint);
+  Value *base = param(*inner, index, "base");
+  for (size_t k = 0; k < K; ++k) map[body.params[1 + C + k]] = param(*inner, body.params[1 + C + k]->type, body.params[1 + C + k]->hint);
+  map[body.params[0]] = ib.binary(Prim::Add, base, j);
+  inner->results = d.flattenInto(body, *inner, map);
+
+  // The loop over blocks: (b, consts..., carries...) runs block b.
+  Func *outer = nestedLike(m, body, "_blocks");
+  Builder ob{m, *outer, e.loc};
+  Value *bi = param(*outer, index, "b");
+  Eqn in{Prim::Loop, {}, {}, {{"lo", (int64_t)0}, {"hi", B}, {"num_consts", (int64_t)(C + 1)}}, {inner}, e.loc};
+  for (size_t c = 0; c < C; ++c) in.ins.push_back(param(*outer, body.params[1 + c]->type, body.params[1 + c]->hint));
+  in.ins.push_back(ob.binary(Prim::Add, ob.binary(Prim::Mul, bi, ob.i32(B)), ob.i32(lo)));
+  for (size_t k = 0; k < K; ++k) {
+    in.ins.push_back(param(*outer, body.params[1 + C + k]->type, body.params[1 + C + k]->hint));
+    in.outs.push_back(outer->newValue(e.outs[k]->type, e.outs[k]->hint));
+  }
+  outer->results = in.outs;
+  outer->eqns.push_back(std::move(in));
+
+  popPrimal(b.f, e);
+  Eqn blocks{Prim::Loop, e.ins, e.outs, {{"lo", (int64_t)0}, {"hi", q}, {"num_consts", (int64_t)C}}, {outer}, e.loc};
+  Eqn rest{Prim::Loop, {}, e.outs, {{"lo", lo + q * B}, {"hi", hi}, {"num_consts", (int64_t)C}}, {&body}, e.loc};
+  if (r > 0) {
+    rest.ins.assign(e.ins.begin(), e.ins.begin() + C);
+    for (size_t k = 0; k < K; ++k) {
+      blocks.outs[k] = b.f.newValue(e.outs[k]->type, e.outs[k]->hint);
+      rest.ins.push_back(blocks.outs[k]);
+    }
+  }
+  b.f.eqns.push_back(blocks);
+  rule(blocks);
+  if (r > 0) {
+    b.f.eqns.push_back(rest);
+    rule(rest);
+  }
+}
+
+void Linearizer::loopRule(const Eqn &e) {
+  Module &m = d.module();
+  Func &body = *e.bodies[0];
+  size_t C = (size_t)e.intParam("num_consts"), K = e.outs.size();
+  int64_t lo = e.intParam("lo"), hi = e.intParam("hi"), n = hi - lo;
+  std::vector<Value *> t;
+  for (Value *v : e.ins) t.push_back(isFloat(v->type.dtype) ? tangentOf(v) : nullptr);
+  auto floatCarry = [&](size_t k) { return isFloat(e.outs[k]->type.dtype); };
+
+  if (emitTangents) {
+    // jvp: one loop over (consts, const tangents; carries, carry tangents).
+    Func *g = d.jvpFunc(body, false);  // (params..., tangents of params...) -> (res..., tangents)
+    Func *w = nestedLike(m, body, "_jvp");
+    Builder wb{m, *w, e.loc};
+    size_t np = body.params.size();
+    std::map<const Value *, Value *> map;
+    Value *wi = param(*w, body.params[0]->type, body.params[0]->hint);
+    map[g->params[0]] = wi;
+    std::vector<Value *> wc, wcd, wk, wkd;
+    for (size_t c = 0; c < C; ++c) wc.push_back(param(*w, body.params[1 + c]->type, body.params[1 + c]->hint));
+    for (size_t c = 0; c < C; ++c)
+      if (t[c]) wcd.push_back(param(*w, body.params[1 + c]->type, body.params[1 + c]->hint + "_dot"));
+    for (size_t k = 0; k < K; ++k) wk.push_back(param(*w, body.params[1 + C + k]->type, body.params[1 + C + k]->hint));
+    for (size_t k = 0; k < K; ++k)
+      if (floatCarry(k)) wkd.push_back(param(*w, body.params[1 + C + k]->type, body.params[1 + C + k]->hint + "_dot"));
+    map[g->params[np]] = wb.i32(0);
+    for (size_t c = 0, p = 0; c < C; ++c) {
+      map[g->params[1 + c]] = wc[c];
+      map[g->params[np + 1 + c]] = t[c] ? wcd[p++] : wb.zerosLike(wc[c]->type);
+    }
+    for (size_t k = 0, p = 0; k < K; ++k) {
+      map[g->params[1 + C + k]] = wk[k];
+      map[g->params[np + 1 + C + k]] = floatCarry(k) ? wkd[p++] : wb.zerosLike(wk[k]->type);
+    }
+    std::vector<Value *> res = d.flattenInto(*g, *w, map);
+    std::vector<Value *> results(res.begin(), res.begin() + K);
+    for (size_t k = 0; k < K; ++k)
+      if (floatCarry(k)) results.push_back(wb.liftTo(res[K + k], wk[k]->type.vary));
+    w->results = results;
+    removeDeadEqns(*w);
+
+    popPrimal(b.f, e);
+    Eqn j = e;
+    j.ins.assign(e.ins.begin(), e.ins.begin() + C);
+    for (size_t c = 0; c < C; ++c)
+      if (t[c]) j.ins.push_back(t[c]);
+    for (size_t k = 0; k < K; ++k) j.ins.push_back(e.ins[C + k]);
+    for (size_t k = 0; k < K; ++k)
+      if (floatCarry(k))
+        j.ins.push_back(t[C + k] ? b.liftTo(t[C + k], e.outs[k]->type.vary) : b.zerosLike(e.outs[k]->type));
+    j.params["num_consts"] = (int64_t)(C + wcd.size());
+    j.bodies = {w};
+    for (size_t k = 0; k < K; ++k)
+      if (floatCarry(k)) {
+        Value *to = newTangent(e.outs[k]->type);
+        j.outs.push_back(to);
+        tangent[e.outs[k]] = to;
+      }
+    b.emitEqn(std::move(j));
+    return;
+  }
+
+  if (n > kBlockAbove) return blockedLoop(e);
+
+  // vjp: the forward loop also stacks each iteration's input carries (the checkpoints the
+  // transposed loop recomputes the body from); the loop is taped whole.
+  Func *f = nestedLike(m, body, "_fwd");
+  Builder fb{m, *f, e.loc};
+  std::map<const Value *, Value *> map;
+  for (Value *p : body.params) map[p] = param(*f, p->type, p->hint);
+  std::vector<Value *> stacks;
+  for (size_t k = 0; k < K; ++k) stacks.push_back(param(*f, stackType(e.outs[k]->type, n), "stack"));
+  std::vector<Value *> results = d.flattenInto(body, *f, map);
+  Value *at = lo == 0 ? map[body.params[0]] : fb.binary(Prim::Sub, map[body.params[0]], fb.i32(lo));
+  for (size_t k = 0; k < K; ++k) {
+    Value *carry = map[body.params[1 + C + k]];
+    std::vector<Value *> ins = {stacks[k], fb.reshape(carry, withLeadingOne(carry->type.shape)), at};
+    for (int64_t r = 0; r < carry->type.rank(); ++r) ins.push_back(fb.i32(0));
+    results.push_back(fb.emit(Prim::DynamicUpdateSlice, ins, stacks[k]->type));
+  }
+  f->results = results;
+  removeDeadEqns(*f);
+
+  popPrimal(b.f, e);
+  Eqn fwd = e;
+  fwd.bodies = {f};
+  LinearEqn le;
+  le.e = e;
+  le.tangentIns = t;
+  for (size_t k = 0; k < K; ++k) {
+    fwd.ins.push_back(b.zerosLike(stacks[k]->type));
+    Value *s = b.f.newValue(stacks[k]->type, "stack");
+    fwd.outs.push_back(s);
+    le.residuals.push_back(s);
+  }
+  b.emitEqn(std::move(fwd));
+  for (size_t k = 0; k < K; ++k) {
+    Value *to = floatCarry(k) ? newTangent(e.outs[k]->type) : nullptr;
+    le.tangentOuts.push_back(to);
+    if (to) tangent[e.outs[k]] = to;
+  }
+  tape.push_back(std::move(le));
+}
+
+void Transposer::loopRule(const LinearEqn &le) {
+  const Eqn &e = le.e;
+  Module &m = d.module();
+  Func &body = *e.bodies[0];
+  size_t C = (size_t)e.intParam("num_consts"), K = e.outs.size();
+  int64_t lo = e.intParam("lo"), hi = e.intParam("hi"), n = hi - lo;
+
+  bool anyCt = false, anyIn = false;
+  std::vector<Value *> cts;
+  for (size_t k = 0; k < K; ++k) {
+    cts.push_back(le.tangentOuts[k] ? ctOf(le.tangentOuts[k]) : nullptr);
+    anyCt |= cts.back() != nullptr;
+  }
+  for (Value *ti : le.tangentIns) anyIn |= ti != nullptr;
+  if (!anyCt || !anyIn) return;  // a zero cotangent, or nothing to send one to
+
+  std::vector<size_t> diffConsts, floatCarries;
+  std::vector<int64_t> wrt;
+  for (size_t c = 0; c < C; ++c)
+    if (le.tangentIns[c]) {
+      diffConsts.push_back(c);
+      wrt.push_back((int64_t)(1 + c));
+    }
+  for (size_t k = 0; k < K; ++k)
+    if (le.tangentOuts[k]) {
+      floatCarries.push_back(k);
+      wrt.push_back((int64_t)(1 + C + k));
+    }
+  // (params..., cts of results...) -> cts of wrt
+  Func *v = d.vjpFunc(body, wrt, false, false, e.loc);
+
+  // The backward body: (j, consts..., stacks..., carry cts..., const ct sums...).
+  Func *bw = nestedLike(m, body, "_bwd");
+  Builder bb{m, *bw, e.loc};
+  Value *j = param(*bw, body.params[0]->type, "j");
+  std::vector<Value *> bc, bs, bct, bacc;
+  for (size_t c = 0; c < C; ++c) bc.push_back(param(*bw, e.ins[c]->type, body.params[1 + c]->hint));
+  for (size_t k = 0; k < K; ++k) bs.push_back(param(*bw, le.residuals[k]->type, "stack"));
+  for (size_t k : floatCarries) bct.push_back(param(*bw, e.outs[k]->type, body.params[1 + C + k]->hint + "_ct"));
+  for (size_t c : diffConsts) bacc.push_back(param(*bw, e.ins[c]->type, body.params[1 + c]->hint + "_ct"));
+
+  Value *at = bb.binary(Prim::Sub, bb.i32(n - 1), j);  // the iteration, counted from lo
+  Value *i = lo == 0 ? at : bb.binary(Prim::Add, at, bb.i32(lo));
+  std::map<const Value *, Value *> map;
+  map[v->params[0]] = i;
+  for (size_t c = 0; c < C; ++c) map[v->params[1 + c]] = bc[c];
+  for (size_t k = 0; k < K; ++k) {
+    const Type &ct = e.outs[k]->type;
+    std::vector<Value *> ins = {bs[k], at};
+    for (int64_t r = 0; r < ct.rank(); ++r) ins.push_back(bb.i32(0));
+    Type slice = stackType(ct, 1);
+    Value *s = bb.emit(Prim::DynamicSlice, ins, slice, {{"sizes", slice.shape}});
+    map[v->params[1 + C + k]] = bb.reshape(s, ct.shape);
+  }
+  for (size_t k = 0, p = 0; k < K; ++k)
+    map[v->params[1 + C + K + k]] = le.tangentOuts[k] ? bct[p++] : bb.zerosLike(e.outs[k]->type);
+  std::vector<Value *> res = d.flattenInto(*v, *bw, map);
+  std::vector<Value *> results;
+  for (size_t q = 0; q < floatCarries.size(); ++q)
+    results.push_back(bb.liftTo(res[diffConsts.size() + q], bct[q]->type.vary));
+  for (size_t p = 0; p < diffConsts.size(); ++p) results.push_back(bb.binary(Prim::Add, bacc[p], res[p]));
+  bw->results = results;
+  removeDeadEqns(*bw);
+
+  Eqn t = e;
+  t.ins.assign(e.ins.begin(), e.ins.begin() + C);
+  t.ins.insert(t.ins.end(), le.residuals.begin(), le.residuals.end());
+  t.outs.clear();
+  for (size_t k : floatCarries) {
+    const Type &ty = e.outs[k]->type;
+    t.ins.push_back(cts[k] ? b.liftTo(cts[k], ty.vary) : b.zerosLike(ty));
+    t.outs.push_back(b.f.newValue(ty, e.outs[k]->hint.empty() ? "ct" : e.outs[k]->hint + "_ct"));
+  }
+  for (size_t c : diffConsts) {
+    const Type &ty = e.ins[c]->type;
+    t.ins.push_back(b.zerosLike(ty));
+    t.outs.push_back(b.f.newValue(ty, e.ins[c]->hint.empty() ? "ct" : e.ins[c]->hint + "_ct"));
+  }
+  t.params["lo"] = (int64_t)0;
+  t.params["hi"] = n;
+  t.params["num_consts"] = (int64_t)(C + K);
+  t.bodies = {bw};
+  std::vector<Value *> outs = t.outs;
+  b.emitEqn(std::move(t));
+  for (size_t q = 0; q < floatCarries.size(); ++q) accumulate(le.tangentIns[C + floatCarries[q]], outs[q]);
+  for (size_t p = 0; p < diffConsts.size(); ++p)
+    accumulate(le.tangentIns[diffConsts[p]], outs[floatCarries.size() + p]);
+}
+
+namespace {
+
+std::vector<bool> liveCarries(const Eqn &e, const std::set<const Value *> &liveAfter);
+
+// The values `f` needs to compute `need` (which it extends): a loop needs only the operands
+// of its live carries and the consts those read.
+void neededIn(const Func &f, std::set<const Value *> &need) {
+  for (size_t i = f.eqns.size(); i-- > 0;) {
+    const Eqn &e = f.eqns[i];
+    bool used = false;
+    for (const Value *o : e.outs) used |= need.count(o) != 0;
+    if (!used) continue;
+    if (e.prim != Prim::Loop) {
+      need.insert(e.ins.begin(), e.ins.end());
+      continue;
+    }
+    const Func &body = *e.bodies[0];
+    size_t C = (size_t)e.intParam("num_consts");
+    std::vector<bool> live = liveCarries(e, need);
+    std::set<const Value *> inner;
+    for (size_t k = 0; k < live.size(); ++k)
+      if (live[k]) {
+        inner.insert(body.results[k]);
+        need.insert(e.ins[C + k]);
+      }
+    neededIn(body, inner);
+    for (size_t c = 0; c < C; ++c)
+      if (inner.count(body.params[1 + c])) need.insert(e.ins[c]);
+  }
+}
+
+// The carries of loop `e` needed for its results in `liveAfter`: a live carry's body result
+// may read other carries.
+std::vector<bool> liveCarries(const Eqn &e, const std::set<const Value *> &liveAfter) {
+  const Func &body = *e.bodies[0];
+  size_t C = (size_t)e.intParam("num_consts"), K = e.outs.size();
+  std::vector<bool> live(K);
+  for (size_t k = 0; k < K; ++k) live[k] = liveAfter.count(e.outs[k]) != 0;
+  for (bool changed = true; changed;) {
+    std::set<const Value *> need;
+    for (size_t k = 0; k < K; ++k)
+      if (live[k]) need.insert(body.results[k]);
+    neededIn(body, need);
+    changed = false;
+    for (size_t k = 0; k < K; ++k)
+      if (!live[k] && need.count(body.params[1 + C + k])) changed = live[k] = true;
+  }
+  return live;
+}
+
+// Narrows the loop `e` to the carries its results in `liveAfter` need.
+void pruneLoop(Eqn &e, const std::set<const Value *> &liveAfter) {
+  Func &body = *e.bodies[0];
+  size_t C = (size_t)e.intParam("num_consts"), K = e.outs.size();
+  std::vector<bool> live = liveCarries(e, liveAfter);
+  std::vector<Value *> results, outs;
+  for (size_t k = 0; k < K; ++k)
+    if (live[k]) {
+      results.push_back(body.results[k]);
+      outs.push_back(e.outs[k]);
+    }
+  body.results = results;
+  pruneDeadCode(body);
+  std::set<const Value *> read(body.results.begin(), body.results.end());
+  for (const Eqn &be : body.eqns) read.insert(be.ins.begin(), be.ins.end());
+  std::vector<Value *> params = {body.params[0]}, ins;
+  size_t consts = 0;
+  for (size_t c = 0; c < C; ++c)
+    if (read.count(body.params[1 + c])) {
+      params.push_back(body.params[1 + c]);
+      ins.push_back(e.ins[c]);
+      ++consts;
+    }
+  for (size_t k = 0; k < K; ++k)
+    if (live[k]) {
+      params.push_back(body.params[1 + C + k]);
+      ins.push_back(e.ins[C + k]);
+    }
+  body.params = params;
+  e.ins = ins;
+  e.outs = outs;
+  e.params["num_consts"] = (int64_t)consts;
+}
+
+} // namespace
+
+void pruneDeadCode(Func &f) {
+  std::set<const Value *> live(f.results.begin(), f.results.end());
+  for (size_t i = f.eqns.size(); i-- > 0;) {
+    Eqn &e = f.eqns[i];
+    if (e.prim == Prim::Loop) pruneLoop(e, live);  // then its operands are all needed
+    bool used = e.prim == Prim::Print;
+    for (const Value *o : e.outs) used |= live.count(o) != 0;
+    if (used) live.insert(e.ins.begin(), e.ins.end());
+  }
+  removeDeadEqns(f);
+}
+
+} // namespace shmapc::passes::ad
