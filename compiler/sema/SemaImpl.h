@@ -290,6 +290,12 @@ public:
   void requireFloat(const FnValue &f, const ir::Type &t, size_t argnum, Loc loc);
   ir::Eqn &emitTransform(ir::Prim p, ir::Func *body, std::vector<ir::Value *> ins,
                          const std::vector<ir::Type> &outs, Loc loc);
+  std::vector<ir::Value *> emitVjp(ir::Func *body, const std::vector<ir::Value *> &ins,
+                                   const std::vector<ir::Type> &outs,
+                                   const std::vector<int64_t> &wrt, bool withValue, bool linear,
+                                   Loc loc);
+  void checkCotangent(const FnValue &f, size_t k, const ir::Type &given, const ir::Type &result,
+                      Loc loc);
   std::vector<SVal> applyGrad(const FnValue &f, const std::vector<ir::Value *> &xs, size_t n,
                               Loc loc);
   std::vector<SVal> applyVjp(const FnValue &f, const std::vector<ir::Value *> &xs, Loc loc);

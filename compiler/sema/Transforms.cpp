@@ -290,6 +290,27 @@ void Sema::requireFloat(const FnValue &f, const ir::Type &t, size_t argnum, Loc 
          "differentiate only float arguments: choose them with argnums=, or cast(x, f32)");
 }
 
+void Sema::checkCotangent(const FnValue &f, size_t k, const ir::Type &given,
+                          const ir::Type &result, Loc loc) {
+  if (!given.sameShape(result))
+    fail(DiagId::ArgType, loc,
+         "cotangent " + std::to_string(k) + " of " + f.text + " is " + str(given) + " but result " +
+             std::to_string(k) + " of " + f.inner->text + " is " + str(result),
+         "pass one cotangent per result, of the result's type");
+}
+
+// A vjp equation: `ins` = one primal per param of `body`, then one cotangent per result.
+std::vector<ir::Value *> Sema::emitVjp(ir::Func *body, const std::vector<ir::Value *> &ins,
+                                       const std::vector<ir::Type> &outs,
+                                       const std::vector<int64_t> &wrt, bool withValue,
+                                       bool linear, Loc loc) {
+  ir::Eqn &e = emitTransform(ir::Prim::Vjp, body, ins, outs, loc);
+  e.params["wrt"] = wrt;
+  e.params["with_value"] = (int64_t)withValue;
+  e.params["linear"] = (int64_t)linear;
+  return e.outs;
+}
+
 ir::Eqn &Sema::emitTransform(ir::Prim p, ir::Func *body, std::vector<ir::Value *> ins,
                              const std::vector<ir::Type> &outs, Loc loc) {
   ir::Eqn e;
@@ -330,11 +351,7 @@ std::vector<SVal> Sema::applyGrad(const FnValue &f, const std::vector<ir::Value 
   std::vector<ir::Type> outs;
   if (withValue) outs.push_back(t.results[0]);
   for (int64_t w : wrt) outs.push_back(types[w]);
-  ir::Eqn &e = emitTransform(ir::Prim::Vjp, t.func, ins, outs, loc);
-  e.params["wrt"] = wrt;
-  e.params["with_value"] = (int64_t)withValue;
-  e.params["linear"] = (int64_t)0;
-  return asSVals(e.outs, loc);
+  return asSVals(emitVjp(t.func, ins, outs, wrt, withValue, false, loc), loc);
 }
 
 std::vector<SVal> Sema::applyVjp(const FnValue &f, const std::vector<ir::Value *> &xs, Loc loc) {
@@ -349,20 +366,10 @@ std::vector<SVal> Sema::applyVjp(const FnValue &f, const std::vector<ir::Value *
                              std::to_string(t.results.size()) + " cotangent(s), one per result");
   std::vector<int64_t> wrt = wrtParams(f, n);
   for (int64_t w : wrt) requireFloat(f, types[w], w, loc);
-  for (size_t k = 0; k < t.results.size(); ++k)
-    if (!types[n + k].sameShape(t.results[k]))
-      fail(DiagId::ArgType, loc,
-           "cotangent " + std::to_string(k) + " of " + f.text + " is " + str(types[n + k]) +
-               " but result " + std::to_string(k) + " of " + f.inner->text + " is " +
-               str(t.results[k]),
-           "pass one cotangent per result, of the result's type");
+  for (size_t k = 0; k < t.results.size(); ++k) checkCotangent(f, k, types[n + k], t.results[k], loc);
   std::vector<ir::Type> outs = t.results;
   for (int64_t w : wrt) outs.push_back(types[w]);
-  ir::Eqn &e = emitTransform(ir::Prim::Vjp, t.func, xs, outs, loc);
-  e.params["wrt"] = wrt;
-  e.params["with_value"] = (int64_t)1;
-  e.params["linear"] = (int64_t)0;
-  return asSVals(e.outs, loc);
+  return asSVals(emitVjp(t.func, xs, outs, wrt, true, false, loc), loc);
 }
 
 std::vector<SVal> Sema::applyJvp(const FnValue &f, const std::vector<ir::Value *> &xs, size_t n,
@@ -417,21 +424,12 @@ std::vector<SVal> Sema::applyTranspose(const FnValue &f, const std::vector<ir::V
     ins.push_back(xs[next++]);
   }
   for (size_t k = 0; k < t.results.size(); ++k, ++next) {
-    if (!xs[next]->type.sameShape(t.results[k]))
-      fail(DiagId::ArgType, loc,
-           "cotangent " + std::to_string(k) + " of " + f.text + " is " + str(xs[next]->type) +
-               " but result " + std::to_string(k) + " of " + f.inner->text + " is " +
-               str(t.results[k]),
-           "pass one cotangent per result, of the result's type");
+    checkCotangent(f, k, xs[next]->type, t.results[k], loc);
     ins.push_back(xs[next]);
   }
   std::vector<ir::Type> outs;
   for (int64_t w : wrt) outs.push_back(p[w]);
-  ir::Eqn &e = emitTransform(ir::Prim::Vjp, t.func, ins, outs, loc);
-  e.params["wrt"] = wrt;
-  e.params["with_value"] = (int64_t)0;
-  e.params["linear"] = (int64_t)1;
-  return asSVals(e.outs, loc);
+  return asSVals(emitVjp(t.func, ins, outs, wrt, false, true, loc), loc);
 }
 
 // ---- check_grads
@@ -521,11 +519,7 @@ SVal Sema::bCheckGrads(const ast::Expr &c) {
   vjpIns.insert(vjpIns.end(), cts.begin(), cts.end());
   std::vector<ir::Type> vjpOuts;
   for (int64_t w : wrt) vjpOuts.push_back(types[w]);
-  ir::Eqn &ve = emitTransform(ir::Prim::Vjp, t2.func, vjpIns, vjpOuts, loc);
-  ve.params["wrt"] = wrt;
-  ve.params["with_value"] = (int64_t)0;
-  ve.params["linear"] = (int64_t)0;
-  std::vector<ir::Value *> vjpRes = ve.outs;
+  std::vector<ir::Value *> vjpRes = emitVjp(t2.func, vjpIns, vjpOuts, wrt, false, false, loc);
 
   // fd = <ct, (f(x+eps d) - f(x-eps d)) / 2eps>, fwd = <ct, jvp(d)>, rev = <vjp(ct), d>.
   SVal fd = SVal::lit(0.0, true, loc), fwd = fd, rev = fd;
