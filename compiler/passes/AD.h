@@ -1,7 +1,7 @@
 // Autodiff internals shared by the differentiate pass's files (JAX's ad.py, in IR form):
-//   flatten      — a straight-line copy of a Func (calls inlined, conds as selects), so the
-//                  rules below only see first-order equations, shmaps and loops (whose
-//                  bodies are flattened too);
+//   flatten      — a straight-line copy of a Func (calls inlined), so the rules below only
+//                  see first-order equations, shmaps, loops and conds (whose bodies are
+//                  flattened too);
 //   linearize    — per primitive, the jvp rule: emits primal equations into the Func being
 //                  built and the linear (tangent) equations into a tape;
 //   transpose    — per linear primitive, the transpose rule: cotangents flow backwards through
@@ -9,7 +9,8 @@
 //                  all_gather_invariant <-> pscatter, all_to_all <-> all_to_all, ppermute <->
 //                  inverse ppermute (seed 000's table), a shmap transposes to a shmap with
 //                  in_specs and out_specs swapped, and a loop to a loop that runs the
-//                  iterations backwards (ADLoop.cpp).
+//                  iterations backwards (ADLoop.cpp), a cond to a cond of its branches'
+//                  vjps (ADCond.cpp).
 #pragma once
 #include "ir/IR.h"
 #include "source/Diagnostics.h"
@@ -90,8 +91,8 @@ private:
   std::map<std::pair<Func *, bool>, Func *> jvpCache_;
 
 public:
-  // Copies `src` into `dst` straight-line (calls inlined, conds as selects; loops stay loops,
-  // with flattened copies of their bodies, but for empty ones).
+  // Copies `src` into `dst` straight-line (calls inlined; loops and conds stay loops and conds,
+  // with flattened copies of their bodies, but for empty loops).
   // `map` gives dst values for src params on entry; returns dst values for src results.
   std::vector<Value *> flattenInto(const Func &src, Func &dst, std::map<const Value *, Value *> &map);
 
@@ -124,6 +125,7 @@ private:
   void shmapRule(const Eqn &e);
   void loopRule(const Eqn &e);
   void blockedLoop(const Eqn &e);
+  void condRule(const Eqn &e);
   Value *addTangents(Value *a, Value *b);
 };
 
@@ -143,6 +145,7 @@ struct Transposer {
 private:
   void shmapRule(const LinearEqn &le);
   void loopRule(const LinearEqn &le);
+  void condRule(const LinearEqn &le);
 };
 
 // A new Func with `f`'s mesh and variance flags, named `name` (made unique).
@@ -154,5 +157,13 @@ void removeDeadEqns(Func &f);
 // live carry reads, and the consts their bodies do not read (recursively). For derived
 // functions only: their loop bodies are flat (no prints) and each belongs to one loop.
 void pruneDeadCode(Func &f);
+// Narrows cond `e` to its results in `liveAfter` and the operands its branches still read.
+void pruneCond(Eqn &e, const std::set<const Value *> &liveAfter);
+// Retypes a flattened cond branch in place for params varying over `paramVary` (a superset of
+// their variance): pbroadcasts made redundant go, operands are lifted where they now
+// disagree. False if it cannot (e.g. a loop whose carries would change variance).
+bool widenBranch(Module &m, Func &f, const std::vector<AxisSet> &paramVary);
+// Whether `f` (or a body in it) has a collective that communicates over one of `axes`.
+bool communicatesOver(const Func &f, AxisSet axes);
 
 } // namespace shmapc::passes::ad

@@ -1,4 +1,4 @@
-// Builder helpers, flattening (calls inlined, conds as selects, loop bodies flattened) and
+// Builder helpers, flattening (calls inlined, loop bodies and cond branches flattened) and
 // dead equation removal for the differentiate pass.
 #include "passes/AD.h"
 
@@ -124,7 +124,7 @@ std::vector<Value *> Differentiator::flattenInto(const Func &src, Func &dst,
       break;
     }
     case Prim::Loop: {
-      // Kept as a loop, its body copied flattened too (no prints, calls or conds left in it):
+      // Kept as a loop, its body copied flattened too (no prints or calls left in it):
       // the jvp and transpose rules differentiate it as one (ADLoop.cpp). An empty loop's
       // results are its initial carries.
       size_t consts = (size_t)e.intParam("num_consts");
@@ -154,17 +154,67 @@ std::vector<Value *> Differentiator::flattenInto(const Func &src, Func &dst,
       break;
     }
     case Prim::Cond: {
-      // Both branches run and the results are selected: the same values, and a straight line
-      // to differentiate (cotangents reach only the branch that was taken).
+      // Kept as a cond, its branches copied flattened (ADCond.cpp differentiates it as one).
+      // A device-varying predicate: the float operands are lifted to vary over its axes and
+      // the branches retyped (widenBranch), so no branch sums cotangents across devices that
+      // may take the other branch. Where devices may diverge and a branch communicates over
+      // the predicate's axes, or a branch cannot be retyped, both branches run and the
+      // results are selected (the value codegen computes then, and its gradient).
       std::vector<Value *> operands(ins.begin() + 1, ins.end());
-      std::vector<std::vector<Value *>> results;
-      for (const Func *branch : e.bodies) {
-        std::map<const Value *, Value *> inner;
-        for (size_t k = 0; k < operands.size(); ++k) inner[branch->params[k]] = operands[k];
-        results.push_back(flattenInto(*branch, dst, inner));
+      AxisSet p = ins[0]->type.vary;
+      bool untyped = src.mesh && !src.checkVma;
+      std::vector<AxisSet> vary;
+      bool widen = false;
+      for (Value *v : operands) {
+        vary.push_back(v->type.vary | (isFloat(v->type.dtype) ? p : 0));
+        widen |= vary.back() != v->type.vary;
       }
-      for (size_t k = 0; k < e.outs.size(); ++k)
-        map[e.outs[k]] = b.select(ins[0], results[0][k], results[1][k]);
+      std::vector<Func *> copies;
+      bool ok = true;
+      for (const Func *branch : e.bodies)
+        if ((p || untyped) && communicatesOver(*branch, untyped ? ~AxisSet(0) : p)) ok = false;
+      for (const Func *branch : e.bodies) {
+        if (!ok) break;
+        Func *copy = newFuncLike(m_, *branch, branch->name);
+        copy->isNested = true;
+        std::map<const Value *, Value *> inner;
+        for (Value *q : branch->params) {
+          Value *np = copy->newValue(q->type, q->hint);
+          copy->params.push_back(np);
+          inner[q] = np;
+        }
+        copy->results = flattenInto(*branch, *copy, inner);
+        if (widen) {
+          ok = ok && widenBranch(m_, *copy, vary);
+          if (ok) {
+            Builder cb{m_, *copy, e.loc};
+            for (size_t k = 0; k < e.outs.size(); ++k)
+              copy->results[k] = cb.liftTo(copy->results[k], e.outs[k]->type.vary);
+          }
+        }
+        copies.push_back(copy);
+      }
+      if (!ok) {
+        std::vector<std::vector<Value *>> results;
+        for (const Func *branch : e.bodies) {
+          std::map<const Value *, Value *> inner;
+          for (size_t k = 0; k < operands.size(); ++k) inner[branch->params[k]] = operands[k];
+          results.push_back(flattenInto(*branch, dst, inner));
+        }
+        for (size_t k = 0; k < e.outs.size(); ++k)
+          map[e.outs[k]] = b.select(ins[0], results[0][k], results[1][k]);
+        break;
+      }
+      Eqn c = e;
+      c.ins = {ins[0]};
+      for (size_t k = 0; k < operands.size(); ++k) c.ins.push_back(b.liftTo(operands[k], vary[k]));
+      c.bodies = copies;
+      for (Value *&o : c.outs) {
+        Value *n = dst.newValue(o->type, o->hint);
+        map[o] = n;
+        o = n;
+      }
+      dst.eqns.push_back(std::move(c));
       break;
     }
     case Prim::Print: break;  // differentiated code has no effects

@@ -193,8 +193,8 @@ void Linearizer::rule(const Eqn &e) {
   }
   case Prim::Shmap: return shmapRule(e);
   case Prim::Loop: return loopRule(e);
+  case Prim::Cond: return condRule(e);
   case Prim::Call:
-  case Prim::Cond:
   case Prim::Jvp:
   case Prim::Vjp:
   case Prim::Print:

@@ -321,6 +321,18 @@ void neededIn(const Func &f, std::set<const Value *> &need) {
     bool used = false;
     for (const Value *o : e.outs) used |= need.count(o) != 0;
     if (!used) continue;
+    if (e.prim == Prim::Cond) {  // the operands its branches need for the live results
+      need.insert(e.ins[0]);
+      for (const Func *br : e.bodies) {
+        std::set<const Value *> inner;
+        for (size_t k = 0; k < e.outs.size(); ++k)
+          if (need.count(e.outs[k])) inner.insert(br->results[k]);
+        neededIn(*br, inner);
+        for (size_t k = 0; k + 1 < e.ins.size(); ++k)
+          if (inner.count(br->params[k])) need.insert(e.ins[1 + k]);
+      }
+      continue;
+    }
     if (e.prim != Prim::Loop) {
       need.insert(e.ins.begin(), e.ins.end());
       continue;
@@ -400,6 +412,7 @@ void pruneDeadCode(Func &f) {
   for (size_t i = f.eqns.size(); i-- > 0;) {
     Eqn &e = f.eqns[i];
     if (e.prim == Prim::Loop) pruneLoop(e, live);  // then its operands are all needed
+    if (e.prim == Prim::Cond) pruneCond(e, live);
     bool used = e.prim == Prim::Print;
     for (const Value *o : e.outs) used |= live.count(o) != 0;
     if (used) live.insert(e.ins.begin(), e.ins.end());

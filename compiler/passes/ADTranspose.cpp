@@ -36,6 +36,7 @@ void Transposer::rule(const LinearEqn &le) {
   b.loc = e.loc;
   if (e.prim == Prim::Shmap) return shmapRule(le);
   if (e.prim == Prim::Loop) return loopRule(le);
+  if (e.prim == Prim::Cond) return condRule(le);
   Value *c = ctOf(e.outs[0]);
   if (!c) return;  // a zero cotangent contributes nothing
   auto in = [&](size_t i) { return le.linear[i] ? e.ins[i] : nullptr; };

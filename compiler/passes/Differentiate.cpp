@@ -8,7 +8,8 @@
 // vjp: it recomputes the forward values it needs on each device (residuals never leave the
 // device), and dead-code removal drops the rest — e.g. the loss's psum2 in a gradient.
 // A loop differentiates as a loop: its transpose runs the iterations backwards from
-// checkpointed carries (ADLoop.cpp).
+// checkpointed carries (ADLoop.cpp). A cond differentiates as a cond: its transpose is a cond
+// over the branches' vjps, so only the taken branch runs (ADCond.cpp).
 //
 // With --transpose=naive (Module::naiveTranspose), bodies are untyped (check_vma=false) and a
 // shmap transposes as seed 000 says it was done before: cotangents of unmapped outputs are

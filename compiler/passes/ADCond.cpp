@@ -1,0 +1,313 @@
+// Conditionals differentiated as conditionals (JAX's lax.cond under jvp and vjp), not as
+// "both branches, then select": only the branch taken runs, so a NaN or Inf the other branch
+// would compute (log of a negative, sqrt(-1), a division the if guards) cannot reach the
+// gradient.
+//   jvp — one cond whose branches are the jvps of the branches: operands are the primal
+//         operands and the tangents of the float operands that have one; results are the
+//         primal results and the tangents of the float results (a branch whose tangent is
+//         structurally zero returns zeros of the result's type);
+//   vjp — the primal cond runs as is and is taped whole; its transpose is a cond over the
+//         branches' vjps (recomputing the taken branch from the operands), taking the
+//         operands and the results' cotangents and returning the cotangents of the
+//         differentiated operands (zeros where a branch does not use one).
+// Derived branches are built by jvpFunc/vjpFunc of the branch Funcs and copied into new nested
+// branches (no calls); pruneDeadCode then drops the results a cond need not compute and the
+// operands neither branch reads (so transpose(f) keeps no primal operand of a linear branch).
+//
+// A device-varying predicate: devices may take different branches, so a branch's collectives
+// must not combine contributions across devices. flattenInto lifts the float operands to vary
+// over the predicate's axes before the cond and retypes the branches (widenBranch): the
+// pbroadcasts that made invariant operands varying inside a branch move out of it, so their
+// transposes (psum2) sum the branches' per-device cotangents outside the cond. A branch that
+// communicates over the predicate's axes (psum over them, say) runs on every device (codegen
+// runs both branches then), so its value is a function of every device's operands: such a
+// cond is differentiated as "both branches, then select", as is one in an untyped body
+// (check_vma=false, where any predicate may diverge) whose branches communicate.
+#include "passes/AD.h"
+#include "passes/VarianceRules.h"
+
+#include <set>
+
+namespace shmapc::passes::ad {
+
+namespace {
+
+Func *nestedLike(Module &m, const Func &body, const std::string &suffix) {
+  Func *f = newFuncLike(m, body, body.name + suffix);
+  f->isNested = true;
+  return f;
+}
+
+Value *param(Func &f, const Type &t, const std::string &hint) {
+  Value *v = f.newValue(t, hint);
+  f.params.push_back(v);
+  return v;
+}
+
+AxisSet axesOf(const Eqn &e) {
+  AxisSet s = 0;
+  if (e.params.count("axes"))
+    for (int64_t a : e.intsParam("axes")) s |= AxisSet(1) << a;
+  return s;
+}
+
+std::vector<int64_t> axisList(AxisSet s) {
+  std::vector<int64_t> out;
+  for (int a = 0; a < 32; ++a)
+    if (s & (AxisSet(1) << a)) out.push_back(a);
+  return out;
+}
+
+Value *lookup(const std::map<const Value *, Value *> &map, Value *v) {
+  auto it = map.find(v);
+  return it == map.end() ? v : it->second;
+}
+
+} // namespace
+
+bool communicatesOver(const Func &f, AxisSet axes) {
+  for (const Eqn &e : f.eqns) {
+    if (primInfo(e.prim).kind == PrimKind::Collective && e.prim != Prim::Pbroadcast &&
+        e.prim != Prim::AxisIndex && (!e.params.count("axes") || (axesOf(e) & axes)))
+      return true;
+    for (const Func *body : e.bodies)
+      if (communicatesOver(*body, axes)) return true;
+  }
+  return false;
+}
+
+bool widenBranch(Module &m, Func &f, const std::vector<AxisSet> &paramVary) {
+  for (size_t k = 0; k < f.params.size(); ++k) f.params[k]->type.vary = paramVary[k];
+  std::vector<Eqn> old = std::move(f.eqns);
+  f.eqns.clear();
+  Builder b{m, f, f.loc};
+  std::map<const Value *, Value *> repl;
+  std::map<std::pair<const Value *, AxisSet>, Value *> lifted;
+  auto lift = [&](Value *v, AxisSet to) {
+    if (v->type.vary == to) return v;
+    auto key = std::make_pair((const Value *)v, to);
+    auto it = lifted.find(key);
+    if (it != lifted.end()) return it->second;
+    return lifted[key] = b.liftTo(v, to);
+  };
+  auto setOuts = [](Eqn &e, AxisSet s) {
+    for (Value *o : e.outs) o->type.vary = s;
+  };
+  for (Eqn &e : old) {
+    b.loc = e.loc;
+    for (Value *&v : e.ins) v = lookup(repl, v);
+    AxisSet A = axesOf(e), v = e.ins.empty() ? 0 : e.ins[0]->type.vary;
+    switch (varianceRule(e.prim)) {
+    case VarianceRule::Invariant:
+    case VarianceRule::AxisIndex: break;
+    case VarianceRule::SameAsOperands: {
+      AxisSet u = 0;
+      for (Value *in : e.ins) u |= in->type.vary;
+      for (Value *&in : e.ins) in = lift(in, u);
+      setOuts(e, u);
+      break;
+    }
+    case VarianceRule::InvariantToVarying:
+      if (e.prim == Prim::Pbroadcast) {
+        if ((A & ~v) == 0) {  // already varying over the axes: the pbroadcast goes
+          repl[e.outs[0]] = e.ins[0];
+          continue;
+        }
+        e.params["axes"] = axisList(A & ~v);
+      } else if (v & A) {
+        return false;
+      }
+      setOuts(e, v | A);
+      break;
+    case VarianceRule::VaryingToInvariant:
+    case VarianceRule::MaxMin:
+      if (A & ~v) return false;
+      setOuts(e, v & ~A);
+      break;
+    case VarianceRule::VaryingToVarying:
+      e.ins[0] = lift(e.ins[0], v | A);
+      setOuts(e, v | A);
+      break;
+    case VarianceRule::Loop: {
+      const Func &body = *e.bodies[0];
+      for (size_t k = 0; k < e.ins.size(); ++k)
+        if (e.ins[k]->type.vary != body.params[1 + k]->type.vary) return false;
+      break;
+    }
+    case VarianceRule::Cond: {
+      AxisSet p = e.ins[0]->type.vary;
+      std::vector<AxisSet> pv;
+      for (size_t k = 1; k < e.ins.size(); ++k) {
+        AxisSet to = e.ins[k]->type.vary | (isFloat(e.ins[k]->type.dtype) ? p : 0);
+        e.ins[k] = lift(e.ins[k], to);
+        pv.push_back(to);
+      }
+      std::vector<AxisSet> outs(e.outs.size(), p);
+      for (Func *br : e.bodies) {
+        if (!widenBranch(m, *br, pv)) return false;
+        for (size_t k = 0; k < outs.size(); ++k) outs[k] |= br->results[k]->type.vary;
+      }
+      for (Func *br : e.bodies) {
+        Builder bb{m, *br, e.loc};
+        for (size_t k = 0; k < outs.size(); ++k) br->results[k] = bb.liftTo(br->results[k], outs[k]);
+      }
+      for (size_t k = 0; k < outs.size(); ++k) e.outs[k]->type.vary = outs[k];
+      break;
+    }
+    default: return false;
+    }
+    f.eqns.push_back(std::move(e));
+  }
+  for (Value *&r : f.results) r = lookup(repl, r);
+  return true;
+}
+
+// ---- jvp and taping
+
+void Linearizer::condRule(const Eqn &e) {
+  Module &m = d.module();
+  size_t N = e.ins.size() - 1, K = e.outs.size();
+  std::vector<Value *> t;
+  bool any = false;
+  for (size_t i = 0; i < N; ++i) {
+    Value *v = e.ins[1 + i];
+    t.push_back(isFloat(v->type.dtype) ? tangentOf(v) : nullptr);
+    any |= t.back() != nullptr;
+  }
+  if (!any) return;
+  auto floatOut = [&](size_t k) { return isFloat(e.outs[k]->type.dtype); };
+
+  if (!emitTangents) {  // vjp: the primal cond stays; taped whole
+    LinearEqn le;
+    le.e = e;
+    le.tangentIns = t;
+    for (size_t k = 0; k < K; ++k) {
+      Value *to = floatOut(k) ? newTangent(e.outs[k]->type) : nullptr;
+      le.tangentOuts.push_back(to);
+      if (to) tangent[e.outs[k]] = to;
+    }
+    tape.push_back(std::move(le));
+    return;
+  }
+
+  // jvp: one cond over (operands..., tangents...) -> (outs..., tangent outs...).
+  Eqn j = e;
+  j.bodies.clear();
+  for (Func *br : e.bodies) {
+    Func *g = d.jvpFunc(*br, false);  // (params..., tangents of params...) -> (res..., tangents)
+    Func *w = nestedLike(m, *br, "_jvp");
+    Builder wb{m, *w, e.loc};
+    std::map<const Value *, Value *> map;
+    std::vector<Value *> wp, wt;
+    for (size_t i = 0; i < N; ++i) wp.push_back(param(*w, br->params[i]->type, br->params[i]->hint));
+    for (size_t i = 0; i < N; ++i)
+      if (t[i]) wt.push_back(param(*w, br->params[i]->type, br->params[i]->hint + "_dot"));
+    for (size_t i = 0, p = 0; i < N; ++i) {
+      map[g->params[i]] = wp[i];
+      map[g->params[N + i]] = t[i] ? wt[p++] : wb.zerosLike(br->params[i]->type);
+    }
+    std::vector<Value *> res = d.flattenInto(*g, *w, map);
+    std::vector<Value *> results(res.begin(), res.begin() + K);
+    for (size_t k = 0; k < K; ++k)
+      if (floatOut(k)) results.push_back(wb.liftTo(res[K + k], e.outs[k]->type.vary));
+    w->results = results;
+    removeDeadEqns(*w);
+    j.bodies.push_back(w);
+  }
+  if (!b.f.eqns.empty() && b.f.eqns.back().prim == Prim::Cond && b.f.eqns.back().outs == e.outs)
+    b.f.eqns.pop_back();  // the primal cond: the jvp cond computes its results too
+  for (size_t i = 0; i < N; ++i)
+    if (t[i]) j.ins.push_back(b.liftTo(t[i], e.ins[1 + i]->type.vary));
+  for (size_t k = 0; k < K; ++k)
+    if (floatOut(k)) {
+      Value *to = newTangent(e.outs[k]->type);
+      j.outs.push_back(to);
+      tangent[e.outs[k]] = to;
+    }
+  b.emitEqn(std::move(j));
+}
+
+// ---- transpose
+
+void Transposer::condRule(const LinearEqn &le) {
+  const Eqn &e = le.e;
+  Module &m = d.module();
+  size_t N = e.ins.size() - 1, K = e.outs.size();
+  std::vector<Value *> cts;
+  bool anyCt = false;
+  for (size_t k = 0; k < K; ++k) {
+    cts.push_back(le.tangentOuts[k] ? ctOf(le.tangentOuts[k]) : nullptr);
+    anyCt |= cts.back() != nullptr;
+  }
+  std::vector<int64_t> wrt;
+  for (size_t i = 0; i < N; ++i)
+    if (le.tangentIns[i]) wrt.push_back((int64_t)i);
+  if (!anyCt || wrt.empty()) return;
+
+  Eqn t = e;
+  t.ins.assign(e.ins.begin(), e.ins.end());  // the predicate and the primal operands
+  t.outs.clear();
+  t.bodies.clear();
+  for (Func *br : e.bodies) {
+    Func *v = d.vjpFunc(*br, wrt, false, false, e.loc);  // (params..., cts of results...) -> cts
+    Func *w = nestedLike(m, *br, "_vjp");
+    Builder wb{m, *w, e.loc};
+    std::map<const Value *, Value *> map;
+    for (size_t i = 0; i < N; ++i) map[v->params[i]] = param(*w, br->params[i]->type, br->params[i]->hint);
+    for (size_t k = 0; k < K; ++k) {
+      const Type &ty = br->results[k]->type;
+      map[v->params[N + k]] = le.tangentOuts[k] ? param(*w, ty, br->results[k]->hint + "_ct") : wb.zerosLike(ty);
+    }
+    std::vector<Value *> res = d.flattenInto(*v, *w, map);
+    for (size_t q = 0; q < wrt.size(); ++q) res[q] = wb.liftTo(res[q], e.ins[1 + wrt[q]]->type.vary);
+    w->results = res;
+    removeDeadEqns(*w);
+    t.bodies.push_back(w);
+  }
+  for (size_t k = 0; k < K; ++k)
+    if (le.tangentOuts[k]) {
+      const Type &ty = e.outs[k]->type;
+      t.ins.push_back(cts[k] ? b.liftTo(cts[k], ty.vary) : b.zerosLike(ty));
+    }
+  for (int64_t w : wrt) {
+    Value *in = e.ins[1 + w];
+    t.outs.push_back(b.f.newValue(in->type, in->hint.empty() ? "ct" : in->hint + "_ct"));
+  }
+  std::vector<Value *> outs = t.outs;
+  b.emitEqn(std::move(t));
+  for (size_t q = 0; q < wrt.size(); ++q) accumulate(le.tangentIns[wrt[q]], outs[q]);
+}
+
+// ---- dead code
+
+void pruneCond(Eqn &e, const std::set<const Value *> &liveAfter) {
+  std::vector<size_t> live;
+  for (size_t k = 0; k < e.outs.size(); ++k)
+    if (liveAfter.count(e.outs[k])) live.push_back(k);
+  std::set<const Value *> read;
+  for (Func *br : e.bodies) {
+    std::vector<Value *> results;
+    for (size_t k : live) results.push_back(br->results[k]);
+    br->results = results;
+    pruneDeadCode(*br);
+    read.insert(br->results.begin(), br->results.end());
+    for (const Eqn &be : br->eqns) read.insert(be.ins.begin(), be.ins.end());
+  }
+  std::vector<Value *> outs, ins = {e.ins[0]};
+  for (size_t k : live) outs.push_back(e.outs[k]);
+  std::vector<bool> keep(e.ins.size() - 1, false);
+  for (size_t i = 0; i + 1 < e.ins.size(); ++i)
+    for (Func *br : e.bodies) keep[i] = keep[i] || read.count(br->params[i]);
+  for (size_t i = 0; i + 1 < e.ins.size(); ++i)
+    if (keep[i]) ins.push_back(e.ins[1 + i]);
+  for (Func *br : e.bodies) {
+    std::vector<Value *> params;
+    for (size_t i = 0; i < keep.size(); ++i)
+      if (keep[i]) params.push_back(br->params[i]);
+    br->params = params;
+  }
+  e.ins = ins;
+  e.outs = outs;
+}
+
+} // namespace shmapc::passes::ad
