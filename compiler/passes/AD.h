@@ -150,6 +150,10 @@ private:
 
 // A new Func with `f`'s mesh and variance flags, named `name` (made unique).
 Func *newFuncLike(Module &m, const Func &f, const std::string &name);
+// A nested body (loop body or branch) for derived code, named after `body` + `suffix`.
+Func *nestedLike(Module &m, const Func &body, const std::string &suffix);
+// Appends a parameter of type `t` to `f`.
+Value *param(Func &f, const Type &t, const std::string &hint);
 
 // Removes equations whose results are unused (no side effects remain after differentiation).
 void removeDeadEqns(Func &f);

@@ -98,6 +98,18 @@ Value *Builder::transpose(Value *v, std::vector<int64_t> perm) {
   return emit(Prim::Transpose, {v}, t, {{"permutation", perm}});
 }
 
+Func *nestedLike(Module &m, const Func &body, const std::string &suffix) {
+  Func *f = newFuncLike(m, body, body.name + suffix);
+  f->isNested = true;
+  return f;
+}
+
+Value *param(Func &f, const Type &t, const std::string &hint) {
+  Value *v = f.newValue(t, hint);
+  f.params.push_back(v);
+  return v;
+}
+
 // ---- flattening
 
 namespace {
@@ -111,6 +123,15 @@ Value *lookup(std::map<const Value *, Value *> &map, const Value *v) {
 
 std::vector<Value *> Differentiator::flattenInto(const Func &src, Func &dst,
                                                  std::map<const Value *, Value *> &map) {
+  // Appends `c` (a copy of a source equation, operands already mapped) with fresh results.
+  auto emitCopy = [&](Eqn c) {
+    for (Value *&o : c.outs) {
+      Value *n = dst.newValue(o->type, o->hint);
+      map[o] = n;
+      o = n;
+    }
+    dst.eqns.push_back(std::move(c));
+  };
   for (const Eqn &e : src.eqns) {
     std::vector<Value *> ins;
     for (Value *v : e.ins) ins.push_back(lookup(map, v));
@@ -145,12 +166,7 @@ std::vector<Value *> Differentiator::flattenInto(const Func &src, Func &dst,
       Eqn c = e;
       c.ins = ins;
       c.bodies = {copy};
-      for (Value *&o : c.outs) {
-        Value *n = dst.newValue(o->type, o->hint);
-        map[o] = n;
-        o = n;
-      }
-      dst.eqns.push_back(std::move(c));
+      emitCopy(std::move(c));
       break;
     }
     case Prim::Cond: {
@@ -209,24 +225,14 @@ std::vector<Value *> Differentiator::flattenInto(const Func &src, Func &dst,
       c.ins = {ins[0]};
       for (size_t k = 0; k < operands.size(); ++k) c.ins.push_back(b.liftTo(operands[k], vary[k]));
       c.bodies = copies;
-      for (Value *&o : c.outs) {
-        Value *n = dst.newValue(o->type, o->hint);
-        map[o] = n;
-        o = n;
-      }
-      dst.eqns.push_back(std::move(c));
+      emitCopy(std::move(c));
       break;
     }
     case Prim::Print: break;  // differentiated code has no effects
     default: {
       Eqn c = e;
       c.ins = ins;
-      for (Value *&o : c.outs) {
-        Value *n = dst.newValue(o->type, o->hint);
-        map[o] = n;
-        o = n;
-      }
-      dst.eqns.push_back(std::move(c));
+      emitCopy(std::move(c));
     }
     }
   }

@@ -32,18 +32,6 @@ namespace shmapc::passes::ad {
 
 namespace {
 
-Func *nestedLike(Module &m, const Func &body, const std::string &suffix) {
-  Func *f = newFuncLike(m, body, body.name + suffix);
-  f->isNested = true;
-  return f;
-}
-
-Value *param(Func &f, const Type &t, const std::string &hint) {
-  Value *v = f.newValue(t, hint);
-  f.params.push_back(v);
-  return v;
-}
-
 AxisSet axesOf(const Eqn &e) {
   AxisSet s = 0;
   if (e.params.count("axes"))

@@ -39,18 +39,6 @@ std::vector<int64_t> withLeadingOne(const std::vector<int64_t> &shape) {
   return s;
 }
 
-Func *nestedLike(Module &m, const Func &body, const std::string &suffix) {
-  Func *f = newFuncLike(m, body, body.name + suffix);
-  f->isNested = true;
-  return f;
-}
-
-Value *param(Func &f, const Type &t, const std::string &hint) {
-  Value *v = f.newValue(t, hint);
-  f.params.push_back(v);
-  return v;
-}
-
 // Removes the primal loop the linearizer just emitted (the last equation of `f`).
 void popPrimal(Func &f, const Eqn &e) {
   if (!f.eqns.empty() && f.eqns.back().prim == Prim::Loop && f.eqns.back().outs == e.outs)
