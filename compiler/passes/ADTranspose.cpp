@@ -93,11 +93,34 @@ void Transposer::rule(const LinearEqn &le) {
     return accumulate(in(0), b.broadcastTo(c, full, kept));
   }
   case Prim::Slice: {
-    for (int64_t s : e.intsParam("strides"))
-      if (s != 1)
-        d.diags().fatal(DiagId::NotDifferentiable, e.loc,
-                        "cannot differentiate or transpose a strided slice yet",
-                        "slice with step 1, or reshape and index instead");
+    // A strided dimension first gets its gaps back: zeros interleaved after each element
+    // (reshape to [m, 1], concatenate [m, s - 1] zeros, reshape to m * s, cut to the slice's
+    // extent); then the block goes into zeros at the slice's start.
+    const auto &start = e.intsParam("start"), &limit = e.intsParam("limit");
+    const auto &strides = e.intsParam("strides");
+    for (size_t dim = 0; dim < strides.size(); ++dim) {
+      int64_t stride = strides[dim], m = c->type.shape[dim];
+      if (stride == 1) continue;
+      if (m == 0) return;  // nothing was sliced: a zero cotangent
+      std::vector<int64_t> shape = c->type.shape;
+      shape[dim] = 1;
+      shape.insert(shape.begin() + dim, m);
+      Value *column = b.reshape(c, shape);
+      shape[dim + 1] = stride - 1;
+      Value *gaps = b.zerosLike(Type{c->type.dtype, shape, c->type.vary});
+      shape[dim + 1] = stride;
+      Value *spread = b.emit(Prim::Concatenate, {column, gaps}, Type{c->type.dtype, shape, c->type.vary},
+                             {{"dimension", (int64_t)dim + 1}});
+      std::vector<int64_t> flat = c->type.shape;
+      flat[dim] = m * stride;
+      spread = b.reshape(spread, flat);
+      std::vector<int64_t> lo(flat.size(), 0), hi = flat, one(flat.size(), 1);
+      hi[dim] = limit[dim] - start[dim];
+      std::vector<int64_t> cut = flat;
+      cut[dim] = hi[dim];
+      c = b.emit(Prim::Slice, {spread}, Type{c->type.dtype, cut, c->type.vary},
+                 {{"start", lo}, {"limit", hi}, {"strides", one}});
+    }
     std::vector<Value *> ins = {b.zerosLike(Type{xt.dtype, xt.shape, c->type.vary}), c};
     for (int64_t s : e.intsParam("start")) ins.push_back(b.i32(s));
     Type out{xt.dtype, xt.shape, c->type.vary};
