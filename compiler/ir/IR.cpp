@@ -65,6 +65,20 @@ int Mesh::axisIndex(const std::string &axis) const {
   return -1;
 }
 
+std::vector<int64_t> axisList(AxisSet s) {
+  std::vector<int64_t> out;
+  for (int a = 0; a < 32; ++a)
+    if (s & (AxisSet(1) << a)) out.push_back(a);
+  return out;
+}
+
+AxisSet Eqn::axesParamSet() const {
+  AxisSet s = 0;
+  if (has("axes"))
+    for (int64_t a : intsParam("axes")) s |= AxisSet(1) << a;
+  return s;
+}
+
 AxisSet PartitionSpec::axes() const {
   AxisSet s = 0;
   for (const auto &d : dims)

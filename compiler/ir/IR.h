@@ -43,6 +43,7 @@ bool isFloat(DType t);
 
 // Bit i set = may vary over mesh axis i of the enclosing mesh.
 using AxisSet = uint32_t;
+std::vector<int64_t> axisList(AxisSet s);  // the axes in `s`, ascending
 
 struct Type {
   DType dtype = DType::F32;
@@ -103,6 +104,7 @@ struct Eqn {
   const std::string &strParam(const std::string &k) const;
   const std::vector<double> &doublesParam(const std::string &k) const;
   const std::vector<PartitionSpec> &specsParam(const std::string &k) const;
+  AxisSet axesParamSet() const;  // the collective's `axes` param as a set (none: empty)
   bool has(const std::string &k) const { return params.count(k) != 0; }
 };
 

@@ -32,19 +32,6 @@ namespace shmapc::passes::ad {
 
 namespace {
 
-AxisSet axesOf(const Eqn &e) {
-  AxisSet s = 0;
-  if (e.params.count("axes"))
-    for (int64_t a : e.intsParam("axes")) s |= AxisSet(1) << a;
-  return s;
-}
-
-std::vector<int64_t> axisList(AxisSet s) {
-  std::vector<int64_t> out;
-  for (int a = 0; a < 32; ++a)
-    if (s & (AxisSet(1) << a)) out.push_back(a);
-  return out;
-}
 
 Value *lookup(const std::map<const Value *, Value *> &map, Value *v) {
   auto it = map.find(v);
@@ -56,7 +43,7 @@ Value *lookup(const std::map<const Value *, Value *> &map, Value *v) {
 bool communicatesOver(const Func &f, AxisSet axes) {
   for (const Eqn &e : f.eqns) {
     if (primInfo(e.prim).kind == PrimKind::Collective && e.prim != Prim::Pbroadcast &&
-        e.prim != Prim::AxisIndex && (!e.params.count("axes") || (axesOf(e) & axes)))
+        e.prim != Prim::AxisIndex && (!e.params.count("axes") || (e.axesParamSet() & axes)))
       return true;
     for (const Func *body : e.bodies)
       if (communicatesOver(*body, axes)) return true;
@@ -84,7 +71,7 @@ bool widenBranch(Module &m, Func &f, const std::vector<AxisSet> &paramVary) {
   for (Eqn &e : old) {
     b.loc = e.loc;
     for (Value *&v : e.ins) v = lookup(repl, v);
-    AxisSet A = axesOf(e), v = e.ins.empty() ? 0 : e.ins[0]->type.vary;
+    AxisSet A = e.axesParamSet(), v = e.ins.empty() ? 0 : e.ins[0]->type.vary;
     switch (varianceRule(e.prim)) {
     case VarianceRule::Invariant:
     case VarianceRule::AxisIndex: break;

@@ -63,12 +63,6 @@ void linearize(Linearizer &lin) {
 
 AxisSet allAxes(const Mesh &mesh) { return (AxisSet(1) << mesh.axes.size()) - 1; }
 
-std::vector<int64_t> axisList(AxisSet s) {
-  std::vector<int64_t> out;
-  for (int a = 0; a < 32; ++a)
-    if (s & (AxisSet(1) << a)) out.push_back(a);
-  return out;
-}
 
 int64_t axesSize(const Mesh &mesh, AxisSet s) {
   int64_t n = 1;

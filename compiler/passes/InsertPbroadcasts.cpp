@@ -28,11 +28,7 @@ using namespace ir;
 
 AxisSet bit(int64_t axis) { return AxisSet(1) << axis; }
 
-AxisSet axesParam(const Eqn &e) {
-  AxisSet s = 0;
-  for (int64_t a : e.intsParam("axes")) s |= bit(a);
-  return s;
-}
+AxisSet axesParam(const Eqn &e) { return e.axesParamSet(); }
 
 // The eqn's axes that are in `keep`, in the order the user listed them.
 std::vector<int64_t> axesIn(const Eqn &e, AxisSet keep) {
@@ -42,16 +38,10 @@ std::vector<int64_t> axesIn(const Eqn &e, AxisSet keep) {
   return out;
 }
 
-std::vector<int64_t> axesList(AxisSet s) {
-  std::vector<int64_t> out;
-  for (int a = 0; a < 32; ++a)
-    if (s & bit(a)) out.push_back(a);
-  return out;
-}
 
 // `"i"` or `("x", "y")`, as the user would write it.
 std::string axesSource(const Mesh &mesh, AxisSet s) {
-  std::vector<int64_t> axes = axesList(s);
+  std::vector<int64_t> axes = axisList(s);
   std::string text;
   for (size_t i = 0; i < axes.size(); ++i)
     text += (i ? ", \"" : "\"") + mesh.axes[axes[i]] + "\"";
@@ -128,7 +118,7 @@ private:
     Type t = v->type;
     t.vary = target;
     Value *out = s.f.newValue(t, v->hint);
-    Eqn p{Prim::Pbroadcast, {v}, {out}, {{"axes", axesList(target & ~v->type.vary)}}, {}, loc};
+    Eqn p{Prim::Pbroadcast, {v}, {out}, {{"axes", axisList(target & ~v->type.vary)}}, {}, loc};
     s.out.push_back(std::move(p));
     s.lifted[key] = out;
     return out;
@@ -238,7 +228,7 @@ private:
     }
     if (invariant) {
       int64_t n = 1;
-      for (int64_t axis : axesList(invariant)) n *= mesh_.sizes[axis];
+      for (int64_t axis : axisList(invariant)) n *= mesh_.sizes[axis];
       Type scalar{cur->type.dtype, {}, 0};
       Value *c = s.f.newValue(scalar);
       emit(s, Eqn{Prim::Constant, {}, {c}, {{"value", std::vector<double>{(double)n}}}, {}, e.loc});
