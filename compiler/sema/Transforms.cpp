@@ -128,8 +128,11 @@ Sema::Trace Sema::traceFn(const FnValue &f, const std::vector<ir::Type> &types, 
   Scope scope;
   scope.owner = &ctx;
   std::vector<SVal> params;
-  for (const ir::Type &t : types) {
-    ir::Value *p = w->newValue(t);
+  for (size_t i = 0; i < types.size(); ++i) {
+    const ir::Type &t = types[i];
+    // Named like the function's params, so that messages about them read naturally.
+    std::string hint = f.decl && i < f.decl->params.size() ? f.decl->params[i].name : "";
+    ir::Value *p = w->newValue(t, hint);
     w->params.push_back(p);
     params.push_back(SVal::array(p, loc));
   }
