@@ -148,23 +148,6 @@ bool FuncEmitter::emitLoop(const ir::Eqn &e) {
   return true;
 }
 
-namespace {
-
-// Whether running `f` performs a collective (the runtime synchronises every device of the
-// mesh at each one).
-bool performsCollective(const ir::Func &f) {
-  for (const ir::Eqn &e : f.eqns) {
-    if (ir::primInfo(e.prim).kind == ir::PrimKind::Collective && e.prim != ir::Prim::AxisIndex &&
-        e.prim != ir::Prim::Pbroadcast)
-      return true;
-    for (const ir::Func *body : e.bodies)
-      if (performsCollective(*body)) return true;
-  }
-  return false;
-}
-
-} // namespace
-
 bool FuncEmitter::emitCond(const ir::Eqn &e) {
   if (e.bodies.size() != 2) return fail("cond: expected two branches");
   std::vector<llvm::Value *> ins, outs;
@@ -177,7 +160,7 @@ bool FuncEmitter::emitCond(const ir::Eqn &e) {
   // off) would let some devices skip a collective the others wait in: every device runs both
   // branches and keeps the result of its own, so every device performs every collective.
   bool mayDiverge = e.ins[0]->type.vary != 0 || (f.mesh && !f.checkVma);
-  if (mayDiverge && (performsCollective(*e.bodies[0]) || performsCollective(*e.bodies[1]))) {
+  if (mayDiverge && (ir::communicatesOver(*e.bodies[0]) || ir::communicatesOver(*e.bodies[1]))) {
     std::vector<llvm::Value *> other;
     for (const ir::Value *v : e.outs) other.push_back(scratch(v->type));
     b.CreateCall(me.funcType(), me.funcs.at(e.bodies[0]), {dev, outsArr, insArr});

@@ -79,6 +79,17 @@ AxisSet Eqn::axesParamSet() const {
   return s;
 }
 
+bool communicatesOver(const Func &f, AxisSet axes) {
+  for (const Eqn &e : f.eqns) {
+    if (primInfo(e.prim).kind == PrimKind::Collective && e.prim != Prim::Pbroadcast &&
+        e.prim != Prim::AxisIndex && (!e.has("axes") || (e.axesParamSet() & axes)))
+      return true;
+    for (const Func *body : e.bodies)
+      if (communicatesOver(*body, axes)) return true;
+  }
+  return false;
+}
+
 AxisSet PartitionSpec::axes() const {
   AxisSet s = 0;
   for (const auto &d : dims)

@@ -139,6 +139,11 @@ struct Module {
   Func *newFunc(const std::string &name);
 };
 
+// Whether running `f` (or a body in it) performs a collective that communicates over one of
+// `axes` (pbroadcast and axis_index never communicate). The runtime synchronises every device
+// of the mesh at each such collective.
+bool communicatesOver(const Func &f, AxisSet axes = ~AxisSet(0));
+
 // --emit=ir: prints every non-nested function; nested bodies print inline, indented.
 std::string printModule(const Module &m);
 std::string printFunc(const Func &f);

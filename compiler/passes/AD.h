@@ -127,6 +127,10 @@ private:
   void blockedLoop(const Eqn &e);
   void condRule(const Eqn &e);
   Value *addTangents(Value *a, Value *b);
+  // Drops the primal `e` the linearizer just emitted (a jvp loop/cond computes it too).
+  void popPrimal(const Eqn &e);
+  // Emits `j` (the jvp of `e`) with a new tangent result per float result of `e`.
+  void emitWithTangentOuts(Eqn j, const Eqn &e);
 };
 
 // Backward sweep: consumes the tape in reverse, accumulating cotangents.
@@ -152,6 +156,8 @@ private:
 Func *newFuncLike(Module &m, const Func &f, const std::string &name);
 // A nested body (loop body or branch) for derived code, named after `body` + `suffix`.
 Func *nestedLike(Module &m, const Func &body, const std::string &suffix);
+// `v` through a value map (itself where the map has no entry).
+Value *lookup(const std::map<const Value *, Value *> &map, const Value *v);
 // Appends a parameter of type `t` to `f`.
 Value *param(Func &f, const Type &t, const std::string &hint);
 
@@ -167,7 +173,5 @@ void pruneCond(Eqn &e, const std::set<const Value *> &liveAfter);
 // their variance): pbroadcasts made redundant go, operands are lifted where they now
 // disagree. False if it cannot (e.g. a loop whose carries would change variance).
 bool widenBranch(Module &m, Func &f, const std::vector<AxisSet> &paramVary);
-// Whether `f` (or a body in it) has a collective that communicates over one of `axes`.
-bool communicatesOver(const Func &f, AxisSet axes);
 
 } // namespace shmapc::passes::ad

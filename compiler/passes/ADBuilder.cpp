@@ -110,16 +110,30 @@ Value *param(Func &f, const Type &t, const std::string &hint) {
   return v;
 }
 
+// ---- the linearizer's shared steps for higher-order equations (loop, cond)
+
+void Linearizer::popPrimal(const Eqn &e) {
+  Func &f = b.f;
+  if (!f.eqns.empty() && f.eqns.back().prim == e.prim && f.eqns.back().outs == e.outs)
+    f.eqns.pop_back();
+}
+
+void Linearizer::emitWithTangentOuts(Eqn j, const Eqn &e) {
+  for (Value *o : e.outs)
+    if (isFloat(o->type.dtype)) {
+      Value *to = newTangent(o->type);
+      j.outs.push_back(to);
+      tangent[o] = to;
+    }
+  b.emitEqn(std::move(j));
+}
+
 // ---- flattening
 
-namespace {
-
-Value *lookup(std::map<const Value *, Value *> &map, const Value *v) {
+Value *lookup(const std::map<const Value *, Value *> &map, const Value *v) {
   auto it = map.find(v);
   return it == map.end() ? const_cast<Value *>(v) : it->second;
 }
-
-} // namespace
 
 std::vector<Value *> Differentiator::flattenInto(const Func &src, Func &dst,
                                                  std::map<const Value *, Value *> &map) {

@@ -30,27 +30,6 @@
 
 namespace shmapc::passes::ad {
 
-namespace {
-
-
-Value *lookup(const std::map<const Value *, Value *> &map, Value *v) {
-  auto it = map.find(v);
-  return it == map.end() ? v : it->second;
-}
-
-} // namespace
-
-bool communicatesOver(const Func &f, AxisSet axes) {
-  for (const Eqn &e : f.eqns) {
-    if (primInfo(e.prim).kind == PrimKind::Collective && e.prim != Prim::Pbroadcast &&
-        e.prim != Prim::AxisIndex && (!e.params.count("axes") || (e.axesParamSet() & axes)))
-      return true;
-    for (const Func *body : e.bodies)
-      if (communicatesOver(*body, axes)) return true;
-  }
-  return false;
-}
-
 bool widenBranch(Module &m, Func &f, const std::vector<AxisSet> &paramVary) {
   for (size_t k = 0; k < f.params.size(); ++k) f.params[k]->type.vary = paramVary[k];
   std::vector<Eqn> old = std::move(f.eqns);
@@ -189,17 +168,10 @@ void Linearizer::condRule(const Eqn &e) {
     removeDeadEqns(*w);
     j.bodies.push_back(w);
   }
-  if (!b.f.eqns.empty() && b.f.eqns.back().prim == Prim::Cond && b.f.eqns.back().outs == e.outs)
-    b.f.eqns.pop_back();  // the primal cond: the jvp cond computes its results too
+  popPrimal(e);  // the jvp cond computes the primal results too
   for (size_t i = 0; i < N; ++i)
     if (t[i]) j.ins.push_back(b.liftTo(t[i], e.ins[1 + i]->type.vary));
-  for (size_t k = 0; k < K; ++k)
-    if (floatOut(k)) {
-      Value *to = newTangent(e.outs[k]->type);
-      j.outs.push_back(to);
-      tangent[e.outs[k]] = to;
-    }
-  b.emitEqn(std::move(j));
+  emitWithTangentOuts(std::move(j), e);
 }
 
 // ---- transpose

@@ -39,12 +39,6 @@ std::vector<int64_t> withLeadingOne(const std::vector<int64_t> &shape) {
   return s;
 }
 
-// Removes the primal loop the linearizer just emitted (the last equation of `f`).
-void popPrimal(Func &f, const Eqn &e) {
-  if (!f.eqns.empty() && f.eqns.back().prim == Prim::Loop && f.eqns.back().outs == e.outs)
-    f.eqns.pop_back();
-}
-
 } // namespace
 
 // A long loop under vjp becomes a loop over blocks of B ~ sqrt(n) iterations (each an inner
@@ -86,7 +80,7 @@ void Linearizer::blockedLoop(const Eqn &e) {
   outer->results = in.outs;
   outer->eqns.push_back(std::move(in));
 
-  popPrimal(b.f, e);
+  popPrimal(e);
   Eqn blocks{Prim::Loop, e.ins, e.outs, {{"lo", (int64_t)0}, {"hi", q}, {"num_consts", (int64_t)C}}, {outer}, e.loc};
   Eqn rest{Prim::Loop, {}, e.outs, {{"lo", lo + q * B}, {"hi", hi}, {"num_consts", (int64_t)C}}, {&body}, e.loc};
   if (r > 0) {
@@ -145,7 +139,7 @@ void Linearizer::loopRule(const Eqn &e) {
     w->results = results;
     removeDeadEqns(*w);
 
-    popPrimal(b.f, e);
+    popPrimal(e);
     Eqn j = e;
     j.ins.assign(e.ins.begin(), e.ins.begin() + C);
     for (size_t c = 0; c < C; ++c)
@@ -156,14 +150,7 @@ void Linearizer::loopRule(const Eqn &e) {
         j.ins.push_back(t[C + k] ? b.liftTo(t[C + k], e.outs[k]->type.vary) : b.zerosLike(e.outs[k]->type));
     j.params["num_consts"] = (int64_t)(C + wcd.size());
     j.bodies = {w};
-    for (size_t k = 0; k < K; ++k)
-      if (floatCarry(k)) {
-        Value *to = newTangent(e.outs[k]->type);
-        j.outs.push_back(to);
-        tangent[e.outs[k]] = to;
-      }
-    b.emitEqn(std::move(j));
-    return;
+    return emitWithTangentOuts(std::move(j), e);
   }
 
   if (n > kBlockAbove) return blockedLoop(e);
@@ -187,7 +174,7 @@ void Linearizer::loopRule(const Eqn &e) {
   f->results = results;
   removeDeadEqns(*f);
 
-  popPrimal(b.f, e);
+  popPrimal(e);
   Eqn fwd = e;
   fwd.bodies = {f};
   LinearEqn le;
