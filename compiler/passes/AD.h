@@ -13,6 +13,7 @@
 //                  vjps (ADCond.cpp).
 #pragma once
 #include "ir/IR.h"
+#include "passes/Passes.h"
 #include "source/Diagnostics.h"
 
 #include <map>
@@ -169,9 +170,5 @@ void removeDeadEqns(Func &f);
 void pruneDeadCode(Func &f);
 // Narrows cond `e` to its results in `liveAfter` and the operands its branches still read.
 void pruneCond(Eqn &e, const std::set<const Value *> &liveAfter);
-// Retypes a flattened cond branch in place for params varying over `paramVary` (a superset of
-// their variance): pbroadcasts made redundant go, operands are lifted where they now
-// disagree. False if it cannot (e.g. a loop whose carries would change variance).
-bool widenBranch(Module &m, Func &f, const std::vector<AxisSet> &paramVary);
 
 } // namespace shmapc::passes::ad

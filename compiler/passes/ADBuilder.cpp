@@ -186,7 +186,7 @@ std::vector<Value *> Differentiator::flattenInto(const Func &src, Func &dst,
     case Prim::Cond: {
       // Kept as a cond, its branches copied flattened (ADCond.cpp differentiates it as one).
       // A device-varying predicate: the float operands are lifted to vary over its axes and
-      // the branches retyped (widenBranch), so no branch sums cotangents across devices that
+      // the branches retyped (retypeWithParams), so no branch sums cotangents across devices that
       // may take the other branch. Where devices may diverge and a branch communicates over
       // the predicate's axes, or a branch cannot be retyped, both branches run and the
       // results are selected (the value codegen computes then, and its gradient).
@@ -215,7 +215,7 @@ std::vector<Value *> Differentiator::flattenInto(const Func &src, Func &dst,
         }
         copy->results = flattenInto(*branch, *copy, inner);
         if (widen) {
-          ok = ok && widenBranch(m_, *copy, vary);
+          ok = ok && retypeWithParams(*copy, vary, diags_.sources());
           if (ok) {
             Builder cb{m_, *copy, e.loc};
             for (size_t k = 0; k < e.outs.size(); ++k)

@@ -16,7 +16,7 @@
 //
 // A device-varying predicate: devices may take different branches, so a branch's collectives
 // must not combine contributions across devices. flattenInto lifts the float operands to vary
-// over the predicate's axes before the cond and retypes the branches (widenBranch): the
+// over the predicate's axes before the cond and retypes the branches (retypeWithParams): the
 // pbroadcasts that made invariant operands varying inside a branch move out of it, so their
 // transposes (psum2) sum the branches' per-device cotangents outside the cond. A branch that
 // communicates over the predicate's axes (psum over them, say) runs on every device (codegen
@@ -24,97 +24,10 @@
 // cond is differentiated as "both branches, then select", as is one in an untyped body
 // (check_vma=false, where any predicate may diverge) whose branches communicate.
 #include "passes/AD.h"
-#include "passes/VarianceRules.h"
 
 #include <set>
 
 namespace shmapc::passes::ad {
-
-bool widenBranch(Module &m, Func &f, const std::vector<AxisSet> &paramVary) {
-  for (size_t k = 0; k < f.params.size(); ++k) f.params[k]->type.vary = paramVary[k];
-  std::vector<Eqn> old = std::move(f.eqns);
-  f.eqns.clear();
-  Builder b{m, f, f.loc};
-  std::map<const Value *, Value *> repl;
-  std::map<std::pair<const Value *, AxisSet>, Value *> lifted;
-  auto lift = [&](Value *v, AxisSet to) {
-    if (v->type.vary == to) return v;
-    auto key = std::make_pair((const Value *)v, to);
-    auto it = lifted.find(key);
-    if (it != lifted.end()) return it->second;
-    return lifted[key] = b.liftTo(v, to);
-  };
-  auto setOuts = [](Eqn &e, AxisSet s) {
-    for (Value *o : e.outs) o->type.vary = s;
-  };
-  for (Eqn &e : old) {
-    b.loc = e.loc;
-    for (Value *&v : e.ins) v = lookup(repl, v);
-    AxisSet A = e.axesParamSet(), v = e.ins.empty() ? 0 : e.ins[0]->type.vary;
-    switch (varianceRule(e.prim)) {
-    case VarianceRule::Invariant:
-    case VarianceRule::AxisIndex: break;
-    case VarianceRule::SameAsOperands: {
-      AxisSet u = 0;
-      for (Value *in : e.ins) u |= in->type.vary;
-      for (Value *&in : e.ins) in = lift(in, u);
-      setOuts(e, u);
-      break;
-    }
-    case VarianceRule::InvariantToVarying:
-      if (e.prim == Prim::Pbroadcast) {
-        if ((A & ~v) == 0) {  // already varying over the axes: the pbroadcast goes
-          repl[e.outs[0]] = e.ins[0];
-          continue;
-        }
-        e.params["axes"] = axisList(A & ~v);
-      } else if (v & A) {
-        return false;
-      }
-      setOuts(e, v | A);
-      break;
-    case VarianceRule::VaryingToInvariant:
-    case VarianceRule::MaxMin:
-      if (A & ~v) return false;
-      setOuts(e, v & ~A);
-      break;
-    case VarianceRule::VaryingToVarying:
-      e.ins[0] = lift(e.ins[0], v | A);
-      setOuts(e, v | A);
-      break;
-    case VarianceRule::Loop: {
-      const Func &body = *e.bodies[0];
-      for (size_t k = 0; k < e.ins.size(); ++k)
-        if (e.ins[k]->type.vary != body.params[1 + k]->type.vary) return false;
-      break;
-    }
-    case VarianceRule::Cond: {
-      AxisSet p = e.ins[0]->type.vary;
-      std::vector<AxisSet> pv;
-      for (size_t k = 1; k < e.ins.size(); ++k) {
-        AxisSet to = e.ins[k]->type.vary | (isFloat(e.ins[k]->type.dtype) ? p : 0);
-        e.ins[k] = lift(e.ins[k], to);
-        pv.push_back(to);
-      }
-      std::vector<AxisSet> outs(e.outs.size(), p);
-      for (Func *br : e.bodies) {
-        if (!widenBranch(m, *br, pv)) return false;
-        for (size_t k = 0; k < outs.size(); ++k) outs[k] |= br->results[k]->type.vary;
-      }
-      for (Func *br : e.bodies) {
-        Builder bb{m, *br, e.loc};
-        for (size_t k = 0; k < outs.size(); ++k) br->results[k] = bb.liftTo(br->results[k], outs[k]);
-      }
-      for (size_t k = 0; k < outs.size(); ++k) e.outs[k]->type.vary = outs[k];
-      break;
-    }
-    default: return false;
-    }
-    f.eqns.push_back(std::move(e));
-  }
-  for (Value *&r : f.results) r = lookup(repl, r);
-  return true;
-}
 
 // ---- jvp and taping
 

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <sstream>
 
 namespace shmapc::passes {
 
@@ -58,6 +59,11 @@ public:
   void shmapBody(Func &body, const std::vector<PartitionSpec> &inSpecs) {
     for (size_t i = 0; i < body.params.size(); ++i) body.params[i]->type.vary = inSpecs[i].axes();
     func(body, true, nullptr);
+  }
+
+  void retype(Func &f, const std::vector<AxisSet> &paramVary) {
+    for (size_t i = 0; i < f.params.size(); ++i) f.params[i]->type.vary = paramVary[i];
+    func(f, true, nullptr);
   }
 
 private:
@@ -378,6 +384,18 @@ private:
 };
 
 } // namespace
+
+bool retypeWithParams(ir::Func &f, const std::vector<ir::AxisSet> &paramVary,
+                      const SourceManager &sources) {
+  std::ostringstream discarded;  // a rule that cannot hold is a "no", not a user error
+  Diagnostics quiet(sources, discarded);
+  try {
+    VarianceInference(quiet, *f.mesh, true).retype(f, paramVary);
+    return true;
+  } catch (const CompileError &) {
+    return false;
+  }
+}
 
 void insertPbroadcasts(ir::Module &m, Diagnostics &diags) {
   std::set<Func *> done;  // a body shared by several call sites is typed once

@@ -24,6 +24,12 @@ void inlineCalls(ir::Module &m, Diagnostics &diags);
 // pbroadcasts where operands disagree (unless a body says auto_pbroadcast=false, where a
 // mismatch is an error), and rewrites the user-level psum into psum2.
 void insertPbroadcasts(ir::Module &m, Diagnostics &diags);
+// Re-infers the variance of an already typed body (with automatic pbroadcasts) after its
+// params came to vary over `paramVary`, a superset of what they varied over: autodiff widens
+// a cond's branches to its predicate's axes this way. False (and `f` unusable) where a rule
+// cannot hold then, e.g. a pscatter of a value that now varies.
+bool retypeWithParams(ir::Func &f, const std::vector<ir::AxisSet> &paramVary,
+                      const SourceManager &sources);
 // Replaces each jvp/vjp equation by a call of a new function computing it (autodiff, with
 // seed 000's transpose rules for collectives and shmap).
 void differentiate(ir::Module &m, Diagnostics &diags);

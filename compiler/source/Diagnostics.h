@@ -61,6 +61,7 @@ public:
   [[noreturn]] void fatal(DiagId id, Loc loc, const std::string &message,
                           const std::string &hint = "");
   int errorCount() const { return errors_; }
+  const SourceManager &sources() const { return sm_; }
 
 private:
   void show(Loc loc, const char *kind, const std::string &message, const char *name);
