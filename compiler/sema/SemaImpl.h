@@ -302,7 +302,7 @@ public:
   std::vector<SVal> applyJvp(const FnValue &f, const std::vector<ir::Value *> &xs, size_t n,
                              Loc loc);
   std::vector<SVal> applyTranspose(const FnValue &f, const std::vector<ir::Value *> &xs,
-                                   size_t n, Loc loc);
+                                   Loc loc);
   ir::Value *innerProduct(ir::Value *a, ir::Value *b, Loc loc);
   SVal bCheckGrads(const ast::Expr &c);
 

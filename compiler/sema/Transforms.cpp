@@ -265,14 +265,15 @@ std::vector<SVal> Sema::applyFn(const FnValue &f, const std::vector<SVal> &args,
     xs.push_back(toArray(a));
     types.push_back(xs.back()->type);
   }
-  size_t n = fnArity(f, types, loc);
+  // Each rule works out how many arguments it takes itself: for vjp and transpose that needs
+  // a trace of the inner function, which the rule makes anyway.
   switch (f.kind) {
   case FnValue::Named: break;
   case FnValue::Grad:
-  case FnValue::ValueAndGrad: return applyGrad(f, xs, n, loc);
+  case FnValue::ValueAndGrad: return applyGrad(f, xs, fnArity(f, types, loc), loc);
   case FnValue::Vjp: return applyVjp(f, xs, loc);
-  case FnValue::Jvp: return applyJvp(f, xs, n, loc);
-  case FnValue::Transpose: return applyTranspose(f, xs, n, loc);
+  case FnValue::Jvp: return applyJvp(f, xs, fnArity(f, types, loc), loc);
+  case FnValue::Transpose: return applyTranspose(f, xs, loc);
   }
   return {};
 }
@@ -397,7 +398,7 @@ std::vector<SVal> Sema::applyJvp(const FnValue &f, const std::vector<ir::Value *
 }
 
 std::vector<SVal> Sema::applyTranspose(const FnValue &f, const std::vector<ir::Value *> &xs,
-                                       size_t n, Loc loc) {
+                                       Loc loc) {
   std::vector<ir::Type> p = fnParamTypes(*f.inner, loc);
   std::vector<int64_t> wrt = wrtParams(f, p.size());
   for (int64_t w : wrt) requireFloat(f, p[w], w, loc);
@@ -408,6 +409,7 @@ std::vector<SVal> Sema::applyTranspose(const FnValue &f, const std::vector<ir::V
            f.text + " needs float results, but result " + std::to_string(k) + " of " +
                f.inner->text + " is " + str(t.results[k]),
            "a linear function maps floats to floats; transpose a function with float results");
+  size_t n = p.size() - wrt.size() + t.results.size();
   checkTransformArgCount(f, n, xs.size(), loc,
                          "the non-linear arguments, then one cotangent per result of " +
                              f.inner->text);
