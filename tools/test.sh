@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Command 2 of the README: builds everything and runs the whole test suite (CTest: unit
-# tests, golden run/error tests, IR FileCheck tests, numpy checks of the samples), then the
+# tests, golden run/error tests, IR FileCheck tests, numpy checks of the samples, the JAX twins
+# of the differentiable programs (tests/jax; creates a venv from PyPI once)), then the
 # runtime's tests again under ThreadSanitizer and AddressSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
