@@ -2,6 +2,7 @@
 // LLVM function with the common signature, so each call frees that body's temporaries when it
 // returns: a loop body's buffers are released every iteration.
 #include "codegen/CodegenContext.h"
+#include "ir/Comm.h"
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/GlobalVariable.h>
@@ -159,8 +160,8 @@ bool FuncEmitter::emitCond(const ir::Eqn &e) {
   // A predicate that may differ between devices (device-varying, or untyped with check_vma
   // off) would let some devices skip a collective the others wait in: every device runs both
   // branches and keeps the result of its own, so every device performs every collective.
-  bool mayDiverge = e.ins[0]->type.vary != 0 || (f.mesh && !f.checkVma);
-  if (mayDiverge && (ir::communicatesOver(*e.bodies[0]) || ir::communicatesOver(*e.bodies[1]))) {
+  // (The static communication report, ir/Comm.cpp, counts collectives by the same test.)
+  if (ir::condRunsBothBranches(f, e)) {
     std::vector<llvm::Value *> other;
     for (const ir::Value *v : e.outs) other.push_back(scratch(v->type));
     b.CreateCall(me.funcType(), me.funcs.at(e.bodies[0]), {dev, outsArr, insArr});

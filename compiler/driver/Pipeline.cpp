@@ -5,6 +5,7 @@
 #include "codegen/Codegen.h"
 #include "driver/Link.h"
 #include "driver/Modules.h"
+#include "ir/Comm.h"
 #include "lexer/Lexer.h"
 #include "parser/Parser.h"
 #include "passes/Passes.h"
@@ -124,6 +125,8 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
     if (opts.verifyEach && !verifyAfter(*m, pass.name)) return 2;
   }
   if (opts.emit == Emit::IR) return writeText(opts, ir::printModule(*m)) ? 0 : 1;
+  if (opts.emit == Emit::Comm)
+    return writeText(opts, ir::printCommReport(ir::analyzeCommunication(*m), &sm)) ? 0 : 1;
   if (opts.checkOnly) return 0;
   return emitMachineCode(opts, *m);
 }

@@ -5,7 +5,8 @@
 
 namespace shmapc {
 
-enum class Emit { Tokens, AST, IR, LLVM, Asm, Obj, Exe };
+// Comm: the static communication report (ir/Comm.h), printed after the IR passes.
+enum class Emit { Tokens, AST, IR, Comm, LLVM, Asm, Obj, Exe };
 
 struct CompileOptions {
   std::string input;

@@ -15,9 +15,9 @@ using namespace shmapc;
 namespace {
 
 const std::map<std::string, Emit> kEmits = {{"tokens", Emit::Tokens}, {"ast", Emit::AST},
-                                            {"ir", Emit::IR},         {"llvm", Emit::LLVM},
-                                            {"asm", Emit::Asm},       {"obj", Emit::Obj},
-                                            {"exe", Emit::Exe}};
+                                            {"ir", Emit::IR},         {"comm", Emit::Comm},
+                                            {"llvm", Emit::LLVM},     {"asm", Emit::Asm},
+                                            {"obj", Emit::Obj},       {"exe", Emit::Exe}};
 
 struct Args {
   CompileOptions opts;
@@ -28,8 +28,10 @@ struct Args {
 
 void addCompileOptions(CLI::App *cmd, Args &a) {
   cmd->add_option("file", a.opts.input, "the .smp program")->required();
-  cmd->add_option("--emit", a.emit, "stop after a stage and print it: tokens|ast|ir|llvm|asm|obj|exe")
-      ->check(CLI::IsMember({"tokens", "ast", "ir", "llvm", "asm", "obj", "exe"}));
+  cmd->add_option("--emit", a.emit,
+                  "stop after a stage and print it: tokens|ast|ir|comm|llvm|asm|obj|exe "
+                  "(comm: the static communication report)")
+      ->check(CLI::IsMember({"tokens", "ast", "ir", "comm", "llvm", "asm", "obj", "exe"}));
   cmd->add_option("-O", a.opts.optLevel, "optimisation level 0..3 (default 2)")
       ->check(CLI::Range(0, 3));
   cmd->add_option("-I", a.opts.includeDirs, "add a folder to the module search path");

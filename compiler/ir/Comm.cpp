@@ -1,0 +1,533 @@
+// The static communication report (Comm.h): a walk of the program from `main` that follows
+// codegen's lowering (codegen/Lowering.cpp, codegen/ControlFlow.cpp) and the runtime's byte
+// model (runtime/collectives.cpp), and its printer.
+#include "ir/Comm.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace shmapc::ir {
+
+const char *commKindName(CommKind k) {
+  switch (k) {
+  case CommKind::Psum: return "psum";
+  case CommKind::Pmax: return "pmax";
+  case CommKind::Pmin: return "pmin";
+  case CommKind::AllGather: return "all_gather";
+  case CommKind::PsumScatter: return "psum_scatter";
+  case CommKind::AllToAll: return "all_to_all";
+  case CommKind::Ppermute: return "ppermute";
+  }
+  return "?";
+}
+
+bool runtimeCollective(Prim p, CommKind &kind) {
+  switch (p) {
+  case Prim::Psum:
+  case Prim::Psum2: kind = CommKind::Psum; return true;
+  case Prim::Pmax: kind = CommKind::Pmax; return true;
+  case Prim::Pmin: kind = CommKind::Pmin; return true;
+  case Prim::AllGather:
+  case Prim::AllGatherInvariant: kind = CommKind::AllGather; return true;
+  case Prim::PsumScatter: kind = CommKind::PsumScatter; return true;
+  case Prim::AllToAll: kind = CommKind::AllToAll; return true;
+  case Prim::Ppermute: kind = CommKind::Ppermute; return true;
+  default: return false;  // pbroadcast, pscatter, axis_index: no runtime collective
+  }
+}
+
+bool condRunsBothBranches(const Func &owner, const Eqn &cond) {
+  if (cond.prim != Prim::Cond || cond.bodies.size() != 2 || cond.ins.empty()) return false;
+  bool mayDiverge = cond.ins[0]->type.vary != 0 || (owner.mesh && !owner.checkVma);
+  return mayDiverge &&
+         (communicatesOver(*cond.bodies[0]) || communicatesOver(*cond.bodies[1]));
+}
+
+bool StatsTable::operator==(const StatsTable &o) const {
+  for (int k = 0; k < kNumCommKinds; ++k)
+    if (!(rows[k] == o.rows[k])) return false;
+  return true;
+}
+
+namespace {
+
+// ---- arithmetic on tables and counts ------------------------------------------------------
+
+Count times(Count c, int64_t k) { return {c.lo * k, c.hi * k}; }
+Count times(Count a, Count b) { return {a.lo * b.lo, a.hi * b.hi}; }
+Count plus(Count a, Count b) { return {a.lo + b.lo, a.hi + b.hi}; }
+
+void addInto(StatsTable &a, const StatsTable &b, int64_t k = 1) {
+  for (int i = 0; i < kNumCommKinds; ++i) {
+    a.rows[i].calls += k * b.rows[i].calls;
+    a.rows[i].bytesSent += k * b.rows[i].bytesSent;
+    a.rows[i].bytesReceived += k * b.rows[i].bytesReceived;
+  }
+}
+void addInto(StatsBounds &a, const StatsBounds &b, int64_t k = 1) {
+  addInto(a.lo, b.lo, k);
+  addInto(a.hi, b.hi, k);
+}
+// Only one of two branches runs: cell by cell the smaller low and the larger high bound.
+StatsBounds either(const StatsBounds &a, const StatsBounds &b) {
+  StatsBounds r;
+  for (int i = 0; i < kNumCommKinds; ++i) {
+    auto lo = [](int64_t x, int64_t y) { return std::min(x, y); };
+    auto hi = [](int64_t x, int64_t y) { return std::max(x, y); };
+    const StatsRow &al = a.lo.rows[i], &bl = b.lo.rows[i], &ah = a.hi.rows[i], &bh = b.hi.rows[i];
+    r.lo.rows[i] = {lo(al.calls, bl.calls), lo(al.bytesSent, bl.bytesSent),
+                    lo(al.bytesReceived, bl.bytesReceived)};
+    r.hi.rows[i] = {hi(ah.calls, bh.calls), hi(ah.bytesSent, bh.bytesSent),
+                    hi(ah.bytesReceived, bh.bytesReceived)};
+  }
+  return r;
+}
+
+// ---- one collective: the runtime's byte model ---------------------------------------------
+
+int64_t product(const std::vector<int64_t> &shape, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t d = from; d < to && d < shape.size(); ++d) p *= shape[d];
+  return p;
+}
+
+CommOp describe(const Eqn &e, const Mesh &mesh) {
+  CommOp op;
+  op.eqn = &e;
+  op.mesh = &mesh;
+  op.communicates = runtimeCollective(e.prim, op.kind);
+  op.groupSize = 1;
+  if (e.has("axes"))
+    for (int64_t a : e.intsParam("axes"))
+      if (a >= 0 && a < (int64_t)mesh.sizes.size()) op.groupSize *= mesh.sizes[a];
+  const int64_t n = std::max<int64_t>(1, op.groupSize);
+  const int64_t devices = mesh.numDevices();
+  op.numGroups = devices / n;
+  if (!op.communicates || e.ins.empty()) return op;
+
+  const Type &t = e.ins[0]->type;
+  const int64_t es = dtypeSize(t.dtype), elems = t.numElements(), bytes = elems * es;
+  int64_t received = 0;  // per device, where every device receives the same
+  switch (op.kind) {
+  case CommKind::Psum:
+  case CommKind::Pmax:
+  case CommKind::Pmin: {
+    // Member r reduces chunk r, elements [E r / n, E (r+1) / n), and pushes it to the n-1
+    // others: sent = received = (n-1) * chunk_r * es.
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int64_t r = 0; r < n; ++r) {
+      int64_t chunk = elems * (r + 1) / n - elems * r / n;
+      lo = std::min(lo, chunk);
+      hi = std::max(hi, chunk);
+    }
+    op.chunkMin = lo;
+    op.chunkMax = hi;
+    op.sentMin = op.receivedMin = (n - 1) * lo * es;
+    op.sentMax = op.receivedMax = (n - 1) * hi * es;
+    // The chunks of a group add up to E elements.
+    op.perCall = {1, op.numGroups * (n - 1) * bytes, op.numGroups * (n - 1) * bytes};
+    return op;
+  }
+  case CommKind::AllGather: received = (n - 1) * bytes; break;
+  case CommKind::PsumScatter: {
+    // The input viewed as [outer, n, blk]; each device folds [:, r, :] of the n-1 others.
+    size_t dim = (size_t)std::max<int64_t>(0, e.intParam("scatter_dimension"));
+    int64_t outer = product(t.shape, 0, dim);
+    int64_t along = dim < t.shape.size() ? t.shape[dim] : 1;
+    int64_t blk = along / n * product(t.shape, dim + 1, t.shape.size());
+    received = (n - 1) * outer * blk * es;
+    break;
+  }
+  case CommKind::AllToAll: received = (n - 1) * (elems / n) * es; break;
+  case CommKind::Ppermute: {
+    // Per group: every destination of a pair whose source is another member receives N.
+    const std::vector<int64_t> &perm = e.intsParam("perm");
+    std::set<int64_t> receivers;
+    for (size_t p = 0; p + 1 < perm.size(); p += 2)
+      if (perm[p] != perm[p + 1]) receivers.insert(perm[p + 1]);
+    int64_t k = (int64_t)receivers.size();
+    op.receivers = k;
+    op.receivedMax = k > 0 ? bytes : 0;
+    op.receivedMin = k == n ? bytes : 0;
+    op.perCall = {1, 0, op.numGroups * k * bytes};
+    return op;
+  }
+  }
+  op.receivedMin = op.receivedMax = received;
+  op.perCall = {1, 0, devices * received};
+  return op;
+}
+
+// ---- the walk -------------------------------------------------------------------------------
+
+class Analyzer {
+public:
+  explicit Analyzer(const Module &m) : m_(m) {}
+
+  CommReport run() {
+    if (m_.main) report_.total = walk(*m_.main, nullptr, {1, 1}, nullptr);
+    return std::move(report_);
+  }
+
+private:
+  // Runs `f` once: returns the table of that run. `mesh` is the shmap's mesh inside a body
+  // (null on the host); `mult` how often `f` runs per run of the enclosing shmap (per
+  // program on the host); collectives are appended to `out` (null on the host).
+  StatsBounds walk(const Func &f, const Mesh *mesh, Count mult, std::vector<CommNode> *out) {
+    StatsBounds cost;
+    for (const Eqn &e : f.eqns) {
+      const PrimInfo &info = primInfo(e.prim);
+      if (info.kind == PrimKind::Collective) {
+        // pbroadcast (inserted wherever an invariant value meets a varying one) and
+        // axis_index are not listed: they never communicate. pscatter is listed, as free.
+        if (!mesh || !out || e.prim == Prim::AxisIndex || e.prim == Prim::Pbroadcast) continue;
+        CommNode node;
+        node.kind = CommNode::Op;
+        node.eqn = &e;
+        node.op = describe(e, *mesh);
+        node.perRun = mult;
+        if (node.op.communicates) {
+          StatsTable one;
+          one.rows[(int)node.op.kind] = node.op.perCall;
+          addInto(cost.lo, one);
+          addInto(cost.hi, one);
+        }
+        out->push_back(std::move(node));
+        continue;
+      }
+      switch (e.prim) {
+      case Prim::Shmap: {
+        if (e.bodies.empty()) break;
+        const Func &body = *e.bodies[0];
+        CommShmap &s = shmap(body, e);
+        s.runs = plus(s.runs, mult);
+        if (std::find(s.sites.begin(), s.sites.end(), &e) == s.sites.end()) s.sites.push_back(&e);
+        addInto(cost, s.perRun);
+        break;
+      }
+      case Prim::Loop: {
+        if (e.bodies.empty()) break;
+        int64_t lo = e.intParam("lo"), hi = e.intParam("hi");
+        CommNode node;
+        node.kind = CommNode::Loop;
+        node.eqn = &e;
+        node.trips = hi > lo ? hi - lo : 0;
+        node.perRun = times(mult, node.trips);
+        StatsBounds c = walk(*e.bodies[0], mesh, node.perRun, out ? &node.children : nullptr);
+        addInto(cost, c, node.trips);
+        if (out && !node.children.empty()) out->push_back(std::move(node));
+        break;
+      }
+      case Prim::Call: {
+        if (e.bodies.empty()) break;
+        CommNode node;
+        node.kind = CommNode::Call;
+        node.eqn = &e;
+        node.perRun = mult;
+        addInto(cost, walk(*e.bodies[0], mesh, mult, out ? &node.children : nullptr));
+        if (out && !node.children.empty()) out->push_back(std::move(node));
+        break;
+      }
+      case Prim::Cond: {
+        if (e.bodies.size() != 2) break;
+        CommNode node;
+        node.kind = CommNode::Cond;
+        node.eqn = &e;
+        node.bothBranches = condRunsBothBranches(f, e);
+        node.perRun = mult;
+        // A branch runs as often as the cond, or (only the taken one running) possibly never.
+        Count branch = node.bothBranches ? mult : Count{0, mult.hi};
+        StatsBounds t = walk(*e.bodies[0], mesh, branch, out ? &node.children : nullptr);
+        StatsBounds fl = walk(*e.bodies[1], mesh, branch, out ? &node.elseChildren : nullptr);
+        if (node.bothBranches) {
+          addInto(cost, t);
+          addInto(cost, fl);
+        } else {
+          addInto(cost, either(t, fl));
+          node.dataDependent = t.lo != fl.lo || t.hi != fl.hi;
+          if (node.dataDependent && seenConds_.insert(&e).second)
+            report_.dataDependentConds.push_back(&e);
+        }
+        if (out && (!node.children.empty() || !node.elseChildren.empty()))
+          out->push_back(std::move(node));
+        break;
+      }
+      default: break;  // jvp/vjp are gone after the differentiate pass; the rest is local
+      }
+    }
+    return cost;
+  }
+
+  // The report entry of a shmap body, created (and its body walked once) on first use.
+  CommShmap &shmap(const Func &body, const Eqn &site) {
+    auto it = index_.find(&body);
+    if (it != index_.end()) return report_.shmaps[it->second];
+    CommShmap s;
+    s.body = &body;
+    s.mesh = body.mesh;
+    if (!s.mesh && site.has("mesh")) {
+      int64_t k = site.intParam("mesh");
+      if (k >= 0 && k < (int64_t)m_.meshes.size()) s.mesh = m_.meshes[k].get();
+    }
+    // Register first: a body never contains a shmap, but keep the index valid regardless.
+    index_[&body] = report_.shmaps.size();
+    report_.shmaps.push_back(CommShmap{});
+    if (s.mesh) s.perRun = walk(body, s.mesh, {1, 1}, &s.nodes);
+    CommShmap &slot = report_.shmaps[index_[&body]];
+    slot = std::move(s);
+    return slot;
+  }
+
+  const Module &m_;
+  CommReport report_;
+  std::map<const Func *, size_t> index_;
+  std::set<const Eqn *> seenConds_;
+};
+
+// ---- printing -------------------------------------------------------------------------------
+
+std::string locString(const Loc &loc, const SourceManager *sm) {
+  if (!sm || !loc.valid() || loc.file >= sm->count()) return "";
+  return sm->file(loc.file).path + ":" + std::to_string(loc.line) + ":" +
+         std::to_string(loc.col);
+}
+
+std::string countString(Count c) {
+  return c.exact() ? std::to_string(c.lo) : std::to_string(c.lo) + ".." + std::to_string(c.hi);
+}
+std::string rangeString(int64_t lo, int64_t hi) {
+  return lo == hi ? std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi);
+}
+std::string plural(Count c, const char *one, const char *many) {
+  return countString(c) + " " + (c.exact() && c.lo == 1 ? one : many);
+}
+
+std::string axisNames(const std::vector<int64_t> &axes, const Mesh *mesh) {
+  std::string s = "(";
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (i) s += ",";
+    if (mesh && axes[i] >= 0 && axes[i] < (int64_t)mesh->axes.size()) s += mesh->axes[axes[i]];
+    else s += "#" + std::to_string(axes[i]);
+  }
+  return s + ")";
+}
+
+std::string meshString(const Mesh *mesh) {
+  if (!mesh) return "mesh ?";
+  std::string s = "mesh " + mesh->name + ":";
+  for (size_t i = 0; i < mesh->axes.size(); ++i)
+    s += (i ? ", " : " ") + mesh->axes[i] + "=" + std::to_string(mesh->sizes[i]);
+  int64_t n = mesh->numDevices();
+  return s + "; " + std::to_string(n) + (n == 1 ? " device" : " devices");
+}
+
+// `psum2[axes=(i)] f32[8]{i} -> f32[8]`: the primitive as --emit=ir names it, its params, and
+// the per-device block types in and out.
+std::string opString(const Eqn &e, const Mesh *mesh) {
+  std::string s = primName(e.prim);
+  std::vector<std::string> items;
+  for (const auto &[k, v] : e.params) {
+    if (k == "axes") {
+      if (auto *a = std::get_if<std::vector<int64_t>>(&v)) items.push_back("axes=" + axisNames(*a, mesh));
+    } else if (k == "perm") {
+      if (auto *p = std::get_if<std::vector<int64_t>>(&v)) {
+        std::string q = "perm=[";
+        for (size_t i = 0; i + 1 < p->size(); i += 2)
+          q += (i ? "," : "") + std::string("(") + std::to_string((*p)[i]) + "," +
+               std::to_string((*p)[i + 1]) + ")";
+        items.push_back(q + "]");
+      }
+    } else if (auto *i = std::get_if<int64_t>(&v)) {
+      items.push_back(k + "=" + std::to_string(*i));
+    }
+  }
+  if (!items.empty()) {
+    s += "[";
+    for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + items[i];
+    s += "]";
+  }
+  if (!e.ins.empty()) s += " " + typeToString(e.ins[0]->type, mesh);
+  if (!e.outs.empty()) s += " -> " + typeToString(e.outs[0]->type, mesh);
+  return s;
+}
+
+std::string bytesString(int64_t lo, int64_t hi) { return rangeString(lo, hi) + " B"; }
+
+class ReportPrinter {
+public:
+  ReportPrinter(std::ostringstream &out, const SourceManager *sm) : out_(out), sm_(sm) {}
+
+  void report(const CommReport &r) {
+    out_ << "== communication (static) ==\n";
+    out_ << "(bytes over all devices; pbroadcast and axis_index never communicate and are not "
+            "listed)\n";
+    if (r.shmaps.empty()) out_ << "(no shmaps)\n";
+    for (const CommShmap &s : r.shmaps) shmap(s);
+    totals(r);
+  }
+
+private:
+  void indent(int depth) {
+    for (int i = 0; i < depth; ++i) out_ << "  ";
+  }
+  std::string at(const Loc &loc) {
+    std::string l = locString(loc, sm_);
+    return l.empty() ? "" : " at " + l;
+  }
+
+  void shmap(const CommShmap &s) {
+    out_ << "shmap @" << s.body->name << " (" << meshString(s.mesh) << "), runs "
+         << plural(s.runs, "time", "times");
+    std::vector<std::string> sites;
+    for (const Eqn *e : s.sites) {
+      std::string l = locString(e->loc, sm_);
+      if (!l.empty() && std::find(sites.begin(), sites.end(), l) == sites.end()) sites.push_back(l);
+    }
+    if (!sites.empty()) {
+      out_ << " (called at ";
+      for (size_t i = 0; i < sites.size(); ++i) out_ << (i ? ", " : "") << sites[i];
+      out_ << ")";
+    }
+    out_ << "\n";
+    if (s.nodes.empty()) {
+      out_ << "  no collectives\n";
+      return;
+    }
+    current_ = &s;
+    nodes(s.nodes, 1);
+    int64_t callsLo = 0, callsHi = 0, sentLo = 0, sentHi = 0, recvLo = 0, recvHi = 0;
+    for (int k = 0; k < kNumCommKinds; ++k) {
+      callsLo += s.perRun.lo.rows[k].calls;
+      callsHi += s.perRun.hi.rows[k].calls;
+      sentLo += s.perRun.lo.rows[k].bytesSent;
+      sentHi += s.perRun.hi.rows[k].bytesSent;
+      recvLo += s.perRun.lo.rows[k].bytesReceived;
+      recvHi += s.perRun.hi.rows[k].bytesReceived;
+    }
+    out_ << "  per run, all devices: " << rangeString(callsLo, callsHi)
+         << (callsLo == 1 && callsHi == 1 ? " call" : " calls") << ", sent "
+         << bytesString(sentLo, sentHi) << ", received " << bytesString(recvLo, recvHi) << "\n";
+  }
+
+  void nodes(const std::vector<CommNode> &ns, int depth) {
+    for (const CommNode &n : ns) node(n, depth);
+  }
+
+  void node(const CommNode &n, int depth) {
+    const Mesh *mesh = current_->mesh;
+    indent(depth);
+    switch (n.kind) {
+    case CommNode::Op: {
+      out_ << opString(*n.eqn, mesh) << at(n.eqn->loc) << "\n";
+      const CommOp &op = n.op;
+      indent(depth + 2);
+      if (!op.communicates) {
+        out_ << "no communication (each device keeps its own block; not counted)\n";
+        return;
+      }
+      out_ << "per device and call: sent " << bytesString(op.sentMin, op.sentMax)
+           << ", received ";
+      if (op.kind == CommKind::Ppermute && op.receivedMin != op.receivedMax)
+        out_ << op.receivedMax << " B on " << op.receivers << " of " << op.groupSize
+             << " members, 0 B on the others";
+      else
+        out_ << bytesString(op.receivedMin, op.receivedMax);
+      out_ << " (runtime " << commKindName(op.kind) << ", " << op.numGroups
+           << (op.numGroups == 1 ? " group of " : " groups of ") << op.groupSize;
+      if (op.chunkMin != op.chunkMax)
+        out_ << "; chunks of " << op.chunkMin << " or " << op.chunkMax << " elements";
+      out_ << ")\n";
+      Count all = times(current_->runs, n.perRun);
+      indent(depth + 2);
+      out_ << "x" << countString(n.perRun) << " per run, " << plural(all, "call", "calls")
+           << " in all: sent "
+           << bytesString(all.lo * op.perCall.bytesSent, all.hi * op.perCall.bytesSent)
+           << ", received "
+           << bytesString(all.lo * op.perCall.bytesReceived, all.hi * op.perCall.bytesReceived)
+           << " over all devices\n";
+      return;
+    }
+    case CommNode::Loop:
+      out_ << "loop range(" << n.eqn->intParam("lo") << ", " << n.eqn->intParam("hi") << "), "
+           << n.trips << (n.trips == 1 ? " iteration" : " iterations") << at(n.eqn->loc)
+           << ":\n";
+      nodes(n.children, depth + 1);
+      return;
+    case CommNode::Call:
+      out_ << "call @" << n.eqn->bodies[0]->name << at(n.eqn->loc) << ":\n";
+      nodes(n.children, depth + 1);
+      return;
+    case CommNode::Cond:
+      out_ << "if" << at(n.eqn->loc) << ": ";
+      if (n.bothBranches)
+        out_ << "devices may take different branches and a branch communicates, so every "
+                "device runs both\n";
+      else
+        out_ << "only the taken branch runs"
+             << (n.dataDependent ? " (not known statically: data-dependent)" : "") << "\n";
+      indent(depth + 1);
+      out_ << "true branch:" << (n.children.empty() ? " no collectives" : "") << "\n";
+      nodes(n.children, depth + 2);
+      indent(depth + 1);
+      out_ << "false branch:" << (n.elseChildren.empty() ? " no collectives" : "") << "\n";
+      nodes(n.elseChildren, depth + 2);
+      return;
+    }
+  }
+
+  void totals(const CommReport &r) {
+    if (r.total.exact()) {
+      out_ << "total over all devices and the whole program (the runtime's --stats table):\n";
+      out_ << printStatsTable(r.total.lo);
+      return;
+    }
+    out_ << "total over all devices and the whole program: data-dependent. Only the taken "
+            "branch runs at\n";
+    for (const Eqn *e : r.dataDependentConds) {
+      std::string l = locString(e->loc, sm_);
+      out_ << "  if" << (l.empty() ? " (no source location)" : " at " + l) << "\n";
+    }
+    out_ << "so the runtime's --stats table lies between these two, cell by cell:\n";
+    out_ << printStatsTable(r.total.lo, "shmap collective stats (at least)");
+    out_ << printStatsTable(r.total.hi, "shmap collective stats (at most)");
+  }
+
+  std::ostringstream &out_;
+  const SourceManager *sm_;
+  const CommShmap *current_ = nullptr;
+};
+
+} // namespace
+
+CommReport analyzeCommunication(const Module &m) { return Analyzer(m).run(); }
+
+std::string printCommReport(const CommReport &r, const SourceManager *sm) {
+  std::ostringstream out;
+  ReportPrinter(out, sm).report(r);
+  return out.str();
+}
+
+// Exactly runtime/stats.cpp's stats_print.
+std::string printStatsTable(const StatsTable &t, const std::string &title) {
+  std::string s = "== " + title + " ==\n";
+  char line[160];
+  std::snprintf(line, sizeof line, "%-15s %5s %12s %16s\n", "collective", "calls", "bytes_sent",
+                "bytes_received");
+  s += line;
+  bool any = false;
+  for (int k = 0; k < kNumCommKinds; ++k) {
+    const StatsRow &row = t.rows[k];
+    if (row.calls == 0) continue;
+    any = true;
+    std::snprintf(line, sizeof line, "%-15s %5lld %12lld %16lld\n", commKindName((CommKind)k),
+                  (long long)row.calls, (long long)row.bytesSent, (long long)row.bytesReceived);
+    s += line;
+  }
+  if (!any) s += "(no collectives)\n";
+  return s;
+}
+
+} // namespace shmapc::ir

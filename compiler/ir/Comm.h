@@ -1,0 +1,118 @@
+// The static communication report (`--emit=comm`): for every shmap a program runs (forward and
+// derived), each collective with its axes, types, the bytes each device sends and receives,
+// and how often it runs; and the program's totals in exactly the form of the runtime's
+// `--stats` table (docs/runtime.md, "Statistics"), computed from the IR before anything runs.
+//
+// The byte model is the runtime's (runtime/collectives.cpp): per device and call, with N the
+// input block's bytes and n the group size,
+//   psum/pmax/pmin  sent = received = (n-1) * chunk_r, chunk_r = floor(E(r+1)/n) - floor(Er/n)
+//                   elements of the E-element input (member r of its group)
+//   all_gather      received (n-1) * N
+//   psum_scatter    received (n-1) * N/n
+//   all_to_all      received (n-1) * N/n
+//   ppermute        received N on each device some *other* member sends to, else 0
+// and `calls` counts each collective once per execution (the runtime's device 0 counts).
+#pragma once
+#include "ir/IR.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shmapc::ir {
+
+// The runtime's collective kinds, in the fixed order of its --stats table (runtime/stats.h).
+enum class CommKind { Psum, Pmax, Pmin, AllGather, PsumScatter, AllToAll, Ppermute };
+constexpr int kNumCommKinds = 7;
+const char *commKindName(CommKind k);  // "psum", ..., as the --stats table names them
+
+// The runtime collective an IR primitive lowers to (codegen/Lowering.cpp): psum and psum2 ->
+// psum, all_gather and all_gather_invariant -> all_gather, ... False for primitives that
+// communicate nothing (pbroadcast, pscatter, axis_index and every non-collective).
+bool runtimeCollective(Prim p, CommKind &kind);
+
+// Whether codegen runs both branches of `cond` (an Eqn of `owner`) on every device: its
+// predicate may differ between devices (device-varying, or untyped in a check_vma=false body)
+// and a branch communicates, so devices taking different branches would not meet in the
+// collective. Otherwise each device runs only the branch its predicate selects.
+bool condRunsBothBranches(const Func &owner, const Eqn &cond);
+
+// How many times something runs: exactly `lo` when lo == hi, otherwise between lo and hi
+// (data-dependent: below a conditional whose taken branch is not known statically).
+struct Count {
+  int64_t lo = 0, hi = 0;
+  bool exact() const { return lo == hi; }
+};
+
+// One row of the --stats table: calls, and bytes summed over all devices.
+struct StatsRow {
+  int64_t calls = 0, bytesSent = 0, bytesReceived = 0;
+  bool operator==(const StatsRow &o) const {
+    return calls == o.calls && bytesSent == o.bytesSent && bytesReceived == o.bytesReceived;
+  }
+};
+struct StatsTable {
+  StatsRow rows[kNumCommKinds];
+  bool operator==(const StatsTable &o) const;
+  bool operator!=(const StatsTable &o) const { return !(*this == o); }
+};
+// Bounds on the table: `lo` cell by cell the least, `hi` the most the program can do.
+struct StatsBounds {
+  StatsTable lo, hi;
+  bool exact() const { return lo == hi; }
+};
+
+// One collective equation inside a shmap body (or a loop body, branch or callee in it).
+struct CommOp {
+  const Eqn *eqn = nullptr;
+  const Mesh *mesh = nullptr;
+  bool communicates = false;  // false: pscatter, listed but never counted
+  CommKind kind = CommKind::Psum;
+  int64_t groupSize = 1, numGroups = 1;  // groupSize * numGroups = the mesh's devices
+  // Per device and call (ranges: psum's chunks may differ by one element; ppermute receives
+  // only on devices some other member sends to).
+  int64_t sentMin = 0, sentMax = 0, receivedMin = 0, receivedMax = 0;
+  int64_t chunkMin = 0, chunkMax = 0;  // psum/pmax/pmin: elements of a member's chunk
+  int64_t receivers = 0;               // ppermute: members per group that receive
+  StatsRow perCall;  // 1 call, bytes summed over all devices
+};
+
+// The report as a tree following the body's structure: collectives, and the loops, calls and
+// conditionals that contain some (others are left out).
+struct CommNode {
+  enum Kind { Op, Loop, Call, Cond } kind = Op;
+  const Eqn *eqn = nullptr;
+  CommOp op;                    // Op
+  int64_t trips = 0;            // Loop: hi - lo (0 if hi <= lo)
+  bool bothBranches = false;    // Cond: every device runs both branches
+  bool dataDependent = false;   // Cond: the totals depend on the branch taken
+  std::vector<CommNode> children;       // Loop, Call: the body; Cond: the true branch
+  std::vector<CommNode> elseChildren;   // Cond: the false branch
+  Count perRun;                 // executions per run of the enclosing shmap
+};
+
+struct CommShmap {
+  const Func *body = nullptr;
+  const Mesh *mesh = nullptr;
+  Count runs;                           // summed over every shmap equation that runs it
+  std::vector<const Eqn *> sites;       // those equations, in program order
+  std::vector<CommNode> nodes;
+  StatsBounds perRun;                   // the table for one run of the body
+};
+
+struct CommReport {
+  std::vector<CommShmap> shmaps;        // in the order the program first runs them
+  StatsBounds total;                    // the whole program, all devices
+  // Conditionals (host or device) whose taken branch changes the totals, in program order.
+  std::vector<const Eqn *> dataDependentConds;
+};
+
+// Walks the program from `main` through calls, loops, conditionals and shmaps.
+CommReport analyzeCommunication(const Module &m);
+
+// `--emit=comm`. `sm` (may be null) turns locations into file:line:col.
+std::string printCommReport(const CommReport &r, const SourceManager *sm);
+// The runtime's --stats table for `t`, byte for byte (header line `== TITLE ==`).
+std::string printStatsTable(const StatsTable &t, const std::string &title = "shmap collective stats");
+
+} // namespace shmapc::ir
