@@ -1,4 +1,6 @@
-// The IR printer (variance types as in seed 000) and the structural verifier.
+// The IR printer (variance types as in seed 000), the structural verifier, and the static
+// communication report (ir/Comm.h).
+#include "ir/Comm.h"
 #include "ir/IR.h"
 
 #include <catch2/catch.hpp>
@@ -98,4 +100,82 @@ TEST_CASE("every primitive has a name that maps back to it") {
     REQUIRE(primFromName(primName((Prim)i), p));
     CHECK((int)p == i);
   }
+}
+
+namespace {
+
+// Moves main's eqns (the shmap of example1) into `body`, and main's body becomes `wrapper`:
+// a host loop or cond around them.
+Func *hostBody(Module &m, const std::string &name) {
+  Func *inner = m.newFunc(name);
+  inner->isNested = true;
+  inner->eqns = std::move(m.main->eqns);
+  m.main->eqns.clear();
+  return inner;
+}
+
+} // namespace
+
+TEST_CASE("communication report: a psum2 in a shmap run by a host loop") {
+  Module m = example1();
+  Func *body = hostBody(m, "loop_body");
+  Value *i = body->newValue(Type{DType::I32, {}, 0}, "i");
+  body->params.push_back(i);
+  m.main->eqns.push_back(Eqn{Prim::Loop, {}, {},
+                             {{"lo", int64_t(0)}, {"hi", int64_t(3)}, {"num_consts", int64_t(0)}},
+                             {body}, {}});
+  CommReport r = analyzeCommunication(m);
+  REQUIRE(r.shmaps.size() == 1);
+  CHECK(r.shmaps[0].runs.lo == 3);
+  CHECK(r.shmaps[0].runs.hi == 3);
+  REQUIRE(r.shmaps[0].nodes.size() == 1);
+  const CommOp &op = r.shmaps[0].nodes[0].op;
+  // psum2 of one f32 over 8 devices: chunks floor((r+1)/8) - floor(r/8) are 0 but for the last
+  // member's one element, which it sends to and receives from 7 others: 0..28 B per device,
+  // 28 B per call over all devices, 3 runs: 84 B.
+  CHECK(op.kind == CommKind::Psum);
+  CHECK(op.groupSize == 8);
+  CHECK(op.sentMin == 0);
+  CHECK(op.sentMax == 28);
+  CHECK(op.perCall.bytesSent == 28);
+  REQUIRE(r.total.exact());
+  CHECK(r.total.lo.rows[(int)CommKind::Psum].calls == 3);
+  CHECK(r.total.lo.rows[(int)CommKind::Psum].bytesSent == 84);
+  CHECK(r.total.lo.rows[(int)CommKind::Psum].bytesReceived == 84);
+  CHECK(printStatsTable(r.total.lo) ==
+        "== shmap collective stats ==\n"
+        "collective      calls   bytes_sent   bytes_received\n"
+        "psum                3           84               84\n");
+}
+
+TEST_CASE("communication report: a shmap under a host cond gives bounds") {
+  Module m = example1();
+  Func *taken = hostBody(m, "true_branch");
+  Func *other = m.newFunc("false_branch");
+  other->isNested = true;
+  Value *pred = m.main->newValue(Type{DType::Bool, {}, 0}, "p");
+  m.main->eqns.push_back(Eqn{Prim::Constant, {}, {pred}, {{"value", std::vector<double>{1}}}, {}, {}});
+  m.main->eqns.push_back(Eqn{Prim::Cond, {pred}, {}, {}, {taken, other}, {}});
+  CommReport r = analyzeCommunication(m);
+  REQUIRE(r.shmaps.size() == 1);
+  CHECK(r.shmaps[0].runs.lo == 0);
+  CHECK(r.shmaps[0].runs.hi == 1);
+  CHECK(!r.total.exact());
+  CHECK(r.dataDependentConds.size() == 1);
+  CHECK(r.total.lo.rows[(int)CommKind::Psum].calls == 0);
+  CHECK(r.total.hi.rows[(int)CommKind::Psum].calls == 1);
+  CHECK(r.total.hi.rows[(int)CommKind::Psum].bytesReceived == 28);
+  CHECK(printStatsTable(r.total.lo) == "== shmap collective stats ==\n"
+                                       "collective      calls   bytes_sent   bytes_received\n"
+                                       "(no collectives)\n");
+}
+
+TEST_CASE("communication report: which primitives the runtime counts") {
+  CommKind k;
+  CHECK((runtimeCollective(Prim::Psum2, k) && k == CommKind::Psum));
+  CHECK((runtimeCollective(Prim::AllGatherInvariant, k) && k == CommKind::AllGather));
+  CHECK(!runtimeCollective(Prim::Pbroadcast, k));
+  CHECK(!runtimeCollective(Prim::Pscatter, k));
+  CHECK(!runtimeCollective(Prim::AxisIndex, k));
+  CHECK(std::string(commKindName(CommKind::PsumScatter)) == "psum_scatter");
 }
