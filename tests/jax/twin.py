@@ -43,6 +43,28 @@ except AttributeError:  # pragma: no cover - older JAX
 
 F32 = np.float32
 
+# Variance casts and collectives JAX's public lax lacks (jax 0.10.2): pvary (invariant ->
+# varying; public name pcast(..., to="varying")) and all_gather_invariant (varying ->
+# invariant, seed 000's primitive; JAX has it privately).
+pvary = getattr(jax.lax, "pvary", None) or (lambda v, ax: jax.lax.pcast(v, ax, to="varying"))
+try:
+    from jax._src.lax.parallel import all_gather_invariant
+except ImportError:  # pragma: no cover - a JAX without it
+    all_gather_invariant = None
+
+
+def pmax(x, axes):
+    """pmax with a gradient: JAX's lax.pmax has no differentiation rule ("Differentiation rule
+    for 'pmax' not implemented"), so the twins write it as the max over the gathered copies,
+    which JAX differentiates (ties share the cotangent equally, as shmapc documents). Where a
+    twin uses it, check_grads' metric compares it with float64 finite differences anyway."""
+    return jnp.max(all_gather_invariant(x, axes, axis=0, tiled=False), axis=0)
+
+
+def pmin(x, axes):
+    """pmin with a gradient, as pmax."""
+    return jnp.min(all_gather_invariant(x, axes, axis=0, tiled=False), axis=0)
+
 
 def mesh(*axes):
     """mesh("i", 4) or mesh(("x", 2), ("y", 4)): devices numbered row-major, as in shmapc."""
@@ -137,13 +159,15 @@ def check_grads_metric(f, args, seed=0, eps=1e-3, f64=None):
     float64 (f64: a float64 version of f; by default f itself on float64 inputs).
     Returns (metric, fd, fwd, rev)."""
     args = [f32(a) for a in args]
+    f = jax.jit(f)  # one compilation each for jvp, vjp and the f64 forward, not one per op
     results = _tuple(jax.eval_shape(f, *args))
     dirs, cts = check_grads_directions(args, results, seed)
-    _, tangents = jax.jvp(lambda *a: _tuple(f(*a)), tuple(args), tuple(dirs))
+    _, tangents = jax.jit(lambda a, d: jax.jvp(lambda *a: _tuple(f(*a)), a, d))(
+        tuple(args), tuple(dirs))
     fwd = sum(float(np.vdot(c.astype(np.float64), np.asarray(t, np.float64)))
               for c, t in zip(cts, tangents))
-    _, pullback = jax.vjp(lambda *a: _tuple(f(*a)), *args)
-    cot = pullback(tuple(jnp.asarray(c) for c in cts))
+    cot = jax.jit(lambda a, c: jax.vjp(lambda *a: _tuple(f(*a)), *a)[1](c))(
+        tuple(args), tuple(jnp.asarray(c) for c in cts))
     rev = sum(float(np.vdot(np.asarray(g, np.float64), d.astype(np.float64)))
               for g, d in zip(cot, dirs))
     g = f64 or in64(f)

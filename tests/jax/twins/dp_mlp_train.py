@@ -28,8 +28,9 @@ def check(t):
     w1 = twin.normal((2, 8), 2)
     b1 = jnp.zeros(8, jnp.float32)
     w2 = twin.normal((8, 1), 3) * 0.5
+    value_and_grad = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
     for step in range(10):
-        l, (g1, gb1, g2) = jax.value_and_grad(loss, argnums=(0, 1, 2))(w1, b1, w2, x, y)
+        l, (g1, gb1, g2) = value_and_grad(w1, b1, w2, x, y)
         t.close("loss", l, rtol=1e-4, atol=1e-7, index=step)
         w1 = w1 - 0.2 * g1
         b1 = b1 - 0.2 * gb1

@@ -18,6 +18,7 @@ def loss(w, b, x, y):
     return jax.lax.pmean(jnp.mean((pred - y) * (pred - y)), "batch")
 
 
+@jax.jit
 def sgd_step(w, b, x, y, lr):
     gw, gb = jax.grad(loss, argnums=(0, 1))(w, b, x, y)
     return w - lr * gw, b - lr * gb
