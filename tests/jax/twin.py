@@ -180,6 +180,30 @@ def check_grads_metric(f, args, seed=0, eps=1e-3, f64=None):
     return max(abs(fd - fwd), abs(rev - fwd)) / scale, fd, fwd, rev
 
 
+def check_derivatives(t, cases, rtol=1e-4, atol=1e-5, loose=None):
+    """For the values programs (tests/jax/make_values_programs.py): for each label -> (f,
+    args) of cases, the printed "LABEL: tangent k" is JAX's jvp along check_grads' directions
+    and "LABEL: cotangent i" JAX's vjp of check_grads' cotangents. loose: label -> (rtol,
+    atol, why) for the cases that need more room."""
+    for label, (f, args) in cases.items():
+        args = [f32(a) for a in args]
+        fj = jax.jit(f)
+        results = _tuple(jax.eval_shape(fj, *args))
+        dirs, cts = check_grads_directions(args, results)
+        _, tangents = jax.jit(lambda a, d: jax.jvp(lambda *a: _tuple(fj(*a)), a, d))(
+            tuple(args), tuple(dirs))
+        cot = jax.jit(lambda a, c: jax.vjp(lambda *a: _tuple(fj(*a)), *a)[1](c))(
+            tuple(args), tuple(jnp.asarray(c) for c in cts))
+        r, a, how = rtol, atol, "JAX"
+        if loose and label in loose:
+            r, a, why = loose[label]
+            how = "JAX; %s" % why
+        for k, tk in enumerate(tangents):
+            t.close("%s: tangent %d" % (label, k), tk, rtol=r, atol=a, how="jvp, " + how)
+        for i, ci in enumerate(cot):
+            t.close("%s: cotangent %d" % (label, i), ci, rtol=r, atol=a, how="vjp, " + how)
+
+
 # ---- the checker
 
 class Checker:
