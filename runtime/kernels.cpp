@@ -3,11 +3,13 @@
 #include "shmap_runtime.h"
 #include "util.h"
 
+#include <algorithm>
 #include <cblas.h>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 using namespace shm;
 
@@ -100,11 +102,214 @@ void reduce_t(const T *in, int32_t rank, const int64_t *shape, const bool *reduc
   }
 }
 
+// ---- float sums: pairwise summation --------------------------------------------------------
+//
+// Each output element is the pairwise sum of its inputs taken in row-major order of the
+// reduced indices, as numpy's pairwise_sum (numpy/core/src/umath/loops_utils.h.src) sums a
+// contiguous run: for n inputs,
+//   n < 8:     left to right;
+//   n <= 128:  8 accumulators, r[k] = x[k] + x[k+8] + x[k+16] + ... (left to right), then
+//              ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the n % 8 last
+//              elements added left to right;
+//   n > 128:   m = n/2 rounded down to a multiple of 8; sum(x[:m]) + sum(x[m:]).
+// and the output is 0 + that sum. The tree depends only on the number of inputs, never on the
+// memory layout, the axes or a thread count, so results are deterministic (numpy itself sums
+// non-contiguous axes sequentially). Error bound: docs/numerics.md.
+//
+// The work is arranged for the layout: where the input's last dimension is reduced, each
+// output sums its own inputs; where it is kept, a tile of up to kTile neighbouring outputs is
+// summed side by side, every step of the tree applied to a whole row of the tile, so rows are
+// read contiguously. Both do the same additions in the same order for every output.
+
+constexpr int64_t kLeaf = 128;  // numpy's PW_BLOCKSIZE
+constexpr int64_t kTile = 256;  // outputs summed side by side
+constexpr int kMaxDepth = 64;   // > log2 of any element count
+
+// The reduced dimensions (adjacent ones merged) as seen from one output element.
+struct ReducedDims {
+  int32_t rank = 0;
+  int64_t shape[kMaxRank], stride[kMaxRank];  // stride in elements of the input
+  int64_t count = 1;
+
+  int64_t offset(int64_t r) const {  // input offset of the r-th reduced element
+    int64_t off = 0;
+    for (int32_t d = rank - 1; d >= 0; --d) {
+      off += (r % shape[d]) * stride[d];
+      r /= shape[d];
+    }
+    return off;
+  }
+};
+
+// Sums n >= 1 rows (row(i) points at w elements) into out as the leaves of numpy's tree; r is
+// scratch for 8 rows of w. The loops over j are the same additions for each output of a tile.
+template <typename T, typename Rows>
+void leaf_sum(const Rows &row, int64_t n, int64_t w, T *r, T *out) {
+  if (n < 8) {
+    for (int64_t j = 0; j < w; ++j) out[j] = row(0)[j];
+    for (int64_t i = 1; i < n; ++i)
+      for (int64_t j = 0; j < w; ++j) out[j] += row(i)[j];
+    return;
+  }
+  for (int k = 0; k < 8; ++k)
+    for (int64_t j = 0; j < w; ++j) r[k * w + j] = row(k)[j];
+  int64_t i = 8;
+  for (; i < n - n % 8; i += 8)
+    for (int k = 0; k < 8; ++k) {
+      const T *x = row(i + k);
+      for (int64_t j = 0; j < w; ++j) r[k * w + j] += x[j];
+    }
+  for (int64_t j = 0; j < w; ++j)
+    out[j] = ((r[j] + r[w + j]) + (r[2 * w + j] + r[3 * w + j])) +
+             ((r[4 * w + j] + r[5 * w + j]) + (r[6 * w + j] + r[7 * w + j]));
+  for (; i < n; ++i)
+    for (int64_t j = 0; j < w; ++j) out[j] += row(i)[j];
+}
+
+// One output element (w == 1) or a tile of w neighbouring ones: the pairwise sum over the
+// reduced elements [lo, lo + n) into out[0..w).
+template <typename T> class PairwiseSum {
+public:
+  PairwiseSum(const ReducedDims &rd, int64_t maxWidth)
+      : rd_(rd), scratch_((8 + kMaxDepth) * maxWidth) {}
+
+  void run(const T *base, int64_t w, T *out) {
+    base_ = base;
+    w_ = w;
+    if (rd_.count == 0) {
+      for (int64_t j = 0; j < w; ++j) out[j] = T(0);
+      return;
+    }
+    sum(0, rd_.count, out, 0);
+    for (int64_t j = 0; j < w; ++j) out[j] = T(0) + out[j];  // as numpy: 0 + (-0) is 0
+  }
+
+private:
+  const ReducedDims &rd_;
+  std::vector<T> scratch_;  // 8 rows for the leaves, then one row per level of the tree
+  const T *base_ = nullptr;
+  int64_t w_ = 1;
+
+  void sum(int64_t lo, int64_t n, T *out, int depth) {
+    if (n <= kLeaf) return leaf(lo, n, out);
+    int64_t half = n / 2;
+    half -= half % 8;
+    sum(lo, half, out, depth + 1);
+    T *right = scratch_.data() + (8 + depth) * w_;  // deeper levels use later rows
+    sum(lo + half, n - half, right, depth + 1);
+    for (int64_t j = 0; j < w_; ++j) out[j] += right[j];
+  }
+
+  // The rows of a leaf: a run of the innermost reduced dimension (one stride apart), or else
+  // gathered with an odometer over the reduced dimensions.
+  void leaf(int64_t lo, int64_t n, T *out) {
+    const int32_t last = rd_.rank - 1;
+    const T *first = base_ + rd_.offset(lo);
+    if (lo % rd_.shape[last] + n <= rd_.shape[last]) {
+      const int64_t s = rd_.stride[last];
+      return leaf_sum(Strided{first, s}, n, w_, scratch_.data(), out);
+    }
+    const T *rows[kLeaf];
+    int64_t idx[kMaxRank];
+    int64_t rest = lo;
+    for (int32_t d = last; d >= 0; --d) {
+      idx[d] = rest % rd_.shape[d];
+      rest /= rd_.shape[d];
+    }
+    const T *p = first;
+    for (int64_t i = 0; i < n; ++i) {
+      rows[i] = p;
+      for (int32_t d = last; d >= 0; --d) {  // step the odometer
+        p += rd_.stride[d];
+        if (++idx[d] < rd_.shape[d]) break;
+        p -= rd_.stride[d] * rd_.shape[d];
+        idx[d] = 0;
+      }
+    }
+    leaf_sum(Gathered{rows}, n, w_, scratch_.data(), out);
+  }
+
+  struct Strided {
+    const T *base;
+    int64_t stride;
+    const T *operator()(int64_t i) const { return base + i * stride; }
+  };
+  struct Gathered {
+    const T *const *rows;
+    const T *operator()(int64_t i) const { return rows[i]; }
+  };
+};
+
+// Float reduce_sum: splits the input's dimensions into the reduced ones and the kept ones
+// (merging neighbours of the same kind and dropping dimensions of size 1), then runs a
+// PairwiseSum per output element, or per tile of outputs where the last dimension is kept.
+template <typename T>
+void pairwise_reduce(const T *in, int32_t rank, const int64_t *shape, const bool *reduced,
+                     T *out) {
+  int64_t istr[kMaxRank];
+  row_major_strides(rank, shape, istr);
+  ReducedDims rd;
+  int32_t kept = 0;
+  int64_t kshape[kMaxRank], kstride[kMaxRank];
+  bool lastKept = false;  // whether the last merged dimension is a kept one
+  for (int32_t d = 0; d < rank; ++d) {
+    if (shape[d] == 1) continue;
+    if (shape[d] == 0) {  // no inputs: outputs (if any) are 0
+      int64_t out_n = 1;
+      for (int32_t e = 0; e < rank; ++e)
+        if (!reduced[e]) out_n *= shape[e];
+      for (int64_t i = 0; i < out_n; ++i) out[i] = T(0);
+      return;
+    }
+    const bool merge = reduced[d] ? (rd.rank > 0 && !lastKept) : (kept > 0 && lastKept);
+    int64_t *sh = reduced[d] ? rd.shape : kshape, *st = reduced[d] ? rd.stride : kstride;
+    int32_t &n = reduced[d] ? rd.rank : kept;
+    if (merge) {  // row-major: the previous dimension's stride is this one's times its size
+      sh[n - 1] *= shape[d];
+      st[n - 1] = istr[d];
+    } else {
+      sh[n] = shape[d];
+      st[n] = istr[d];
+      ++n;
+    }
+    lastKept = !reduced[d];
+  }
+  if (rd.rank == 0) {  // nothing (of size > 1) reduced: 0 + x, element by element
+    int64_t n = 1;
+    for (int32_t d = 0; d < kept; ++d) n *= kshape[d];
+    for (int64_t i = 0; i < n; ++i) out[i] = T(0) + in[i];
+    return;
+  }
+  for (int32_t d = 0; d < rd.rank; ++d) rd.count *= rd.shape[d];
+
+  // Outputs are row-major over the kept dimensions; with the last one kept, its w outputs
+  // are neighbours in both input and output and are summed in tiles.
+  const int64_t w = lastKept ? kshape[kept - 1] : 1;
+  const int32_t outer = lastKept ? kept - 1 : kept;
+  PairwiseSum<T> ps(rd, std::min(w, kTile));
+  int64_t idx[kMaxRank] = {0};
+  int64_t base = 0;
+  for (T *o = out;; o += w) {
+    for (int64_t j = 0; j < w; j += kTile) ps.run(in + base + j, std::min(kTile, w - j), o + j);
+    int32_t d = outer - 1;
+    for (; d >= 0; --d) {
+      base += kstride[d];
+      if (++idx[d] < kshape[d]) break;
+      base -= kstride[d] * kshape[d];
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
 template <typename T>
 void reduce_op(int32_t op, const void *in, int32_t rank, const int64_t *shape, const bool *reduced,
                void *out, int64_t out_n) {
   switch (op) {
-  case SHM_REDUCE_SUM: return reduce_t<T, SHM_REDUCE_SUM>((const T *)in, rank, shape, reduced, (T *)out, out_n);
+  case SHM_REDUCE_SUM:
+    if constexpr (std::is_floating_point_v<T>)
+      return pairwise_reduce<T>((const T *)in, rank, shape, reduced, (T *)out);
+    return reduce_t<T, SHM_REDUCE_SUM>((const T *)in, rank, shape, reduced, (T *)out, out_n);
   case SHM_REDUCE_MAX: return reduce_t<T, SHM_REDUCE_MAX>((const T *)in, rank, shape, reduced, (T *)out, out_n);
   case SHM_REDUCE_MIN: return reduce_t<T, SHM_REDUCE_MIN>((const T *)in, rank, shape, reduced, (T *)out, out_n);
   }

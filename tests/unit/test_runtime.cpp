@@ -817,6 +817,93 @@ TEST_CASE("reduce over sorted axes", "[kernels]") {
   CHECK(std::isnan(e));
 }
 
+// numpy's pairwise_sum (docs/numerics.md), written recursively on a gathered vector.
+template <typename T> T pairwiseReference(const T *x, int64_t n) {
+  if (n < 8) {
+    T r = -0.0;
+    for (int64_t i = 0; i < n; ++i) r += x[i];
+    return r;
+  }
+  if (n <= 128) {
+    T r[8];
+    for (int k = 0; k < 8; ++k) r[k] = x[k];
+    int64_t i = 8;
+    for (; i < n - n % 8; i += 8)
+      for (int k = 0; k < 8; ++k) r[k] += x[i + k];
+    T res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) res += x[i];
+    return res;
+  }
+  int64_t half = n / 2;
+  half -= half % 8;
+  return pairwiseReference(x, half) + pairwiseReference(x + half, n - half);
+}
+
+// Every output of a float reduce_sum is 0 + the pairwise tree over its inputs in row-major
+// order of the reduced indices, bit for bit, whichever axes are reduced (the runtime sums
+// rows of neighbouring outputs side by side where the last axis is kept).
+template <typename T> void checkPairwise(const Shape &shape, std::vector<int64_t> axes) {
+  const int64_t n = numel(shape);
+  std::vector<T> in((size_t)n);
+  uint64_t state = 12345;
+  for (T &v : in) {  // deterministic values of mixed sign and magnitude
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    v = (T)((double)(int64_t)(state >> 11) / (double)(1LL << 40) - 2048.0) * (T)1.37;
+  }
+  Shape os, ks, rs;
+  for (int64_t d = 0; d < (int64_t)shape.size(); ++d) {
+    bool red = std::find(axes.begin(), axes.end(), d) != axes.end();
+    (red ? rs : os).push_back(shape[(size_t)d]);
+  }
+  std::vector<std::vector<T>> gathered((size_t)numel(os));
+  for (int64_t f = 0; f < n; ++f) {  // row-major over the input = row-major over reduced indices
+    Shape i = unravel(f, shape), o;
+    for (int64_t d = 0; d < (int64_t)shape.size(); ++d)
+      if (std::find(axes.begin(), axes.end(), d) == axes.end()) o.push_back(i[(size_t)d]);
+    gathered[(size_t)ravel(o, os)].push_back(in[(size_t)f]);
+  }
+  std::vector<T> got(gathered.size());
+  shm_reduce(std::is_same_v<T, float> ? SHM_F32 : SHM_F64, SHM_REDUCE_SUM, in.data(),
+             (int32_t)shape.size(), shape.data(), axes.data(), (int32_t)axes.size(), got.data());
+  for (size_t k = 0; k < got.size(); ++k) {
+    const std::vector<T> &g = gathered[k];
+    T want = T(0) + pairwiseReference(g.data(), (int64_t)g.size());
+    INFO("output " << k << " of " << got.size() << ", " << g.size() << " inputs");
+    REQUIRE(std::memcmp(&got[k], &want, sizeof(T)) == 0);
+  }
+}
+
+TEST_CASE("float sums are numpy's pairwise tree for any axes", "[kernels]") {
+  checkPairwise<float>({1000}, {0});
+  checkPairwise<float>({7}, {0});
+  checkPairwise<float>({3000, 3}, {0});
+  checkPairwise<float>({3, 3000}, {1});
+  checkPairwise<float>({300, 600}, {0});          // tiles of 256 neighbouring outputs
+  checkPairwise<float>({20, 30, 40}, {0, 2});     // gathered leaves
+  checkPairwise<float>({20, 30, 40}, {1});
+  checkPairwise<float>({5, 1, 300, 2}, {0, 2});   // size-1 dimension between reduced ones
+  checkPairwise<float>({2, 700, 3, 5}, {1, 2});
+  checkPairwise<float>({130, 260}, {0, 1});
+  checkPairwise<float>({4, 5}, {});
+  checkPairwise<double>({17, 1, 190}, {0, 2});
+  checkPairwise<double>({5000}, {0});
+}
+
+TEST_CASE("float sums: 2^25 ones are exact; -0 and NaN", "[kernels]") {
+  const int64_t n = (int64_t)1 << 25;  // summed left to right in f32 this would stop at 2^24
+  std::vector<float> ones((size_t)n, 1.0f);
+  float r = 0;
+  const int64_t shape[1] = {n}, ax0[1] = {0};
+  shm_reduce(SHM_F32, SHM_REDUCE_SUM, ones.data(), 1, shape, ax0, 1, &r);
+  CHECK(r == 33554432.0f);
+  const float negZero[2] = {-0.0f, -0.0f}, withNan[3] = {1, NAN, 2};
+  const int64_t s2[1] = {2}, s3[1] = {3};
+  shm_reduce(SHM_F32, SHM_REDUCE_SUM, negZero, 1, s2, ax0, 1, &r);
+  CHECK((r == 0 && !std::signbit(r)));  // 0 + (-0), as numpy
+  shm_reduce(SHM_F32, SHM_REDUCE_SUM, withNan, 1, s3, ax0, 1, &r);
+  CHECK(std::isnan(r));
+}
+
 TEST_CASE("matmul f32 / f64 / i32 with batch", "[kernels][blas]") {
   openblas_set_num_threads(1);
   const int64_t B = 2, M = 3, K = 4, N = 5;
