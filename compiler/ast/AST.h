@@ -43,7 +43,7 @@ struct Expr {
     TupleLit,    // `(a, b)` / `(a,)`: items
     TypeArg,     // a type used as an argument: `zeros(f32[4])`: type
     Unary,       // op ("-" or "!"), items[0]
-    Binary,      // op ("+","-","*","/","%","@","==","!=","<","<=",">",">=","&&","||"), items[0], items[1]
+    Binary,      // op ("+","-","*","/","//","%","@","==","!=","<","<=",">",">=","&&","||"), items[0], items[1]
     Call,        // callee name (+ module), items = positional args, kwargs = keyword args;
                  // with `callee` set, an application of a function-valued expression:
                  // `grad(f)(x)` is a Call whose callee is the Call `grad(f)`

@@ -6,8 +6,11 @@
 // value has its own buffer; callers never pass an input buffer as an output), so it needs no
 // runtime overlap checks.
 //
-// Integer division and remainder by zero, and INT_MIN / -1, produce 0 instead of trapping.
-// Integer pow is computed in double precision and converted back with saturation.
+// Division and remainder follow numpy (floor division; the remainder has the divisor's sign),
+// for floats too. Integer division and remainder never trap: by zero they give 0 (as numpy),
+// and INT_MIN // -1 gives INT_MIN (the wrapped quotient, as numpy). maximum / minimum
+// propagate NaN as numpy's do. Integer pow is computed in double precision and converted back
+// with saturation.
 #include "codegen/CodegenContext.h"
 
 #include <llvm/IR/Intrinsics.h>
@@ -52,6 +55,9 @@ private:
   llvm::Value *splat(const ir::Eqn &e);
   llvm::Value *convert(llvm::Value *v, ir::DType from, ir::DType to);
   llvm::Value *intDivRem(llvm::Value *x, llvm::Value *y, bool rem);
+  llvm::Value *floatRem(llvm::Value *x, llvm::Value *y);
+  llvm::Value *floatFloorDiv(llvm::Value *x, llvm::Value *y);
+  llvm::Value *maxMin(llvm::Value *x, llvm::Value *y, bool fp, bool isMax);
   llvm::Value *compare(llvm::CmpInst::Predicate fp, llvm::CmpInst::Predicate in, bool isFp,
                        llvm::Value *x, llvm::Value *y) {
     llvm::Value *c = isFp ? b.CreateFCmp(fp, x, y) : b.CreateICmp(in, x, y);
@@ -94,8 +100,11 @@ llvm::Value *ScalarOps::convert(llvm::Value *v, ir::DType from, ir::DType to) {
   return toFp ? b.CreateSIToFP(v, dst) : b.CreateSExtOrTrunc(v, dst);
 }
 
-// Select a safe divisor first so the division itself never traps, then select 0 for the
-// undefined cases; branch-free, so the loop still vectorizes.
+// Floor division and its remainder (numpy's // and %). The C quotient truncates; where the
+// C remainder is nonzero and its sign differs from the divisor's, the floor quotient is one
+// less and the floor remainder is r + y. A safe divisor (1) is selected first so the division
+// never traps: for y == 0 the result is then replaced by 0; for INT_MIN / -1 dividing by 1
+// gives INT_MIN and remainder 0, which is what numpy gives. Branch-free, so loops vectorize.
 llvm::Value *ScalarOps::intDivRem(llvm::Value *x, llvm::Value *y, bool rem) {
   llvm::Type *t = x->getType();
   unsigned bits = t->getIntegerBitWidth();
@@ -104,17 +113,61 @@ llvm::Value *ScalarOps::intDivRem(llvm::Value *x, llvm::Value *y, bool rem) {
   llvm::Value *overflow =
       b.CreateAnd(b.CreateICmpEQ(x, llvm::ConstantInt::get(t, llvm::APInt::getSignedMinValue(bits))),
                   b.CreateICmpEQ(y, llvm::ConstantInt::getSigned(t, -1)));
-  llvm::Value *bad = b.CreateOr(byZero, overflow);
-  llvm::Value *safe = b.CreateSelect(bad, llvm::ConstantInt::get(t, 1), y);
-  llvm::Value *q = rem ? b.CreateSRem(x, safe) : b.CreateSDiv(x, safe);
-  return b.CreateSelect(bad, zero, q);
+  llvm::Value *safe = b.CreateSelect(b.CreateOr(byZero, overflow), llvm::ConstantInt::get(t, 1), y);
+  llvm::Value *q = b.CreateSDiv(x, safe), *r = b.CreateSRem(x, safe);
+  llvm::Value *signsDiffer = b.CreateICmpSLT(b.CreateXor(r, safe), zero);
+  llvm::Value *adjust = b.CreateAnd(b.CreateICmpNE(r, zero), signsDiffer);
+  llvm::Value *out = rem ? b.CreateSelect(adjust, b.CreateAdd(r, safe), r)
+                         : b.CreateSub(q, b.CreateZExt(adjust, t));
+  return b.CreateSelect(byZero, zero, out);
+}
+
+// numpy's remainder for floats (npy_remainder): fmod, plus the divisor where fmod's sign
+// differs from the divisor's; a zero result takes the divisor's sign. fmod(x, 0) is NaN.
+llvm::Value *ScalarOps::floatRem(llvm::Value *x, llvm::Value *y) {
+  llvm::Value *zero = llvm::ConstantFP::get(x->getType(), 0.0);
+  llvm::Value *m = b.CreateFRem(x, y);  // frem is C fmod
+  llvm::Value *signsDiffer = b.CreateXor(b.CreateFCmpOLT(y, zero), b.CreateFCmpOLT(m, zero));
+  llvm::Value *adjust = b.CreateAnd(b.CreateFCmpONE(m, zero), signsDiffer);
+  m = b.CreateSelect(adjust, b.CreateFAdd(m, y), m);
+  llvm::Value *signedZero = b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, zero, y);
+  return b.CreateSelect(b.CreateFCmpOEQ(m, zero), signedZero, m);
+}
+
+// numpy's floor_divide for floats (npy_floor_divide / npy_divmod), not floor(x / y): the
+// quotient is (x - fmod(x, y)) / y, one less where the remainder is adjusted as above, then
+// snapped to the nearest integer. So 1.0 // 0.1 is 9, as in numpy and Python (floor(1 / 0.1)
+// would be 10, because 1 / 0.1 rounds up to 10). A zero quotient takes the sign of x / y; a
+// zero divisor gives x / y (inf or NaN).
+llvm::Value *ScalarOps::floatFloorDiv(llvm::Value *x, llvm::Value *y) {
+  llvm::Type *t = x->getType();
+  llvm::Value *zero = llvm::ConstantFP::get(t, 0.0), *one = llvm::ConstantFP::get(t, 1.0);
+  llvm::Value *m = b.CreateFRem(x, y);
+  llvm::Value *q = b.CreateFDiv(b.CreateFSub(x, m), y);
+  llvm::Value *signsDiffer = b.CreateXor(b.CreateFCmpOLT(y, zero), b.CreateFCmpOLT(m, zero));
+  llvm::Value *adjust = b.CreateAnd(b.CreateFCmpONE(m, zero), signsDiffer);
+  q = b.CreateSelect(adjust, b.CreateFSub(q, one), q);
+  llvm::Value *fl = b.CreateUnaryIntrinsic(llvm::Intrinsic::floor, q);
+  llvm::Value *roundUp = b.CreateFCmpOGT(b.CreateFSub(q, fl), llvm::ConstantFP::get(t, 0.5));
+  fl = b.CreateSelect(roundUp, b.CreateFAdd(fl, one), fl);
+  llvm::Value *trueQuotient = b.CreateFDiv(x, y);
+  llvm::Value *signedZero = b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, zero, trueQuotient);
+  llvm::Value *r = b.CreateSelect(b.CreateFCmpOEQ(q, zero), signedZero, fl);
+  return b.CreateSelect(b.CreateFCmpOEQ(y, zero), trueQuotient, r);
+}
+
+// numpy's maximum / minimum: (x >= y || isnan(x)) ? x : y, so a NaN on either side wins (and
+// of -0 and +0 the first operand). LLVM's maxnum / minnum would drop the NaN.
+llvm::Value *ScalarOps::maxMin(llvm::Value *x, llvm::Value *y, bool fp, bool isMax) {
+  if (!fp) return b.CreateBinaryIntrinsic(isMax ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, x, y);
+  llvm::Value *keepX = isMax ? b.CreateFCmpOGE(x, y) : b.CreateFCmpOLE(x, y);
+  return b.CreateSelect(b.CreateOr(keepX, b.CreateFCmpUNO(x, x)), x, y);
 }
 
 llvm::Value *ScalarOps::apply(const ir::Eqn &e, const std::vector<llvm::Value *> &x) {
   ir::DType out = e.outs[0]->type.dtype;
   ir::DType t = e.ins.empty() ? out : e.ins.back()->type.dtype;  // select: the data operands
   bool fp = ir::isFloat(t), isBool = t == ir::DType::Bool;
-  llvm::Intrinsic::ID id;
   using CP = llvm::CmpInst;
   switch (e.prim) {
   case P::Constant: return splat(e);
@@ -126,6 +179,7 @@ llvm::Value *ScalarOps::apply(const ir::Eqn &e, const std::vector<llvm::Value *>
   case P::Sin: return floatOnly(e, fp, llvm::Intrinsic::sin, x[0]);
   case P::Cos: return floatOnly(e, fp, llvm::Intrinsic::cos, x[0]);
   case P::Sqrt: return floatOnly(e, fp, llvm::Intrinsic::sqrt, x[0]);
+  case P::Floor: return floatOnly(e, fp, llvm::Intrinsic::floor, x[0]);
   case P::Tanh:
     if (!fp) return error(e, "needs a floating-point operand");
     return b.CreateCall(fe.me.runtime(t == ir::DType::F32 ? "tanhf" : "tanh"), {x[0]});
@@ -141,15 +195,14 @@ llvm::Value *ScalarOps::apply(const ir::Eqn &e, const std::vector<llvm::Value *>
   case P::Div:
     if (fp) return b.CreateFDiv(x[0], x[1]);
     return isBool ? b.CreateAnd(x[0], x[1]) : intDivRem(x[0], x[1], false);
+  case P::FloorDiv:
+    if (fp) return floatFloorDiv(x[0], x[1]);
+    return isBool ? b.CreateAnd(x[0], x[1]) : intDivRem(x[0], x[1], false);
   case P::Rem:
-    if (fp) return b.CreateFRem(x[0], x[1]);  // frem is C fmod
+    if (fp) return floatRem(x[0], x[1]);
     return isBool ? b.getInt8(0) : intDivRem(x[0], x[1], true);
   case P::Max:
-    id = fp ? llvm::Intrinsic::maxnum : llvm::Intrinsic::smax;
-    return b.CreateBinaryIntrinsic(id, x[0], x[1]);
-  case P::Min:
-    id = fp ? llvm::Intrinsic::minnum : llvm::Intrinsic::smin;
-    return b.CreateBinaryIntrinsic(id, x[0], x[1]);
+  case P::Min: return maxMin(x[0], x[1], fp, e.prim == P::Max);  // bool: smax/smin of 0/1
   case P::Pow:
     if (fp) return b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x[0], x[1]);
     if (isBool) return b.CreateOr(x[0], b.CreateXor(x[1], b.getInt8(1)));  // x^0 = 1

@@ -27,12 +27,14 @@ bool FuncEmitter::emitEqn(size_t index) {
   case P::Tanh:
   case P::Sqrt:
   case P::Abs:
+  case P::Floor:
   case P::Not:
   case P::Convert:
   case P::Add:
   case P::Sub:
   case P::Mul:
   case P::Div:
+  case P::FloorDiv:
   case P::Rem:
   case P::Max:
   case P::Min:

@@ -48,6 +48,7 @@ const char *tokName(Tok t) {
   case Tok::Minus: return "'-'";
   case Tok::Star: return "'*'";
   case Tok::Slash: return "'/'";
+  case Tok::SlashSlash: return "'//'";
   case Tok::Percent: return "'%'";
   case Tok::EqEq: return "'=='";
   case Tok::NotEq: return "'!='";
@@ -103,6 +104,7 @@ static const char *kindName(Tok t) {
   case Tok::Minus: return "Minus";
   case Tok::Star: return "Star";
   case Tok::Slash: return "Slash";
+  case Tok::SlashSlash: return "SlashSlash";
   case Tok::Percent: return "Percent";
   case Tok::EqEq: return "EqEq";
   case Tok::NotEq: return "NotEq";
@@ -135,13 +137,13 @@ const Keyword keywords[] = {
 
 // Punctuation, longest spellings first so `->` wins over `-` and `==` over `=`.
 const Keyword puncts[] = {
-    {"->", Tok::Arrow}, {"==", Tok::EqEq},   {"!=", Tok::NotEq},   {"<=", Tok::Le},
-    {">=", Tok::Ge},    {"&&", Tok::AndAnd}, {"||", Tok::OrOr},    {"(", Tok::LParen},
-    {")", Tok::RParen}, {"[", Tok::LBracket}, {"]", Tok::RBracket}, {"{", Tok::LBrace},
-    {"}", Tok::RBrace}, {",", Tok::Comma},   {";", Tok::Semi},     {":", Tok::Colon},
-    {".", Tok::Dot},    {"@", Tok::At},      {"=", Tok::Assign},   {"+", Tok::Plus},
-    {"-", Tok::Minus},  {"*", Tok::Star},    {"/", Tok::Slash},    {"%", Tok::Percent},
-    {"<", Tok::Lt},     {">", Tok::Gt},      {"!", Tok::Bang},
+    {"->", Tok::Arrow},  {"==", Tok::EqEq},     {"!=", Tok::NotEq},    {"<=", Tok::Le},
+    {">=", Tok::Ge},     {"&&", Tok::AndAnd},   {"||", Tok::OrOr},     {"//", Tok::SlashSlash},
+    {"(", Tok::LParen},  {")", Tok::RParen},    {"[", Tok::LBracket},  {"]", Tok::RBracket},
+    {"{", Tok::LBrace},  {"}", Tok::RBrace},    {",", Tok::Comma},     {";", Tok::Semi},
+    {":", Tok::Colon},   {".", Tok::Dot},       {"@", Tok::At},        {"=", Tok::Assign},
+    {"+", Tok::Plus},    {"-", Tok::Minus},     {"*", Tok::Star},      {"/", Tok::Slash},
+    {"%", Tok::Percent}, {"<", Tok::Lt},        {">", Tok::Gt},        {"!", Tok::Bang},
 };
 
 bool isDigit(char c) { return c >= '0' && c <= '9'; }

@@ -690,11 +690,12 @@ ExprPtr Parser::parseAdd() {
   return lhs;
 }
 
-// mulExpr = unaryExpr { ( "*" | "/" | "%" | "@" ) unaryExpr } ;
+// mulExpr = unaryExpr { ( "*" | "/" | "//" | "%" | "@" ) unaryExpr } ;
 ExprPtr Parser::parseMul() {
   DepthGuard guard(*this);
   ExprPtr lhs = parseUnary();
-  while (at(Tok::Star) || at(Tok::Slash) || at(Tok::Percent) || at(Tok::At)) {
+  while (at(Tok::Star) || at(Tok::Slash) || at(Tok::SlashSlash) || at(Tok::Percent) ||
+         at(Tok::At)) {
     enter();
     const Token &op = take();
     lhs = makeBinary(op, std::move(lhs), parseUnary());

@@ -28,6 +28,7 @@ const std::map<std::string, Sema::BuiltinFn> &Sema::builtins() {
       {"tanh", &Sema::bTanh},
       {"sqrt", &Sema::bSqrt},
       {"abs", &Sema::bAbs},
+      {"floor", &Sema::bFloor},
       {"maximum", &Sema::bMaximum},
       {"minimum", &Sema::bMinimum},
       {"pow", &Sema::bPow},
@@ -151,6 +152,7 @@ SVal Sema::bCos(const ast::Expr &c) { return floatUnary(c, ir::Prim::Cos); }
 SVal Sema::bTanh(const ast::Expr &c) { return floatUnary(c, ir::Prim::Tanh); }
 SVal Sema::bSqrt(const ast::Expr &c) { return floatUnary(c, ir::Prim::Sqrt); }
 SVal Sema::bAbs(const ast::Expr &c) { return floatUnary(c, ir::Prim::Abs); }
+SVal Sema::bFloor(const ast::Expr &c) { return floatUnary(c, ir::Prim::Floor); }
 
 SVal Sema::bMaximum(const ast::Expr &c) {
   auto a = bindArgs(c, {"a", "b"}, 2);
@@ -168,7 +170,8 @@ SVal Sema::bPow(const ast::Expr &c) {
   return elementwise(ir::Prim::Pow, "pow", x, eval(*a[1]), c.loc);
 }
 
-// select(c, a, b): the predicate broadcasts with the two choices, which agree on a dtype.
+// select(c, a, b): the predicate broadcasts with the two choices, which are promoted to one
+// dtype (as jnp.where).
 SVal Sema::bSelect(const ast::Expr &c) {
   auto a = bindArgs(c, {"pred", "on_true", "on_false"}, 3);
   ir::Value *pred = evalArray(*a[0]);
@@ -182,9 +185,7 @@ SVal Sema::bSelect(const ast::Expr &c) {
   ir::DType dt = commonDType({t, f}, what, c.loc);
   std::vector<int64_t> shape = broadcastShape({SVal::array(pred, a[0]->loc), t, f}, what, c.loc);
   std::vector<ir::Value *> ins = {broadcastTo(pred, shape, c.loc)};
-  for (const SVal &v : {t, f})
-    ins.push_back(v.kind == SVal::Literal ? literalAs(v, dt, shape, v.loc)
-                                          : broadcastTo(v.value, shape, c.loc));
+  for (const SVal &v : {t, f}) ins.push_back(asOperand(v, dt, shape, c.loc));
   return SVal::array(emit(ir::Prim::Select, ins, ins[1]->type, c.loc), c.loc);
 }
 

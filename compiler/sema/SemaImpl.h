@@ -179,10 +179,11 @@ public:
   ir::Value *toArray(const SVal &v);  // literals take their default dtype (i32 / f32)
   ir::Value *broadcastTo(ir::Value *v, const std::vector<int64_t> &shape, Loc loc);
   ir::DType commonDType(const std::vector<SVal> &ops, const std::string &what, Loc loc);
+  ir::Value *asOperand(const SVal &o, ir::DType dt, const std::vector<int64_t> &shape, Loc loc);
   std::vector<int64_t> broadcastShape(const std::vector<SVal> &ops, const std::string &what,
                                       Loc loc);
   std::vector<ir::Value *> unify(const std::vector<SVal> &ops, const std::string &what,
-                                 Loc loc);
+                                 Loc loc, bool inexact = false);
   SVal binaryOp(const std::string &op, const SVal &a, const SVal &b, Loc loc);
   SVal elementwise(ir::Prim p, const std::string &what, const SVal &a, const SVal &b, Loc loc);
   SVal unaryOp(const std::string &op, const SVal &a, Loc loc);
@@ -229,6 +230,7 @@ public:
   SVal bTanh(const ast::Expr &c);
   SVal bSqrt(const ast::Expr &c);
   SVal bAbs(const ast::Expr &c);
+  SVal bFloor(const ast::Expr &c);
   SVal floatUnary(const ast::Expr &c, ir::Prim p);
   SVal bMaximum(const ast::Expr &c);
   SVal bMinimum(const ast::Expr &c);

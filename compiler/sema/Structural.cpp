@@ -43,8 +43,8 @@ SVal Sema::matmul(const SVal &a, const SVal &b, Loc loc) {
     if (s->kind != SVal::Array || s->value->type.rank() == 0)
       fail(DiagId::RankMismatch, s->loc, "cannot matmul " + describe(*s) + ": it is not an array",
            "matmul needs operands with at least one dimension; use * to scale");
-  commonDType({a, b}, "matmul", loc);
-  ir::Value *l = a.value, *r = b.value;
+  ir::DType dt = commonDType({a, b}, "matmul", loc);  // mixed dtypes promote, as jnp.matmul
+  ir::Value *l = convert(a.value, dt, loc), *r = convert(b.value, dt, loc);
   if (l->type.dtype == ir::DType::Bool)
     fail(DiagId::DTypeMismatch, loc, "cannot matmul bool arrays", "cast(x, f32) first");
   std::string both = str(l->type) + " and " + str(r->type);

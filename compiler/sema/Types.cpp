@@ -122,39 +122,49 @@ ir::Value *Sema::reshape(ir::Value *v, const std::vector<int64_t> &shape, Loc lo
   return emit(ir::Prim::Reshape, {v}, t, loc);
 }
 
-// Weak typing: arrays must agree on a dtype; literals adopt it. With no array operand, a
-// float literal makes the result f32, otherwise i32.
+// JAX's type promotion for the dtypes the language has: i32 < f32 < f64, and the result of
+// mixed operands is the widest (i32 + f32 is f32, f32 + f64 is f64). Literals are weakly
+// typed: they adopt the arrays' dtype, except that a float literal lifts i32 to f32 (JAX's
+// default float with x64 off). With no array operand a float literal makes the result f32,
+// otherwise i32. bool does not mix with numbers (JAX would promote it; here a cast or a
+// select says what is meant).
+static int promotionRank(ir::DType dt) {
+  switch (dt) {
+  case ir::DType::Bool: return 0;
+  case ir::DType::I32: return 1;
+  case ir::DType::F32: return 2;
+  case ir::DType::F64: return 3;
+  }
+  return 0;
+}
+
 ir::DType Sema::commonDType(const std::vector<SVal> &ops, const std::string &what, Loc loc) {
-  const SVal *firstArray = nullptr;
+  const SVal *widest = nullptr, *boolArray = nullptr, *number = nullptr;
+  bool floatLiteral = false;
   for (const SVal &o : ops) {
     if (o.kind == SVal::Axes) toArray(o);  // reports the error
-    if (o.kind != SVal::Array) continue;
-    if (!firstArray) {
-      firstArray = &o;
-    } else if (o.value->type.dtype != firstArray->value->type.dtype) {
-      ir::DType want = firstArray->value->type.dtype;
-      fail(DiagId::DTypeMismatch, loc,
-           "cannot " + what + " " + describe(*firstArray) + " and " + describe(o) +
-               ": dtypes differ",
-           std::string("convert one operand, e.g. cast(x, ") + ir::dtypeName(want) + ")");
+    const SVal *&slot = o.kind == SVal::Array && o.value->type.dtype == ir::DType::Bool
+                            ? boolArray : number;
+    if (!slot) slot = &o;
+    if (o.kind == SVal::Literal) {
+      floatLiteral |= o.literalIsFloat;
+    } else if (!widest || promotionRank(o.value->type.dtype) > promotionRank(widest->value->type.dtype)) {
+      widest = &o;
     }
   }
-  if (!firstArray) {
-    for (const SVal &o : ops)
-      if (o.literalIsFloat) return ir::DType::F32;
-    return ir::DType::I32;
+  if (boolArray && number) {
+    bool boolFirst = boolArray < number;  // ops is a vector: addresses follow the source order
+    const SVal &first = boolFirst ? *boolArray : *number, &second = boolFirst ? *number : *boolArray;
+    fail(DiagId::DTypeMismatch, loc,
+         "cannot " + what + " " + describe(first) + " and " + describe(second) +
+             ": bool does not mix with numbers",
+         number->kind == SVal::Literal ? "use true/false, or cast the bool array, e.g. cast(b, i32)"
+                                       : "cast the bool operand, e.g. cast(b, f32), or choose "
+                                         "with select(b, x, y)");
   }
-  ir::DType dt = firstArray->value->type.dtype;
-  for (const SVal &o : ops) {
-    if (o.kind != SVal::Literal) continue;
-    bool bad = (o.literalIsFloat && !ir::isFloat(dt)) || dt == ir::DType::Bool;
-    if (bad)
-      fail(DiagId::DTypeMismatch, loc,
-           "cannot " + what + " " + describe(*firstArray) + " and " + describe(o) +
-               ": the literal cannot take dtype " + ir::dtypeName(dt),
-           dt == ir::DType::Bool ? "use true/false, or cast the array"
-                                 : "write an integer literal, or cast(x, f32) first");
-  }
+  if (!widest) return floatLiteral ? ir::DType::F32 : ir::DType::I32;
+  ir::DType dt = widest->value->type.dtype;
+  if (dt == ir::DType::I32 && floatLiteral) return ir::DType::F32;
   return dt;
 }
 
@@ -184,15 +194,23 @@ std::vector<int64_t> Sema::broadcastShape(const std::vector<SVal> &ops, const st
   return out;
 }
 
-// The operands as arrays of one dtype and one shape, ready for an element-wise eqn.
+// One operand of an element-wise eqn: a literal materialized in dtype `dt`, or an array
+// converted to `dt` (promotion) and broadcast to `shape`.
+ir::Value *Sema::asOperand(const SVal &o, ir::DType dt, const std::vector<int64_t> &shape,
+                           Loc loc) {
+  if (o.kind == SVal::Literal) return literalAs(o, dt, shape, o.loc);
+  return broadcastTo(convert(o.value, dt, loc), shape, loc);
+}
+
+// The operands as arrays of one dtype and one shape, ready for an element-wise eqn. `inexact`
+// promotes integers to f32, as JAX's true division does (int32 / int32 is float32).
 std::vector<ir::Value *> Sema::unify(const std::vector<SVal> &ops, const std::string &what,
-                                     Loc loc) {
+                                     Loc loc, bool inexact) {
   ir::DType dt = commonDType(ops, what, loc);
+  if (inexact && dt == ir::DType::I32) dt = ir::DType::F32;
   std::vector<int64_t> shape = broadcastShape(ops, what, loc);
   std::vector<ir::Value *> out;
-  for (const SVal &o : ops)
-    out.push_back(o.kind == SVal::Literal ? literalAs(o, dt, shape, o.loc)
-                                          : broadcastTo(o.value, shape, loc));
+  for (const SVal &o : ops) out.push_back(asOperand(o, dt, shape, loc));
   return out;
 }
 
@@ -209,7 +227,8 @@ const std::map<std::string, BinaryRule> &binaryRules() {
       {"+", {ir::Prim::Add, "add", Operands::Numeric, false}},
       {"-", {ir::Prim::Sub, "subtract", Operands::Numeric, false}},
       {"*", {ir::Prim::Mul, "multiply", Operands::Numeric, false}},
-      {"/", {ir::Prim::Div, "divide", Operands::Numeric, false}},
+      {"/", {ir::Prim::Div, "divide", Operands::Numeric, false}},  // true division
+      {"//", {ir::Prim::FloorDiv, "floor-divide", Operands::Numeric, false}},
       {"%", {ir::Prim::Rem, "take the remainder of", Operands::Numeric, false}},
       {"==", {ir::Prim::Eq, "compare", Operands::Any, true}},
       {"!=", {ir::Prim::Ne, "compare", Operands::Any, true}},
@@ -230,7 +249,7 @@ SVal Sema::binaryOp(const std::string &op, const SVal &a, const SVal &b, Loc loc
   if (it == binaryRules().end())
     fail(DiagId::BadArgument, loc, "unknown operator " + op, "");
   const BinaryRule &r = it->second;
-  std::vector<ir::Value *> v = unify({a, b}, r.verb, loc);
+  std::vector<ir::Value *> v = unify({a, b}, r.verb, loc, /*inexact=*/op == "/");
   ir::DType dt = v[0]->type.dtype;
   bool isBool = dt == ir::DType::Bool;
   if (r.operands == Operands::Numeric && isBool)

@@ -3,7 +3,10 @@
 
 Each sample's .expected file (what the golden test compares shmapc's output with) is parsed
 back into arrays, label by label, and compared with what numpy computes for the same
-program. Run with Debian's /usr/bin/python3 (it has numpy).
+program. Some programs of tests/run have twins too (RUN_TWINS): those are compared exactly,
+as printed text (dtype, shape and every element in the print format), because they pin down
+semantics such as the sign of a remainder or of a zero. Run with Debian's /usr/bin/python3
+(it has numpy).
 """
 import os
 import re
@@ -201,6 +204,122 @@ def collective_matmul_grad():
             "max abs difference to the all_gather version": f32(0)}
 
 
+# ---- numpy twins of tests/run programs, compared exactly as printed text
+
+def int_arith_numpy():
+    i32, f64 = np.int32, np.float64
+    a = np.array([-7, -7, 7, 7, 0, -1, 5, -2**31], i32)
+    b = np.array([2, -2, 2, -2, 3, 4, 0, -1], i32)
+    x = f32([-7.5, 7.5, -7.5, 7.5, 1.0, -1.0, 0.0, -0.0])
+    y = f32([2.0, 2.0, -2.0, -2.0, 0.1, 0.0, -3.0, 3.0])
+    v = f32([np.nan, 2.0, -1.0])
+    one = f32([1, 1, 1])
+    ix = np.arange(3, dtype=i32)
+    return {
+        "(-7) // 2": i32(-7) // i32(2), "(-7) % 4": i32(-7) % i32(4),
+        "7 % (-4)": i32(7) % i32(-4), "(-1) % 4": i32(-1) % i32(4),
+        "a // b": a // b, "a % b": a % b,
+        "a / b": (a.astype(np.float32) / b.astype(np.float32)),  # JAX: int32 / int32 -> f32
+        "i32 / i32": f32(7) / f32(2),
+        "(idx - 1) % 4": (np.arange(4, dtype=i32) - 1) % i32(4),
+        "x // y": x // y, "x % y": x % y, "f64 % f64": x.astype(f64) % y.astype(f64),
+        "floor": np.floor(x * f32(0.5)),
+        "i32 + f32": ix.astype(np.float32) + f32([0.5, 0.25, 0.125]),
+        "i32 * float literal": ix.astype(np.float32) * f32(1.5),
+        "f32 + f64": f32([0.1, 0.2]).astype(f64) + f32([0.1, 0.2]).astype(f64),
+        "i32 < float literal": ix.astype(np.float32) < f32(1.5),
+        "where(i32, f32)": np.where(ix > 0, ix.astype(np.float32), f32(0.5)),
+        "maximum(v, 1)": np.maximum(v, one), "maximum(1, v)": np.maximum(one, v),
+        "minimum(v, 1)": np.minimum(v, one), "minimum(1, v)": np.minimum(one, v),
+        "max(v), min(v)": f32([v.max(), v.min()]),
+        "maximum of i32 and f32": np.maximum(ix.astype(np.float32), f32(0.5)),
+    }
+
+
+def sum_pairwise():
+    # The reference is numpy's float64 sum, rounded to f32 where shmapc prints f32: pairwise
+    # f32 sums agree with it to the 6 printed digits (a left-to-right f32 sum would not).
+    u = shm_rng.uniform(np.float32, 7, 1 << 22).astype(np.float64)
+    x = shm_rng.uniform(np.float32, 8, 1 << 22).reshape(1 << 20, 4).astype(np.float64)
+    return {
+        "sum of 1e8 ones": f32(1e8), "sum of 2^22 uniforms": f32(u.sum()),
+        "mean of 2^22 uniforms": f32(u.mean()), "sum over axis 0": f32(x.sum(0)),
+        "mean over axis 0": f32(x.mean(0)), "sum over axis 1 of x^T": f32(x.sum(0)),
+        "f64 sum of normals": np.float64(shm_rng.normal(np.float64, 9, 1000000).sum()),
+    }
+
+
+def grad_rem_floordiv():
+    a = f32([-3.7, -3.2, 1.1, 2.9, 5.3])
+    b = f32([1.5, -2.0, 0.7, -1.1, 2.5])
+    zeros = np.zeros(5, np.float32)
+    return {
+        "check_grads a % b": np.bool_(True), "check_grads a // b": np.bool_(True),
+        # a % b = a - b * floor(a / b): d/da = 1, d/db = -floor(a / b); // and floor: 0
+        "d/da sum(a % b)": np.ones(5, np.float32), "d/db sum(a % b)": -np.floor(a / b),
+        "d/da sum(a // b + floor(a * b))": zeros, "d/db sum(a // b + floor(a * b))": zeros,
+        "f64 d/db sum(a % b)": -np.floor(a.astype(np.float64) / b.astype(np.float64)),
+    }
+
+
+RUN_TWINS = {"int_arith_numpy": int_arith_numpy, "sum_pairwise": sum_pairwise,
+             "grad_rem_floordiv": grad_rem_floordiv}
+
+PRINTED_DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64",
+                  np.dtype(np.int32): "i32", np.dtype(np.bool_): "bool"}
+
+
+def printed_element(v):
+    """One element in shm_print's format (docs/numerics.md): %.6g, %d, true/false."""
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return "%d" % v
+    return "nan" if np.isnan(v) else "%.6g" % float(v)
+
+
+def printed_expected(path):
+    """label -> (header without the label, the elements as printed), in file order."""
+    out = {}
+    with open(path) as f:
+        lines = f.read().split("\n")
+    i = 0
+    while i < len(lines):
+        m = HEADER.match(lines[i])
+        i += 1
+        if not m:
+            continue
+        text = m.group(5)
+        if text is None:
+            body = []
+            while i < len(lines) and lines[i] and not HEADER.match(lines[i]):
+                body.append(lines[i])
+                i += 1
+            text = " ".join(body)
+        elements = [e for e in re.split(r"[\[\], ]+", text) if e]
+        out[m.group(1)] = ("%s[%s]" % (m.group(2), m.group(3)), elements)
+    return out
+
+
+def check_run_twin(name):
+    path = os.path.join(ROOT, "tests", "run", name + ".expected")
+    got, problems = printed_expected(path), []
+    with np.errstate(all="ignore"):  # division by zero and overflow are part of the tests
+        twin = RUN_TWINS[name]()
+    for label, ref in twin.items():
+        ref = np.asarray(ref)
+        want = ("%s[%s]" % (PRINTED_DTYPES[ref.dtype], ",".join(str(d) for d in ref.shape)),
+                [printed_element(v) for v in ref.reshape(-1)])
+        if label not in got:
+            problems.append("label %r not printed" % label)
+        elif got[label] != want:
+            problems.append("%r\n  expected %s\n  numpy    %s" % (label, got[label], want))
+    extra = set(got) - set(twin)
+    if extra:
+        problems.append("printed labels the numpy twin does not check: %s" % sorted(extra))
+    return problems
+
+
 SAMPLES = {name: fn for name, fn in globals().items()
            if callable(fn) and os.path.exists(os.path.join(ROOT, "samples", name + ".smp"))}
 
@@ -246,6 +365,14 @@ def main():
             failed += 1
         else:
             print("ok   %s" % name)
+    for name in sorted(RUN_TWINS):
+        problems = check_run_twin(name)
+        for p in problems:
+            print("FAIL tests/run/%s: %s" % (name, p))
+        failed += bool(problems)
+        if not problems:
+            print("ok   tests/run/%s" % name)
+    names += sorted(RUN_TWINS)
     print("%d passed, %d failed" % (len(names) - failed, failed))
     return 1 if failed else 0
 

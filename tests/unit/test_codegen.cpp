@@ -223,9 +223,20 @@ TEST_CASE("element-wise arithmetic, compares, select, convert", "[codegen]") {
   ir::Value *sc = f.constant(T(DType::F64, {}), {2.0});
   f.print("sqrt", f.op(Prim::Sqrt, {sc}, T(DType::F64, {})));
   f.print("not", f.op(Prim::Not, {lt}, b4));
+  // numpy semantics: floor division, remainders with the divisor's sign, NaN-propagating
+  // maximum / minimum (either side), floor_divide snapped as numpy's (1 // 0.1 is 9).
+  ir::Value *p = f.constant(f4, {-7.5, 7.5, 1.0, -1.0});
+  ir::Value *q = f.constant(f4, {2.0, -2.0, 0.1, 0.0});
+  f.print("frem", f.op(Prim::Rem, {p, q}, f4));
+  f.print("ffloordiv", f.op(Prim::FloorDiv, {p, q}, f4));
+  f.print("ifloordiv", f.op(Prim::FloorDiv, {a, d}, i4));
+  f.print("floor", f.op(Prim::Floor, {p}, f4));
+  ir::Value *nan = f.op(Prim::Div, {f.constant(f4, {0.0}), f.constant(f4, {0.0})}, f4);
+  f.print("fmax", f.op(Prim::Max, {nan, p}, f4));
+  f.print("fmin", f.op(Prim::Min, {p, nan}, f4));
   check(m, "arith", {"shm_print"},
-        "div: i32[4]\n[3, -3, 0, 0]\n"
-        "rem: i32[4]\n[1, -1, 0, 0]\n"
+        "div: i32[4]\n[3, -4, 0, -2147483648]\n"
+        "rem: i32[4]\n[1, 1, 0, 0]\n"
         "toint: i32[4]\n[1, -2, 2147483647, 0]\n"
         "tobool: bool[4]\n[true, true, true, false]\n"
         "lt: bool[4]\n[false, true, false, false]\n"
@@ -233,7 +244,13 @@ TEST_CASE("element-wise arithmetic, compares, select, convert", "[codegen]") {
         "max: i32[4]\n[7, 2, 5, -1]\n"
         "abs: f32[4]\n[1.5, 2.5, 3e+10, 0]\n"
         "sqrt: f64[] = 1.41421\n"
-        "not: bool[4]\n[true, false, true, true]\n");
+        "not: bool[4]\n[true, false, true, true]\n"
+        "frem: f32[4]\n[0.5, -0.5, 0.1, nan]\n"
+        "ffloordiv: f32[4]\n[-4, -4, 9, -inf]\n"
+        "ifloordiv: i32[4]\n[3, -4, 0, -2147483648]\n"
+        "floor: f32[4]\n[-8, 7, 1, -1]\n"
+        "fmax: f32[4]\n[nan, nan, nan, nan]\n"
+        "fmin: f32[4]\n[nan, nan, nan, nan]\n");
 }
 
 TEST_CASE("call, cond and loop", "[codegen]") {

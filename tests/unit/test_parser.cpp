@@ -202,13 +202,13 @@ TEST_CASE("lexer: keywords and identifiers", "[lexer]") {
 }
 
 TEST_CASE("lexer: punctuation and operators", "[lexer]") {
-  auto toks = lexString("( ) [ ] { } , ; : . @ -> = + - * / % == != < <= > >= && || ! ");
+  auto toks = lexString("( ) [ ] { } , ; : . @ -> = + - * / // % == != < <= > >= && || ! ");
   std::vector<Tok> want = {
-      Tok::LParen, Tok::RParen, Tok::LBracket, Tok::RBracket, Tok::LBrace, Tok::RBrace,
-      Tok::Comma,  Tok::Semi,   Tok::Colon,    Tok::Dot,      Tok::At,     Tok::Arrow,
-      Tok::Assign, Tok::Plus,   Tok::Minus,    Tok::Star,     Tok::Slash,  Tok::Percent,
-      Tok::EqEq,   Tok::NotEq,  Tok::Lt,       Tok::Le,       Tok::Gt,     Tok::Ge,
-      Tok::AndAnd, Tok::OrOr,   Tok::Bang,     Tok::Eof};
+      Tok::LParen, Tok::RParen, Tok::LBracket, Tok::RBracket, Tok::LBrace,     Tok::RBrace,
+      Tok::Comma,  Tok::Semi,   Tok::Colon,    Tok::Dot,      Tok::At,         Tok::Arrow,
+      Tok::Assign, Tok::Plus,   Tok::Minus,    Tok::Star,     Tok::Slash,      Tok::SlashSlash,
+      Tok::Percent, Tok::EqEq,  Tok::NotEq,    Tok::Lt,       Tok::Le,         Tok::Gt,
+      Tok::Ge,     Tok::AndAnd, Tok::OrOr,     Tok::Bang,     Tok::Eof};
   CHECK(kinds(toks) == want);
   // Longest match without spaces; `<[` and `]>` of a mesh stay separate tokens.
   CHECK(kinds(lexString("a->b==c!=d<=e>=f")) ==
@@ -216,6 +216,10 @@ TEST_CASE("lexer: punctuation and operators", "[lexer]") {
                          Tok::Ident, Tok::Le, Tok::Ident, Tok::Ge, Tok::Ident, Tok::Eof});
   CHECK(kinds(lexString("<[]>;")) == std::vector<Tok>{Tok::Lt, Tok::LBracket, Tok::RBracket,
                                                       Tok::Gt, Tok::Semi, Tok::Eof});
+  // `//` is floor division (comments start with #); `///` is `//` then `/`.
+  CHECK(kinds(lexString("a//b/c///d")) ==
+        std::vector<Tok>{Tok::Ident, Tok::SlashSlash, Tok::Ident, Tok::Slash, Tok::Ident,
+                         Tok::SlashSlash, Tok::Slash, Tok::Ident, Tok::Eof});
   CHECK(kinds(lexString("x--1")) ==
         std::vector<Tok>{Tok::Ident, Tok::Minus, Tok::Minus, Tok::Int, Tok::Eof});
 }
@@ -586,6 +590,9 @@ TEST_CASE("parser: operator precedence and associativity", "[parser][expr]") {
   CHECK(exprDump("a @ b * c") == "(* (@ a b) c)");
   CHECK(exprDump("a + b @ c") == "(+ a (@ b c))");
   CHECK(exprDump("a % b @ c") == "(@ (% a b) c)");
+  CHECK(exprDump("a // b * c") == "(* (// a b) c)");
+  CHECK(exprDump("a + b // c % d") == "(+ a (% (// b c) d))");
+  CHECK(exprDump("-a // b") == "(// (- a) b)");
   CHECK(exprDump("-a * b") == "(* (- a) b)");
   CHECK(exprDump("- - a") == "(- (- a))");
   CHECK(exprDump("!a && b") == "(&& (! a) b)");

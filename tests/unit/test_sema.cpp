@@ -155,6 +155,40 @@ def main() {
   CHECK(add2.outs[0]->hint == "e");
 }
 
+TEST_CASE("mixed dtypes promote as in JAX; / is true division, // floor division", "[sema]") {
+  auto c = compileOk(R"(
+def main() {
+  let i = iota(i32[4]);
+  print(i + ones(f32[4]));
+  print(ones(f32[4]) * ones(f64[4]));
+  print(i * 1.5);
+  print(i / 2);
+  print(i // 2);
+  print(i % 3);
+  print(ones(f32[4]) // 2);
+  print(i < 2.5);
+}
+)");
+  const ir::Func &main = *c->module->main;
+  auto prints = eqns(main, Prim::Print);
+  REQUIRE(prints.size() == 8);
+  auto dtypeOf = [&](int k) { return prints[(size_t)k]->ins[0]->type.dtype; };
+  CHECK(dtypeOf(0) == ir::DType::F32);  // i32 + f32: the i32 operand is converted
+  CHECK(dtypeOf(1) == ir::DType::F64);  // f32 * f64
+  CHECK(dtypeOf(2) == ir::DType::F32);  // a float literal lifts i32 to f32
+  CHECK(dtypeOf(3) == ir::DType::F32);  // i32 / i32 is f32
+  CHECK(dtypeOf(4) == ir::DType::I32);  // floor division stays integer
+  CHECK(dtypeOf(5) == ir::DType::I32);
+  CHECK(dtypeOf(6) == ir::DType::F32);
+  CHECK(dtypeOf(7) == ir::DType::Bool);
+  CHECK(eqns(main, Prim::FloorDiv).size() == 2);
+  const ir::Eqn &div = only(main, Prim::Div);
+  CHECK(div.ins[0]->type.dtype == ir::DType::F32);
+  CHECK(div.ins[1]->type.dtype == ir::DType::F32);  // the literal 2 is made an f32 constant
+  CHECK(only(main, Prim::Rem).outs[0]->type.dtype == ir::DType::I32);
+  CHECK(eqns(main, Prim::Convert).size() == 5);  // i in prints 0, 2, 3, 7 and f32 -> f64
+}
+
 TEST_CASE("functions are instantiated per argument types and memoized", "[sema]") {
   auto c = compileOk(R"(
 def relu(x) { return maximum(x, 0.0); }
@@ -504,9 +538,10 @@ TEST_CASE("error: axis used twice in a spec or collective", "[sema][errors]") {
 }
 
 TEST_CASE("error: dtype mismatch", "[sema][errors]") {
-  expectError("def main() {\n  let a = ones(f32[4]) + ones(i32[4]);\n}\n", "dtype-mismatch", 2,
-              24, "cast(x, f32)");
-  expectError("def main() {\n  let a = ones(i32[4]) * 2.5;\n}\n", "dtype-mismatch", 2, 24);
+  // Numbers promote (JAX's lattice); bool does not mix with them.
+  expectError("def main() {\n  let a = ones(f32[4]) + ones(bool[4]);\n}\n", "dtype-mismatch", 2,
+              24, "cast(b, f32)");
+  expectError("def main() {\n  let a = ones(bool[4]) * 2.5;\n}\n", "dtype-mismatch", 2, 25);
 }
 
 TEST_CASE("error: unknown name and function", "[sema][errors]") {
