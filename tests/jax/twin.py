@@ -26,6 +26,16 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from jax.sharding import Mesh, PartitionSpec as P  # noqa: E402,F401
 
+# XLA's compilations are cached on disk beside the venv (CPU executables, keyed by the
+# program and the jax version), so a second run, and a twin that compiles what another
+# already did, skip them. SHMAPC_JAX_CACHE=off turns this off.
+_cache = os.environ.get("SHMAPC_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "shmapc",
+                                                           "jax-compilation-cache"))
+if _cache != "off":
+    jax.config.update("jax_compilation_cache_dir", _cache)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
 # The twins compute in f32, as the programs do (jax_enable_x64 off); finite differences run
 # the same JAX functions in float64 inside `with jax.enable_x64(True)` (in64 below).
 

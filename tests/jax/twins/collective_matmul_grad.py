@@ -25,7 +25,7 @@ def matmul_collective(lhs, rhs):
         chunk = jax.lax.dynamic_slice(rhs, (((me + i) % 4) * 2, jnp.int32(0)), (2, 1))
         accum = accum + lhs @ chunk
         lhs = jax.lax.ppermute(lhs, "y", perm=PERM)
-    return accum + lhs @ jax.lax.dynamic_slice(rhs, (((me + 3) % 4) * 2, jnp.int32(0)), (2, 1))
+    return accum + lhs @ jax.lax.dynamic_slice(rhs, (((me - 1) % 4) * 2, jnp.int32(0)), (2, 1))
 
 
 def loss_allgather(a, w):

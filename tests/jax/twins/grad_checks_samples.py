@@ -96,7 +96,7 @@ def matmul_collective(lhs, rhs):
         chunk = lax.dynamic_slice(rhs, (((me + i) % 4) * 4, jnp.int32(0)), (4, 2))
         accum = accum + lhs @ chunk
         lhs = lax.ppermute(lhs, "y", perm=[(0, 3), (1, 0), (2, 1), (3, 2)])
-    last = lax.dynamic_slice(rhs, (((me + 3) % 4) * 4, jnp.int32(0)), (4, 2))
+    last = lax.dynamic_slice(rhs, (((me - 1) % 4) * 4, jnp.int32(0)), (4, 2))
     return accum + lhs @ last
 
 
