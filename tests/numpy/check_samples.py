@@ -215,6 +215,7 @@ def int_arith_numpy():
     v = f32([np.nan, 2.0, -1.0])
     one = f32([1, 1, 1])
     ix = np.arange(3, dtype=i32)
+    blocks = f32([np.nan, 1, 2, 3, 4, 5, 6, np.nan]).reshape(4, 2)  # device k holds row k
     return {
         "(-7) // 2": i32(-7) // i32(2), "(-7) % 4": i32(-7) % i32(4),
         "7 % (-4)": i32(7) % i32(-4), "(-1) % 4": i32(-1) % i32(4),
@@ -233,6 +234,7 @@ def int_arith_numpy():
         "minimum(v, 1)": np.minimum(v, one), "minimum(1, v)": np.minimum(one, v),
         "max(v), min(v)": f32([v.max(), v.min()]),
         "maximum of i32 and f32": np.maximum(ix.astype(np.float32), f32(0.5)),
+        "pmax with nan": blocks.max(0), "pmin with nan": blocks.min(0),
     }
 
 
