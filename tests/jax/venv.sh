@@ -4,9 +4,10 @@
 # ${SHMAPC_JAX_VENV:-$HOME/.cache/shmapc/jax-venv}, and is reused while it holds exactly the
 # pinned packages below; otherwise it is rebuilt (CPU wheels from PyPI, about a minute).
 #
-# The base interpreter is ${SHMAPC_JAX_PYTHON:-python3}, the first python3 on PATH (3.11 here;
-# Debian's /usr/bin/python3 has no pip access). Everything else this script prints goes to
-# stderr, so `PY=$(tests/jax/venv.sh)` works.
+# The base interpreter is ${SHMAPC_JAX_PYTHON:-python3}, the first python3 on PATH: any 3.11+
+# with the venv module (Debian 12's needs python3-venv, which tools/setup.sh installs; pip
+# comes into the venv by ensurepip). Everything else this script prints goes to stderr, so
+# `PY=$(tests/jax/venv.sh)` works.
 set -euo pipefail
 
 VENV=${SHMAPC_JAX_VENV:-$HOME/.cache/shmapc/jax-venv}
