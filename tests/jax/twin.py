@@ -12,7 +12,6 @@ for byte). It is run as a script by tests/jax/run_twins.py, in the venv of tests
         twin.main(PROGRAM, check)
 """
 import os
-import re
 import sys
 
 # Eight CPU devices, set before jax is imported.
@@ -26,7 +25,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from jax.sharding import Mesh, PartitionSpec as P  # noqa: E402,F401
 
-# XLA's compilations are cached on disk beside the venv (CPU executables, keyed by the
+# XLA's compilations are cached on disk in ~/.cache/shmapc (CPU executables, keyed by the
 # program and the jax version), so a second run, and a twin that compiles what another
 # already did, skip them. SHMAPC_JAX_CACHE=off turns this off.
 _cache = os.environ.get("SHMAPC_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "shmapc",
@@ -66,8 +65,9 @@ except ImportError:  # pragma: no cover - a JAX without it
 def pmax(x, axes):
     """pmax with a gradient: JAX's lax.pmax has no differentiation rule ("Differentiation rule
     for 'pmax' not implemented"), so the twins write it as the max over the gathered copies,
-    which JAX differentiates (ties share the cotangent equally, as shmapc documents). Where a
-    twin uses it, check_grads' metric compares it with float64 finite differences anyway."""
+    which JAX differentiates (ties share the cotangent equally, as shmapc documents). The
+    check_grads twins' metric also holds it to float64 finite differences; the program with
+    ties (grad_pmax_ties) is checked against finite differences alone."""
     return jnp.max(all_gather_invariant(x, axes, axis=0, tiled=False), axis=0)
 
 
@@ -276,11 +276,6 @@ class Checker:
         got = np.asarray(value)
         ok = np.shape(want) == got.shape and bool(np.all(np.asarray(want) == got))
         self._report(ok, label, how, "" if ok else " printed %s, recomputed %s" % (want, got))
-
-    def skip(self, label, why):
-        """A printed label the twin deliberately does not recompute, and why."""
-        self._get(label, None)
-        print("skip %s: %s" % (label, why))
 
     def finish(self):
         for label in sorted(set(self.expected) - self.checked):
