@@ -78,6 +78,7 @@ void Linearizer::rule(const Eqn &e) {
   case Prim::And:
   case Prim::Or:
   case Prim::Eq: case Prim::Ne: case Prim::Lt: case Prim::Le: case Prim::Gt: case Prim::Ge:
+  case Prim::Floor: case Prim::FloorDiv:  // piecewise constant: zero gradient, as in JAX
     return;  // no tangent (integer/boolean results or constants)
   case Prim::Neg: return set(linear(Prim::Neg, {t[0]}, ty));
   case Prim::Exp: return set(scaled(t[0], y));
@@ -111,7 +112,7 @@ void Linearizer::rule(const Eqn &e) {
     Value *tb = linear(Prim::Neg, {scaled(t[1], b.binary(Prim::Div, y, e.ins[1]))}, ty);
     return set(addTangents(ta, tb));
   }
-  case Prim::Rem: {  // a - b * trunc(a / b): the b term's coefficient is -(a - y) / b
+  case Prim::Rem: {  // a - b * floor(a / b): the b term's coefficient is -(a - y) / b
     if (!t[1]) return set(t[0]);
     Value *q = b.binary(Prim::Div, b.binary(Prim::Sub, e.ins[0], y), e.ins[1]);
     return set(addTangents(t[0], linear(Prim::Neg, {scaled(t[1], q)}, ty)));

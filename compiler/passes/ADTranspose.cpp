@@ -211,6 +211,7 @@ void Transposer::rule(const LinearEqn &le) {
   case Prim::Constant: case Prim::Iota: case Prim::RandomNormal: case Prim::RandomUniform:
   case Prim::Exp: case Prim::Log: case Prim::Sin: case Prim::Cos: case Prim::Tanh:
   case Prim::Sqrt: case Prim::Abs: case Prim::Not: case Prim::Rem: case Prim::Max:
+  case Prim::Floor: case Prim::FloorDiv:
   case Prim::Min: case Prim::Pow: case Prim::And: case Prim::Or: case Prim::Eq: case Prim::Ne:
   case Prim::Lt: case Prim::Le: case Prim::Gt: case Prim::Ge: case Prim::ReduceMax:
   case Prim::ReduceMin: case Prim::Pmax: case Prim::Pmin: case Prim::AxisIndex:

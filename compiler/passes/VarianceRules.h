@@ -33,6 +33,7 @@ inline VarianceRule varianceRule(ir::Prim p) {
   case Prim::Neg: case Prim::Exp: case Prim::Log: case Prim::Sin: case Prim::Cos:
   case Prim::Tanh: case Prim::Sqrt: case Prim::Abs: case Prim::Not: case Prim::Convert:
   case Prim::Add: case Prim::Sub: case Prim::Mul: case Prim::Div: case Prim::Rem:
+  case Prim::Floor: case Prim::FloorDiv:
   case Prim::Max: case Prim::Min: case Prim::Pow: case Prim::And: case Prim::Or:
   case Prim::Eq: case Prim::Ne: case Prim::Lt: case Prim::Le: case Prim::Gt: case Prim::Ge:
   case Prim::Select: case Prim::BroadcastInDim: case Prim::Reshape: case Prim::Transpose:
