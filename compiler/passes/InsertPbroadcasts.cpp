@@ -15,6 +15,7 @@
 #include "passes/Passes.h"
 #include "passes/VarianceRules.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -56,9 +57,15 @@ public:
   VarianceInference(Diagnostics &diags, const Mesh &mesh, bool autoPbroadcast)
       : diags_(diags), mesh_(mesh), auto_(autoPbroadcast) {}
 
-  void shmapBody(Func &body, const std::vector<PartitionSpec> &inSpecs) {
+  // A result whose out_spec maps axes it is invariant over is seen by the caller once per
+  // device along them (implicit fan-out): it is lifted to vary over them, an implicit
+  // pbroadcast whose transpose is the psum2 that sums the copies' cotangents.
+  void shmapBody(Func &body, const std::vector<PartitionSpec> &inSpecs,
+                 const std::vector<PartitionSpec> &outSpecs) {
     for (size_t i = 0; i < body.params.size(); ++i) body.params[i]->type.vary = inSpecs[i].axes();
-    func(body, true, nullptr);
+    std::vector<AxisSet> mapped;
+    for (const PartitionSpec &spec : outSpecs) mapped.push_back(spec.axes());
+    func(body, true, nullptr, &mapped);
   }
 
   void retype(Func &f, const std::vector<AxisSet> &paramVary) {
@@ -75,10 +82,15 @@ private:
     std::vector<Eqn> out;
     std::map<std::pair<Value *, AxisSet>, Value *> lifted;
     std::map<Value *, Value *> replace;  // results of equations that became the identity
+    std::map<Value *, Eqn> reshapes;     // values made by a shape/dtype-only eqn (sinkable)
   };
 
-  std::vector<AxisSet> func(Func &f, bool mutate, const std::vector<AxisSet> *targets) {
-    Scope s{f, mutate, {}, {}, {}};
+  // `fanOut`: per result, the axes its out_spec maps (shmap bodies only); a result invariant
+  // over some of them is lifted, unless it varies over unmapped axes (checkOutSpecs reports
+  // that with the user's type).
+  std::vector<AxisSet> func(Func &f, bool mutate, const std::vector<AxisSet> *targets,
+                            const std::vector<AxisSet> *fanOut = nullptr) {
+    Scope s{f, mutate, {}, {}, {}, {}};
     if (mutate) {
       std::vector<Eqn> eqns = std::move(f.eqns);
       for (Eqn &e : eqns) eqn(s, std::move(e));
@@ -89,11 +101,27 @@ private:
     for (size_t k = 0; k < f.results.size(); ++k) {
       Value *r = resolve(s, f.results[k]);
       if (targets) r = requireResult(s, r, (*targets)[k]);
+      if (fanOut && !(r->type.vary & ~(*fanOut)[k]))
+        r = lift(s, r, r->type.vary | (*fanOut)[k], f.returnLoc.valid() ? f.returnLoc : f.loc);
       if (mutate) f.results[k] = r;
       varies.push_back(targets ? (*targets)[k] : r->type.vary);
     }
-    if (mutate) f.eqns = std::move(s.out);
+    if (mutate) f.eqns = dropUnusedReshapes(std::move(s.out), f.results);
     return varies;
+  }
+
+  // A broadcast remade from a lifted operand may leave the invariant original unused.
+  static std::vector<Eqn> dropUnusedReshapes(std::vector<Eqn> eqns, const std::vector<Value *> &results) {
+    std::set<const Value *> used(results.begin(), results.end());
+    std::vector<Eqn> kept;
+    for (size_t i = eqns.size(); i-- > 0;) {
+      Eqn &e = eqns[i];
+      if (sinkable(e.prim) && !used.count(e.outs[0])) continue;
+      used.insert(e.ins.begin(), e.ins.end());
+      kept.push_back(std::move(e));
+    }
+    std::reverse(kept.begin(), kept.end());
+    return kept;
   }
 
   Value *resolve(Scope &s, Value *v) {
@@ -102,7 +130,16 @@ private:
   }
 
   void emit(Scope &s, Eqn e) {
-    if (s.mutate) s.out.push_back(std::move(e));
+    if (!s.mutate) return;
+    if (sinkable(e.prim)) s.reshapes[e.outs[0]] = e;
+    s.out.push_back(std::move(e));
+  }
+
+  // Equations that change only the shape or dtype of one operand: a pbroadcast commutes with
+  // them, so it is applied before them, where the value is smallest.
+  static bool sinkable(Prim p) {
+    return p == Prim::BroadcastInDim || p == Prim::Reshape || p == Prim::Convert ||
+           p == Prim::Transpose;
   }
 
   static void setOut(Eqn &e, AxisSet vary) {
@@ -115,7 +152,10 @@ private:
     s.replace[e.outs[0]] = e.ins[0];
   }
 
-  // `v` lifted to vary over `target` (a superset of its variance) by one pbroadcast.
+  // `v` lifted to vary over `target` (a superset of its variance) by one pbroadcast, at the
+  // smallest shape: a value made by broadcast_in_dim, reshape, convert or transpose is
+  // remade from its lifted operand, so the pbroadcast's transpose (a psum2) all-reduces the
+  // cotangent after the broadcast's transpose reduced it, not before (seed 000's bytes).
   Value *lift(Scope &s, Value *v, AxisSet target, Loc loc) {
     if (!s.mutate || v->type.vary == target) return v;
     auto key = std::make_pair(v, target);
@@ -124,6 +164,15 @@ private:
     Type t = v->type;
     t.vary = target;
     Value *out = s.f.newValue(t, v->hint);
+    if (auto def = s.reshapes.find(v); def != s.reshapes.end()) {
+      Eqn remade = def->second;
+      remade.ins[0] = lift(s, remade.ins[0], target, loc);
+      remade.outs = {out};
+      s.reshapes[out] = remade;
+      s.out.push_back(std::move(remade));
+      s.lifted[key] = out;
+      return out;
+    }
     Eqn p{Prim::Pbroadcast, {v}, {out}, {{"axes", axisList(target & ~v->type.vary)}}, {}, loc};
     s.out.push_back(std::move(p));
     s.lifted[key] = out;
@@ -406,7 +455,7 @@ void insertPbroadcasts(ir::Module &m, Diagnostics &diags) {
       Func &body = *e.bodies[0];
       if (!body.checkVma || !done.insert(&body).second) continue;
       VarianceInference(diags, *body.mesh, body.autoPbroadcast)
-          .shmapBody(body, e.specsParam("in_specs"));
+          .shmapBody(body, e.specsParam("in_specs"), e.specsParam("out_specs"));
     }
   }
 }
