@@ -121,6 +121,8 @@ struct Func {
   bool checkVma = true;         // issue 3: variance checking on
   bool autoPbroadcast = true;   // issue 3: automatic pbroadcast insertion on
   bool isNested = false;        // a loop body / cond branch (printed inside its owner)
+  bool singleUse = false;       // a derived shmap body of one equation: its unread results
+                                // may be dropped (autodiff's forward shmaps)
   bool isTrace = false;         // sema's application of a function to be differentiated:
                                 // only jvp/vjp bodies; gone after the differentiate pass
   Loc returnLoc;                // the return statement (variance errors on results point here)

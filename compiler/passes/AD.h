@@ -58,7 +58,10 @@ struct LinearEqn {
   std::vector<bool> linear;              // per operand of e
   std::vector<Value *> tangentIns;       // shmap only
   std::vector<Value *> tangentOuts;      // shmap only: tangents of e.outs
-  std::vector<Value *> residuals;        // loop only: each carry's per-iteration stack
+  std::vector<Value *> residuals;        // loop: each carry's per-iteration stack; shmap: the
+                                         // forward shmap's residual results
+  std::vector<PartitionSpec> residualSpecs; // shmap only: their out_specs
+  Func *backward = nullptr;              // shmap only: the backward body (ADShmap.cpp)
 };
 
 // Options for one differentiation.
@@ -124,6 +127,7 @@ struct Linearizer {
 
 private:
   void shmapRule(const Eqn &e);
+  void splitShmap(const Eqn &e, const std::vector<Value *> &t);
   void loopRule(const Eqn &e);
   void blockedLoop(const Eqn &e);
   void condRule(const Eqn &e);
@@ -170,5 +174,9 @@ void removeDeadEqns(Func &f);
 void pruneDeadCode(Func &f);
 // Narrows cond `e` to its results in `liveAfter` and the operands its branches still read.
 void pruneCond(Eqn &e, const std::set<const Value *> &liveAfter);
+// Narrows a shmap whose body is Func::singleUse to its results in `liveAfter`.
+void pruneShmap(Eqn &e, const std::set<const Value *> &liveAfter);
+// Drops params of `g` among the first `count` that nothing reads; returns which remain.
+std::vector<bool> pruneParams(Func &g, size_t count);
 
 } // namespace shmapc::passes::ad

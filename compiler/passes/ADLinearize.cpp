@@ -203,43 +203,4 @@ void Linearizer::rule(const Eqn &e) {
   }
 }
 
-// A shmap's tangent: jvp builds a shmap of the body's jvp; vjp tapes the shmap whole and
-// transposes it to a shmap of the body's vjp (the transposer builds that).
-void Linearizer::shmapRule(const Eqn &e) {
-  std::vector<Value *> t;
-  bool any = false;
-  for (Value *v : e.ins) {
-    t.push_back(differentiable(v) ? tangentOf(v) : nullptr);
-    any |= t.back() != nullptr;
-  }
-  if (!any) return;
-  if (!emitTangents) {
-    LinearEqn le;
-    le.e = e;
-    le.tangentIns = t;
-    for (Value *o : e.outs) {
-      Value *to = differentiable(o) ? newTangent(o->type) : nullptr;
-      le.tangentOuts.push_back(to);
-      if (to) tangent[o] = to;
-    }
-    tape.push_back(std::move(le));
-    return;
-  }
-  // The jvp shmap takes primals and tangents and returns only tangents: the primal shmap
-  // was emitted already.
-  Eqn j = e;
-  j.bodies = {d.jvpFunc(*e.bodies[0], true)};
-  auto specIn = e.specsParam("in_specs");
-  for (size_t i = 0; i < e.ins.size(); ++i) {
-    j.ins.push_back(t[i] ? t[i] : b.zerosLike(e.ins[i]->type));
-    specIn.push_back(e.specsParam("in_specs")[i]);
-  }
-  j.params["in_specs"] = specIn;
-  for (size_t k = 0; k < e.outs.size(); ++k) {
-    j.outs[k] = newTangent(e.outs[k]->type);
-    tangent[e.outs[k]] = j.outs[k];
-  }
-  b.emitEqn(std::move(j));
-}
-
 } // namespace shmapc::passes::ad

@@ -388,6 +388,7 @@ void pruneDeadCode(Func &f) {
     Eqn &e = f.eqns[i];
     if (e.prim == Prim::Loop) pruneLoop(e, live);  // then its operands are all needed
     if (e.prim == Prim::Cond) pruneCond(e, live);
+    if (e.prim == Prim::Shmap) pruneShmap(e, live);
     bool used = e.prim == Prim::Print;
     for (const Value *o : e.outs) used |= live.count(o) != 0;
     if (used) live.insert(e.ins.begin(), e.ins.end());

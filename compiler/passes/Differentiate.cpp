@@ -111,25 +111,6 @@ Func *Differentiator::jvpFunc(Func &f, bool tangentsOnly) {
   return g;
 }
 
-namespace {
-
-// Drops params no equation or result uses; returns which of the original params remain.
-std::vector<bool> pruneParams(Func &g, size_t count) {
-  std::set<const Value *> used(g.results.begin(), g.results.end());
-  for (const Eqn &e : g.eqns) used.insert(e.ins.begin(), e.ins.end());
-  std::vector<bool> keep;
-  std::vector<Value *> params;
-  for (size_t i = 0; i < g.params.size(); ++i) {
-    bool k = i >= count || used.count(g.params[i]);
-    if (i < count) keep.push_back(k);
-    if (k) params.push_back(g.params[i]);
-  }
-  g.params = params;
-  return keep;
-}
-
-} // namespace
-
 Func *Differentiator::vjpFunc(Func &f, const std::vector<int64_t> &wrt, bool withValue,
                               bool linear, Loc loc) {
   return vjpFuncFor(f, wrt, withValue, linear, loc, nullptr);
@@ -215,39 +196,6 @@ void Differentiator::checkLinear(const Func &g, const std::vector<Value *> &prim
         if (e.loc.valid() && loc.valid()) diags_.note(loc, "transposed here");
         throw CompileError();
       }
-}
-
-// The transpose of a taped shmap: a shmap of the body's vjp, specs swapped.
-void Transposer::shmapRule(const LinearEqn &le) {
-  const Eqn &e = le.e;
-  std::vector<int64_t> wrt;
-  for (size_t i = 0; i < le.tangentIns.size(); ++i)
-    if (le.tangentIns[i]) wrt.push_back((int64_t)i);
-  Func *body = d.vjpFuncFor(*e.bodies[0], wrt, false, false, e.loc, &e);
-  std::vector<bool> used = pruneParams(*body, e.ins.size());
-
-  const auto &inSpecs = e.specsParam("in_specs"), &outSpecs = e.specsParam("out_specs");
-  Eqn t{Prim::Shmap, {}, {}, {{"mesh", e.params.at("mesh")}}, {body}, e.loc};
-  std::vector<PartitionSpec> specIn, specOut;
-  for (size_t i = 0; i < e.ins.size(); ++i)
-    if (used[i]) {
-      t.ins.push_back(e.ins[i]);
-      specIn.push_back(inSpecs[i]);
-    }
-  for (size_t k = 0; k < e.outs.size(); ++k) {
-    Value *c = le.tangentOuts[k] ? ctOf(le.tangentOuts[k]) : nullptr;
-    t.ins.push_back(c ? c : b.zerosLike(e.outs[k]->type));
-    specIn.push_back(outSpecs[k]);
-  }
-  for (int64_t w : wrt) {
-    t.outs.push_back(b.f.newValue(e.ins[w]->type, e.ins[w]->hint.empty() ? "" : e.ins[w]->hint + "_ct"));
-    specOut.push_back(inSpecs[w]);
-  }
-  t.params["in_specs"] = specIn;
-  t.params["out_specs"] = specOut;
-  std::vector<Value *> outs = t.outs;
-  b.emitEqn(std::move(t));
-  for (size_t j = 0; j < wrt.size(); ++j) accumulate(le.tangentIns[wrt[j]], outs[j]);
 }
 
 } // namespace ad

@@ -1,0 +1,311 @@
+// Shmaps under autodiff (JAX's shard_map partial evaluation, in IR form):
+//   jvp — one shmap of the body's jvp that returns the primal results and their tangents (the
+//         forward runs once);
+//   vjp — the body's vjp is split in two shmaps. The forward shmap replaces the primal one: it
+//         computes the results and also returns the residuals the backward part reads, each
+//         device's own values stacked along a new leading dimension mapped over the axes they
+//         vary over (so residuals never move between devices). The backward shmap, built by
+//         the transposer with in_specs and out_specs swapped (seed 000: no rescaling), takes
+//         the residuals and the results' cotangents. Collectives run once, in the forward
+//         shmap: their results are residuals, never recomputed. Local work needed only by the
+//         backward part is recomputed there, and constants are remade rather than stored.
+#include "passes/AD.h"
+
+#include <algorithm>
+
+namespace shmapc::passes::ad {
+
+namespace {
+
+bool differentiable(const Value *v) { return isFloat(v->type.dtype); }
+
+bool communicates(const Eqn &e) {
+  Func tmp;
+  tmp.eqns = {e};
+  bool c = communicatesOver(tmp);
+  tmp.eqns.clear();
+  return c;
+}
+
+// Appends a copy of `e` to `dst` with operands through `map` and fresh results (mapped).
+void copyEqn(const Eqn &e, Func &dst, std::map<const Value *, Value *> &map) {
+  Eqn c = e;
+  for (Value *&in : c.ins) in = lookup(map, in);
+  for (Value *&o : c.outs) {
+    Value *n = dst.newValue(o->type, o->hint);
+    map[o] = n;
+    o = n;
+  }
+  dst.eqns.push_back(std::move(c));
+}
+
+bool cheapToRemake(Prim p) {
+  return p == Prim::Pbroadcast || p == Prim::BroadcastInDim || p == Prim::Reshape ||
+         p == Prim::Convert || p == Prim::Transpose;
+}
+
+AxisSet allAxes(const Mesh &mesh) { return (AxisSet(1) << mesh.axes.size()) - 1; }
+
+} // namespace
+
+std::vector<bool> pruneParams(Func &g, size_t count) {
+  std::set<const Value *> used(g.results.begin(), g.results.end());
+  for (const Eqn &e : g.eqns) used.insert(e.ins.begin(), e.ins.end());
+  std::vector<bool> keep;
+  std::vector<Value *> params;
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    bool k = i >= count || used.count(g.params[i]);
+    if (i < count) keep.push_back(k);
+    if (k) params.push_back(g.params[i]);
+  }
+  g.params = params;
+  return keep;
+}
+
+void Linearizer::shmapRule(const Eqn &e) {
+  std::vector<Value *> t;
+  bool any = false;
+  for (Value *v : e.ins) {
+    t.push_back(differentiable(v) ? tangentOf(v) : nullptr);
+    any |= t.back() != nullptr;
+  }
+  if (!any) return;
+  if (!emitTangents) return splitShmap(e, t);
+  // jvp: one shmap over (primals, tangents) returning (results, tangents); it replaces the
+  // primal shmap already emitted.
+  popPrimal(e);
+  Eqn j = e;
+  j.bodies = {d.jvpFunc(*e.bodies[0], false)};
+  auto specIn = e.specsParam("in_specs"), specOut = e.specsParam("out_specs");
+  for (size_t i = 0; i < e.ins.size(); ++i) {
+    j.ins.push_back(t[i] ? t[i] : b.zerosLike(e.ins[i]->type));
+    specIn.push_back(e.specsParam("in_specs")[i]);
+  }
+  for (size_t k = 0; k < e.outs.size(); ++k) {
+    Value *o = e.outs[k];
+    Value *to = differentiable(o) ? newTangent(o->type) : b.f.newValue(o->type);
+    if (differentiable(o)) tangent[o] = to;
+    j.outs.push_back(to);
+    specOut.push_back(e.specsParam("out_specs")[k]);
+  }
+  j.params["in_specs"] = specIn;
+  j.params["out_specs"] = specOut;
+  b.emitEqn(std::move(j));
+}
+
+// vjp: splits the body's vjp into the forward shmap (emitted now, in place of the primal one)
+// and the backward body (taped; the transposer emits its shmap).
+void Linearizer::splitShmap(const Eqn &e, const std::vector<Value *> &t) {
+  Module &m = d.module();
+  Func &body = *e.bodies[0];
+  const Mesh &mesh = *body.mesh;
+  std::vector<int64_t> wrt;
+  for (size_t i = 0; i < t.size(); ++i)
+    if (t[i]) wrt.push_back((int64_t)i);
+  // (primals..., cts...) -> (results..., cts of wrt...)
+  Func *v = d.vjpFuncFor(body, wrt, true, false, e.loc, &e);
+  size_t P = body.params.size(), K = e.outs.size();
+
+  // Which equations read a cotangent (backward), and which the backward part remakes rather
+  // than stores: those computed from constants alone, and pbroadcasts and shape changes of
+  // params (a replicated weight's pbroadcast costs nothing to redo).
+  std::set<const Value *> ctDep(v->params.begin() + P, v->params.end());
+  std::set<const Value *> remade(v->params.begin(), v->params.begin() + P), constOnly;
+  std::vector<bool> backward(v->eqns.size()), isConst(v->eqns.size());
+  for (size_t i = 0; i < v->eqns.size(); ++i) {
+    const Eqn &q = v->eqns[i];
+    bool local = q.bodies.empty() && !communicates(q), c = local, cheap = local && cheapToRemake(q.prim);
+    for (Value *in : q.ins) {
+      backward[i] = backward[i] || ctDep.count(in);
+      c = c && constOnly.count(in);
+      cheap = cheap && (remade.count(in) || constOnly.count(in));
+    }
+    isConst[i] = (c || cheap) && !backward[i];
+    for (Value *o : q.outs) {
+      if (backward[i]) ctDep.insert(o);
+      if (c && !backward[i]) constOnly.insert(o);
+      if (isConst[i]) remade.insert(o);
+    }
+  }
+  // The forward part: what the results need, and every communicating equation that reads no
+  // cotangent (with what it needs), so no collective runs twice.
+  std::set<const Value *> need(v->results.begin(), v->results.begin() + K);
+  std::vector<bool> forward(v->eqns.size());
+  for (size_t i = v->eqns.size(); i-- > 0;) {
+    const Eqn &q = v->eqns[i];
+    if (backward[i]) continue;
+    bool used = communicates(q);
+    for (Value *o : q.outs) used |= need.count(o) != 0;
+    if (!used) continue;
+    forward[i] = true;
+    need.insert(q.ins.begin(), q.ins.end());
+  }
+
+  // The backward body reads: primal params (passed through), constants (remade), and the
+  // forward part's other values (residuals).
+  std::set<const Value *> fwdDefined;
+  for (size_t i = 0; i < v->eqns.size(); ++i)
+    if (forward[i] && !isConst[i]) fwdDefined.insert(v->eqns[i].outs.begin(), v->eqns[i].outs.end());
+  std::vector<Value *> residuals;
+  std::set<const Value *> seen;
+  auto noteRead = [&](Value *in) {
+    if (fwdDefined.count(in) && seen.insert(in).second) residuals.push_back(in);
+  };
+  for (size_t i = 0; i < v->eqns.size(); ++i)
+    if (!forward[i] || isConst[i])
+      for (Value *in : v->eqns[i].ins) noteRead(in);
+  for (size_t k = K; k < v->results.size(); ++k) noteRead(v->results[k]);
+
+  // The forward shmap's body: (primals...) -> (results..., packed residuals...).
+  Func *fw = newFuncLike(m, body, body.name + "_fwd");
+  fw->singleUse = true;
+  std::map<const Value *, Value *> fmap;
+  for (size_t i = 0; i < P; ++i) fmap[v->params[i]] = param(*fw, v->params[i]->type, v->params[i]->hint);
+  for (size_t i = 0; i < v->eqns.size(); ++i)
+    if (forward[i]) copyEqn(v->eqns[i], *fw, fmap);
+  Builder fb{m, *fw, e.loc};
+  for (size_t k = 0; k < K; ++k) fw->results.push_back(lookup(fmap, v->results[k]));
+  Eqn fwd = e;
+  fwd.bodies = {fw};
+  auto outSpecs = e.specsParam("out_specs");
+  std::vector<Value *> hostResiduals;
+  std::vector<PartitionSpec> residualSpecs;
+  std::vector<Type> packedTypes;
+  for (Value *r : residuals) {
+    AxisSet V = body.checkVma ? r->type.vary : allAxes(mesh);
+    Value *local = lookup(fmap, r);
+    Type host = r->type;
+    host.vary = 0;
+    PartitionSpec spec;
+    if (V) {  // each device's own copy, stacked along a new dimension mapped over V
+      std::vector<int64_t> shape = r->type.shape;
+      shape.insert(shape.begin(), 1);
+      local = fb.reshape(fb.liftTo(local, V), shape);
+      int64_t n = 1;
+      std::vector<int> axes;
+      for (int64_t a : axisList(V)) {
+        n *= mesh.sizes[a];
+        axes.push_back((int)a);
+      }
+      spec.dims = {axes};
+      host.shape = shape;
+      host.shape[0] = n;
+    }
+    fw->results.push_back(local);
+    packedTypes.push_back(local->type);
+    outSpecs.push_back(spec);
+    residualSpecs.push_back(spec);
+    Value *h = b.f.newValue(host, r->hint.empty() ? "res" : r->hint + "_res");
+    fwd.outs.push_back(h);
+    hostResiduals.push_back(h);
+  }
+  fwd.params["out_specs"] = outSpecs;
+  popPrimal(e);
+  b.emitEqn(std::move(fwd));
+
+  // The backward body: (primals..., packed residuals..., cts...) -> (cts of wrt...).
+  v->name += "_split";  // unreachable after this; the backward body takes its name
+  Func *bw = newFuncLike(m, body, body.name + "_vjp");
+  Builder bb{m, *bw, e.loc};
+  std::map<const Value *, Value *> bmap;
+  for (size_t i = 0; i < P; ++i) bmap[v->params[i]] = param(*bw, v->params[i]->type, v->params[i]->hint);
+  for (size_t r = 0; r < residuals.size(); ++r) {
+    Value *p = param(*bw, packedTypes[r], residuals[r]->hint);
+    bmap[residuals[r]] = packedTypes[r].shape == residuals[r]->type.shape
+                             ? p
+                             : bb.reshape(p, residuals[r]->type.shape);
+    if (bmap[residuals[r]]->type.vary != residuals[r]->type.vary)  // untyped bodies
+      bmap[residuals[r]]->type.vary = residuals[r]->type.vary;
+  }
+  for (size_t k = 0; k < K; ++k) bmap[v->params[P + k]] = param(*bw, v->params[P + k]->type, v->params[P + k]->hint);
+  for (size_t i = 0; i < v->eqns.size(); ++i)
+    if (!forward[i] || isConst[i]) copyEqn(v->eqns[i], *bw, bmap);
+  for (size_t k = K; k < v->results.size(); ++k) bw->results.push_back(lookup(bmap, v->results[k]));
+  pruneDeadCode(*bw);
+
+  LinearEqn le;
+  le.e = e;
+  le.tangentIns = t;
+  le.backward = bw;
+  le.residuals = hostResiduals;
+  le.residualSpecs = residualSpecs;
+  for (Value *o : e.outs) {
+    Value *to = differentiable(o) ? newTangent(o->type) : nullptr;
+    le.tangentOuts.push_back(to);
+    if (to) tangent[o] = to;
+  }
+  tape.push_back(std::move(le));
+}
+
+// The transpose of a taped shmap: the backward body's shmap over (primal operands it reads,
+// residuals, cotangents of the results), with in_specs and out_specs swapped.
+void Transposer::shmapRule(const LinearEqn &le) {
+  const Eqn &e = le.e;
+  std::vector<int64_t> wrt;
+  for (size_t i = 0; i < le.tangentIns.size(); ++i)
+    if (le.tangentIns[i]) wrt.push_back((int64_t)i);
+  bool anyCt = false;
+  for (Value *to : le.tangentOuts) anyCt |= to && ctOf(to);
+  if (!anyCt) return;  // a zero cotangent: no backward shmap
+  Func *body = le.backward;
+  size_t P = e.ins.size(), R = le.residuals.size();
+  std::vector<bool> used = pruneParams(*body, P + R);
+
+  const auto &inSpecs = e.specsParam("in_specs"), &outSpecs = e.specsParam("out_specs");
+  Eqn t{Prim::Shmap, {}, {}, {{"mesh", e.params.at("mesh")}}, {body}, e.loc};
+  std::vector<PartitionSpec> specIn, specOut;
+  for (size_t i = 0; i < P + R; ++i)
+    if (used[i]) {
+      t.ins.push_back(i < P ? e.ins[i] : le.residuals[i - P]);
+      specIn.push_back(i < P ? inSpecs[i] : le.residualSpecs[i - P]);
+    }
+  for (size_t k = 0; k < e.outs.size(); ++k) {
+    Value *c = le.tangentOuts[k] ? ctOf(le.tangentOuts[k]) : nullptr;
+    t.ins.push_back(c ? c : b.zerosLike(e.outs[k]->type));
+    specIn.push_back(outSpecs[k]);
+  }
+  for (int64_t w : wrt) {
+    t.outs.push_back(b.f.newValue(e.ins[w]->type, e.ins[w]->hint.empty() ? "" : e.ins[w]->hint + "_ct"));
+    specOut.push_back(inSpecs[w]);
+  }
+  t.params["in_specs"] = specIn;
+  t.params["out_specs"] = specOut;
+  std::vector<Value *> outs = t.outs;
+  b.emitEqn(std::move(t));
+  for (size_t j = 0; j < wrt.size(); ++j) accumulate(le.tangentIns[wrt[j]], outs[j]);
+}
+
+// A forward shmap made for one equation (Func::singleUse) loses the results nobody reads —
+// e.g. the loss of a gradient, and with it the loss's all-reduce — and then the params its
+// body no longer reads.
+void pruneShmap(Eqn &e, const std::set<const Value *> &liveAfter) {
+  Func &body = *e.bodies[0];
+  if (!body.singleUse) return;
+  auto outSpecs = e.specsParam("out_specs");
+  std::vector<Value *> outs, results;
+  std::vector<PartitionSpec> specs;
+  for (size_t k = 0; k < e.outs.size(); ++k)
+    if (liveAfter.count(e.outs[k])) {
+      outs.push_back(e.outs[k]);
+      results.push_back(body.results[k]);
+      specs.push_back(outSpecs[k]);
+    }
+  if (outs.size() == e.outs.size()) return;
+  e.outs = outs;
+  body.results = results;
+  e.params["out_specs"] = specs;
+  pruneDeadCode(body);
+  std::vector<bool> keep = pruneParams(body, body.params.size());
+  auto inSpecs = e.specsParam("in_specs");
+  std::vector<Value *> ins;
+  std::vector<PartitionSpec> inKept;
+  for (size_t i = 0; i < keep.size(); ++i)
+    if (keep[i]) {
+      ins.push_back(e.ins[i]);
+      inKept.push_back(inSpecs[i]);
+    }
+  e.ins = ins;
+  e.params["in_specs"] = inKept;
+}
+
+} // namespace shmapc::passes::ad
