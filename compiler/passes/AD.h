@@ -130,6 +130,7 @@ private:
   void splitShmap(const Eqn &e, const std::vector<Value *> &t);
   void loopRule(const Eqn &e);
   void blockedLoop(const Eqn &e);
+  void savingLoop(const Eqn &e, const std::vector<Value *> &t);
   void condRule(const Eqn &e);
   Value *addTangents(Value *a, Value *b);
   // Drops the primal `e` the linearizer just emitted (a jvp loop/cond computes it too).

@@ -153,6 +153,9 @@ void Linearizer::loopRule(const Eqn &e) {
     return emitWithTangentOuts(std::move(j), e);
   }
 
+  // A body that communicates keeps its collectives' results (savingLoop): never blocked, since
+  // a block's recomputation would run its collectives again.
+  if (communicatesOver(body)) return savingLoop(e, t);
   if (n > kBlockAbove) return blockedLoop(e);
 
   // vjp: the forward loop also stacks each iteration's input carries (the checkpoints the
@@ -195,6 +198,120 @@ void Linearizer::loopRule(const Eqn &e) {
   tape.push_back(std::move(le));
 }
 
+namespace {
+
+bool communicatesEqn(const Eqn &e) {
+  Func one;
+  one.eqns = {e};
+  return communicatesOver(one);
+}
+
+void copyInto(const Eqn &e, Func &dst, std::map<const Value *, Value *> &map) {
+  Eqn c = e;
+  for (Value *&in : c.ins) in = lookup(map, in);
+  for (Value *&o : c.outs) {
+    Value *n = dst.newValue(o->type, o->hint);
+    map[o] = n;
+    o = n;
+  }
+  dst.eqns.push_back(std::move(c));
+}
+
+} // namespace
+
+// vjp of a loop whose body communicates: the results of its collectives (and of communicating
+// loops, conds and shmaps in it) are residuals, stacked per iteration by the forward loop like
+// the carries, so the backward loop recomputes only local work (issue 8: each forward
+// collective runs once). Both loops are built from the body's vjp `v`: the forward loop runs
+// its primal part, the backward loop (le.backward) the rest, reading the saved values.
+void Linearizer::savingLoop(const Eqn &e, const std::vector<Value *> &t) {
+  Module &m = d.module();
+  Func &body = *e.bodies[0];
+  size_t C = (size_t)e.intParam("num_consts"), K = e.outs.size(), NP = body.params.size();
+  int64_t lo = e.intParam("lo"), hi = e.intParam("hi"), n = hi - lo;
+  std::vector<int64_t> wrt;
+  for (size_t c = 0; c < C; ++c)
+    if (t[c]) wrt.push_back((int64_t)(1 + c));
+  for (size_t k = 0; k < K; ++k)
+    if (isFloat(e.outs[k]->type.dtype)) wrt.push_back((int64_t)(1 + C + k));
+  // (i, consts, carries, cts...) -> (new carries..., cts of wrt...)
+  Func *v = d.vjpFunc(body, wrt, true, false, e.loc);
+
+  std::set<const Value *> ctDep(v->params.begin() + NP, v->params.end());
+  std::vector<bool> saved(v->eqns.size());
+  for (size_t i = 0; i < v->eqns.size(); ++i) {
+    const Eqn &q = v->eqns[i];
+    bool dep = false;
+    for (Value *in : q.ins) dep |= ctDep.count(in) != 0;
+    if (dep) ctDep.insert(q.outs.begin(), q.outs.end());
+    else saved[i] = communicatesEqn(q);
+  }
+  std::vector<Value *> savedValues;
+  for (size_t i = 0; i < v->eqns.size(); ++i)
+    if (saved[i]) savedValues.insert(savedValues.end(), v->eqns[i].outs.begin(), v->eqns[i].outs.end());
+
+  // The forward body: (i, consts..., carries..., carry stacks..., saved stacks...) ->
+  // (carries..., carry stacks..., saved stacks...).
+  Func *f = nestedLike(m, body, "_fwd");
+  Builder fb{m, *f, e.loc};
+  std::map<const Value *, Value *> map;
+  for (size_t p = 0; p < NP; ++p) map[v->params[p]] = param(*f, v->params[p]->type, v->params[p]->hint);
+  std::vector<Type> stackTypes;
+  for (size_t k = 0; k < K; ++k) stackTypes.push_back(stackType(e.outs[k]->type, n));
+  for (Value *sv : savedValues) stackTypes.push_back(stackType(sv->type, n));
+  std::vector<Value *> stacks;
+  for (const Type &st : stackTypes) stacks.push_back(param(*f, st, "stack"));
+  for (size_t i = 0; i < v->eqns.size(); ++i) {
+    bool dep = false;
+    for (Value *o : v->eqns[i].outs) dep |= ctDep.count(o) != 0;
+    if (!dep) copyInto(v->eqns[i], *f, map);
+  }
+  std::vector<Value *> results;
+  for (size_t k = 0; k < K; ++k) results.push_back(lookup(map, v->results[k]));
+  Value *at = lo == 0 ? map[v->params[0]] : fb.binary(Prim::Sub, map[v->params[0]], fb.i32(lo));
+  auto push = [&](Value *stack, Value *x) {
+    std::vector<Value *> ins = {stack, fb.reshape(x, withLeadingOne(x->type.shape)), at};
+    for (int64_t r = 0; r < x->type.rank(); ++r) ins.push_back(fb.i32(0));
+    results.push_back(fb.emit(Prim::DynamicUpdateSlice, ins, stack->type));
+  };
+  for (size_t k = 0; k < K; ++k) push(stacks[k], map[v->params[1 + C + k]]);
+  for (size_t s = 0; s < savedValues.size(); ++s) push(stacks[K + s], lookup(map, savedValues[s]));
+  f->results = results;
+  removeDeadEqns(*f);
+
+  // The backward part: v without its saved equations, whose results become params after the
+  // cotangents, and without the new carries among its results.
+  Func *w = newFuncLike(m, body, body.name + "_bwd_vjp");
+  std::map<const Value *, Value *> wmap;
+  for (Value *p : v->params) wmap[p] = param(*w, p->type, p->hint);
+  for (Value *sv : savedValues) wmap[sv] = param(*w, sv->type, sv->hint);
+  for (size_t i = 0; i < v->eqns.size(); ++i)
+    if (!saved[i]) copyInto(v->eqns[i], *w, wmap);
+  for (size_t r = K; r < v->results.size(); ++r) w->results.push_back(lookup(wmap, v->results[r]));
+  removeDeadEqns(*w);
+
+  popPrimal(e);
+  Eqn fwd = e;
+  fwd.bodies = {f};
+  LinearEqn le;
+  le.e = e;
+  le.tangentIns = t;
+  le.backward = w;
+  for (const Type &st : stackTypes) {
+    fwd.ins.push_back(b.zerosLike(st));
+    Value *sv = b.f.newValue(st, "stack");
+    fwd.outs.push_back(sv);
+    le.residuals.push_back(sv);
+  }
+  b.emitEqn(std::move(fwd));
+  for (size_t k = 0; k < K; ++k) {
+    Value *to = isFloat(e.outs[k]->type.dtype) ? newTangent(e.outs[k]->type) : nullptr;
+    le.tangentOuts.push_back(to);
+    if (to) tangent[e.outs[k]] = to;
+  }
+  tape.push_back(std::move(le));
+}
+
 void Transposer::loopRule(const LinearEqn &le) {
   const Eqn &e = le.e;
   Module &m = d.module();
@@ -223,8 +340,9 @@ void Transposer::loopRule(const LinearEqn &le) {
       floatCarries.push_back(k);
       wrt.push_back((int64_t)(1 + C + k));
     }
-  // (params..., cts of results...) -> cts of wrt
-  Func *v = d.vjpFunc(body, wrt, false, false, e.loc);
+  // (params..., cts of results... [, saved collective results...]) -> cts of wrt
+  Func *v = le.backward ? le.backward : d.vjpFunc(body, wrt, false, false, e.loc);
+  size_t S = le.residuals.size() - K;  // saved collective results (savingLoop)
 
   // The backward body: (j, consts..., stacks..., carry cts..., const ct sums...).
   Func *bw = nestedLike(m, body, "_bwd");
@@ -232,7 +350,7 @@ void Transposer::loopRule(const LinearEqn &le) {
   Value *j = param(*bw, body.params[0]->type, "j");
   std::vector<Value *> bc, bs, bct, bacc;
   for (size_t c = 0; c < C; ++c) bc.push_back(param(*bw, e.ins[c]->type, body.params[1 + c]->hint));
-  for (size_t k = 0; k < K; ++k) bs.push_back(param(*bw, le.residuals[k]->type, "stack"));
+  for (Value *r : le.residuals) bs.push_back(param(*bw, r->type, "stack"));
   for (size_t k : floatCarries) bct.push_back(param(*bw, e.outs[k]->type, body.params[1 + C + k]->hint + "_ct"));
   for (size_t c : diffConsts) bacc.push_back(param(*bw, e.ins[c]->type, body.params[1 + c]->hint + "_ct"));
 
@@ -251,6 +369,14 @@ void Transposer::loopRule(const LinearEqn &le) {
   }
   for (size_t k = 0, p = 0; k < K; ++k)
     map[v->params[1 + C + K + k]] = le.tangentOuts[k] ? bct[p++] : bb.zerosLike(e.outs[k]->type);
+  for (size_t q = 0; q < S; ++q) {  // this iteration's saved value, read from its stack
+    Value *param = v->params[1 + C + 2 * K + q];
+    const Type &st = param->type;
+    std::vector<Value *> ins = {bs[K + q], at};
+    for (int64_t r = 0; r < st.rank(); ++r) ins.push_back(bb.i32(0));
+    Type slice = stackType(st, 1);
+    map[param] = bb.reshape(bb.emit(Prim::DynamicSlice, ins, slice, {{"sizes", slice.shape}}), st.shape);
+  }
   std::vector<Value *> res = d.flattenInto(*v, *bw, map);
   std::vector<Value *> results;
   for (size_t q = 0; q < floatCarries.size(); ++q)
@@ -275,7 +401,7 @@ void Transposer::loopRule(const LinearEqn &le) {
   }
   t.params["lo"] = (int64_t)0;
   t.params["hi"] = n;
-  t.params["num_consts"] = (int64_t)(C + K);
+  t.params["num_consts"] = (int64_t)(C + le.residuals.size());
   t.bodies = {bw};
   std::vector<Value *> outs = t.outs;
   b.emitEqn(std::move(t));
