@@ -152,7 +152,7 @@ std::vector<SVal> Sema::callFunctionWith(const ast::FuncDecl &decl, const Unit &
     if (a.kind == SVal::Axes) {
       if (p.type)
         failWithNote(DiagId::ArgType, a.loc,
-                     "argument " + std::to_string(i + 1) + " of " + decl.name +
+                     "argument " + std::to_string(i) + " of " + decl.name +
                          " is the axis names " + describe(a) + " but parameter " + p.name +
                          " is declared " + str(typeOf(*p.type)),
                      "pass an array, or remove the parameter's type to take axis names",
@@ -166,7 +166,7 @@ std::vector<SVal> Sema::callFunctionWith(const ast::FuncDecl &decl, const Unit &
                                                      : toArray(a);
     if (p.type && !v->type.sameShape(typeOf(*p.type)))
       failWithNote(DiagId::ArgType, a.loc,
-                   "argument " + std::to_string(i + 1) + " of " + decl.name + " has type " +
+                   "argument " + std::to_string(i) + " of " + decl.name + " has type " +
                        str(v->type) + " but parameter " + p.name + " is declared " +
                        str(typeOf(*p.type)),
                    "pass a " + str(typeOf(*p.type)) + " value (or use cast/reshape)", p.loc,

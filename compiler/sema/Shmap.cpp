@@ -71,7 +71,7 @@ ir::Type Sema::blockType(const ir::Type &global, const ir::PartitionSpec &spec,
   if ((int64_t)spec.dims.size() > global.rank())
     fail(DiagId::SpecTooLong, specExpr.loc,
          "in_spec " + specText(specExpr) + " has " + std::to_string(spec.dims.size()) +
-             " entries but " + what + " is " + str(global) + " (rank " +
+             (spec.dims.size() == 1 ? " entry" : " entries") + " but " + what + " is " + str(global) + " (rank " +
              std::to_string(global.rank()) + ")",
          "a spec may not be longer than the rank; drop trailing entries");
   ir::Type block = global;
@@ -126,7 +126,7 @@ std::vector<SVal> Sema::callShmap(const ast::FuncDecl &decl, const Unit &unit,
       fail(DiagId::BadArgument, a.loc, "a shmap function takes arrays, not axis names " + describe(a),
            "pass axis names to plain functions called from the shmap body");
     ir::Value *v = toArray(a);
-    std::string what = "argument " + std::to_string(i + 1) + " of " + decl.name;
+    std::string what = "argument " + std::to_string(i) + " of " + decl.name;
     inSpecs.push_back(convertSpec(attrs.inSpecs[i], mesh));
     ir::Type block = blockType(v->type, inSpecs.back(), attrs.inSpecs[i], mesh, a.loc, what);
     if (p.type && !block.sameShape(typeOf(*p.type)))
@@ -162,9 +162,12 @@ std::vector<SVal> Sema::callShmap(const ast::FuncDecl &decl, const Unit &unit,
     if ((int64_t)se.dims.size() > block.rank())
       fail(DiagId::SpecTooLong, se.loc,
            "out_spec " + specText(se) + " has " + std::to_string(se.dims.size()) +
-               " entries but result " + std::to_string(i + 1) + " of " + decl.name + " is " +
+               (se.dims.size() == 1 ? " entry" : " entries") + " but result " + std::to_string(i) + " of " + decl.name + " is " +
                str(block) + " (rank " + std::to_string(block.rank()) + ")",
-           "a spec may not be longer than the rank; drop trailing entries");
+           block.rank() == 0
+               ? "a scalar cannot be split; give it a singleton axis (return x[None], declared " +
+                     std::string(ir::dtypeName(block.dtype)) + "[1]) to get one value per device, or use P()"
+               : "a spec may not be longer than the rank; drop trailing entries");
     ir::Type global = block;
     global.vary = 0;
     for (size_t d = 0; d < outSpecs.back().dims.size(); ++d)

@@ -52,7 +52,7 @@ void Sema::lowerReturn(const ast::Stmt &s, const ast::FuncDecl &decl, Instance &
                                                    : toArray(v);
     if (want && !r->type.sameShape(typeOf(*want)))
       failWithNote(DiagId::ReturnType, v.loc,
-                   decl.name + " returns " + str(r->type) + " as result " + std::to_string(i + 1) +
+                   decl.name + " returns " + str(r->type) + " as result " + std::to_string(i) +
                        " but declares " + str(typeOf(*want)),
                    decl.shmap ? "shmap result types are per-device block types; fix the "
                                 "declared type or the returned value"
