@@ -4,9 +4,10 @@
 // t(shmap(f, in_specs, out_specs)) = shmap(t(f), out_specs, in_specs), with no rescaling.
 //
 // A vjp is the function's primal equations, its linear (tangent) equations taped by the
-// jvp rules, and the tape transposed. A shmap's transpose is a shmap whose body is the body's
-// vjp: it recomputes the forward values it needs on each device (residuals never leave the
-// device), and dead-code removal drops the rest — e.g. the loss's psum2 in a gradient.
+// jvp rules, and the tape transposed. A shmap splits in two (ADShmap.cpp): a forward shmap
+// that also returns the residuals its backward part reads (each device's own; they never
+// move between devices) and a backward shmap over the residuals and the cotangents; results
+// nobody reads are pruned — e.g. the loss and its psum2 in a gradient.
 // A loop differentiates as a loop: its transpose runs the iterations backwards from
 // checkpointed carries (ADLoop.cpp). A cond differentiates as a cond: its transpose is a cond
 // over the branches' vjps, so only the taken branch runs (ADCond.cpp).
