@@ -183,6 +183,8 @@ private:
   // explicit mode a constant (a literal, zeros(...), and what is computed from constants
   // alone) is lifted silently: that costs nothing and its transpose is never needed.
   Value *require(Scope &s, const Eqn &e, Value *v, AxisSet target) {
+    if (tracked_)
+      if (auto it = tracked_->find(v); it != tracked_->end()) it->second.push_back(target);
     if (v->type.vary == target) return v;
     if (!auto_ && !constants_.count(v)) {
       AxisSet missing = target & ~v->type.vary;
@@ -364,9 +366,35 @@ private:
     for (size_t k = 0; k < carries.size(); ++k)
       e.ins[consts + k] = require(s, e, e.ins[consts + k], carries[k]);
     setParams();
+    if (s.mutate && auto_) {
+      hoistConstLifts(s, e, body, consts);
+      setParams();
+    }
     if (s.mutate) func(body, true, &carries);
     for (size_t k = 0; k < carries.size(); ++k) e.outs[k]->type.vary = carries[k];
     emit(s, std::move(e));
+  }
+
+  // A loop const that every use in the body lifts to the same variance is lifted once, before
+  // the loop: its transpose then all-reduces the cotangent summed over the iterations once,
+  // after the backward loop, not once per iteration.
+  void hoistConstLifts(Scope &s, Eqn &e, Func &body, size_t consts) {
+    std::map<const Value *, std::vector<AxisSet>> uses;
+    for (size_t k = 0; k < consts; ++k) uses[body.params[1 + k]] = {};
+    tracked_ = &uses;
+    func(body, false, nullptr);
+    tracked_ = nullptr;
+    for (size_t k = 0; k < consts; ++k) {
+      const Value *p = body.params[1 + k];
+      size_t occurrences = std::count(body.results.begin(), body.results.end(), p);
+      for (const Eqn &q : body.eqns) occurrences += std::count(q.ins.begin(), q.ins.end(), p);
+      const std::vector<AxisSet> &targets = uses[p];
+      if (targets.empty() || targets.size() != occurrences) continue;  // some use not lifted
+      AxisSet t = targets[0];
+      if (t == p->type.vary || std::count(targets.begin(), targets.end(), t) != (long)targets.size())
+        continue;
+      e.ins[k] = require(s, e, e.ins[k], t);
+    }
   }
 
   void cond(Scope &s, Eqn &e) {
@@ -430,6 +458,8 @@ private:
   const Mesh &mesh_;
   bool auto_;
   std::set<const Value *> constants_;  // values computed from constants alone
+  // While set, every require() of a key records its target (hoistConstLifts).
+  std::map<const Value *, std::vector<AxisSet>> *tracked_ = nullptr;
 };
 
 } // namespace
