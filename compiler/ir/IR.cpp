@@ -79,14 +79,18 @@ AxisSet Eqn::axesParamSet() const {
   return s;
 }
 
+bool communicatesOver(const Eqn &e, AxisSet axes) {
+  if (primInfo(e.prim).kind == PrimKind::Collective && e.prim != Prim::Pbroadcast &&
+      e.prim != Prim::AxisIndex && (!e.has("axes") || (e.axesParamSet() & axes)))
+    return true;
+  for (const Func *body : e.bodies)
+    if (communicatesOver(*body, axes)) return true;
+  return false;
+}
+
 bool communicatesOver(const Func &f, AxisSet axes) {
-  for (const Eqn &e : f.eqns) {
-    if (primInfo(e.prim).kind == PrimKind::Collective && e.prim != Prim::Pbroadcast &&
-        e.prim != Prim::AxisIndex && (!e.has("axes") || (e.axesParamSet() & axes)))
-      return true;
-    for (const Func *body : e.bodies)
-      if (communicatesOver(*body, axes)) return true;
-  }
+  for (const Eqn &e : f.eqns)
+    if (communicatesOver(e, axes)) return true;
   return false;
 }
 

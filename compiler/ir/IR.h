@@ -145,6 +145,7 @@ struct Module {
 // `axes` (pbroadcast and axis_index never communicate). The runtime synchronises every device
 // of the mesh at each such collective.
 bool communicatesOver(const Func &f, AxisSet axes = ~AxisSet(0));
+bool communicatesOver(const Eqn &e, AxisSet axes = ~AxisSet(0));  // `e` alone (with its bodies)
 
 // --emit=ir: prints every non-nested function; nested bodies print inline, indented.
 std::string printModule(const Module &m);

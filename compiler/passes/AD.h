@@ -164,6 +164,8 @@ Func *newFuncLike(Module &m, const Func &f, const std::string &name);
 Func *nestedLike(Module &m, const Func &body, const std::string &suffix);
 // `v` through a value map (itself where the map has no entry).
 Value *lookup(const std::map<const Value *, Value *> &map, const Value *v);
+// Appends a copy of `e` to `dst`, operands through `map`, with fresh results (added to `map`).
+void copyEqn(const Eqn &e, Func &dst, std::map<const Value *, Value *> &map);
 // Appends a parameter of type `t` to `f`.
 Value *param(Func &f, const Type &t, const std::string &hint);
 

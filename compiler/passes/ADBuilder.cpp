@@ -110,6 +110,17 @@ Value *param(Func &f, const Type &t, const std::string &hint) {
   return v;
 }
 
+void copyEqn(const Eqn &e, Func &dst, std::map<const Value *, Value *> &map) {
+  Eqn c = e;
+  for (Value *&in : c.ins) in = lookup(map, in);
+  for (Value *&o : c.outs) {
+    Value *n = dst.newValue(o->type, o->hint);
+    map[o] = n;
+    o = n;
+  }
+  dst.eqns.push_back(std::move(c));
+}
+
 // ---- the linearizer's shared steps for higher-order equations (loop, cond)
 
 void Linearizer::popPrimal(const Eqn &e) {

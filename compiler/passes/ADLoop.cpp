@@ -198,27 +198,6 @@ void Linearizer::loopRule(const Eqn &e) {
   tape.push_back(std::move(le));
 }
 
-namespace {
-
-bool communicatesEqn(const Eqn &e) {
-  Func one;
-  one.eqns = {e};
-  return communicatesOver(one);
-}
-
-void copyInto(const Eqn &e, Func &dst, std::map<const Value *, Value *> &map) {
-  Eqn c = e;
-  for (Value *&in : c.ins) in = lookup(map, in);
-  for (Value *&o : c.outs) {
-    Value *n = dst.newValue(o->type, o->hint);
-    map[o] = n;
-    o = n;
-  }
-  dst.eqns.push_back(std::move(c));
-}
-
-} // namespace
-
 // vjp of a loop whose body communicates: the results of its collectives (and of communicating
 // loops, conds and shmaps in it) are residuals, stacked per iteration by the forward loop like
 // the carries, so the backward loop recomputes only local work (issue 8: each forward
@@ -244,7 +223,7 @@ void Linearizer::savingLoop(const Eqn &e, const std::vector<Value *> &t) {
     bool dep = false;
     for (Value *in : q.ins) dep |= ctDep.count(in) != 0;
     if (dep) ctDep.insert(q.outs.begin(), q.outs.end());
-    else saved[i] = communicatesEqn(q);
+    else saved[i] = communicatesOver(q);
   }
   std::vector<Value *> savedValues;
   for (size_t i = 0; i < v->eqns.size(); ++i)
@@ -264,7 +243,7 @@ void Linearizer::savingLoop(const Eqn &e, const std::vector<Value *> &t) {
   for (size_t i = 0; i < v->eqns.size(); ++i) {
     bool dep = false;
     for (Value *o : v->eqns[i].outs) dep |= ctDep.count(o) != 0;
-    if (!dep) copyInto(v->eqns[i], *f, map);
+    if (!dep) copyEqn(v->eqns[i], *f, map);
   }
   std::vector<Value *> results;
   for (size_t k = 0; k < K; ++k) results.push_back(lookup(map, v->results[k]));
@@ -286,7 +265,7 @@ void Linearizer::savingLoop(const Eqn &e, const std::vector<Value *> &t) {
   for (Value *p : v->params) wmap[p] = param(*w, p->type, p->hint);
   for (Value *sv : savedValues) wmap[sv] = param(*w, sv->type, sv->hint);
   for (size_t i = 0; i < v->eqns.size(); ++i)
-    if (!saved[i]) copyInto(v->eqns[i], *w, wmap);
+    if (!saved[i]) copyEqn(v->eqns[i], *w, wmap);
   for (size_t r = K; r < v->results.size(); ++r) w->results.push_back(lookup(wmap, v->results[r]));
   removeDeadEqns(*w);
 

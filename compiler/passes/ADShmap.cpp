@@ -19,26 +19,6 @@ namespace {
 
 bool differentiable(const Value *v) { return isFloat(v->type.dtype); }
 
-bool communicates(const Eqn &e) {
-  Func tmp;
-  tmp.eqns = {e};
-  bool c = communicatesOver(tmp);
-  tmp.eqns.clear();
-  return c;
-}
-
-// Appends a copy of `e` to `dst` with operands through `map` and fresh results (mapped).
-void copyEqn(const Eqn &e, Func &dst, std::map<const Value *, Value *> &map) {
-  Eqn c = e;
-  for (Value *&in : c.ins) in = lookup(map, in);
-  for (Value *&o : c.outs) {
-    Value *n = dst.newValue(o->type, o->hint);
-    map[o] = n;
-    o = n;
-  }
-  dst.eqns.push_back(std::move(c));
-}
-
 bool cheapToRemake(Prim p) {
   return p == Prim::Pbroadcast || p == Prim::BroadcastInDim || p == Prim::Reshape ||
          p == Prim::Convert || p == Prim::Transpose;
@@ -114,7 +94,7 @@ void Linearizer::splitShmap(const Eqn &e, const std::vector<Value *> &t) {
   std::vector<bool> backward(v->eqns.size()), isConst(v->eqns.size());
   for (size_t i = 0; i < v->eqns.size(); ++i) {
     const Eqn &q = v->eqns[i];
-    bool local = q.bodies.empty() && !communicates(q), c = local, cheap = local && cheapToRemake(q.prim);
+    bool local = q.bodies.empty() && !communicatesOver(q), c = local, cheap = local && cheapToRemake(q.prim);
     for (Value *in : q.ins) {
       backward[i] = backward[i] || ctDep.count(in);
       c = c && constOnly.count(in);
@@ -134,7 +114,7 @@ void Linearizer::splitShmap(const Eqn &e, const std::vector<Value *> &t) {
   for (size_t i = v->eqns.size(); i-- > 0;) {
     const Eqn &q = v->eqns[i];
     if (backward[i]) continue;
-    bool used = communicates(q);
+    bool used = communicatesOver(q);
     for (Value *o : q.outs) used |= need.count(o) != 0;
     if (!used) continue;
     forward[i] = true;
