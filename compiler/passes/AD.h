@@ -131,6 +131,8 @@ private:
   void loopRule(const Eqn &e);
   void blockedLoop(const Eqn &e);
   void savingLoop(const Eqn &e, const std::vector<Value *> &t);
+  void tapeStackingLoop(const Eqn &e, const std::vector<Value *> &t, Func *f,
+                        const std::vector<Type> &stackTypes, Func *backward);
   void condRule(const Eqn &e);
   Value *addTangents(Value *a, Value *b);
   // Drops the primal `e` the linearizer just emitted (a jvp loop/cond computes it too).

@@ -177,23 +177,33 @@ void Linearizer::loopRule(const Eqn &e) {
   f->results = results;
   removeDeadEqns(*f);
 
+  std::vector<Type> stackTypes;
+  for (Value *st : stacks) stackTypes.push_back(st->type);
+  tapeStackingLoop(e, t, f, stackTypes, nullptr);
+}
+
+// Replaces the primal loop `e` by the forward loop with body `f`, whose extra carries are the
+// stacks (starting as zeros; they become the taped loop's residuals), and tapes `e`.
+void Linearizer::tapeStackingLoop(const Eqn &e, const std::vector<Value *> &t, Func *f,
+                                  const std::vector<Type> &stackTypes, Func *backward) {
   popPrimal(e);
   Eqn fwd = e;
   fwd.bodies = {f};
   LinearEqn le;
   le.e = e;
   le.tangentIns = t;
-  for (size_t k = 0; k < K; ++k) {
-    fwd.ins.push_back(b.zerosLike(stacks[k]->type));
-    Value *s = b.f.newValue(stacks[k]->type, "stack");
-    fwd.outs.push_back(s);
-    le.residuals.push_back(s);
+  le.backward = backward;
+  for (const Type &st : stackTypes) {
+    fwd.ins.push_back(b.zerosLike(st));
+    Value *sv = b.f.newValue(st, "stack");
+    fwd.outs.push_back(sv);
+    le.residuals.push_back(sv);
   }
   b.emitEqn(std::move(fwd));
-  for (size_t k = 0; k < K; ++k) {
-    Value *to = floatCarry(k) ? newTangent(e.outs[k]->type) : nullptr;
+  for (Value *o : e.outs) {
+    Value *to = isFloat(o->type.dtype) ? newTangent(o->type) : nullptr;
     le.tangentOuts.push_back(to);
-    if (to) tangent[e.outs[k]] = to;
+    if (to) tangent[o] = to;
   }
   tape.push_back(std::move(le));
 }
@@ -269,26 +279,7 @@ void Linearizer::savingLoop(const Eqn &e, const std::vector<Value *> &t) {
   for (size_t r = K; r < v->results.size(); ++r) w->results.push_back(lookup(wmap, v->results[r]));
   removeDeadEqns(*w);
 
-  popPrimal(e);
-  Eqn fwd = e;
-  fwd.bodies = {f};
-  LinearEqn le;
-  le.e = e;
-  le.tangentIns = t;
-  le.backward = w;
-  for (const Type &st : stackTypes) {
-    fwd.ins.push_back(b.zerosLike(st));
-    Value *sv = b.f.newValue(st, "stack");
-    fwd.outs.push_back(sv);
-    le.residuals.push_back(sv);
-  }
-  b.emitEqn(std::move(fwd));
-  for (size_t k = 0; k < K; ++k) {
-    Value *to = isFloat(e.outs[k]->type.dtype) ? newTangent(e.outs[k]->type) : nullptr;
-    le.tangentOuts.push_back(to);
-    if (to) tangent[e.outs[k]] = to;
-  }
-  tape.push_back(std::move(le));
+  tapeStackingLoop(e, t, f, stackTypes, w);
 }
 
 void Transposer::loopRule(const LinearEqn &le) {
