@@ -79,6 +79,11 @@ AxisSet Eqn::axesParamSet() const {
   return s;
 }
 
+bool changesOnlyShape(Prim p) {
+  return p == Prim::BroadcastInDim || p == Prim::Reshape || p == Prim::Convert ||
+         p == Prim::Transpose;
+}
+
 bool communicatesOver(const Eqn &e, AxisSet axes) {
   if (primInfo(e.prim).kind == PrimKind::Collective && e.prim != Prim::Pbroadcast &&
       e.prim != Prim::AxisIndex && (!e.has("axes") || (e.axesParamSet() & axes)))

@@ -141,6 +141,10 @@ struct Module {
   Func *newFunc(const std::string &name);
 };
 
+// broadcast_in_dim, reshape, convert, transpose: equations that change only the shape or dtype
+// of their one operand (a pbroadcast commutes with them).
+bool changesOnlyShape(Prim p);
+
 // Whether running `f` (or a body in it) performs a collective that communicates over one of
 // `axes` (pbroadcast and axis_index never communicate). The runtime synchronises every device
 // of the mesh at each such collective.

@@ -168,6 +168,9 @@ Func *nestedLike(Module &m, const Func &body, const std::string &suffix);
 Value *lookup(const std::map<const Value *, Value *> &map, const Value *v);
 // Appends a copy of `e` to `dst`, operands through `map`, with fresh results (added to `map`).
 void copyEqn(const Eqn &e, Func &dst, std::map<const Value *, Value *> &map);
+// Per equation of a vjp `v` whose params from `firstCt` on are cotangents: whether it reads
+// one, directly or through earlier equations (its backward part).
+std::vector<bool> readsCotangent(const Func &v, size_t firstCt);
 // Appends a parameter of type `t` to `f`.
 Value *param(Func &f, const Type &t, const std::string &hint);
 

@@ -121,6 +121,17 @@ void copyEqn(const Eqn &e, Func &dst, std::map<const Value *, Value *> &map) {
   dst.eqns.push_back(std::move(c));
 }
 
+std::vector<bool> readsCotangent(const Func &v, size_t firstCt) {
+  std::set<const Value *> dep(v.params.begin() + firstCt, v.params.end());
+  std::vector<bool> reads(v.eqns.size());
+  for (size_t i = 0; i < v.eqns.size(); ++i) {
+    const Eqn &q = v.eqns[i];
+    for (const Value *in : q.ins) reads[i] = reads[i] || dep.count(in);
+    if (reads[i]) dep.insert(q.outs.begin(), q.outs.end());
+  }
+  return reads;
+}
+
 // ---- the linearizer's shared steps for higher-order equations (loop, cond)
 
 void Linearizer::popPrimal(const Eqn &e) {

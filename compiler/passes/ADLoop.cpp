@@ -226,15 +226,8 @@ void Linearizer::savingLoop(const Eqn &e, const std::vector<Value *> &t) {
   // (i, consts, carries, cts...) -> (new carries..., cts of wrt...)
   Func *v = d.vjpFunc(body, wrt, true, false, e.loc);
 
-  std::set<const Value *> ctDep(v->params.begin() + NP, v->params.end());
-  std::vector<bool> saved(v->eqns.size());
-  for (size_t i = 0; i < v->eqns.size(); ++i) {
-    const Eqn &q = v->eqns[i];
-    bool dep = false;
-    for (Value *in : q.ins) dep |= ctDep.count(in) != 0;
-    if (dep) ctDep.insert(q.outs.begin(), q.outs.end());
-    else saved[i] = communicatesOver(q);
-  }
+  std::vector<bool> backward = readsCotangent(*v, NP), saved(v->eqns.size());
+  for (size_t i = 0; i < v->eqns.size(); ++i) saved[i] = !backward[i] && communicatesOver(v->eqns[i]);
   std::vector<Value *> savedValues;
   for (size_t i = 0; i < v->eqns.size(); ++i)
     if (saved[i]) savedValues.insert(savedValues.end(), v->eqns[i].outs.begin(), v->eqns[i].outs.end());
@@ -250,11 +243,8 @@ void Linearizer::savingLoop(const Eqn &e, const std::vector<Value *> &t) {
   for (Value *sv : savedValues) stackTypes.push_back(stackType(sv->type, n));
   std::vector<Value *> stacks;
   for (const Type &st : stackTypes) stacks.push_back(param(*f, st, "stack"));
-  for (size_t i = 0; i < v->eqns.size(); ++i) {
-    bool dep = false;
-    for (Value *o : v->eqns[i].outs) dep |= ctDep.count(o) != 0;
-    if (!dep) copyEqn(v->eqns[i], *f, map);
-  }
+  for (size_t i = 0; i < v->eqns.size(); ++i)
+    if (!backward[i]) copyEqn(v->eqns[i], *f, map);
   std::vector<Value *> results;
   for (size_t k = 0; k < K; ++k) results.push_back(lookup(map, v->results[k]));
   Value *at = lo == 0 ? map[v->params[0]] : fb.binary(Prim::Sub, map[v->params[0]], fb.i32(lo));

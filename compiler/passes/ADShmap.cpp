@@ -19,10 +19,7 @@ namespace {
 
 bool differentiable(const Value *v) { return isFloat(v->type.dtype); }
 
-bool cheapToRemake(Prim p) {
-  return p == Prim::Pbroadcast || p == Prim::BroadcastInDim || p == Prim::Reshape ||
-         p == Prim::Convert || p == Prim::Transpose;
-}
+bool cheapToRemake(Prim p) { return p == Prim::Pbroadcast || changesOnlyShape(p); }
 
 AxisSet allAxes(const Mesh &mesh) { return (AxisSet(1) << mesh.axes.size()) - 1; }
 
@@ -89,22 +86,20 @@ void Linearizer::splitShmap(const Eqn &e, const std::vector<Value *> &t) {
   // Which equations read a cotangent (backward), and which the backward part remakes rather
   // than stores: those computed from constants alone, and pbroadcasts and shape changes of
   // params (a replicated weight's pbroadcast costs nothing to redo).
-  std::set<const Value *> ctDep(v->params.begin() + P, v->params.end());
+  std::vector<bool> backward = readsCotangent(*v, P), remake(v->eqns.size());
   std::set<const Value *> remade(v->params.begin(), v->params.begin() + P), constOnly;
-  std::vector<bool> backward(v->eqns.size()), isConst(v->eqns.size());
   for (size_t i = 0; i < v->eqns.size(); ++i) {
     const Eqn &q = v->eqns[i];
+    if (backward[i]) continue;
     bool local = q.bodies.empty() && !communicatesOver(q), c = local, cheap = local && cheapToRemake(q.prim);
     for (Value *in : q.ins) {
-      backward[i] = backward[i] || ctDep.count(in);
       c = c && constOnly.count(in);
       cheap = cheap && (remade.count(in) || constOnly.count(in));
     }
-    isConst[i] = (c || cheap) && !backward[i];
+    remake[i] = c || cheap;
     for (Value *o : q.outs) {
-      if (backward[i]) ctDep.insert(o);
-      if (c && !backward[i]) constOnly.insert(o);
-      if (isConst[i]) remade.insert(o);
+      if (c) constOnly.insert(o);
+      if (remake[i]) remade.insert(o);
     }
   }
   // The forward part: what the results need, and every communicating equation that reads no
@@ -125,14 +120,14 @@ void Linearizer::splitShmap(const Eqn &e, const std::vector<Value *> &t) {
   // forward part's other values (residuals).
   std::set<const Value *> fwdDefined;
   for (size_t i = 0; i < v->eqns.size(); ++i)
-    if (forward[i] && !isConst[i]) fwdDefined.insert(v->eqns[i].outs.begin(), v->eqns[i].outs.end());
+    if (forward[i] && !remake[i]) fwdDefined.insert(v->eqns[i].outs.begin(), v->eqns[i].outs.end());
   std::vector<Value *> residuals;
   std::set<const Value *> seen;
   auto noteRead = [&](Value *in) {
     if (fwdDefined.count(in) && seen.insert(in).second) residuals.push_back(in);
   };
   for (size_t i = 0; i < v->eqns.size(); ++i)
-    if (!forward[i] || isConst[i])
+    if (!forward[i] || remake[i])
       for (Value *in : v->eqns[i].ins) noteRead(in);
   for (size_t k = K; k < v->results.size(); ++k) noteRead(v->results[k]);
 
@@ -160,7 +155,7 @@ void Linearizer::splitShmap(const Eqn &e, const std::vector<Value *> &t) {
     if (V) {  // each device's own copy, stacked along a new dimension mapped over V
       std::vector<int64_t> shape = r->type.shape;
       shape.insert(shape.begin(), 1);
-      local = fb.reshape(fb.liftTo(local, V), shape);
+      local = fb.reshape(local, shape);  // varies over V already (untyped: over nothing)
       int64_t n = 1;
       std::vector<int> axes;
       for (int64_t a : axisList(V)) {
@@ -194,12 +189,10 @@ void Linearizer::splitShmap(const Eqn &e, const std::vector<Value *> &t) {
     bmap[residuals[r]] = packedTypes[r].shape == residuals[r]->type.shape
                              ? p
                              : bb.reshape(p, residuals[r]->type.shape);
-    if (bmap[residuals[r]]->type.vary != residuals[r]->type.vary)  // untyped bodies
-      bmap[residuals[r]]->type.vary = residuals[r]->type.vary;
   }
   for (size_t k = 0; k < K; ++k) bmap[v->params[P + k]] = param(*bw, v->params[P + k]->type, v->params[P + k]->hint);
   for (size_t i = 0; i < v->eqns.size(); ++i)
-    if (!forward[i] || isConst[i]) copyEqn(v->eqns[i], *bw, bmap);
+    if (!forward[i] || remake[i]) copyEqn(v->eqns[i], *bw, bmap);
   for (size_t k = K; k < v->results.size(); ++k) bw->results.push_back(lookup(bmap, v->results[k]));
   pruneDeadCode(*bw);
 

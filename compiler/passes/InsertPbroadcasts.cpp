@@ -82,7 +82,8 @@ private:
     std::vector<Eqn> out;
     std::map<std::pair<Value *, AxisSet>, Value *> lifted;
     std::map<Value *, Value *> replace;  // results of equations that became the identity
-    std::map<Value *, Eqn> reshapes;     // values made by a shape/dtype-only eqn (sinkable)
+    std::map<Value *, Eqn> reshapes;     // values made by a changesOnlyShape eqn: a pbroadcast
+                                         // of them is applied before it (lift)
   };
 
   // `fanOut`: per result, the axes its out_spec maps (shmap bodies only); a result invariant
@@ -116,7 +117,7 @@ private:
     std::vector<Eqn> kept;
     for (size_t i = eqns.size(); i-- > 0;) {
       Eqn &e = eqns[i];
-      if (sinkable(e.prim) && !used.count(e.outs[0])) continue;
+      if (changesOnlyShape(e.prim) && !used.count(e.outs[0])) continue;
       used.insert(e.ins.begin(), e.ins.end());
       kept.push_back(std::move(e));
     }
@@ -131,16 +132,10 @@ private:
 
   void emit(Scope &s, Eqn e) {
     if (!s.mutate) return;
-    if (sinkable(e.prim)) s.reshapes[e.outs[0]] = e;
+    if (changesOnlyShape(e.prim)) s.reshapes[e.outs[0]] = e;
     s.out.push_back(std::move(e));
   }
 
-  // Equations that change only the shape or dtype of one operand: a pbroadcast commutes with
-  // them, so it is applied before them, where the value is smallest.
-  static bool sinkable(Prim p) {
-    return p == Prim::BroadcastInDim || p == Prim::Reshape || p == Prim::Convert ||
-           p == Prim::Transpose;
-  }
 
   static void setOut(Eqn &e, AxisSet vary) {
     for (Value *o : e.outs) o->type.vary = vary;
