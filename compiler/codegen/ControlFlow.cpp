@@ -2,7 +2,6 @@
 // LLVM function with the common signature, so each call frees that body's temporaries when it
 // returns: a loop body's buffers are released every iteration.
 #include "codegen/CodegenContext.h"
-#include "ir/Comm.h"
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/GlobalVariable.h>
@@ -160,7 +159,6 @@ bool FuncEmitter::emitCond(const ir::Eqn &e) {
   // A predicate that may differ between devices (device-varying, or untyped with check_vma
   // off) would let some devices skip a collective the others wait in: every device runs both
   // branches and keeps the result of its own, so every device performs every collective.
-  // (The static communication report, ir/Comm.cpp, counts collectives by the same test.)
   if (ir::condRunsBothBranches(f, e)) {
     std::vector<llvm::Value *> other;
     for (const ir::Value *v : e.outs) other.push_back(scratch(v->type));

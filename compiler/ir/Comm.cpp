@@ -35,15 +35,22 @@ bool runtimeCollective(Prim p, CommKind &kind) {
   case Prim::PsumScatter: kind = CommKind::PsumScatter; return true;
   case Prim::AllToAll: kind = CommKind::AllToAll; return true;
   case Prim::Ppermute: kind = CommKind::Ppermute; return true;
-  default: return false;  // pbroadcast, pscatter, axis_index: no runtime collective
+  // No runtime collective: pbroadcast and pscatter are local, and the rest is not a collective.
+  case Prim::Pbroadcast: case Prim::Pscatter: case Prim::AxisIndex:
+  case Prim::Constant: case Prim::Iota: case Prim::RandomNormal: case Prim::RandomUniform:
+  case Prim::Neg: case Prim::Exp: case Prim::Log: case Prim::Sin: case Prim::Cos:
+  case Prim::Tanh: case Prim::Sqrt: case Prim::Abs: case Prim::Floor: case Prim::Not:
+  case Prim::Convert: case Prim::Add: case Prim::Sub: case Prim::Mul: case Prim::Div:
+  case Prim::FloorDiv: case Prim::Rem: case Prim::Max: case Prim::Min: case Prim::Pow:
+  case Prim::And: case Prim::Or: case Prim::Eq: case Prim::Ne: case Prim::Lt: case Prim::Le:
+  case Prim::Gt: case Prim::Ge: case Prim::Select: case Prim::BroadcastInDim:
+  case Prim::Reshape: case Prim::Transpose: case Prim::ReduceSum: case Prim::ReduceMax:
+  case Prim::ReduceMin: case Prim::Matmul: case Prim::Slice: case Prim::DynamicSlice:
+  case Prim::DynamicUpdateSlice: case Prim::Concatenate: case Prim::Call: case Prim::Shmap:
+  case Prim::Loop: case Prim::Cond: case Prim::Jvp: case Prim::Vjp: case Prim::Print:
+    return false;
   }
-}
-
-bool condRunsBothBranches(const Func &owner, const Eqn &cond) {
-  if (cond.prim != Prim::Cond || cond.bodies.size() != 2 || cond.ins.empty()) return false;
-  bool mayDiverge = cond.ins[0]->type.vary != 0 || (owner.mesh && !owner.checkVma);
-  return mayDiverge &&
-         (communicatesOver(*cond.bodies[0]) || communicatesOver(*cond.bodies[1]));
+  return false;
 }
 
 bool StatsTable::operator==(const StatsTable &o) const {

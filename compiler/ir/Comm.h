@@ -31,12 +31,6 @@ const char *commKindName(CommKind k);  // "psum", ..., as the --stats table name
 // communicate nothing (pbroadcast, pscatter, axis_index and every non-collective).
 bool runtimeCollective(Prim p, CommKind &kind);
 
-// Whether codegen runs both branches of `cond` (an Eqn of `owner`) on every device: its
-// predicate may differ between devices (device-varying, or untyped in a check_vma=false body)
-// and a branch communicates, so devices taking different branches would not meet in the
-// collective. Otherwise each device runs only the branch its predicate selects.
-bool condRunsBothBranches(const Func &owner, const Eqn &cond);
-
 // How many times something runs: exactly `lo` when lo == hi, otherwise between lo and hi
 // (data-dependent: below a conditional whose taken branch is not known statically).
 struct Count {

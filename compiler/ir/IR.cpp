@@ -99,6 +99,13 @@ bool communicatesOver(const Func &f, AxisSet axes) {
   return false;
 }
 
+bool condRunsBothBranches(const Func &owner, const Eqn &cond) {
+  if (cond.prim != Prim::Cond || cond.bodies.size() != 2 || cond.ins.empty()) return false;
+  bool mayDiverge = cond.ins[0]->type.vary != 0 || (owner.mesh && !owner.checkVma);
+  return mayDiverge &&
+         (communicatesOver(*cond.bodies[0]) || communicatesOver(*cond.bodies[1]));
+}
+
 AxisSet PartitionSpec::axes() const {
   AxisSet s = 0;
   for (const auto &d : dims)

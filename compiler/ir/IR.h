@@ -150,6 +150,12 @@ bool changesOnlyShape(Prim p);
 // of the mesh at each such collective.
 bool communicatesOver(const Func &f, AxisSet axes = ~AxisSet(0));
 bool communicatesOver(const Eqn &e, AxisSet axes = ~AxisSet(0));  // `e` alone (with its bodies)
+// Whether codegen runs both branches of `cond` (an Eqn of `owner`) on every device: its
+// predicate may differ between devices (device-varying, or untyped in a check_vma=false body)
+// and a branch communicates, so devices taking different branches would not meet in the
+// collective. Otherwise each device runs only the branch its predicate selects. The static
+// communication report (ir/Comm.h) counts collectives by the same test.
+bool condRunsBothBranches(const Func &owner, const Eqn &cond);
 
 // --emit=ir: prints every non-nested function; nested bodies print inline, indented.
 std::string printModule(const Module &m);
