@@ -55,6 +55,7 @@ private:
   llvm::Value *splat(const ir::Eqn &e);
   llvm::Value *convert(llvm::Value *v, ir::DType from, ir::DType to);
   llvm::Value *intDivRem(llvm::Value *x, llvm::Value *y, bool rem);
+  llvm::Value *fmodNeedsAdjust(llvm::Value *m, llvm::Value *y);
   llvm::Value *floatRem(llvm::Value *x, llvm::Value *y);
   llvm::Value *floatFloorDiv(llvm::Value *x, llvm::Value *y);
   llvm::Value *maxMin(llvm::Value *x, llvm::Value *y, bool fp, bool isMax);
@@ -122,14 +123,20 @@ llvm::Value *ScalarOps::intDivRem(llvm::Value *x, llvm::Value *y, bool rem) {
   return b.CreateSelect(byZero, zero, out);
 }
 
+// Whether fmod's result `m` is nonzero with a sign other than the divisor `y`'s: there the
+// floor remainder is m + y and the floor quotient one less than the truncated one.
+llvm::Value *ScalarOps::fmodNeedsAdjust(llvm::Value *m, llvm::Value *y) {
+  llvm::Value *zero = llvm::ConstantFP::get(m->getType(), 0.0);
+  llvm::Value *signsDiffer = b.CreateXor(b.CreateFCmpOLT(y, zero), b.CreateFCmpOLT(m, zero));
+  return b.CreateAnd(b.CreateFCmpONE(m, zero), signsDiffer);
+}
+
 // numpy's remainder for floats (npy_remainder): fmod, plus the divisor where fmod's sign
 // differs from the divisor's; a zero result takes the divisor's sign. fmod(x, 0) is NaN.
 llvm::Value *ScalarOps::floatRem(llvm::Value *x, llvm::Value *y) {
   llvm::Value *zero = llvm::ConstantFP::get(x->getType(), 0.0);
   llvm::Value *m = b.CreateFRem(x, y);  // frem is C fmod
-  llvm::Value *signsDiffer = b.CreateXor(b.CreateFCmpOLT(y, zero), b.CreateFCmpOLT(m, zero));
-  llvm::Value *adjust = b.CreateAnd(b.CreateFCmpONE(m, zero), signsDiffer);
-  m = b.CreateSelect(adjust, b.CreateFAdd(m, y), m);
+  m = b.CreateSelect(fmodNeedsAdjust(m, y), b.CreateFAdd(m, y), m);
   llvm::Value *signedZero = b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, zero, y);
   return b.CreateSelect(b.CreateFCmpOEQ(m, zero), signedZero, m);
 }
@@ -144,9 +151,7 @@ llvm::Value *ScalarOps::floatFloorDiv(llvm::Value *x, llvm::Value *y) {
   llvm::Value *zero = llvm::ConstantFP::get(t, 0.0), *one = llvm::ConstantFP::get(t, 1.0);
   llvm::Value *m = b.CreateFRem(x, y);
   llvm::Value *q = b.CreateFDiv(b.CreateFSub(x, m), y);
-  llvm::Value *signsDiffer = b.CreateXor(b.CreateFCmpOLT(y, zero), b.CreateFCmpOLT(m, zero));
-  llvm::Value *adjust = b.CreateAnd(b.CreateFCmpONE(m, zero), signsDiffer);
-  q = b.CreateSelect(adjust, b.CreateFSub(q, one), q);
+  q = b.CreateSelect(fmodNeedsAdjust(m, y), b.CreateFSub(q, one), q);
   llvm::Value *fl = b.CreateUnaryIntrinsic(llvm::Intrinsic::floor, q);
   llvm::Value *roundUp = b.CreateFCmpOGT(b.CreateFSub(q, fl), llvm::ConstantFP::get(t, 0.5));
   fl = b.CreateSelect(roundUp, b.CreateFAdd(fl, one), fl);
