@@ -374,6 +374,7 @@ private:
   // the loop: its transpose then all-reduces the cotangent summed over the iterations once,
   // after the backward loop, not once per iteration.
   void hoistConstLifts(Scope &s, Eqn &e, Func &body, size_t consts) {
+    if (consts == 0) return;  // no const to hoist: spare the extra pass over the body
     std::map<const Value *, std::vector<AxisSet>> uses;
     for (size_t k = 0; k < consts; ++k) uses[body.params[1 + k]] = {};
     tracked_ = &uses;
