@@ -62,6 +62,9 @@ struct LinearEqn {
                                          // forward shmap's residual results
   std::vector<PartitionSpec> residualSpecs; // shmap only: their out_specs
   Func *backward = nullptr;              // shmap only: the backward body (ADShmap.cpp)
+  std::vector<Func *> branchBackward;    // cond whose branches communicate (savingCond): per
+                                         // branch, its vjp reading the saved collective
+                                         // results (residuals, one slot per branch's value)
 };
 
 // Options for one differentiation.
@@ -134,6 +137,7 @@ private:
   void tapeStackingLoop(const Eqn &e, const std::vector<Value *> &t, Func *f,
                         const std::vector<Type> &stackTypes, Func *backward);
   void condRule(const Eqn &e);
+  bool savingCond(const Eqn &e, const std::vector<Value *> &t);
   Value *addTangents(Value *a, Value *b);
   // Drops the primal `e` the linearizer just emitted (a jvp loop/cond computes it too).
   void popPrimal(const Eqn &e);

@@ -179,7 +179,12 @@ private:
   // alone) is lifted silently: that costs nothing and its transpose is never needed.
   Value *require(Scope &s, const Eqn &e, Value *v, AxisSet target) {
     if (tracked_)
-      if (auto it = tracked_->find(v); it != tracked_->end()) it->second.push_back(target);
+      if (auto it = trackedRoot_.find(v); it != trackedRoot_.end()) {
+        // A reshape or broadcast of a tracked const is lifted through to the const (lift), so
+        // the uses of its result are the const's uses.
+        if (changesOnlyShape(e.prim)) trackedRoot_[e.outs[0]] = it->second;
+        else (*tracked_)[it->second].push_back(target);
+      }
     if (v->type.vary == target) return v;
     if (!auto_ && !constants_.count(v)) {
       AxisSet missing = target & ~v->type.vary;
@@ -376,14 +381,17 @@ private:
   void hoistConstLifts(Scope &s, Eqn &e, Func &body, size_t consts) {
     if (consts == 0) return;  // no const to hoist: spare the extra pass over the body
     std::map<const Value *, std::vector<AxisSet>> uses;
-    for (size_t k = 0; k < consts; ++k) uses[body.params[1 + k]] = {};
+    for (size_t k = 0; k < consts; ++k) {
+      uses[body.params[1 + k]] = {};
+      trackedRoot_[body.params[1 + k]] = body.params[1 + k];
+    }
     tracked_ = &uses;
     func(body, false, nullptr);
     tracked_ = nullptr;
+    trackedRoot_.clear();
     for (size_t k = 0; k < consts; ++k) {
       const Value *p = body.params[1 + k];
-      size_t occurrences = std::count(body.results.begin(), body.results.end(), p);
-      for (const Eqn &q : body.eqns) occurrences += std::count(q.ins.begin(), q.ins.end(), p);
+      size_t occurrences = usesThroughReshapes(body, p);
       const std::vector<AxisSet> &targets = uses[p];
       if (targets.empty() || targets.size() != occurrences) continue;  // some use not lifted
       AxisSet t = targets[0];
@@ -391,6 +399,16 @@ private:
         continue;
       e.ins[k] = require(s, e, e.ins[k], t);
     }
+  }
+
+  // How many operands and results of `body` read `v`, counting a reshape or broadcast of it
+  // by the uses of its result.
+  static size_t usesThroughReshapes(const Func &body, const Value *v) {
+    size_t n = std::count(body.results.begin(), body.results.end(), v);
+    for (const Eqn &q : body.eqns)
+      for (const Value *in : q.ins)
+        if (in == v) n += changesOnlyShape(q.prim) ? usesThroughReshapes(body, q.outs[0]) : 1;
+    return n;
   }
 
   void cond(Scope &s, Eqn &e) {
@@ -456,6 +474,7 @@ private:
   std::set<const Value *> constants_;  // values computed from constants alone
   // While set, every require() of a key records its target (hoistConstLifts).
   std::map<const Value *, std::vector<AxisSet>> *tracked_ = nullptr;
+  std::map<const Value *, const Value *> trackedRoot_;  // a tracked const, or a reshape of one
 };
 
 } // namespace
