@@ -1,6 +1,7 @@
 // Device threads and the state they share during one shm_run_shmap call (private header).
 #ifndef SHMAP_RUNTIME_DEVICE_H
 #define SHMAP_RUNTIME_DEVICE_H
+#include "shmap_limits.h"
 #include "shmap_runtime.h"
 #include "stats.h"
 #include "util.h"
@@ -11,7 +12,7 @@
 
 namespace shm {
 
-constexpr int kMaxMeshRank = 8;
+constexpr int kMaxMeshRank = SHM_MAX_MESH_AXES;
 
 // A reusable barrier for the devices of one mesh. Sense is carried by a generation counter:
 // the last thread to arrive resets the count and bumps the generation; the others wait for

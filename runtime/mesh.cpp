@@ -200,7 +200,7 @@ extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
   for (int32_t a = 0; a < mesh_rank; ++a) {
     if (mesh_sizes[a] < 1) fatalf("shm_run_shmap: mesh axis %d has size %lld", (int)a, (long long)mesh_sizes[a]);
     ndev *= mesh_sizes[a];
-    if (ndev > 4096) fatalf("shm_run_shmap: more than 4096 devices");
+    if (ndev > SHM_MAX_DEVICES) fatalf("shm_run_shmap: more than %d devices", SHM_MAX_DEVICES);
   }
   MeshCall call((int)ndev);
   call.mesh_rank = mesh_rank;

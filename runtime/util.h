@@ -1,6 +1,7 @@
 // Small helpers shared by the runtime's source files (private; not part of the ABI).
 #ifndef SHMAP_RUNTIME_UTIL_H
 #define SHMAP_RUNTIME_UTIL_H
+#include "shmap_limits.h"
 #include "shmap_runtime.h"
 
 #include <cstdint>
@@ -23,7 +24,7 @@ void row_major_strides(int32_t rank, const int64_t *shape, int64_t *strides);
 
 // The runtime supports arrays of rank up to this bound (a fixed bound keeps the hot loops free of
 // heap allocation); shm_fatal beyond it.
-constexpr int kMaxRank = 16;
+constexpr int kMaxRank = SHM_MAX_RANK;
 void check_rank(int32_t rank, const char *what);
 
 // Copies a strided block of `shape` (rank may be 0: one element) from src to dst. Strides are in

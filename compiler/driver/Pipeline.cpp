@@ -10,6 +10,7 @@
 #include "parser/Parser.h"
 #include "passes/Passes.h"
 #include "sema/Sema.h"
+#include "source/BigStack.h"
 
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
@@ -134,13 +135,15 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
 } // namespace
 
 int compile(const CompileOptions &opts) {
-  SourceManager sm;
-  Diagnostics diags(sm, std::cerr);
-  try {
-    return compileWith(opts, sm, diags);
-  } catch (const CompileError &) {
-    return 1;
-  }
+  return runWithBigStack([&] {
+    SourceManager sm;
+    Diagnostics diags(sm, std::cerr);
+    try {
+      return compileWith(opts, sm, diags);
+    } catch (const CompileError &) {
+      return 1;
+    }
+  });
 }
 
 } // namespace shmapc

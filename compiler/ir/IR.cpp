@@ -47,17 +47,23 @@ int64_t dtypeSize(DType t) {
 
 bool isFloat(DType t) { return t == DType::F32 || t == DType::F64; }
 
-int64_t Type::numElements() const {
+// Products of sizes saturate at INT64_MAX instead of overflowing: sema and checkLimits reject
+// anything above the limits (docs/limits.md), and they must see a huge count as huge.
+static int64_t saturatingProduct(const std::vector<int64_t> &sizes) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : sizes)
+    if (__builtin_mul_overflow(n, d, &n)) return INT64_MAX;
   return n;
 }
 
-int64_t Mesh::numDevices() const {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
+int64_t Type::numElements() const { return saturatingProduct(shape); }
+
+int64_t Type::byteSize() const {
+  int64_t bytes;
+  return __builtin_mul_overflow(numElements(), dtypeSize(dtype), &bytes) ? INT64_MAX : bytes;
 }
+
+int64_t Mesh::numDevices() const { return saturatingProduct(sizes); }
 
 int Mesh::axisIndex(const std::string &axis) const {
   for (size_t i = 0; i < axes.size(); ++i)

@@ -51,7 +51,7 @@ struct Type {
   AxisSet vary = 0;
   int64_t rank() const { return (int64_t)shape.size(); }
   int64_t numElements() const;
-  int64_t byteSize() const { return numElements() * dtypeSize(dtype); }
+  int64_t byteSize() const;
   bool sameShape(const Type &o) const { return dtype == o.dtype && shape == o.shape; }
   bool operator==(const Type &o) const {
     return dtype == o.dtype && shape == o.shape && vary == o.vary;

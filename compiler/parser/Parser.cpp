@@ -585,6 +585,12 @@ StmtPtr Parser::parseFor() {
   } else {
     s->hi = first;
   }
+  // The loop variable is an i32: bounds beyond it would wrap.
+  for (int64_t bound : {s->lo, s->hi})
+    if (bound < INT32_MIN || bound > INT32_MAX)
+      diags_.fatal(DiagId::LoopBoundTooLarge, s->loc,
+                   "loop bound " + std::to_string(bound) + " does not fit the loop variable (i32)",
+                   "loop bounds must lie in [-2^31, 2^31 - 1]; split a longer loop into nested loops");
   expect(Tok::RParen, "to close range(...)", "range takes one or two static integers");
   s->body = parseBlock("for the loop body");
   return s;
@@ -596,7 +602,7 @@ int64_t Parser::parseStaticInt() {
   if (!at(Tok::Int))
     fail(DiagId::ExpectedToken, "an integer literal in range(...)",
          "loop bounds must be static integers, e.g. range(4) or range(-2, 2)");
-  int64_t v = take().intValue;
+  int64_t v = take().intValue;  // at most 2^63 - 1 (the lexer's check): negating is safe
   return negative ? -v : v;
 }
 

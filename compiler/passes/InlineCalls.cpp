@@ -16,36 +16,38 @@ class Inliner {
 public:
   explicit Inliner(Module &m) : m_(m) {}
 
+  // Only what main reaches is inlined, and a callee is copied into its callers without being
+  // flattened itself: a chain of n functions costs O(n) equations, not O(n^2).
   void run() {
-    std::vector<Func *> roots;
-    for (auto &f : m_.funcs)
-      if (!f->isNested) roots.push_back(f.get());
-    for (Func *f : roots) inlineInto(*f);
+    if (m_.main) inlineInto(*m_.main);
   }
 
 private:
-  // Inlines all calls in `f` and in its nested bodies (once per Func).
+  // Inlines all calls in `f` and in the bodies its equations hold (once per Func).
   void inlineInto(Func &f) {
     if (!done_.insert(&f).second) return;
     std::map<Value *, Value *> replace;
     std::vector<Eqn> out;
-    for (Eqn &e : f.eqns) {
-      for (Value *&v : e.ins) v = lookup(replace, v);
-      for (Func *b : e.bodies)
-        if (b->isNested || b->isTrace) inlineInto(*b);
-      if (e.prim != Prim::Call) {
-        out.push_back(std::move(e));
-        continue;
-      }
-      Func &callee = *e.bodies[0];
-      inlineInto(callee);
-      std::map<Value *, Value *> map;
-      for (size_t i = 0; i < callee.params.size(); ++i) map[callee.params[i]] = e.ins[i];
-      for (const Eqn &ce : callee.eqns) out.push_back(cloneEqn(ce, f, map));
-      for (size_t i = 0; i < e.outs.size(); ++i) replace[e.outs[i]] = lookup(map, callee.results[i]);
-    }
+    for (Eqn &e : f.eqns) expand(std::move(e), f, out, replace);
     f.eqns = std::move(out);
     for (Value *&r : f.results) r = lookup(replace, r);
+  }
+
+  // Appends `e` to `out` (a call: the callee's equations, copied and expanded in turn).
+  // `replace` maps results of calls to the values that replaced them.
+  void expand(Eqn e, Func &f, std::vector<Eqn> &out, std::map<Value *, Value *> &replace) {
+    for (Value *&v : e.ins) v = lookup(replace, v);
+    if (e.prim != Prim::Call) {
+      for (Func *b : e.bodies) inlineInto(*b);
+      out.push_back(std::move(e));
+      return;
+    }
+    const Func &callee = *e.bodies[0];
+    std::map<Value *, Value *> map;
+    for (size_t i = 0; i < callee.params.size(); ++i) map[callee.params[i]] = e.ins[i];
+    for (const Eqn &ce : callee.eqns) expand(cloneEqn(ce, f, map), f, out, replace);
+    for (size_t i = 0; i < e.outs.size(); ++i)
+      replace[e.outs[i]] = lookup(replace, lookup(map, callee.results[i]));
   }
 
   static Value *lookup(const std::map<Value *, Value *> &map, Value *v) {
@@ -84,7 +86,6 @@ private:
     }
     for (const Eqn &e : src.eqns) f->eqns.push_back(cloneEqn(e, *f, map));
     for (Value *r : src.results) f->results.push_back(lookup(map, r));
-    done_.insert(f);
     return f;
   }
 

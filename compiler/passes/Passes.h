@@ -35,5 +35,7 @@ bool retypeWithParams(ir::Func &f, const std::vector<ir::AxisSet> &paramVary,
 void differentiate(ir::Module &m, Diagnostics &diags);
 // Checks that every shmap result is invariant over the mesh axes its out_spec leaves unmapped.
 void checkOutSpecs(ir::Module &m, Diagnostics &diags);
+// Checks that every array stays within the runtime's limits of rank and element count.
+void checkLimits(ir::Module &m, Diagnostics &diags);
 
 } // namespace shmapc::passes

@@ -184,7 +184,7 @@ SVal Sema::evalIndex(const ast::Expr &e) {
       auto clampPos = [n](int64_t v) { return std::min(n, std::max<int64_t>(0, v < 0 ? v + n : v)); };
       int64_t s = it.start ? clampPos(staticInt(*it.start, "a slice start")) : 0;
       int64_t t = it.stop ? clampPos(staticInt(*it.stop, "a slice stop")) : n;
-      int64_t count = s < t ? (t - s + step - 1) / step : 0;
+      int64_t count = s < t ? (t - s - 1) / step + 1 : 0;  // no overflow for a huge step
       if (count == 0)
         fail(DiagId::IndexOutOfRange, it.loc,
              "slice selects no elements of dimension " + std::to_string(dim) + " of size " +

@@ -69,9 +69,10 @@ void Sema::collectMeshes() {
           fail(DiagId::BadMesh, i < m.axisLocs.size() ? m.axisLocs[i] : m.loc,
                "mesh axis \"" + m.axes[i] + "\" has size " + std::to_string(m.sizes[i]),
                "axis sizes must be positive");
-      if (m.axes.size() != m.sizes.size() || m.axes.empty() || m.axes.size() > 32)
-        fail(DiagId::BadMesh, m.loc, "mesh " + m.name + " needs 1 to 32 axes, each with a size",
+      if (m.axes.size() != m.sizes.size() || m.axes.empty())
+        fail(DiagId::BadMesh, m.loc, "mesh " + m.name + " needs at least one axis, each with a size",
              "write mesh " + m.name + " = <[\"x\"=2]>;");
+      checkMeshLimits(m);
       auto mesh = std::make_unique<ir::Mesh>();
       mesh->name = m.name;
       mesh->axes = m.axes;
@@ -80,6 +81,24 @@ void Sema::collectMeshes() {
       module_->meshes.push_back(std::move(mesh));
     }
   }
+}
+
+// The runtime runs each device as a thread and indexes axes with fixed-size arrays.
+void Sema::checkMeshLimits(const ast::MeshDecl &m) {
+  if (m.axes.size() > SHM_MAX_MESH_AXES)
+    fail(DiagId::MeshTooLarge, m.loc,
+         "mesh " + m.name + " has " + std::to_string(m.axes.size()) + " axes; at most " +
+             std::to_string(SHM_MAX_MESH_AXES) + " are supported",
+         "merge axes that are always used together");
+  int64_t devices = 1;
+  for (int64_t s : m.sizes)
+    if (__builtin_mul_overflow(devices, s, &devices) || devices > SHM_MAX_DEVICES) {
+      fail(DiagId::MeshTooLarge, m.loc,
+           "mesh " + m.name + " has more than " + std::to_string(SHM_MAX_DEVICES) +
+               " devices (the product of its axis sizes)",
+           "the runtime runs one thread per device, at most " + std::to_string(SHM_MAX_DEVICES) +
+               "; use smaller axes");
+    }
 }
 
 // ---- functions
@@ -217,6 +236,13 @@ const Instance &Sema::instantiate(const ast::FuncDecl &decl, const Unit &unit,
                                   Loc callLoc) {
   InstKey key{&decl, mesh, args};
   if (auto it = instances_.find(key); it != instances_.end()) return it->second;
+  if (active_.size() >= kMaxCallDepth)
+    failWithNote(DiagId::CallTooDeep, callLoc,
+                 "calls nest more than " + std::to_string(kMaxCallDepth) + " deep (" +
+                     active_.front()->name + " -> ... -> " + active_.back()->name + " -> " +
+                     decl.name + ")",
+                 "flatten the chain of calls, or use a for loop", active_.front()->loc,
+                 "the chain starts in " + active_.front()->name);
   for (const ast::FuncDecl *d : active_)
     if (d == &decl) {
       std::string chain;
@@ -287,7 +313,15 @@ std::unique_ptr<ir::Module> Sema::run() {
   if (main.shmap)
     fail(DiagId::NoMain, main.loc, "main cannot be a @shmap function",
          "put the per-device code in another function and call it from main");
+  if (main.hasResultArrow && !main.results.empty())
+    fail(DiagId::MainReturnsValue, main.loc, "main must not declare results",
+         "main is the host program: print or save what it computes, and drop `-> ...`");
   module_->main = instantiate(main, mainUnit, {}, nullptr, main.loc).func;
+  if (!module_->main->results.empty())
+    fail(DiagId::MainReturnsValue,
+         module_->main->returnLoc.valid() ? module_->main->returnLoc : main.loc,
+         "main returns a value, but nothing receives it",
+         "print the value instead, or end main with a bare `return;`");
   return std::move(module_);
 }
 

@@ -12,6 +12,7 @@
 //   Statements.cpp   statements, returns, for loops and conditionals
 #pragma once
 #include "sema/Sema.h"
+#include "shmap_limits.h"
 
 #include <map>
 #include <memory>
@@ -170,6 +171,7 @@ public:
   static std::string str(const ir::Type &t);
   std::string describe(const SVal &v);
   ir::Type typeOf(const ast::TypeExpr &t);
+  void checkMeshLimits(const ast::MeshDecl &m);
   ir::Value *emit(ir::Prim p, std::vector<ir::Value *> ins, const ir::Type &out, Loc loc,
                   Params params = {});
   ir::Value *constant(ir::DType dt, std::vector<int64_t> shape, std::vector<double> vals,
@@ -340,6 +342,8 @@ public:
   std::unique_ptr<ir::Module> module_;
   std::map<InstKey, Instance> instances_;
   std::vector<const ast::FuncDecl *> active_;  // instantiations in progress (recursion check)
+  // Calls nest at most this deep (docs/limits.md): the front end recurses once per call.
+  static constexpr size_t kMaxCallDepth = 256;
   // Calls that led to the function being lowered: (call site, callee name).
   std::vector<std::pair<Loc, std::string>> callChain_;
   std::set<std::string> usedFuncNames_;

@@ -48,6 +48,15 @@ ir::Type Sema::typeOf(const ast::TypeExpr &t) {
       fail(DiagId::BadArgument, t.loc, "dimension " + std::to_string(d) + " in a type",
            "array dimensions must be positive");
   out.shape = t.shape;
+  if (out.rank() > SHM_MAX_RANK)
+    fail(DiagId::ArrayTooLarge, t.loc,
+         "type " + str(out) + " has rank " + std::to_string(out.rank()) + "; at most " +
+             std::to_string(SHM_MAX_RANK) + " dimensions are supported",
+         "merge dimensions with reshape");
+  if (out.numElements() > SHM_MAX_ELEMENTS)
+    fail(DiagId::ArrayTooLarge, t.loc,
+         "type " + str(out) + " has more than 2^40 elements, the most one array may have",
+         "use a smaller shape; split the data over a mesh or over several arrays");
   return out;
 }
 
