@@ -112,6 +112,13 @@ void shm_copy(void *dst, const void *src, int64_t bytes);
 void shm_print(const char *label, int32_t dtype, int32_t rank, const int64_t *shape,
                const void *data);
 
+/* ---- numpy .npy files (runtime/npy.cpp). load fills `out` (dense, of the given dtype and
+ * shape) from the file, after checking that its dtype and shape are exactly these; save writes
+ * version 1 through a temporary file and a rename. Any problem: shm_fatal naming the file. */
+void shm_load_npy(const char *path, int32_t dtype, int32_t rank, const int64_t *shape, void *out);
+void shm_save_npy(const char *path, int32_t dtype, int32_t rank, const int64_t *shape,
+                  const void *data);
+
 /* ---- runtime errors (e.g. a device thread fails): prints `shmap runtime error: msg`, exits 2 */
 void shm_fatal(const char *msg);
 
