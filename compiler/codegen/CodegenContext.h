@@ -99,36 +99,18 @@ public:
   void copyBytes(llvm::Value *dst, llvm::Value *src, int64_t bytes);
   llvm::Value *i32List(const std::vector<int64_t> &v);  // int param -> i32 global array
 
-  // ---- lowerings (one file per family); each returns false after fail() on error
-  bool emitEqn(size_t index);                            // the dispatch switch (Lowering.cpp)
+  // ---- lowerings; each returns false after fail() on error. A primitive's own lowering is
+  // its `lower` rule in compiler/prims/; emitEqn dispatches to it.
+  bool emitEqn(size_t index);
   bool emitElementwiseGroup(size_t first, size_t last);  // Elementwise.cpp
-  // Kernels.cpp: creation, structural ops and print, mostly runtime kernel calls
-  bool emitConstant(const ir::Eqn &e);
-  bool emitIota(const ir::Eqn &e);
-  bool emitRandom(const ir::Eqn &e, int kind);
-  bool emitBroadcastInDim(const ir::Eqn &e);
-  bool emitCopy(const ir::Eqn &e);  // reshape, pbroadcast: same bytes
-  bool emitTranspose(const ir::Eqn &e);
-  bool emitReduce(const ir::Eqn &e, int op);
-  bool emitMatmul(const ir::Eqn &e);
-  bool emitSlice(const ir::Eqn &e);
-  bool emitDynamicSlice(const ir::Eqn &e);
-  bool emitDynamicUpdateSlice(const ir::Eqn &e);
-  bool emitConcatenate(const ir::Eqn &e);
-  bool emitPrint(const ir::Eqn &e);
-  // Collectives.cpp
-  bool emitAllReduce(const ir::Eqn &e, const char *runtimeFn);
-  bool emitAllGather(const ir::Eqn &e);
-  bool emitPscatter(const ir::Eqn &e);
-  bool emitPsumScatter(const ir::Eqn &e);
-  bool emitAllToAll(const ir::Eqn &e);
-  bool emitPpermute(const ir::Eqn &e);
-  bool emitAxisIndex(const ir::Eqn &e);
-  // ControlFlow.cpp
+  // ControlFlow.cpp: the higher-order primitives' lowerings
   bool emitCall(const ir::Eqn &e);
   bool emitShmap(const ir::Eqn &e);
   bool emitLoop(const ir::Eqn &e);
   bool emitCond(const ir::Eqn &e);
+  // reshape, pbroadcast: the bytes are unchanged; the output aliases the input unless it must
+  // land in a result buffer (a copy then).
+  bool emitCopy(const ir::Eqn &e);
   // An i64 array of the runtime start indices (loaded from i32[] scalar buffers), for the
   // dynamic slice kernels.
   llvm::Value *startIndices(const std::vector<ir::Value *> &scalars);
@@ -154,6 +136,22 @@ private:
   std::vector<std::vector<const ir::Value *>> freeAt_;
   std::vector<std::pair<size_t, size_t>> groups_;  // fused element-wise eqn ranges, in order
   std::vector<llvm::Value *> scratch_;             // heap scratch, freed before returning
+};
+
+// What a primitive's scalar rule sees (compiler/prims/): one element of each operand inside
+// a fused element-wise loop.
+struct ScalarCtx {
+  FuncEmitter &fe;
+  llvm::IRBuilder<> &b;
+  const ir::Eqn &e;
+  const std::vector<llvm::Value *> &x;
+  ir::DType t;    // the operands' dtype (select: the data operands')
+  ir::DType out;  // the result's dtype
+  bool fp, isBool;
+
+  llvm::Value *error(const std::string &why);  // fails the function; null
+  // An element converted between dtypes (saturating float -> int; != 0 -> bool).
+  llvm::Value *convert(llvm::Value *v, ir::DType from, ir::DType to);
 };
 
 } // namespace shmapc::codegen

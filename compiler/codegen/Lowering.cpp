@@ -1,7 +1,8 @@
 // emitLLVM: declares one LLVM function per IR Func, lowers each, verifies the module.
-// FuncEmitter::emitEqn is the one table from primitive to lowering.
+// FuncEmitter::emitEqn lowers an equation by its primitive's `lower` rule (compiler/prims/).
 #include "codegen/Codegen.h"
 #include "codegen/CodegenContext.h"
+#include "prims/Rules.h"
 
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
@@ -9,87 +10,12 @@
 
 namespace shmapc::codegen {
 
-bool FuncEmitter::emitEqn(size_t index) {
-  const ir::Eqn &e = f.eqns[index];
-  using P = ir::Prim;
-  switch (e.prim) {
-  // Fusible eqns normally arrive through a group (FuncEmitter::emit); a lone one is a
-  // group of one.
-  case P::Constant:
-    return isFusible(e) ? emitElementwiseGroup(index, index) : emitConstant(e);
-  case P::BroadcastInDim:
-    return isFusible(e) ? emitElementwiseGroup(index, index) : emitBroadcastInDim(e);
-  case P::Neg:
-  case P::Exp:
-  case P::Log:
-  case P::Sin:
-  case P::Cos:
-  case P::Tanh:
-  case P::Sqrt:
-  case P::Abs:
-  case P::Floor:
-  case P::Not:
-  case P::Convert:
-  case P::Add:
-  case P::Sub:
-  case P::Mul:
-  case P::Div:
-  case P::FloorDiv:
-  case P::Rem:
-  case P::Max:
-  case P::Min:
-  case P::Pow:
-  case P::And:
-  case P::Or:
-  case P::Eq:
-  case P::Ne:
-  case P::Lt:
-  case P::Le:
-  case P::Gt:
-  case P::Ge:
-  case P::Select: return emitElementwiseGroup(index, index);
+bool FuncEmitter::emitEqn(size_t index) { return prims::rulesOf(f.eqns[index].prim).lower(*this, index); }
 
-  case P::Iota: return emitIota(e);
-  case P::RandomNormal: return emitRandom(e, 0);   // SHM_RANDOM_NORMAL
-  case P::RandomUniform: return emitRandom(e, 1);  // SHM_RANDOM_UNIFORM
-  case P::Reshape: return emitCopy(e);
-  case P::Transpose: return emitTranspose(e);
-  case P::ReduceSum: return emitReduce(e, 0);  // SHM_REDUCE_SUM
-  case P::ReduceMax: return emitReduce(e, 1);  // SHM_REDUCE_MAX
-  case P::ReduceMin: return emitReduce(e, 2);  // SHM_REDUCE_MIN
-  case P::Matmul: return emitMatmul(e);
-  case P::Slice: return emitSlice(e);
-  case P::DynamicSlice: return emitDynamicSlice(e);
-  case P::DynamicUpdateSlice: return emitDynamicUpdateSlice(e);
-  case P::Concatenate: return emitConcatenate(e);
-
-  // psum2 is psum with a different variance typing; all_gather_invariant likewise.
-  case P::Psum:
-  case P::Psum2: return emitAllReduce(e, "shm_psum");
-  case P::Pmax: return emitAllReduce(e, "shm_pmax");
-  case P::Pmin: return emitAllReduce(e, "shm_pmin");
-  case P::Pbroadcast:  // invariant -> varying: no communication; an alias or a copy
-    return isFusible(e) ? emitElementwiseGroup(index, index) : emitCopy(e);
-  case P::AllGather:
-  case P::AllGatherInvariant: return emitAllGather(e);
-  case P::Pscatter: return emitPscatter(e);
-  case P::PsumScatter: return emitPsumScatter(e);
-  case P::AllToAll: return emitAllToAll(e);
-  case P::Ppermute: return emitPpermute(e);
-  case P::AxisIndex: return emitAxisIndex(e);
-
-  case P::Call: return emitCall(e);
-  case P::Shmap: return emitShmap(e);
-  case P::Loop: return emitLoop(e);
-  case P::Cond: return emitCond(e);
-
-  case P::Print: return emitPrint(e);
-
-  // The differentiate pass replaces program transformations by calls before codegen.
-  case P::Jvp:
-  case P::Vjp: return fail("internal error: jvp/vjp reached codegen");
-  }
-  return fail("internal error: unknown primitive");
+bool FuncEmitter::emitCopy(const ir::Eqn &e) {
+  if (storage(e.outs[0]).kind == StorageKind::Alias) return true;
+  copyBytes(buffer(e.outs[0]), buffer(e.ins[0]), e.outs[0]->type.byteSize());
+  return true;
 }
 
 std::unique_ptr<llvm::Module> emitLLVM(const ir::Module &m, llvm::LLVMContext &ctx,

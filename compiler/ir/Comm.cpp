@@ -1,5 +1,5 @@
 // The static communication report (Comm.h): a walk of the program from `main` that follows
-// codegen's lowering (codegen/Lowering.cpp, codegen/ControlFlow.cpp) and the runtime's byte
+// codegen's lowering (the `lower` rules in compiler/prims/, codegen/ControlFlow.cpp) and the runtime's byte
 // model (runtime/collectives.cpp), and its printer.
 #include "ir/Comm.h"
 

@@ -26,7 +26,7 @@ enum class CommKind { Psum, Pmax, Pmin, AllGather, PsumScatter, AllToAll, Ppermu
 constexpr int kNumCommKinds = 7;
 const char *commKindName(CommKind k);  // "psum", ..., as the --stats table names them
 
-// The runtime collective an IR primitive lowers to (codegen/Lowering.cpp): psum and psum2 ->
+// The runtime collective an IR primitive lowers to (its `lower` rule in compiler/prims/): psum and psum2 ->
 // psum, all_gather and all_gather_invariant -> all_gather, ... False for primitives that
 // communicate nothing (pbroadcast, pscatter, axis_index and every non-collective).
 bool runtimeCollective(Prim p, CommKind &kind);

@@ -127,22 +127,48 @@ struct Linearizer {
   Value *linear(Prim p, std::vector<Value *> ins, const Type &out, std::map<std::string, Attr> params = {});
   // Applies the jvp rule of `e` (already emitted as primal into b.f).
   void rule(const Eqn &e);
+  Value *addTangents(Value *a, Value *b);
+
+  // The higher-order primitives' jvp rules (ADShmap.cpp, ADLoop.cpp, ADCond.cpp).
+  void shmapRule(const Eqn &e);
+  void loopRule(const Eqn &e);
+  void condRule(const Eqn &e);
 
 private:
-  void shmapRule(const Eqn &e);
   void splitShmap(const Eqn &e, const std::vector<Value *> &t);
-  void loopRule(const Eqn &e);
   void blockedLoop(const Eqn &e);
   void savingLoop(const Eqn &e, const std::vector<Value *> &t);
   void tapeStackingLoop(const Eqn &e, const std::vector<Value *> &t, Func *f,
                         const std::vector<Type> &stackTypes, Func *backward);
-  void condRule(const Eqn &e);
   bool savingCond(const Eqn &e, const std::vector<Value *> &t);
-  Value *addTangents(Value *a, Value *b);
   // Drops the primal `e` the linearizer just emitted (a jvp loop/cond computes it too).
   void popPrimal(const Eqn &e);
   // Emits `j` (the jvp of `e`) with a new tangent result per float result of `e`.
   void emitWithTangentOuts(Eqn j, const Eqn &e);
+};
+
+// What a primitive's jvp rule sees (compiler/prims/): the equation `e`, already emitted as
+// primal, and the tangents `t` of its operands (null: zero, or not differentiable).
+struct JvpCtx {
+  Linearizer &L;
+  Builder &b;
+  const Eqn &e;
+  std::vector<Value *> t;
+  Value *x, *y;    // the first operand and the first result (null if there is none)
+  const Type &ty;  // y's type (x's if there is no result)
+
+  void set(Value *tv) {  // the tangent of y (null: zero)
+    if (tv) L.tangent[y] = tv;
+  }
+  Value *linear(Prim p, std::vector<Value *> ins, const Type &out,
+                std::map<std::string, Attr> params = {}) {
+    return L.linear(p, std::move(ins), out, std::move(params));
+  }
+  Value *scaled(Value *tv, Value *coef) {  // tv * coef, linear in tv; null stays null
+    return tv ? linear(Prim::Mul, {tv, b.liftTo(coef, tv->type.vary)}, tv->type) : nullptr;
+  }
+  Value *zerosIfNull(Value *tv, const Value *primal) { return tv ? tv : b.zerosLike(primal->type); }
+  Value *add(Value *p, Value *q) { return L.addTangents(p, q); }
 };
 
 // Backward sweep: consumes the tape in reverse, accumulating cotangents.
@@ -158,10 +184,32 @@ struct Transposer {
   }
   void rule(const LinearEqn &le);
 
-private:
+  // The higher-order primitives' transpose rules (ADShmap.cpp, ADLoop.cpp, ADCond.cpp).
   void shmapRule(const LinearEqn &le);
   void loopRule(const LinearEqn &le);
   void condRule(const LinearEqn &le);
+};
+
+// What a primitive's transpose rule sees (compiler/prims/): the taped linear equation and the
+// cotangent `c` of its result (never null for a first-order primitive: a zero cotangent
+// contributes nothing, so the rule is not called).
+struct TransposeCtx {
+  Transposer &T;
+  Builder &b;
+  const LinearEqn &le;
+  const Eqn &e;
+  Value *c;
+  const Type &xt;  // the first operand's type
+
+  bool isLinear(size_t i) const { return le.linear[i]; }
+  // Adds `ct` to the cotangent of operand i, if that operand is linear (a tangent).
+  void accumulate(size_t i, Value *ct) {
+    if (le.linear[i]) T.accumulate(e.ins[i], ct);
+  }
+  // `p` applied to `v` with `params`, typed `t`.
+  Value *apply(Prim p, Value *v, std::map<std::string, Attr> params, const Type &t) {
+    return b.emit(p, {v}, t, std::move(params));
+  }
 };
 
 // A new Func with `f`'s mesh and variance flags, named `name` (made unique).

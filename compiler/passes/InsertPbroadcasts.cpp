@@ -2,7 +2,7 @@
 //
 // Every value in a shmap body gets the set of mesh axes it may vary over. Body params start
 // from their in_specs; each equation's result follows the rule of its primitive
-// (VarianceRules.h). Where operands disagree, each is lifted to the union of their variance
+// (VarianceRules.h; each primitive names its kind in compiler/prims/). Where operands disagree, each is lifted to the union of their variance
 // sets with a pbroadcast — once per (value, target), so the transpose does not turn repeated
 // pbroadcasts into a sum of psums. With auto_pbroadcast=false a disagreement is an error that
 // says which pbroadcast to write.
@@ -14,6 +14,7 @@
 // over the union of its branches' and its predicate's variance.
 #include "passes/Passes.h"
 #include "passes/VarianceRules.h"
+#include "prims/Rules.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -222,7 +223,7 @@ private:
 
   void eqn(Scope &s, Eqn e) {
     for (Value *&v : e.ins) v = resolve(s, v);
-    switch (varianceRule(e.prim)) {
+    switch (prims::rulesOf(e.prim).variance) {
     case VarianceRule::Invariant:
       setOut(e, 0);
       constants_.insert(e.outs.begin(), e.outs.end());

@@ -1,6 +1,5 @@
-// The device-variance typing rule of every primitive (seed 000's table), as one switch over
-// ir::Prim with no default: a primitive added to Primitives.def does not build until it has
-// a rule here.
+// The kinds of device-variance typing rule (seed 000's table). Each primitive names its kind
+// in its definition in compiler/prims/; InsertPbroadcasts.cpp applies them.
 #pragma once
 #include "ir/IR.h"
 
@@ -22,45 +21,5 @@ enum class VarianceRule {
   Transform,          // jvp, vjp: the traced function typed like a call (differentiated after)
   Effect,             // print: host only
 };
-
-inline VarianceRule varianceRule(ir::Prim p) {
-  using ir::Prim;
-  switch (p) {
-  case Prim::Constant:
-  case Prim::Iota:
-  case Prim::RandomNormal:
-  case Prim::RandomUniform: return VarianceRule::Invariant;
-  case Prim::Neg: case Prim::Exp: case Prim::Log: case Prim::Sin: case Prim::Cos:
-  case Prim::Tanh: case Prim::Sqrt: case Prim::Abs: case Prim::Not: case Prim::Convert:
-  case Prim::Add: case Prim::Sub: case Prim::Mul: case Prim::Div: case Prim::Rem:
-  case Prim::Floor: case Prim::FloorDiv:
-  case Prim::Max: case Prim::Min: case Prim::Pow: case Prim::And: case Prim::Or:
-  case Prim::Eq: case Prim::Ne: case Prim::Lt: case Prim::Le: case Prim::Gt: case Prim::Ge:
-  case Prim::Select: case Prim::BroadcastInDim: case Prim::Reshape: case Prim::Transpose:
-  case Prim::ReduceSum: case Prim::ReduceMax: case Prim::ReduceMin: case Prim::Matmul:
-  case Prim::Slice: case Prim::DynamicSlice: case Prim::DynamicUpdateSlice:
-  case Prim::Concatenate: return VarianceRule::SameAsOperands;
-  case Prim::Psum: return VarianceRule::UserPsum;
-  case Prim::Psum2:
-  case Prim::AllGatherInvariant: return VarianceRule::VaryingToInvariant;
-  case Prim::Pmax:
-  case Prim::Pmin: return VarianceRule::MaxMin;
-  case Prim::Pbroadcast:
-  case Prim::Pscatter: return VarianceRule::InvariantToVarying;
-  case Prim::AllGather:
-  case Prim::PsumScatter:
-  case Prim::AllToAll:
-  case Prim::Ppermute: return VarianceRule::VaryingToVarying;
-  case Prim::AxisIndex: return VarianceRule::AxisIndex;
-  case Prim::Loop: return VarianceRule::Loop;
-  case Prim::Cond: return VarianceRule::Cond;
-  case Prim::Shmap: return VarianceRule::Shmap;
-  case Prim::Call: return VarianceRule::Call;
-  case Prim::Jvp:
-  case Prim::Vjp: return VarianceRule::Transform;
-  case Prim::Print: return VarianceRule::Effect;
-  }
-  return VarianceRule::Effect;  // unreachable: the switch covers every primitive
-}
 
 } // namespace shmapc::passes

@@ -1,0 +1,99 @@
+// Creation: constant, iota, random_normal, random_uniform. They make invariant values with
+// no operands, so they have no tangent and are never linear.
+#include "prims/Prim.h"
+
+#include <cmath>
+
+namespace shmapc::prims {
+
+// A constant with a full value list is a constant global; it is used in place (values are
+// never written after they are defined) unless it must land in the caller's result buffer.
+// A splat (one value) is fused into the loops that read it.
+template <> const Rules &define<Prim::Constant>() {
+  static const Rules r{
+      .variance = VarianceRule::Invariant,
+      .jvp = noTangent,
+      .transpose = notLinear,
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        if (FuncEmitter::isFusible(e)) return fe.emitElementwiseGroup(i, i);
+        const Value *out = e.outs[0];
+        const std::vector<double> &values = e.doublesParam("value");
+        if ((int64_t)values.size() != out->type.numElements())
+          return fe.fail("constant: " + std::to_string(values.size()) + " values for " +
+                         std::to_string(out->type.numElements()) + " elements");
+        if (values.empty()) return true;
+        llvm::Constant *data = fe.me.dataArray(out->type.dtype, values);
+        if (fe.storage(out).kind == codegen::StorageKind::Global)
+          fe.setBuffer(out, data);
+        else
+          fe.copyBytes(fe.buffer(out), data, out->type.byteSize());
+        return true;
+      },
+      .scalar = [](ScalarCtx &c) -> llvm::Value * {
+        double v = c.e.doublesParam("value")[0];
+        switch (c.out) {
+        case DType::F32:
+        case DType::F64: return llvm::ConstantFP::get(c.fe.me.elemType(c.out), v);
+        case DType::I32: {  // saturating, NaN -> 0, as a float -> int conversion
+          double s = std::isnan(v) ? 0.0 : std::fmax(-2147483648.0, std::fmin(2147483647.0, v));
+          return c.b.getInt32((uint32_t)(int32_t)s);
+        }
+        case DType::Bool: return c.b.getInt8(v != 0 ? 1 : 0);
+        }
+        return nullptr;
+      },
+  };
+  return r;
+}
+
+template <> const Rules &define<Prim::Iota>() {
+  static const Rules r{
+      .variance = VarianceRule::Invariant,
+      .jvp = noTangent,
+      .transpose = notLinear,
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        const Type &t = e.outs[0]->type;
+        fe.callRt("shm_iota", {fe.dtypeCode(t.dtype), fe.buffer(e.outs[0]), fe.i32(t.rank()),
+                               fe.me.i64Array(t.shape), fe.i32(e.intParam("dimension"))});
+        return true;
+      },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+// Deterministic across runs and machines (docs/numerics.md); `kind` is SHM_RANDOM_NORMAL or
+// SHM_RANDOM_UNIFORM.
+static bool lowerRandom(FuncEmitter &fe, size_t i, int kind) {
+  const Eqn &e = fe.f.eqns[i];
+  const Type &t = e.outs[0]->type;
+  fe.callRt("shm_random", {fe.dtypeCode(t.dtype), fe.i32(kind), fe.i64(e.intParam("seed")),
+                           fe.buffer(e.outs[0]), fe.i64(t.numElements())});
+  return true;
+}
+
+template <> const Rules &define<Prim::RandomNormal>() {
+  static const Rules r{
+      .variance = VarianceRule::Invariant,
+      .jvp = noTangent,
+      .transpose = notLinear,
+      .lower = [](FuncEmitter &fe, size_t i) { return lowerRandom(fe, i, 0); },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+template <> const Rules &define<Prim::RandomUniform>() {
+  static const Rules r{
+      .variance = VarianceRule::Invariant,
+      .jvp = noTangent,
+      .transpose = notLinear,
+      .lower = [](FuncEmitter &fe, size_t i) { return lowerRandom(fe, i, 1); },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+} // namespace shmapc::prims

@@ -1,0 +1,79 @@
+// Point-to-point exchanges within a mesh axis group, and the device's index in it:
+// all_to_all (transposes to all_to_all with split and concat axes swapped), ppermute (to the
+// inverse permutation), axis_index.
+#include "prims/Prim.h"
+
+namespace shmapc::prims {
+
+template <> const Rules &define<Prim::AllToAll>() {
+  static const Rules r{
+      .variance = VarianceRule::VaryingToVarying,
+      .jvp = linearJvp,
+      .transpose = [](TransposeCtx &c) {
+        const Eqn &e = c.e;
+        c.accumulate(0, c.apply(Prim::AllToAll, c.c,
+                                {{"axes", e.params.at("axes")},
+                                 {"split_axis", e.params.at("concat_axis")},
+                                 {"concat_axis", e.params.at("split_axis")},
+                                 {"tiled", e.params.at("tiled")}},
+                                c.xt));
+      },
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        const Type &t = e.ins[0]->type;
+        AxesArg a = axesOf(fe, e);
+        fe.callRt("shm_all_to_all",
+                  {fe.dev, fe.dtypeCode(t.dtype), fe.buffer(e.ins[0]), fe.buffer(e.outs[0]), fe.i32(t.rank()),
+                   fe.me.i64Array(t.shape), fe.i32(e.intParam("split_axis")), fe.i32(e.intParam("concat_axis")),
+                   fe.i32(e.intParam("tiled") != 0), a.ptr, a.count});
+        return true;
+      },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+// perm: flattened (source, destination) pairs; devices no pair sends to receive zeros.
+template <> const Rules &define<Prim::Ppermute>() {
+  static const Rules r{
+      .variance = VarianceRule::VaryingToVarying,
+      .jvp = linearJvp,
+      .transpose = [](TransposeCtx &c) {
+        std::vector<int64_t> inv = c.e.intsParam("perm");
+        for (size_t i = 0; i + 1 < inv.size(); i += 2) std::swap(inv[i], inv[i + 1]);
+        c.accumulate(0, c.apply(Prim::Ppermute, c.c, {{"axes", c.e.params.at("axes")}, {"perm", inv}}, c.xt));
+      },
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        const Type &t = e.ins[0]->type;
+        const std::vector<int64_t> &perm = e.intsParam("perm");
+        if (perm.size() % 2) return fe.fail("ppermute: perm must hold (src, dst) pairs");
+        AxesArg a = axesOf(fe, e);
+        fe.callRt("shm_ppermute", {fe.dev, fe.dtypeCode(t.dtype), fe.buffer(e.ins[0]), fe.buffer(e.outs[0]),
+                                   fe.i64(t.numElements()), fe.me.i64Array(perm),
+                                   fe.i32((int64_t)perm.size() / 2), a.ptr, a.count});
+        return true;
+      },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+// () -> i32[], varying over its axes: the row-major index of the device in the group.
+template <> const Rules &define<Prim::AxisIndex>() {
+  static const Rules r{
+      .variance = VarianceRule::AxisIndex,
+      .jvp = noTangent,
+      .transpose = notLinear,
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        AxesArg a = axesOf(fe, e);
+        fe.b.CreateStore(fe.callRt("shm_axis_index", {fe.dev, a.ptr, a.count}), fe.buffer(e.outs[0]));
+        return true;
+      },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+} // namespace shmapc::prims

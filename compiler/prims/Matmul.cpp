@@ -1,0 +1,56 @@
+// matmul: lhs [B..., m, k] x rhs [B..., k, n] -> [B..., m, n] (rank >= 2, equal batch dims),
+// by the runtime's BLAS call. Bilinear: linear in each operand when the other is primal; the
+// transposes multiply the cotangent by the other operand transposed.
+#include "prims/Prim.h"
+
+namespace shmapc::prims {
+
+namespace {
+
+std::vector<int64_t> swapLastTwo(int64_t rank) {
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < rank; ++i) perm.push_back(i);
+  std::swap(perm[rank - 1], perm[rank - 2]);
+  return perm;
+}
+
+} // namespace
+
+template <> const Rules &define<Prim::Matmul>() {
+  static const Rules r{
+      .variance = VarianceRule::SameAsOperands,
+      .jvp = [](JvpCtx &c) {
+        Value *ta = c.t[0] ? c.linear(Prim::Matmul, {c.t[0], c.e.ins[1]}, c.ty) : nullptr;
+        Value *tb = c.t[1] ? c.linear(Prim::Matmul, {c.e.ins[0], c.t[1]}, c.ty) : nullptr;
+        c.set(c.add(ta, tb));
+      },
+      .transpose = [](TransposeCtx &c) {
+        Builder &b = c.b;
+        const Eqn &e = c.e;
+        if (c.isLinear(0)) {
+          Value *bt = b.transpose(e.ins[1], swapLastTwo(e.ins[1]->type.rank()));
+          c.accumulate(0, b.emit(Prim::Matmul, {c.c, b.liftTo(bt, c.c->type.vary)}, e.ins[0]->type));
+        }
+        if (c.isLinear(1)) {
+          Value *at = b.transpose(e.ins[0], swapLastTwo(e.ins[0]->type.rank()));
+          c.accumulate(1, b.emit(Prim::Matmul, {b.liftTo(at, c.c->type.vary), c.c}, e.ins[1]->type));
+        }
+      },
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        const Type &lhs = e.ins[0]->type, &rhs = e.ins[1]->type;
+        if (lhs.rank() < 2 || rhs.rank() < 2) return fe.fail("matmul: operands must have rank >= 2");
+        int64_t batch = 1;
+        for (int64_t d = 0; d + 2 < lhs.rank(); ++d) batch *= lhs.shape[d];
+        int64_t m = lhs.shape[lhs.rank() - 2], k = lhs.shape[lhs.rank() - 1];
+        int64_t n = rhs.shape[rhs.rank() - 1];
+        fe.callRt("shm_matmul", {fe.dtypeCode(lhs.dtype), fe.buffer(e.ins[0]), fe.buffer(e.ins[1]),
+                                 fe.buffer(e.outs[0]), fe.i64(batch), fe.i64(m), fe.i64(k), fe.i64(n)});
+        return true;
+      },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+} // namespace shmapc::prims

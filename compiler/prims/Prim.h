@@ -1,0 +1,36 @@
+// What a primitive's file in compiler/prims/ includes: the Rules it defines, the contexts the
+// rules receive, and lowering helpers shared by several primitives.
+#pragma once
+#include "codegen/CodegenContext.h"
+#include "passes/AD.h"
+#include "prims/Rules.h"
+
+namespace shmapc::prims {
+
+using namespace ir;
+using codegen::FuncEmitter;
+using codegen::ScalarCtx;
+using passes::VarianceRule;
+using passes::ad::Builder;
+using passes::ad::JvpCtx;
+using passes::ad::LinearEqn;
+using passes::ad::TransposeCtx;
+
+// An element-wise primitive: operands and result vary alike (seed 000's rule for
+// non-collectives), and it is computed inside fused loops.
+constexpr Rules elementwise(void (*jvp)(JvpCtx &), void (*transpose)(TransposeCtx &),
+                            llvm::Value *(*scalar)(ScalarCtx &)) {
+  return Rules{.variance = VarianceRule::SameAsOperands,
+               .jvp = jvp,
+               .transpose = transpose,
+               .lower = lowerFused,
+               .scalar = scalar};
+}
+
+// A collective's mesh axes as runtime arguments: (pointer to an i32 array, count).
+struct AxesArg {
+  llvm::Value *ptr, *count;
+};
+AxesArg axesOf(FuncEmitter &fe, const Eqn &e);
+
+} // namespace shmapc::prims

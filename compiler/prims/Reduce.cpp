@@ -1,0 +1,81 @@
+// Reductions over `axes` (sorted; the reduced dimensions are removed): reduce_sum (linear:
+// transposes to a broadcast back), reduce_max and reduce_min (the tangent flows through the
+// extremum, ties sharing it). Float sums are numpy's pairwise tree (docs/numerics.md).
+#include "prims/Prim.h"
+
+#include <algorithm>
+
+namespace shmapc::prims {
+
+namespace {
+
+std::vector<int64_t> keptDims(const Type &t, const std::vector<int64_t> &axes) {
+  std::vector<int64_t> kept;
+  for (int64_t d = 0; d < t.rank(); ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) kept.push_back(d);
+  return kept;
+}
+
+// op: SHM_REDUCE_SUM, SHM_REDUCE_MAX or SHM_REDUCE_MIN.
+bool lowerReduce(FuncEmitter &fe, size_t i, int op) {
+  const Eqn &e = fe.f.eqns[i];
+  const Type &in = e.ins[0]->type;
+  const std::vector<int64_t> &axes = e.intsParam("axes");
+  fe.callRt("shm_reduce", {fe.dtypeCode(in.dtype), fe.i32(op), fe.buffer(e.ins[0]), fe.i32(in.rank()),
+                           fe.me.i64Array(in.shape), fe.me.i64Array(axes), fe.i32((int64_t)axes.size()),
+                           fe.buffer(e.outs[0])});
+  return true;
+}
+
+// The tangent at the extremum; ties share it equally.
+void extremumJvp(JvpCtx &c) {
+  Builder &b = c.b;
+  const auto &axes = c.e.intsParam("axes");
+  const Type &xt = c.x->type;
+  Value *yb = b.broadcastTo(c.y, xt, keptDims(xt, axes));
+  Value *mask = b.convert(b.compare(Prim::Eq, c.x, yb), xt.dtype);
+  Value *count = b.broadcastTo(b.reduceSum(mask, axes), xt, keptDims(xt, axes));
+  Value *w = b.binary(Prim::Div, mask, count);
+  c.set(c.linear(Prim::ReduceSum, {c.scaled(c.t[0], w)}, c.ty, {{"axes", axes}}));
+}
+
+} // namespace
+
+template <> const Rules &define<Prim::ReduceSum>() {
+  static const Rules r{
+      .variance = VarianceRule::SameAsOperands,
+      .jvp = linearJvp,
+      .transpose = [](TransposeCtx &c) {
+        Type full = c.xt;
+        full.vary = c.c->type.vary;
+        c.accumulate(0, c.b.broadcastTo(c.c, full, keptDims(c.xt, c.e.intsParam("axes"))));
+      },
+      .lower = [](FuncEmitter &fe, size_t i) { return lowerReduce(fe, i, 0); },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+template <> const Rules &define<Prim::ReduceMax>() {
+  static const Rules r{
+      .variance = VarianceRule::SameAsOperands,
+      .jvp = extremumJvp,
+      .transpose = notLinear,
+      .lower = [](FuncEmitter &fe, size_t i) { return lowerReduce(fe, i, 1); },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+template <> const Rules &define<Prim::ReduceMin>() {
+  static const Rules r{
+      .variance = VarianceRule::SameAsOperands,
+      .jvp = extremumJvp,
+      .transpose = notLinear,
+      .lower = [](FuncEmitter &fe, size_t i) { return lowerReduce(fe, i, 2); },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+} // namespace shmapc::prims

@@ -1,0 +1,62 @@
+// Everything the compiler knows about a primitive beyond its line in ir/Primitives.def, found
+// at the primitive's definition in this folder (as JAX keeps a primitive's abstract evaluation,
+// jvp, transpose and lowering next to it): its device-variance rule (seed 000), its jvp, its
+// transpose, and its lowering to LLVM (a kernel call, or one element of a fused loop).
+//
+// Each primitive's file defines `define<Prim::X>()`. The table in Table.cpp names every
+// primitive of Primitives.def, so a primitive without a definition does not link, and this
+// library is compiled with -Werror=missing-field-initializers, so a definition that leaves out
+// a rule does not compile. Adding a primitive: a line in Primitives.def, a definition here,
+// the surface syntax in sema, and its bytes in ir/Comm.cpp if it communicates.
+#pragma once
+#include "ir/IR.h"
+#include "passes/VarianceRules.h"
+
+#include <cstddef>
+
+namespace llvm {
+class Value;
+}
+namespace shmapc::passes::ad {
+struct JvpCtx;
+struct TransposeCtx;
+}
+namespace shmapc::codegen {
+class FuncEmitter;
+struct ScalarCtx;
+}
+
+namespace shmapc::prims {
+
+struct Rules {
+  // How the result's variance follows the operands' (InsertPbroadcasts.cpp applies it).
+  passes::VarianceRule variance;
+  // Given the equation emitted as primal, emits its tangent (passes/AD.h, JvpCtx).
+  void (*jvp)(passes::ad::JvpCtx &c);
+  // Given the cotangent of a linear equation's result, accumulates its operands' cotangents.
+  // Only called for equations the jvp rules taped as linear.
+  void (*transpose)(passes::ad::TransposeCtx &c);
+  // Emits the equation at `index` of the function being lowered; false after fe.fail().
+  bool (*lower)(codegen::FuncEmitter &fe, size_t index);
+  // One element of the result from the operands' elements, inside a fused element-wise loop;
+  // null for a primitive that is never fused (codegen::FuncEmitter::isFusible).
+  llvm::Value *(*scalar)(codegen::ScalarCtx &c);
+};
+
+template <ir::Prim P>
+const Rules &define();
+
+#define PRIM(Id, Name, Kind, NumIn, NumOut) template <> const Rules &define<ir::Prim::Id>();
+#include "ir/Primitives.def"
+#undef PRIM
+
+// The rules of `p`.
+const Rules &rulesOf(ir::Prim p);
+
+// Shared rules.
+void noTangent(passes::ad::JvpCtx &c);      // constants, integer and boolean results
+void linearJvp(passes::ad::JvpCtx &c);      // linear in its first operand: the same primitive
+void notLinear(passes::ad::TransposeCtx &c);  // never taped as linear
+bool lowerFused(codegen::FuncEmitter &fe, size_t index);  // a fused loop of one equation
+
+} // namespace shmapc::prims

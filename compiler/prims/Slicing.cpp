@@ -1,0 +1,137 @@
+// slice (static start, limit, strides), dynamic_slice and dynamic_update_slice (start indices
+// are i32[] operands, clamped into range as in JAX). All are linear in their array operands;
+// a slice transposes to an update of zeros, and an update to a slice.
+#include "prims/Prim.h"
+
+namespace shmapc::prims {
+
+template <> const Rules &define<Prim::Slice>() {
+  static const Rules r{
+      .variance = VarianceRule::SameAsOperands,
+      .jvp = linearJvp,
+      // A strided dimension first gets its gaps back: zeros interleaved after each element
+      // (reshape to [m, 1], concatenate [m, s - 1] zeros, reshape to m * s, cut to the
+      // slice's extent); then the block goes into zeros at the slice's start.
+      .transpose = [](TransposeCtx &ctx) {
+        Builder &b = ctx.b;
+        Value *c = ctx.c;
+        const Type &xt = ctx.xt;
+        const auto &start = ctx.e.intsParam("start"), &limit = ctx.e.intsParam("limit");
+        const auto &strides = ctx.e.intsParam("strides");
+        for (size_t dim = 0; dim < strides.size(); ++dim) {
+          int64_t stride = strides[dim], m = c->type.shape[dim];
+          if (stride == 1) continue;
+          if (m == 0) return;  // nothing was sliced: a zero cotangent
+          std::vector<int64_t> shape = c->type.shape;
+          shape[dim] = 1;
+          shape.insert(shape.begin() + dim, m);
+          Value *column = b.reshape(c, shape);
+          shape[dim + 1] = stride - 1;
+          Value *gaps = b.zerosLike(Type{c->type.dtype, shape, c->type.vary});
+          shape[dim + 1] = stride;
+          Value *spread = b.emit(Prim::Concatenate, {column, gaps}, Type{c->type.dtype, shape, c->type.vary},
+                                 {{"dimension", (int64_t)dim + 1}});
+          std::vector<int64_t> flat = c->type.shape;
+          flat[dim] = m * stride;
+          spread = b.reshape(spread, flat);
+          std::vector<int64_t> lo(flat.size(), 0), hi = flat, one(flat.size(), 1);
+          hi[dim] = limit[dim] - start[dim];
+          std::vector<int64_t> cut = flat;
+          cut[dim] = hi[dim];
+          c = b.emit(Prim::Slice, {spread}, Type{c->type.dtype, cut, c->type.vary},
+                     {{"start", lo}, {"limit", hi}, {"strides", one}});
+        }
+        std::vector<Value *> ins = {b.zerosLike(Type{xt.dtype, xt.shape, c->type.vary}), c};
+        for (int64_t s : start) ins.push_back(b.i32(s));
+        Type out{xt.dtype, xt.shape, c->type.vary};
+        ctx.accumulate(0, b.emit(Prim::DynamicUpdateSlice, ins, out));
+      },
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        const Type &in = e.ins[0]->type;
+        fe.callRt("shm_slice", {fe.dtypeCode(in.dtype), fe.buffer(e.ins[0]), fe.i32(in.rank()),
+                                fe.me.i64Array(in.shape), fe.me.i64Array(e.intsParam("start")),
+                                fe.me.i64Array(e.intsParam("limit")), fe.me.i64Array(e.intsParam("strides")),
+                                fe.buffer(e.outs[0])});
+        return true;
+      },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+// (operand, i32[] start per dim...); sizes: the block's shape.
+template <> const Rules &define<Prim::DynamicSlice>() {
+  static const Rules r{
+      .variance = VarianceRule::SameAsOperands,
+      .jvp = [](JvpCtx &c) {
+        if (!c.t[0]) return;
+        std::vector<Value *> ins = {c.t[0]};
+        ins.insert(ins.end(), c.e.ins.begin() + 1, c.e.ins.end());
+        c.set(c.linear(c.e.prim, ins, c.ty, c.e.params));
+      },
+      .transpose = [](TransposeCtx &c) {
+        Type out{c.xt.dtype, c.xt.shape, c.c->type.vary};
+        std::vector<Value *> ins = {c.b.zerosLike(out), c.c};
+        ins.insert(ins.end(), c.e.ins.begin() + 1, c.e.ins.end());
+        c.accumulate(0, c.b.emit(Prim::DynamicUpdateSlice, ins, out));
+      },
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        const Type &in = e.ins[0]->type;
+        std::vector<Value *> starts(e.ins.begin() + 1, e.ins.end());
+        if ((int64_t)starts.size() != in.rank())
+          return fe.fail("dynamic_slice: need one start index per dimension");
+        fe.callRt("shm_dynamic_slice", {fe.dtypeCode(in.dtype), fe.buffer(e.ins[0]), fe.i32(in.rank()),
+                                        fe.me.i64Array(in.shape), fe.startIndices(starts),
+                                        fe.me.i64Array(e.intsParam("sizes")), fe.buffer(e.outs[0])});
+        return true;
+      },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+// (operand, update, i32[] start per dim...): linear in the operand and the update.
+template <> const Rules &define<Prim::DynamicUpdateSlice>() {
+  static const Rules r{
+      .variance = VarianceRule::SameAsOperands,
+      .jvp = [](JvpCtx &c) {
+        if (!c.t[0] && !c.t[1]) return;
+        std::vector<Value *> ins = {c.zerosIfNull(c.t[0], c.e.ins[0]), c.zerosIfNull(c.t[1], c.e.ins[1])};
+        ins.insert(ins.end(), c.e.ins.begin() + 2, c.e.ins.end());
+        c.set(c.linear(c.e.prim, ins, c.ty, c.e.params));
+      },
+      .transpose = [](TransposeCtx &c) {
+        std::vector<Value *> idx(c.e.ins.begin() + 2, c.e.ins.end());
+        const Type &ut = c.e.ins[1]->type;
+        if (c.isLinear(0)) {  // the operand outside the update
+          std::vector<Value *> ins = {c.c, c.b.zerosLike(Type{ut.dtype, ut.shape, c.c->type.vary})};
+          ins.insert(ins.end(), idx.begin(), idx.end());
+          c.accumulate(0, c.b.emit(Prim::DynamicUpdateSlice, ins, c.c->type));
+        }
+        if (c.isLinear(1)) {  // the update's block
+          std::vector<Value *> ins = {c.c};
+          ins.insert(ins.end(), idx.begin(), idx.end());
+          Type out{ut.dtype, ut.shape, c.c->type.vary};
+          c.accumulate(1, c.b.emit(Prim::DynamicSlice, ins, out, {{"sizes", ut.shape}}));
+        }
+      },
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        const Type &in = e.ins[0]->type, &upd = e.ins[1]->type;
+        std::vector<Value *> starts(e.ins.begin() + 2, e.ins.end());
+        if ((int64_t)starts.size() != in.rank())
+          return fe.fail("dynamic_update_slice: need one start index per dimension");
+        fe.callRt("shm_dynamic_update_slice",
+                  {fe.dtypeCode(in.dtype), fe.buffer(e.ins[0]), fe.i32(in.rank()), fe.me.i64Array(in.shape),
+                   fe.buffer(e.ins[1]), fe.me.i64Array(upd.shape), fe.startIndices(starts),
+                   fe.buffer(e.outs[0])});
+        return true;
+      },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+} // namespace shmapc::prims
