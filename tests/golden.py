@@ -56,8 +56,13 @@ def actual_run(shmapc, path):
                            timeout=300)
         if c.returncode != 0:
             return "compile failed (status %d):\n%s" % (c.returncode, c.stderr)
+        # Programs run in an empty directory (what they save lands there), with the
+        # program folder's data/ (fixture files) linked in.
+        data = os.path.join(os.path.dirname(os.path.abspath(path)), "data")
+        if os.path.isdir(data):
+            os.symlink(data, os.path.join(tmp, "data"))
         r = subprocess.run([exe] + program_args(path), capture_output=True, text=True,
-                           timeout=300)
+                           timeout=300, cwd=tmp)
         out = r.stdout
         if r.returncode != 0:
             out += "[exit status %d]\n%s" % (r.returncode, r.stderr)

@@ -61,6 +61,8 @@ const RuntimeSig kRuntime[] = {
     {"shm_iota", "vipipi"},
     {"shm_random", "viilpl"},
     {"shm_print", "vpiipp"},
+    {"shm_load_npy", "vpiipp"},
+    {"shm_save_npy", "vpiipp"},
     // libm: no vector intrinsic for tanh
     {"tanhf", "ff"},
     {"tanh", "dd"},

@@ -48,6 +48,7 @@ bool runtimeCollective(Prim p, CommKind &kind) {
   case Prim::ReduceMin: case Prim::Matmul: case Prim::Slice: case Prim::DynamicSlice:
   case Prim::DynamicUpdateSlice: case Prim::Concatenate: case Prim::Call: case Prim::Shmap:
   case Prim::Loop: case Prim::Cond: case Prim::Jvp: case Prim::Vjp: case Prim::Print:
+  case Prim::Save: case Prim::Load:
     return false;
   }
   return false;

@@ -264,7 +264,8 @@ std::vector<Value *> Differentiator::flattenInto(const Func &src, Func &dst,
       emitCopy(std::move(c));
       break;
     }
-    case Prim::Print: break;  // differentiated code has no effects
+    case Prim::Print:
+    case Prim::Save: break;  // differentiated code has no effects
     default: {
       Eqn c = e;
       c.ins = ins;
@@ -284,7 +285,7 @@ void removeDeadEqns(Func &f) {
   std::vector<bool> keep(f.eqns.size(), false);
   for (size_t i = f.eqns.size(); i-- > 0;) {
     const Eqn &e = f.eqns[i];
-    bool used = e.prim == Prim::Print;
+    bool used = primInfo(e.prim).kind == PrimKind::Effect;
     for (const Value *o : e.outs) used |= live.count(o) != 0;
     if (!used) continue;
     keep[i] = true;

@@ -475,7 +475,7 @@ void pruneDeadCode(Func &f) {
     if (e.prim == Prim::Loop) pruneLoop(e, live);  // then its operands are all needed
     if (e.prim == Prim::Cond) pruneCond(e, live);
     if (e.prim == Prim::Shmap) pruneShmap(e, live);
-    bool used = e.prim == Prim::Print;
+    bool used = primInfo(e.prim).kind == PrimKind::Effect;
     for (const Value *o : e.outs) used |= live.count(o) != 0;
     if (used) live.insert(e.ins.begin(), e.ins.end());
   }

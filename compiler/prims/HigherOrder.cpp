@@ -1,4 +1,4 @@
-// The higher-order primitives (bodies in Eqn::bodies) and print. Their rules are whole
+// The higher-order primitives (bodies in Eqn::bodies). Their rules are whole
 // algorithms, each in its own file: variance in passes/InsertPbroadcasts.cpp; jvp and
 // transpose of shmap in passes/ADShmap.cpp, of loop in passes/ADLoop.cpp, of cond in
 // passes/ADCond.cpp; lowering in codegen/ControlFlow.cpp. Call is inlined and jvp/vjp are
@@ -74,25 +74,6 @@ template <> const Rules &define<Prim::Vjp>() {
       .jvp = noTangent,
       .transpose = notLinear,
       .lower = transformReachedCodegen,
-      .scalar = nullptr,
-  };
-  return r;
-}
-
-// Host only; differentiated code has no effects (flattenInto drops prints).
-template <> const Rules &define<Prim::Print>() {
-  static const Rules r{
-      .variance = VarianceRule::Effect,
-      .jvp = noTangent,
-      .transpose = notLinear,
-      .lower = [](FuncEmitter &fe, size_t i) {
-        const Eqn &e = fe.f.eqns[i];
-        const Type &t = e.ins[0]->type;
-        std::string label = e.has("label") ? e.strParam("label") : "";
-        fe.callRt("shm_print", {fe.me.cString(label), fe.dtypeCode(t.dtype), fe.i32(t.rank()),
-                                fe.me.i64Array(t.shape), fe.buffer(e.ins[0])});
-        return true;
-      },
       .scalar = nullptr,
   };
   return r;

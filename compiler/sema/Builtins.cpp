@@ -19,6 +19,7 @@ const std::map<std::string, Sema::BuiltinFn> &Sema::builtins() {
       {"iota", &Sema::bIota},
       {"random_normal", &Sema::bRandomNormal},
       {"random_uniform", &Sema::bRandomUniform},
+      {"load", &Sema::bLoad},
       // element-wise
       {"cast", &Sema::bCast},
       {"exp", &Sema::bExp},
@@ -123,6 +124,38 @@ SVal Sema::randomArray(const ast::Expr &c, ir::Prim p) {
 }
 SVal Sema::bRandomNormal(const ast::Expr &c) { return randomArray(c, ir::Prim::RandomNormal); }
 SVal Sema::bRandomUniform(const ast::Expr &c) { return randomArray(c, ir::Prim::RandomUniform); }
+
+// ---- files (numpy .npy, runtime/npy.cpp): host only, paths relative to the working directory
+
+std::string Sema::pathArg(const ast::Expr &call, const ast::Expr &arg) {
+  if (cur_->mesh)
+    failWithCallChain(DiagId::FileInsideShmap, call.loc, call.name + " inside a shmap body",
+                      call.name == "load" ? "load in main and pass the array to the shmap function"
+                                          : "return the value from the shmap function and save it in main");
+  if (arg.kind != ast::Expr::StringLit || arg.name.empty())
+    fail(DiagId::BadArgument, arg.loc, "the path of " + call.name + " must be a string literal",
+         "write " + call.name + "(\"weights.npy\", ...)");
+  return arg.name;
+}
+
+// load("x.npy", f32[256, 512]): the type is static; the runtime checks the file against it.
+SVal Sema::bLoad(const ast::Expr &c) {
+  auto a = bindArgs(c, {"path", "type"}, 2);
+  std::string path = pathArg(c, *a[0]);
+  ir::Type t = typeArg(*a[1], "the second argument of load");
+  return SVal::array(emit(ir::Prim::Load, {}, t, c.loc, {{"path", path}}), c.loc);
+}
+
+void Sema::lowerSave(const ast::Expr &c) {
+  auto a = bindArgs(c, {"path", "x"}, 2);
+  std::string path = pathArg(c, *a[0]);
+  ir::Eqn e;
+  e.prim = ir::Prim::Save;
+  e.ins = {evalArray(*a[1])};
+  e.params["path"] = path;
+  e.loc = c.loc;
+  cur_->func->eqns.push_back(std::move(e));
+}
 
 // ---- element-wise
 

@@ -223,6 +223,9 @@ public:
   SVal bIota(const ast::Expr &c);
   SVal bRandomNormal(const ast::Expr &c);
   SVal bRandomUniform(const ast::Expr &c);
+  SVal bLoad(const ast::Expr &c);
+  void lowerSave(const ast::Expr &c);  // save(path, x): a call with no result
+  std::string pathArg(const ast::Expr &call, const ast::Expr &arg);
   SVal randomArray(const ast::Expr &c, ir::Prim p);
   SVal bCast(const ast::Expr &c);
   SVal bExp(const ast::Expr &c);
