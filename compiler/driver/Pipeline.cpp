@@ -106,10 +106,7 @@ int emitMachineCode(const CompileOptions &opts, ir::Module &m) {
 }
 
 int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diags) {
-  int file = sm.load(opts.input);
-  if (file < 0)
-    diags.fatal(DiagId::FileNotFound, Loc{}, "cannot read '" + opts.input + "'",
-                "check the path and that the file is readable");
+  int file = loadSource(sm, diags, opts.input, Loc{});
 
   // The parser lexes the file itself; tokens are only materialised to be shown.
   if (opts.emit == Emit::Tokens) return writeText(opts, printTokens(lex(file, sm, diags))) ? 0 : 1;
