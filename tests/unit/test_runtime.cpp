@@ -757,7 +757,7 @@ TEST_CASE("runtime main: --stats, SHMAP_STATS and unknown arguments", "[main]") 
     const int before = g_user_main_calls;
     char *argv[] = {prog, bad, nullptr};
     int rc = -1;
-    // The usage message goes to stderr: send it to stdout's capture file too.
+    // The error goes to stderr: send it to stdout's capture file too.
     const std::string out = capture_stdout([&] {
       std::fflush(stderr);
       const int saved = dup(2);
@@ -768,8 +768,16 @@ TEST_CASE("runtime main: --stats, SHMAP_STATS and unknown arguments", "[main]") 
       close(saved);
     });
     CHECK(rc == 1);
-    CHECK(out.rfind("unknown argument '--bogus'\nusage: prog [--stats]\n", 0) == 0);
+    CHECK(out == "prog: error: unknown argument '--bogus' (the program takes --stats and --help)\n");
     CHECK(g_user_main_calls == before); // the program did not run
+  }
+  {
+    char help[] = "--help";
+    char *argv[] = {prog, help, nullptr};
+    int rc = -1;
+    const std::string out = capture_stdout([&] { rc = shm::runtime_main(2, argv); });
+    CHECK(rc == 0);
+    CHECK(out.rfind("usage: prog [--stats]\n", 0) == 0);
   }
 }
 
