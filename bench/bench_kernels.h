@@ -18,5 +18,6 @@ void bench_matmul_eigen_portable(const float *a, const float *b, float *c, int64
 // bench_threads.cpp: runs 8 jobs per call with the given launcher ("pool" = the runtime's
 // shm::run_on_threads, which is the pool unless SHMAP_THREADS=spawn; "omp" = an OpenMP
 // parallel region, only with SHMAP_BENCH_HAVE_OPENMP) and prints the per-call times.
+// "pool-after-big" instead times 2000 calls on 2 threads before and after one on 1024.
 void bench_thread_launch(const char *launcher, const char *label);
 #endif

@@ -6,6 +6,8 @@
 // call on the runtime's pool, on std::threads spawned per call (SHMAP_THREADS=spawn) and in an
 // OpenMP parallel region under OMP_WAIT_POLICY unset / passive / active; each with an empty job
 // and with one barrier inside the job.
+// Then 2000 calls on 2 threads of the pool, fresh and after one call on 1024 threads (whose
+// workers stay in the pool and must not be woken by the small calls), with their ratio.
 //
 // Collectives are timed inside the shmap body, so thread start-up and the split / assemble of
 // shm_run_shmap are excluded: every device allocates and touches its own buffers, runs the
@@ -212,6 +214,7 @@ int main(int argc, char **argv) {
   std::printf("8 jobs per call (bench_threads.cpp; barrier = the devices' shm::Barrier):\n");
   run_child("pool", "pool", {}, {"SHMAP_THREADS"});
   run_child("pool", "spawn", {"SHMAP_THREADS=spawn"}, {});
+  run_child("pool-after-big", "pool", {}, {"SHMAP_THREADS"});
 #ifdef SHMAP_BENCH_HAVE_OPENMP
   run_child("omp", "OpenMP default", {}, {"OMP_WAIT_POLICY"});
   run_child("omp", "OpenMP passive", {"OMP_WAIT_POLICY=passive"}, {});

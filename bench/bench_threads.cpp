@@ -2,7 +2,8 @@
 // runtime's launcher (shm::run_on_threads: the persistent pool, or std::threads spawned per
 // call under SHMAP_THREADS=spawn) and with an OpenMP parallel region (libgomp). Each is timed
 // with an empty job and with a job that waits once in the devices' barrier (shm::Barrier, as
-// every collective does twice); OpenMP also with `#pragma omp barrier` instead.
+// every collective does twice); OpenMP also with `#pragma omp barrier` instead. Also: small
+// calls on a pool that one big call has grown (bench_small_calls_after_big).
 //
 // bench_main runs this in child processes (one per launcher / environment), because libgomp
 // reads OMP_WAIT_POLICY when it is loaded, and its idle threads (spinning under the active
@@ -51,7 +52,32 @@ void print_row(const char *label, const char *what, double seconds) {
 
 } // namespace
 
+// 2000 empty calls on 2 threads in a fresh pool, then the same after one call on 1024
+// threads: the pool keeps its 1023 workers, and small calls must not wake the idle ones
+// (they once did, which made the second batch 100 times slower).
+void bench_small_calls_after_big(const char *label) {
+  const int calls = 2000;
+  const std::function<void(int)> empty = [](int) {};
+  auto batch = [&] {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) shm::run_on_threads(2, empty);
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  shm::run_on_threads(2, empty);  // creates the first worker
+  const double fresh = batch();
+  shm::run_on_threads(1024, empty);
+  const double after = batch();
+  print_row(label, "2 threads, fresh", fresh / calls);
+  print_row(label, "2 threads, after 1024", after / calls);
+  std::printf("%-32s %10.2f x   (%d calls: %.3f s after, %.3f s fresh)\n", "  after / fresh",
+              after / fresh, calls, after, fresh);
+}
+
 void bench_thread_launch(const char *launcher, const char *label) {
+  if (std::strcmp(launcher, "pool-after-big") == 0) {
+    bench_small_calls_after_big(label);
+    return;
+  }
   shm::Barrier barrier(kThreads);
   if (std::strcmp(launcher, "pool") == 0) {
     const std::function<void(int)> empty = [](int) {};

@@ -6,6 +6,7 @@
 #include "util.h"
 
 #include <cblas.h>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,14 +14,14 @@
 namespace shm {
 
 static void usage(const char *prog) {
-  std::fprintf(stderr,
-               "usage: %s [--stats]\n"
-               "  --stats   print the collective statistics table after the program's output\n"
-               "            (same as the environment variable SHMAP_STATS=1)\n",
-               prog);
+  std::printf("usage: %s [--stats]\n"
+              "  --stats   print the collective statistics table after the program's output\n"
+              "            (same as the environment variable SHMAP_STATS=1)\n",
+              prog);
 }
 
 int runtime_main(int argc, char **argv) {
+  const char *prog = argc > 0 ? argv[0] : "program";
   bool stats = false;
   const char *env = std::getenv("SHMAP_STATS");
   if (env && std::strcmp(env, "1") == 0) stats = true;
@@ -28,11 +29,11 @@ int runtime_main(int argc, char **argv) {
     if (std::strcmp(argv[i], "--stats") == 0) {
       stats = true;
     } else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      usage(argc > 0 ? argv[0] : "program");
+      usage(prog);
       return 0;
     } else {
-      std::fprintf(stderr, "unknown argument '%s'\n", argv[i]);
-      usage(argc > 0 ? argv[0] : "program");
+      std::fprintf(stderr, "%s: error: unknown argument '%s' (the program takes --stats and --help)\n",
+                   prog, argv[i]);
       return 1;
     }
   }
@@ -41,10 +42,13 @@ int runtime_main(int argc, char **argv) {
   openblas_set_num_threads(1);
   stats_reset();
   shm_user_main(nullptr, nullptr, nullptr);
-  std::fflush(stdout);
-  if (stats) {
-    stats_print(stdout);
-    std::fflush(stdout);
+  if (stats) stats_print(stdout);
+  // A full disk or closed output must not pass for success (stdio keeps the error).
+  const int err = std::fflush(stdout) != 0 ? errno : 0;
+  if (err || std::ferror(stdout)) {
+    std::fprintf(stderr, "shmap runtime error: cannot write the program's output: %s\n",
+                 err ? std::strerror(err) : "write error");
+    return 2;
   }
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unistd.h>
@@ -24,25 +25,29 @@ void run_job(const std::function<void(int)> &job, int i) {
   t_on_device = false;
 }
 
-// Worker w runs job index w + 1 of every call that uses at least w + 2 threads. A call is
-// announced by bumping `epoch_` under the mutex; run() returns when `remaining_` (the number
-// of workers taking part) has dropped to zero, so a new call never starts while a worker is
-// still busy with the previous one.
+// Worker w runs job index w + 1 of every call that uses at least w + 2 threads. A call
+// hands each worker it needs the call's number (`go`) and wakes that worker alone, through
+// the worker's own condition variable: after a call on a big mesh grew the pool, a small call
+// must not wake (and wait for the mutex with) every idle worker. run() returns when
+// `remaining_` (the workers taking part) has dropped to zero, so a new call never starts
+// while a worker is still busy with the previous one.
 class Pool {
 public:
   void run(int n, const std::function<void(int)> &job) {
     {
       std::unique_lock<std::mutex> lk(m_);
-      while ((int)threads_.size() < n - 1) {
-        int w = (int)threads_.size();
-        threads_.emplace_back([this, w] { worker(w); });
+      while ((int)workers_.size() < n - 1) {
+        workers_.push_back(std::make_unique<Worker>());
+        Worker *w = workers_.back().get();
+        const int index = (int)workers_.size();
+        threads_.emplace_back([this, w, index] { loop(*w, index); });
       }
       job_ = &job;
-      active_ = n;
       remaining_ = n - 1;
-      ++epoch_;
+      ++call_;
+      for (int w = 0; w < n - 1; ++w) workers_[(size_t)w]->go = call_;
     }
-    start_cv_.notify_all();
+    for (int w = 0; w < n - 1; ++w) workers_[(size_t)w]->wake.notify_one();
     run_job(job, 0);
     std::unique_lock<std::mutex> lk(m_);
     done_cv_.wait(lk, [this] { return remaining_ == 0; });
@@ -50,26 +55,32 @@ public:
   }
 
 private:
-  void worker(int w) {
+  struct Worker {
+    std::condition_variable wake;
+    uint64_t go = 0;  // the last call this worker was asked to join (guarded by m_)
+  };
+
+  void loop(Worker &me, int index) {
     uint64_t seen = 0;
     std::unique_lock<std::mutex> lk(m_);
     for (;;) {
-      start_cv_.wait(lk, [&] { return epoch_ != seen; });
-      seen = epoch_;
-      if (w + 1 >= active_) continue; // this call needs fewer threads
+      me.wake.wait(lk, [&] { return me.go != seen; });
+      seen = me.go;
       const std::function<void(int)> *job = job_;
       lk.unlock();
-      run_job(*job, w + 1);
+      run_job(*job, index);
       lk.lock();
       if (--remaining_ == 0) done_cv_.notify_one();
     }
   }
 
   std::mutex m_;
-  std::condition_variable start_cv_, done_cv_;
+  std::condition_variable done_cv_;
+  // Only run() reads or grows these (it is serialised); a worker touches just its Worker.
+  std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<std::thread> threads_;
-  uint64_t epoch_ = 0;
-  int active_ = 0, remaining_ = 0;
+  uint64_t call_ = 0;
+  int remaining_ = 0;
   const std::function<void(int)> *job_ = nullptr;
 };
 

@@ -146,6 +146,7 @@ struct ImportDecl {
 };
 
 struct Program {
+  int file = -1;  // the SourceManager index it was parsed from (for file-level diagnostics)
   std::vector<ImportDecl> imports;
   std::vector<MeshDecl> meshes;
   std::vector<std::unique_ptr<FuncDecl>> funcs;

@@ -95,16 +95,21 @@ bool emitObjectFile(llvm::Module &m, int level, const std::string &path, bool as
     error = "cannot write '" + path + "': " + ec.message();
     return false;
   }
-  llvm::legacy::PassManager pm;
-  auto kind = assembly ? llvm::CodeGenFileType::AssemblyFile : llvm::CodeGenFileType::ObjectFile;
-  if (tm->addPassesToEmitFile(pm, out, nullptr, kind)) {
-    error = "the target cannot emit this file type";
-    return false;
+  {
+    // The pass manager owns the assembly printer's buffered stream, which flushes into `out`
+    // when it is destroyed: only after that can `out` report a failed write.
+    llvm::legacy::PassManager pm;
+    auto kind = assembly ? llvm::CodeGenFileType::AssemblyFile : llvm::CodeGenFileType::ObjectFile;
+    if (tm->addPassesToEmitFile(pm, out, nullptr, kind)) {
+      error = "the target cannot emit this file type";
+      return false;
+    }
+    pm.run(m);
   }
-  pm.run(m);
   out.flush();
   if (out.has_error()) {
-    error = "error writing '" + path + "'";
+    error = (path == "-" ? "cannot write standard output: " : "cannot write '" + path + "': ") +
+            out.error().message();
     out.clear_error();
     return false;
   }

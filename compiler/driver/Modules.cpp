@@ -20,6 +20,8 @@ std::string stdlibDir() {
 
 namespace {
 
+// The first NAME.smp on the search path that exists; if it is not a regular file, loadSource
+// says so rather than the search skipping it silently.
 std::string findModule(const std::string &name, const std::string &importerDir,
                        const std::vector<std::string> &includeDirs) {
   std::vector<std::string> dirs = {importerDir};
@@ -28,12 +30,32 @@ std::string findModule(const std::string &name, const std::string &importerDir,
   for (const std::string &dir : dirs) {
     std::filesystem::path p = std::filesystem::path(dir.empty() ? "." : dir) / (name + ".smp");
     std::error_code ec;
-    if (std::filesystem::is_regular_file(p, ec)) return p.string();
+    if (std::filesystem::exists(p, ec)) return p.string();
   }
   return "";
 }
 
 } // namespace
+
+int loadSource(SourceManager &sm, Diagnostics &diags, const std::string &path, Loc at) {
+  ReadResult why;
+  int file = sm.load(path, why);
+  if (file >= 0) return file;
+  const std::string quoted = "'" + path + "'";
+  const std::string limit = std::to_string(kMaxSourceBytes >> 20) + " MiB";
+  switch (why.status) {
+  case ReadStatus::NotRegular:
+    diags.fatal(DiagId::NotAFile, at, quoted + " is " + why.detail + ", not a source file",
+                "shmapc reads programs and modules only from regular files");
+  case ReadStatus::TooLarge:
+    diags.fatal(DiagId::FileTooLarge, at,
+                quoted + " is larger than " + limit + ", the limit for a source file",
+                "check that this is the file you meant: a source file may be at most " + limit);
+  default:
+    diags.fatal(DiagId::FileNotFound, at, "cannot read " + quoted + ": " + why.detail,
+                "check the path and that the file is readable");
+  }
+}
 
 ModuleSet loadModules(int mainFile, SourceManager &sm, Diagnostics &diags,
                       const std::vector<std::string> &includeDirs) {
@@ -51,11 +73,11 @@ ModuleSet loadModules(int mainFile, SourceManager &sm, Diagnostics &diags,
       for (const std::string &n : set.names) loaded |= n == imp.module;
       if (loaded) continue;
       std::string path = findModule(imp.module, importerDir, includeDirs);
-      int file = path.empty() ? -1 : sm.load(path);
-      if (file < 0)
+      if (path.empty())
         diags.fatal(DiagId::ModuleNotFound, imp.loc, "cannot find module '" + imp.module + "'",
                     "looked for " + imp.module + ".smp next to this file, in each -I folder "
                     "and in the standard library (stdlib/); add -I DIR for a module elsewhere");
+      int file = loadSource(sm, diags, path, imp.loc);
       set.names.push_back(imp.module);
       set.programs.push_back(std::make_unique<ast::Program>(parseProgram(file, sm, diags)));
       files.push_back(file);

@@ -16,6 +16,10 @@ struct ModuleSet {
   std::vector<sema::ModuleUnit> units() const;
 };
 
+// Reads a program or module file; on failure reports why (at `at`: the import, or no location
+// for the main file) and throws CompileError.
+int loadSource(SourceManager &sm, Diagnostics &diags, const std::string &path, Loc at);
+
 ModuleSet loadModules(int mainFile, SourceManager &sm, Diagnostics &diags,
                       const std::vector<std::string> &includeDirs);
 

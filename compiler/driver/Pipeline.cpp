@@ -5,6 +5,7 @@
 #include "codegen/Codegen.h"
 #include "driver/Link.h"
 #include "driver/Modules.h"
+#include "driver/Output.h"
 #include "ir/Comm.h"
 #include "lexer/Lexer.h"
 #include "parser/Parser.h"
@@ -16,29 +17,12 @@
 #include <llvm/IR/Module.h>
 
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <unistd.h>
 
 namespace shmapc {
 
 namespace {
-
-// Writes a text emit to `-o` or stdout.
-bool writeText(const CompileOptions &opts, const std::string &text) {
-  if (opts.output.empty() || opts.output == "-") {
-    std::cout << text;
-    std::cout.flush();
-    return true;
-  }
-  std::ofstream out(opts.output, std::ios::binary);
-  out << text;
-  if (!out) {
-    std::cerr << "shmapc: error: cannot write '" << opts.output << "'\n";
-    return false;
-  }
-  return true;
-}
 
 bool verifyAfter(const ir::Module &m, const char *stage) {
   std::vector<std::string> problems = ir::verifyModule(m);
@@ -68,7 +52,7 @@ void applyShmapFlags(const CompileOptions &opts, ir::Module &m) {
   }
 }
 
-int emitMachineCode(const CompileOptions &opts, ir::Module &m) {
+int emitMachineCode(const CompileOptions &opts, Diagnostics &diags, ir::Module &m) {
   llvm::LLVMContext ctx;
   std::string error;
   std::unique_ptr<llvm::Module> lm = codegen::emitLLVM(m, ctx, error);
@@ -76,47 +60,41 @@ int emitMachineCode(const CompileOptions &opts, ir::Module &m) {
     std::cerr << "shmapc: internal error: code generation failed: " << error << "\n";
     return 2;
   }
-  if (opts.emit == Emit::LLVM) return writeText(opts, codegen::printLLVM(*lm)) ? 0 : 1;
-  if (opts.emit == Emit::Asm) {
-    std::string path = opts.output.empty() ? "/dev/stdout" : opts.output;
-    if (!codegen::emitObjectFile(*lm, opts.optLevel, path, true, error)) {
-      std::cerr << "shmapc: error: " << error << "\n";
-      return 1;
-    }
+  const std::string out = outputPath(opts);
+  if (opts.emit == Emit::LLVM) {
+    writeTextOutput(out, codegen::printLLVM(*lm), diags);
     return 0;
   }
-  if (opts.emit == Emit::Obj) {
-    std::string path = opts.output.empty() ? "a.o" : opts.output;
-    if (!codegen::emitObjectFile(*lm, opts.optLevel, path, false, error)) {
-      std::cerr << "shmapc: error: " << error << "\n";
-      return 1;
-    }
+  if (opts.emit == Emit::Asm || opts.emit == Emit::Obj) {
+    const bool assembly = opts.emit == Emit::Asm;
+    if (!codegen::emitObjectFile(*lm, opts.optLevel, out.empty() ? "-" : out, assembly, error))
+      diags.fatal(DiagId::CannotWrite, Loc{}, error);
     return 0;
   }
-  // An executable: object into a temporary, then link.
-  std::string exe = opts.output.empty() ? "a.out" : opts.output;
-  std::string obj = exe + ".shmapc-" + std::to_string(getpid()) + ".o";
-  bool ok = codegen::emitObjectFile(*lm, opts.optLevel, obj, false, error) &&
-            linkExecutable(obj, exe, error);
+  // An executable: object into a temporary beside it, then link.
+  std::string obj = out + ".shmapc-" + std::to_string(getpid()) + ".o";
+  if (!codegen::emitObjectFile(*lm, opts.optLevel, obj, false, error))
+    diags.fatal(DiagId::CannotWrite, Loc{}, error);
+  bool linked = linkExecutable(obj, out, error);
   std::remove(obj.c_str());
-  if (!ok) {
-    std::cerr << "shmapc: error: " << error << " [link-failed]\n";
-    return 1;
-  }
+  if (!linked) diags.fatal(DiagId::LinkFailed, Loc{}, error);
   return 0;
 }
 
 int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diags) {
-  int file = sm.load(opts.input);
-  if (file < 0)
-    diags.fatal(DiagId::FileNotFound, Loc{}, "cannot read '" + opts.input + "'",
-                "check the path and that the file is readable");
+  int file = loadSource(sm, diags, opts.input, Loc{});
+  const std::string out = outputPath(opts);
+  requireWritableOutput(out, opts.input, diags);
+  auto emitText = [&](const std::string &text) {
+    writeTextOutput(out, text, diags);  // throws CompileError if it fails
+    return 0;
+  };
 
   // The parser lexes the file itself; tokens are only materialised to be shown.
-  if (opts.emit == Emit::Tokens) return writeText(opts, printTokens(lex(file, sm, diags))) ? 0 : 1;
+  if (opts.emit == Emit::Tokens) return emitText(printTokens(lex(file, sm, diags)));
 
   ModuleSet modules = loadModules(file, sm, diags, opts.includeDirs);
-  if (opts.emit == Emit::AST) return writeText(opts, ast::printAST(*modules.programs[0])) ? 0 : 1;
+  if (opts.emit == Emit::AST) return emitText(ast::printAST(*modules.programs[0]));
 
   std::unique_ptr<ir::Module> m = sema::buildModule(modules.units(), diags);
   applyShmapFlags(opts, *m);
@@ -125,11 +103,10 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
     pass.run(*m, diags);
     if (opts.verifyEach && !verifyAfter(*m, pass.name)) return 2;
   }
-  if (opts.emit == Emit::IR) return writeText(opts, ir::printModule(*m)) ? 0 : 1;
-  if (opts.emit == Emit::Comm)
-    return writeText(opts, ir::printCommReport(ir::analyzeCommunication(*m), &sm)) ? 0 : 1;
+  if (opts.emit == Emit::IR) return emitText(ir::printModule(*m));
+  if (opts.emit == Emit::Comm) return emitText(ir::printCommReport(ir::analyzeCommunication(*m), &sm));
   if (opts.checkOnly) return 0;
-  return emitMachineCode(opts, *m);
+  return emitMachineCode(opts, diags, *m);
 }
 
 } // namespace

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -43,6 +44,24 @@ void addCompileOptions(CLI::App *cmd, Args &a) {
   cmd->add_option("--transpose", a.transpose,
                   "optimal (default: seed 000's rules) or naive (psum defensively, for comparison)")
       ->check(CLI::IsMember({"optimal", "naive"}));
+}
+
+// CLI11's parse errors as one line in the driver's format, saying where the help is.
+int reportParseError(CLI::App &app, const CLI::ParseError &e, int argc, char **argv) {
+  std::string cmd = "shmapc";
+  for (const CLI::App *sub : app.get_subcommands()) cmd += " " + sub->get_name();
+  std::string msg = e.what();
+  if (cmd == "shmapc" && argc > 1 && argv[1][0] != '-')
+    msg = std::string("unknown command '") + argv[1] + "' (the commands are compile, run and check)";
+  else if (cmd == "shmapc" && dynamic_cast<const CLI::RequiredError *>(&e))
+    msg = "no command given (the commands are compile, run and check)";
+  // "The following argument ..." -> "the following ...", but not "-O: Value ..." or "ASCII".
+  if (msg.size() > 1 && std::isupper((unsigned char)msg[0]) && !std::isupper((unsigned char)msg[1]))
+    msg[0] = (char)std::tolower((unsigned char)msg[0]);
+  if (cmd == "shmapc run" && dynamic_cast<const CLI::ExtrasError *>(&e))
+    msg += " (arguments for the program go after --: shmapc run prog.smp -- --stats)";
+  std::cerr << "shmapc: error: " << msg << "; see '" << cmd << " --help'\n";
+  return 1;
 }
 
 // `shmapc run`: compile into a temporary folder, run, pass the exit status on.
@@ -92,7 +111,12 @@ int main(int argc, char **argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
-    return app.exit(e) == 0 ? 0 : 1;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    return reportParseError(app, e, argc, argv);
+  }
+  if (compileCmd->count("-o") && a.opts.output.empty()) {
+    std::cerr << "shmapc: error: -o needs a file name; see 'shmapc compile --help'\n";
+    return 1;
   }
   a.opts.emit = kEmits.at(a.emit);
   a.opts.naiveTranspose = a.transpose == "naive";

@@ -906,7 +906,9 @@ ExprPtr Parser::parseParenOrTuple() {
 } // namespace
 
 ast::Program parseProgram(int fileId, const SourceManager &sm, Diagnostics &diags) {
-  return Parser(lex(fileId, sm, diags), diags).parseProgram();
+  ast::Program prog = Parser(lex(fileId, sm, diags), diags).parseProgram();
+  prog.file = fileId;
+  return prog;
 }
 
 } // namespace shmapc

@@ -1,5 +1,6 @@
 // Names: binding, lookup, and the captures that carry outer values into nested bodies.
 #include "sema/SemaImpl.h"
+#include "source/Suggest.h"
 
 #include <algorithm>
 
@@ -51,33 +52,9 @@ SVal Sema::lookup(const std::string &name, Loc loc) {
   return v;
 }
 
-// The candidate within edit distance 2 (and less than the name's length) closest to `name`,
-// or "" if none is close: used for "did you mean" hints.
+// "Did you mean" hints (source/Suggest.h: bounded, so long names stay cheap).
 std::string Sema::closestName(const std::string &name, const std::vector<std::string> &cands) {
-  auto distance = [](const std::string &a, const std::string &b) {
-    std::vector<size_t> row(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-      size_t diag = row[0];
-      row[0] = i;
-      for (size_t j = 1; j <= b.size(); ++j) {
-        size_t up = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
-        diag = up;
-      }
-    }
-    return row[b.size()];
-  };
-  std::string best;
-  size_t bestD = 3;
-  for (const std::string &c : cands) {
-    size_t d = distance(name, c);
-    if (d < bestD && d < name.size()) {
-      bestD = d;
-      best = c;
-    }
-  }
-  return best;
+  return shmapc::closestName(name, cands);
 }
 
 } // namespace shmapc::sema

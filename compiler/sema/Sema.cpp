@@ -304,7 +304,7 @@ std::unique_ptr<ir::Module> Sema::run() {
   const Unit &mainUnit = units_[0];
   auto it = mainUnit.funcs.find("main");
   if (it == mainUnit.funcs.end())
-    fail(DiagId::NoMain, Loc{}, "the program has no main function",
+    fail(DiagId::NoMain, Loc{mainUnit.program->file, 1, 1}, "the program has no main function",
          "add `def main() { ... }`: it is the host program");
   const ast::FuncDecl &main = *it->second;
   if (!main.params.empty())

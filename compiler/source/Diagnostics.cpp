@@ -1,8 +1,5 @@
 #include "source/Diagnostics.h"
 
-#include <fstream>
-#include <sstream>
-
 namespace shmapc {
 
 std::string SourceFile::lineText(int line) const {
@@ -26,13 +23,11 @@ int SourceManager::addBuffer(const std::string &path, std::string text) {
   return (int)files_.size() - 1;
 }
 
-int SourceManager::load(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return -1;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return -1;
-  return addBuffer(path, ss.str());
+int SourceManager::load(const std::string &path, ReadResult &failure) {
+  std::string text;
+  failure = readSourceFile(path, text);
+  if (failure.status != ReadStatus::Ok) return -1;
+  return addBuffer(path, std::move(text));
 }
 
 const char *diagName(DiagId id) {

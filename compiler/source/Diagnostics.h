@@ -2,6 +2,8 @@
 // name (Diagnostics.def); a report shows `file:line:col`, the source line, a caret, and a
 // hint saying what would fix it.
 #pragma once
+#include "source/ReadFile.h"
+
 #include <cstdint>
 #include <memory>
 #include <ostream>
@@ -27,8 +29,8 @@ struct SourceFile {
 
 class SourceManager {
 public:
-  // Reads `path`; returns the file index or -1 if it cannot be read.
-  int load(const std::string &path);
+  // Reads `path` (readSourceFile); returns the file index, or -1 with the reason in `failure`.
+  int load(const std::string &path, ReadResult &failure);
   int addBuffer(const std::string &path, std::string text);
   const SourceFile &file(int id) const { return *files_[id]; }
   int count() const { return (int)files_.size(); }

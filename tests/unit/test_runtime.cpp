@@ -628,6 +628,45 @@ TEST_CASE("shmap over a rank-0 mesh runs one device", "[shmap]") {
   CHECK(out == 2.5f);
 }
 
+// ---- the device thread pool ----------------------------------------------------------------
+
+namespace {
+// Device i writes (number of devices, by psum) * 10000 + i into block i of a P("x") output.
+void count_body(shm_device *dev, void **outs, void **) {
+  const int32_t x = 0;
+  const float one = 1;
+  float devices = 0;
+  shm_psum(dev, SHM_F32, &one, &devices, 1, &x, 1);
+  *(float *)outs[0] = devices * 10000 + (float)shm_axis_index(dev, &x, 1);
+}
+
+bool every_device_counts(int64_t n) {
+  const int64_t mesh[1] = {n};
+  const char *names[1] = {"x"};
+  const int32_t spec[2] = {1, 0};
+  std::vector<float> out((size_t)n, -1);
+  shm_array_desc d{1, &n, SHM_F32, spec};
+  void *outs[1] = {out.data()};
+  shm_run_shmap(1, mesh, names, count_body, 0, nullptr, nullptr, 1, outs, &d);
+  for (int64_t i = 0; i < n; ++i)
+    if (out[(size_t)i] != (float)(n * 10000 + i)) return false;
+  return true;
+}
+} // namespace
+
+// After a big mesh grows the pool, small calls wake only the workers they need (they once woke
+// all 1023, 100 times slower); each call must still run every device exactly once.
+TEST_CASE("the pool runs small calls correctly after a big one", "[pool]") {
+  REQUIRE(every_device_counts(1024));
+  int bad = 0;
+  for (int call = 0; call < 2000; ++call) {
+    const int64_t n = call == 1000 ? 64 : 2 + call % 4;  // once, workers idle since the big call
+    if (!every_device_counts(n)) ++bad;
+  }
+  CHECK(bad == 0);
+  CHECK(every_device_counts(1024));
+}
+
 // ---- statistics ----------------------------------------------------------------------------
 
 namespace {
@@ -718,7 +757,7 @@ TEST_CASE("runtime main: --stats, SHMAP_STATS and unknown arguments", "[main]") 
     const int before = g_user_main_calls;
     char *argv[] = {prog, bad, nullptr};
     int rc = -1;
-    // The usage message goes to stderr: send it to stdout's capture file too.
+    // The error goes to stderr: send it to stdout's capture file too.
     const std::string out = capture_stdout([&] {
       std::fflush(stderr);
       const int saved = dup(2);
@@ -729,8 +768,16 @@ TEST_CASE("runtime main: --stats, SHMAP_STATS and unknown arguments", "[main]") 
       close(saved);
     });
     CHECK(rc == 1);
-    CHECK(out.rfind("unknown argument '--bogus'\nusage: prog [--stats]\n", 0) == 0);
+    CHECK(out == "prog: error: unknown argument '--bogus' (the program takes --stats and --help)\n");
     CHECK(g_user_main_calls == before); // the program did not run
+  }
+  {
+    char help[] = "--help";
+    char *argv[] = {prog, help, nullptr};
+    int rc = -1;
+    const std::string out = capture_stdout([&] { rc = shm::runtime_main(2, argv); });
+    CHECK(rc == 0);
+    CHECK(out.rfind("usage: prog [--stats]\n", 0) == 0);
   }
 }
 

@@ -3,9 +3,11 @@
 #include "ir/IR.h"
 #include "parser/Parser.h"
 #include "sema/Sema.h"
+#include "source/Suggest.h"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -548,6 +550,44 @@ TEST_CASE("error: unknown name and function", "[sema][errors]") {
   expectError("def main() {\n  let value = 1;\n  print(valu);\n}\n", "unknown-name", 3, 9,
               "did you mean value?");
   expectError("def main() {\n  print(frobnicate(1));\n}\n", "unknown-function", 2, 9);
+}
+
+namespace {
+size_t fullEditDistance(const std::string &a, const std::string &b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j)
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
+                          d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+  return d[a.size()][b.size()];
+}
+} // namespace
+
+TEST_CASE("did-you-mean: the banded edit distance agrees with the full one up to its limit",
+          "[sema][suggest]") {
+  // Every pair of strings over {a, b} of length up to 6.
+  std::vector<std::string> words = {""};
+  for (size_t k = 0; k < words.size() && words[k].size() < 6; ++k)
+    for (char c : {'a', 'b'}) words.push_back(words[k] + c);
+  for (const std::string &a : words)
+    for (const std::string &b : words)
+      for (size_t limit : {0, 1, 2, 3}) {
+        INFO(a << " / " << b << " limit " << limit);
+        CHECK(editDistanceWithin(a, b, limit) == std::min(fullEditDistance(a, b), limit + 1));
+      }
+}
+
+TEST_CASE("did-you-mean: close names only, and none for very long names", "[sema][suggest]") {
+  CHECK(closestName("valu", {"x", "value", "val"}) == "value");
+  CHECK(closestName("x", {"y"}).empty());  // distance 1 is the whole name
+  CHECK(closestName("abcdef", {"uvwxyz"}).empty());
+  const std::string longName(kMaxSuggestLength, 'a');
+  CHECK(closestName(longName + "b", {longName}).empty());  // longer than the cap
+  CHECK(closestName(longName.substr(1) + "b", {longName}) == longName);
+  // Two 100,000-character names: answered without comparing them (once 17 s).
+  CHECK(closestName(std::string(100000, 'a'), {std::string(100000, 'b')}).empty());
 }
 
 TEST_CASE("error: wrong argument count", "[sema][errors]") {
