@@ -49,6 +49,21 @@ def compile_flags(path):
     return header(path, "FLAGS")
 
 
+def run_program(exe, path, args, tmp):
+    """Runs a compiled program in the empty directory `tmp` (what it saves lands there), with
+    the program folder's data/ (fixture files) linked in."""
+    data = os.path.join(os.path.dirname(os.path.abspath(path)), "data")
+    if os.path.isdir(data) and not os.path.exists(os.path.join(tmp, "data")):
+        os.symlink(data, os.path.join(tmp, "data"))
+    return subprocess.run([exe] + args, capture_output=True, text=True, timeout=300, cwd=tmp)
+
+
+def expects_failure(path):
+    """Whether the program's expected output ends in a nonzero exit status."""
+    expected = os.path.splitext(path)[0] + ".expected"
+    return os.path.exists(expected) and "\n[exit status " in "\n" + open(expected).read()
+
+
 def actual_run(shmapc, path):
     with tempfile.TemporaryDirectory() as tmp:
         exe = os.path.join(tmp, "prog")
@@ -56,13 +71,7 @@ def actual_run(shmapc, path):
                            timeout=300)
         if c.returncode != 0:
             return "compile failed (status %d):\n%s" % (c.returncode, c.stderr)
-        # Programs run in an empty directory (what they save lands there), with the
-        # program folder's data/ (fixture files) linked in.
-        data = os.path.join(os.path.dirname(os.path.abspath(path)), "data")
-        if os.path.isdir(data):
-            os.symlink(data, os.path.join(tmp, "data"))
-        r = subprocess.run([exe] + program_args(path), capture_output=True, text=True,
-                           timeout=300, cwd=tmp)
+        r = run_program(exe, path, program_args(path), tmp)
         out = r.stdout
         if r.returncode != 0:
             out += "[exit status %d]\n%s" % (r.returncode, r.stderr)
