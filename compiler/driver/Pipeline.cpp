@@ -17,6 +17,7 @@
 #include <llvm/IR/Module.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <unistd.h>
 
@@ -71,10 +72,17 @@ int emitMachineCode(const CompileOptions &opts, Diagnostics &diags, ir::Module &
       diags.fatal(DiagId::CannotWrite, Loc{}, error);
     return 0;
   }
-  // An executable: object into a temporary beside it, then link.
-  std::string obj = out + ".shmapc-" + std::to_string(getpid()) + ".o";
-  if (!codegen::emitObjectFile(*lm, opts.optLevel, obj, false, error))
+  // An executable: object into a temporary file, then link. The temporary lives in $TMPDIR,
+  // not beside the output (which may be /dev/null or in a folder we may not litter).
+  const char *tmpdir = std::getenv("TMPDIR");
+  std::string obj = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/shmapc-XXXXXX.o";
+  int fd = mkstemps(&obj[0], 2);
+  if (fd < 0) diags.fatal(DiagId::CannotWrite, Loc{}, "cannot create a temporary object file " + obj);
+  close(fd);
+  if (!codegen::emitObjectFile(*lm, opts.optLevel, obj, false, error)) {
+    std::remove(obj.c_str());
     diags.fatal(DiagId::CannotWrite, Loc{}, error);
+  }
   bool linked = linkExecutable(obj, out, error);
   std::remove(obj.c_str());
   if (!linked) diags.fatal(DiagId::LinkFailed, Loc{}, error);
