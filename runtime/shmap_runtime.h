@@ -108,6 +108,20 @@ void shm_iota(int32_t dtype, void *out, int32_t rank, const int64_t *shape, int3
 void shm_random(int32_t dtype, int32_t kind, int64_t seed, void *out, int64_t n);
 void shm_copy(void *dst, const void *src, int64_t bytes);
 
+/* ---- along one axis of an array viewed as [outer, n, inner] (runtime/indexing.cpp).
+ * Indices are i32 in [-n, n) (negative from the end, as numpy); others are a runtime error.
+ * gather: out [outer, m, inner] = x[:, idx[j], :]; scatter_add: out = x, then
+ * out[:, idx[j], :] += v[:, j, :] (v is [outer, m, inner]); argmax (is_min: argmin): the
+ * first index of the extremum, NaN counting as the extremum; cumsum: running sums. */
+void shm_gather(int32_t dtype, const void *x, int64_t outer, int64_t n, int64_t inner,
+                const int32_t *idx, int64_t m, void *out);
+void shm_scatter_add(int32_t dtype, const void *x, int64_t outer, int64_t n, int64_t inner,
+                     const int32_t *idx, int64_t m, const void *v, void *out);
+void shm_argmax(int32_t dtype, int32_t is_min, const void *x, int64_t outer, int64_t n,
+                int64_t inner, int32_t *out);
+void shm_cumsum(int32_t dtype, int32_t reverse, const void *x, int64_t outer, int64_t n,
+                int64_t inner, void *out);
+
 /* ---- printing, in the fixed format of docs/language.md */
 void shm_print(const char *label, int32_t dtype, int32_t rank, const int64_t *shape,
                const void *data);

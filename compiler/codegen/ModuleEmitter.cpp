@@ -62,6 +62,10 @@ const RuntimeSig kRuntime[] = {
     {"shm_random", "viilpl"},
     {"shm_print", "vpiipp"},
     {"shm_load_npy", "vpiipp"},
+    {"shm_gather", "viplllplp"},
+    {"shm_scatter_add", "viplllplpp"},
+    {"shm_argmax", "viiplllp"},
+    {"shm_cumsum", "viiplllp"},
     {"shm_save_npy", "vpiipp"},
     // libm: no vector intrinsic for tanh
     {"tanhf", "ff"},

@@ -34,12 +34,20 @@ const std::map<std::string, Sema::BuiltinFn> &Sema::builtins() {
       {"minimum", &Sema::bMinimum},
       {"pow", &Sema::bPow},
       {"select", &Sema::bSelect},
+      {"clip", &Sema::bClip},
       {"where", &Sema::bSelect},
       // reductions
       {"sum", &Sema::bSum},
       {"mean", &Sema::bMean},
       {"max", &Sema::bMax},
       {"min", &Sema::bMin},
+      // along one axis (Indexing.cpp)
+      {"take", &Sema::bTake},
+      {"scatter_add", &Sema::bScatterAdd},
+      {"argmax", &Sema::bArgmax},
+      {"argmin", &Sema::bArgmin},
+      {"cumsum", &Sema::bCumsum},
+      {"one_hot", &Sema::bOneHot},
       // structural (Structural.cpp)
       {"matmul", &Sema::bMatmul},
       {"reshape", &Sema::bReshape},

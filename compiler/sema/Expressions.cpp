@@ -154,6 +154,8 @@ SVal Sema::evalIndex(const ast::Expr &e) {
          "too many indices for " + str(base->type) + ": " + std::to_string(used) + " given",
          "index at most " + std::to_string(rank) + " dimension(s)");
 
+  if (ir::Value *g = integerArrayIndex(e, base)) return SVal::array(g, e.loc);
+
   std::vector<int64_t> start(rank, 0), limit = shape, strides(rank, 1), sliced = shape;
   std::vector<int64_t> finalShape;
   int64_t dim = 0;
@@ -209,6 +211,29 @@ SVal Sema::evalIndex(const ast::Expr &e) {
              {{"start", start}, {"limit", limit}, {"strides", strides}});
   }
   return SVal::array(reshape(v, finalShape, e.loc), e.loc);
+}
+
+// `x[idx]` or `x[:, idx]` with one integer-array index and full slices elsewhere: numpy's
+// take along that dimension. Null when every index is a static integer or a slice.
+ir::Value *Sema::integerArrayIndex(const ast::Expr &e, ir::Value *base) {
+  const ast::IndexItem *array = nullptr;
+  int64_t dim = 0, arrayDim = 0;
+  for (const ast::IndexItem &it : e.indices) {
+    if (it.kind == ast::IndexItem::Index && !staticIntOpt(*it.index)) {
+      if (array)
+        fail(DiagId::BadArgument, it.loc, "only one integer-array index is supported",
+             "index one dimension with an array at a time, e.g. take(take(x, i, axis=0), j, axis=1)");
+      array = &it;
+      arrayDim = dim;
+    }
+    dim += it.kind != ast::IndexItem::NewAxis;
+  }
+  if (!array) return nullptr;
+  for (const ast::IndexItem &it : e.indices)
+    if (&it != array && (it.kind != ast::IndexItem::Slice || it.start || it.stop || it.step))
+      fail(DiagId::BadArgument, it.loc, "an integer-array index combines only with full slices (:)",
+           "index with the array first, then slice the result");
+  return gatherAlong(base, indexArray(*array->index, "array indices"), arrayDim, e.loc);
 }
 
 // ---- calls: user functions first (they may shadow builtins), then the builtins table

@@ -224,6 +224,19 @@ public:
   SVal bRandomNormal(const ast::Expr &c);
   SVal bRandomUniform(const ast::Expr &c);
   SVal bLoad(const ast::Expr &c);
+  // Indexing.cpp: take, scatter_add, argmax/argmin, cumsum, one_hot, clip
+  SVal bTake(const ast::Expr &c);
+  SVal bScatterAdd(const ast::Expr &c);
+  SVal bArgmax(const ast::Expr &c);
+  SVal bArgmin(const ast::Expr &c);
+  SVal argExtremum(const ast::Expr &c, bool isMin);
+  SVal bCumsum(const ast::Expr &c);
+  SVal bOneHot(const ast::Expr &c);
+  SVal bClip(const ast::Expr &c);
+  ir::Value *indexArray(const ast::Expr &e, const std::string &what);
+  std::pair<ir::Value *, int64_t> alongAxis(ir::Value *x, const ast::Expr *axisArg, Loc loc);
+  ir::Value *gatherAlong(ir::Value *x, ir::Value *idx, int64_t axis, Loc loc);
+  ir::Value *integerArrayIndex(const ast::Expr &e, ir::Value *base);
   void lowerSave(const ast::Expr &c);  // save(path, x): a call with no result
   std::string pathArg(const ast::Expr &call, const ast::Expr &arg);
   SVal randomArray(const ast::Expr &c, ir::Prim p);

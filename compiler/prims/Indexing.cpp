@@ -1,0 +1,135 @@
+// Primitives along one axis of an array, with runtime kernels in runtime/indexing.cpp that view
+// it as [outer, n, inner]: gather (numpy's take; `x[idx]` with an integer array) and its
+// transpose scatter_add, argmax / argmin, cumsum. Indices are i32 in [-n, n) (negative from
+// the end); any other index stops the program with a runtime error, as numpy raises.
+#include "prims/Prim.h"
+
+namespace shmapc::prims {
+
+namespace {
+
+struct AxisView {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+AxisView viewAlong(const Type &t, int64_t axis) {
+  AxisView v;
+  for (int64_t d = 0; d < t.rank(); ++d) {
+    if (d < axis) v.outer *= t.shape[d];
+    else if (d == axis) v.n = t.shape[d];
+    else v.inner *= t.shape[d];
+  }
+  return v;
+}
+
+// gather(x, idx) with x's dtype and the given variance.
+Value *gather(Builder &b, Value *x, Value *idx, const Eqn &like, AxisSet vary) {
+  const Type &xt = x->type, &it = idx->type;
+  int64_t axis = like.intParam("axis");
+  Type out{xt.dtype, {}, vary};
+  out.shape.assign(xt.shape.begin(), xt.shape.begin() + axis);
+  out.shape.insert(out.shape.end(), it.shape.begin(), it.shape.end());
+  out.shape.insert(out.shape.end(), xt.shape.begin() + axis + 1, xt.shape.end());
+  return b.emit(Prim::Gather, {b.liftTo(x, vary), b.liftTo(idx, vary)}, out, like.params);
+}
+
+} // namespace
+
+template <> const Rules &define<Prim::Gather>() {
+  static const Rules r{
+      .variance = VarianceRule::SameAsOperands,
+      .jvp = [](JvpCtx &c) {
+        if (c.t[0]) c.set(c.linear(Prim::Gather, {c.t[0], c.e.ins[1]}, c.ty, c.e.params));
+      },
+      // The cotangent of each gathered element is added back where it came from.
+      .transpose = [](TransposeCtx &c) {
+        AxisSet vary = c.c->type.vary;
+        Type zeros{c.xt.dtype, c.xt.shape, vary};
+        c.accumulate(0, c.b.emit(Prim::ScatterAdd, {c.b.zerosLike(zeros), c.b.liftTo(c.e.ins[1], vary), c.c},
+                                 zeros, c.e.params));
+      },
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        const Type &x = e.ins[0]->type;
+        AxisView v = viewAlong(x, e.intParam("axis"));
+        fe.callRt("shm_gather", {fe.dtypeCode(x.dtype), fe.buffer(e.ins[0]), fe.i64(v.outer), fe.i64(v.n),
+                                 fe.i64(v.inner), fe.buffer(e.ins[1]), fe.i64(e.ins[1]->type.numElements()),
+                                 fe.buffer(e.outs[0])});
+        return true;
+      },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+// Linear in x and in v.
+template <> const Rules &define<Prim::ScatterAdd>() {
+  static const Rules r{
+      .variance = VarianceRule::SameAsOperands,
+      .jvp = [](JvpCtx &c) {
+        if (!c.t[0] && !c.t[2]) return;
+        const Eqn &e = c.e;
+        c.set(c.linear(Prim::ScatterAdd, {c.zerosIfNull(c.t[0], e.ins[0]), e.ins[1], c.zerosIfNull(c.t[2], e.ins[2])},
+                       c.ty, e.params));
+      },
+      .transpose = [](TransposeCtx &c) {
+        c.accumulate(0, c.c);
+        if (c.isLinear(2)) c.accumulate(2, gather(c.b, c.c, c.e.ins[1], c.e, c.c->type.vary));
+      },
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        const Type &x = e.ins[0]->type;
+        AxisView v = viewAlong(x, e.intParam("axis"));
+        fe.callRt("shm_scatter_add", {fe.dtypeCode(x.dtype), fe.buffer(e.ins[0]), fe.i64(v.outer), fe.i64(v.n),
+                                      fe.i64(v.inner), fe.buffer(e.ins[1]), fe.i64(e.ins[1]->type.numElements()),
+                                      fe.buffer(e.ins[2]), fe.buffer(e.outs[0])});
+        return true;
+      },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+// An index: no tangent.
+template <> const Rules &define<Prim::Argmax>() {
+  static const Rules r{
+      .variance = VarianceRule::SameAsOperands,
+      .jvp = noTangent,
+      .transpose = notLinear,
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        const Type &x = e.ins[0]->type;
+        AxisView v = viewAlong(x, e.intParam("axis"));
+        fe.callRt("shm_argmax", {fe.dtypeCode(x.dtype), fe.i32(e.intParam("is_min")), fe.buffer(e.ins[0]),
+                                 fe.i64(v.outer), fe.i64(v.n), fe.i64(v.inner), fe.buffer(e.outs[0])});
+        return true;
+      },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+// Linear; transposes to the cumulative sum in the other direction.
+template <> const Rules &define<Prim::Cumsum>() {
+  static const Rules r{
+      .variance = VarianceRule::SameAsOperands,
+      .jvp = linearJvp,
+      .transpose = [](TransposeCtx &c) {
+        c.accumulate(0, c.apply(Prim::Cumsum, c.c,
+                                {{"axis", c.e.params.at("axis")}, {"reverse", (int64_t)!c.e.intParam("reverse")}},
+                                c.c->type));
+      },
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        const Type &x = e.ins[0]->type;
+        AxisView v = viewAlong(x, e.intParam("axis"));
+        fe.callRt("shm_cumsum", {fe.dtypeCode(x.dtype), fe.i32(e.intParam("reverse")), fe.buffer(e.ins[0]),
+                                 fe.i64(v.outer), fe.i64(v.n), fe.i64(v.inner), fe.buffer(e.outs[0])});
+        return true;
+      },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+} // namespace shmapc::prims
