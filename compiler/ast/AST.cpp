@@ -155,8 +155,7 @@ private:
       line(depth, "(expr " + expr(*s.value) + ")");
       return;
     case Stmt::For:
-      line(depth, "(for " + s.names[0] + " " + std::to_string(s.lo) + " " +
-                      std::to_string(s.hi));
+      line(depth, "(for " + s.names[0] + " " + expr(*s.values[0]) + " " + expr(*s.values[1]));
       block(depth + 1, "body", s.body);
       out_ << ")";
       return;

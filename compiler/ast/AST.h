@@ -79,7 +79,7 @@ struct Stmt {
     Print,    // `print(value)` / `print("label", value)`: label (may be empty), value
     Return,   // `return a, b;` values (maybe empty)
     ExprStmt, // a call evaluated for nothing: value
-    For,      // `for i in range(lo, hi) { body }`: names[0] = i, lo, hi (static ints)
+    For,      // `for i in range(lo, hi) { body }`: names[0] = i, values = {lo, hi} (static ints)
     If,       // `if cond { body } else { elseBody }`: value = cond
   } kind;
   Loc loc;
@@ -88,7 +88,6 @@ struct Stmt {
   ExprPtr value;
   std::vector<ExprPtr> values;
   std::string label;
-  int64_t lo = 0, hi = 0;
   Block body, elseBody;
 };
 

@@ -47,6 +47,7 @@ const char *tokName(Tok t) {
   case Tok::Plus: return "'+'";
   case Tok::Minus: return "'-'";
   case Tok::Star: return "'*'";
+  case Tok::StarStar: return "'**'";
   case Tok::Slash: return "'/'";
   case Tok::SlashSlash: return "'//'";
   case Tok::Percent: return "'%'";
@@ -103,6 +104,7 @@ static const char *kindName(Tok t) {
   case Tok::Plus: return "Plus";
   case Tok::Minus: return "Minus";
   case Tok::Star: return "Star";
+  case Tok::StarStar: return "StarStar";
   case Tok::Slash: return "Slash";
   case Tok::SlashSlash: return "SlashSlash";
   case Tok::Percent: return "Percent";
@@ -139,6 +141,7 @@ const Keyword keywords[] = {
 const Keyword puncts[] = {
     {"->", Tok::Arrow},  {"==", Tok::EqEq},     {"!=", Tok::NotEq},    {"<=", Tok::Le},
     {">=", Tok::Ge},     {"&&", Tok::AndAnd},   {"||", Tok::OrOr},     {"//", Tok::SlashSlash},
+    {"**", Tok::StarStar},
     {"(", Tok::LParen},  {")", Tok::RParen},    {"[", Tok::LBracket},  {"]", Tok::RBracket},
     {"{", Tok::LBrace},  {"}", Tok::RBrace},    {",", Tok::Comma},     {";", Tok::Semi},
     {":", Tok::Colon},   {".", Tok::Dot},       {"@", Tok::At},        {"=", Tok::Assign},

@@ -15,7 +15,7 @@ enum class Tok {
   KwNone, KwF32, KwF64, KwI32, KwBool,
   // punctuation / operators
   LParen, RParen, LBracket, RBracket, LBrace, RBrace, Comma, Semi, Colon, Dot, At, Arrow,
-  Assign, Plus, Minus, Star, Slash, SlashSlash, Percent, EqEq, NotEq, Lt, Le, Gt, Ge, AndAnd, OrOr, Bang,
+  Assign, Plus, Minus, Star, StarStar, Slash, SlashSlash, Percent, EqEq, NotEq, Lt, Le, Gt, Ge, AndAnd, OrOr, Bang,
 };
 const char *tokName(Tok t);  // for messages: "'('", "identifier", ...
 

@@ -87,7 +87,6 @@ private:
   StmtPtr parsePrint();
   StmtPtr parseReturn();
   StmtPtr parseFor();
-  int64_t parseStaticInt();
   StmtPtr parseIf();
   StmtPtr parseExprStmt();
   void expectSemi(const std::string &after);
@@ -100,6 +99,7 @@ private:
   ExprPtr parseAdd();
   ExprPtr parseMul();
   ExprPtr parseUnary();
+  ExprPtr parsePower();
   ExprPtr parsePostfix();
   IndexItem parseIndexItem();
   ExprPtr parsePrimary();
@@ -565,7 +565,8 @@ StmtPtr Parser::parseReturn() {
   return s;
 }
 
-// forStmt = "for" IDENT "in" "range" "(" staticInt [ "," staticInt ] ")" block ;
+// forStmt = "for" IDENT "in" "range" "(" expr [ "," expr ] ")" block ;   (static integers,
+// evaluated by sema: literals, x.shape[d], axis_size(...), and arithmetic on them)
 StmtPtr Parser::parseFor() {
   auto s = std::make_unique<Stmt>();
   s->kind = Stmt::For;
@@ -578,32 +579,19 @@ StmtPtr Parser::parseFor() {
     fail(DiagId::ExpectedToken, "'range' after 'in'", "loops run over range(N) or range(A, B)");
   take();
   expect(Tok::LParen, "after 'range'", "write range(N)");
-  int64_t first = parseStaticInt();
+  ExprPtr first = parseExpr();
   if (accept(Tok::Comma)) {
-    s->lo = first;
-    s->hi = parseStaticInt();
+    s->values.push_back(std::move(first));
+    s->values.push_back(parseExpr());
   } else {
-    s->hi = first;
+    ExprPtr zero = makeExpr(Expr::IntLit, first->loc);
+    zero->intValue = 0;
+    s->values.push_back(std::move(zero));
+    s->values.push_back(std::move(first));
   }
-  // The loop variable is an i32: bounds beyond it would wrap.
-  for (int64_t bound : {s->lo, s->hi})
-    if (bound < INT32_MIN || bound > INT32_MAX)
-      diags_.fatal(DiagId::LoopBoundTooLarge, s->loc,
-                   "loop bound " + std::to_string(bound) + " does not fit the loop variable (i32)",
-                   "loop bounds must lie in [-2^31, 2^31 - 1]; split a longer loop into nested loops");
   expect(Tok::RParen, "to close range(...)", "range takes one or two static integers");
   s->body = parseBlock("for the loop body");
   return s;
-}
-
-// staticInt = [ "-" ] INT ;
-int64_t Parser::parseStaticInt() {
-  bool negative = accept(Tok::Minus);
-  if (!at(Tok::Int))
-    fail(DiagId::ExpectedToken, "an integer literal in range(...)",
-         "loop bounds must be static integers, e.g. range(4) or range(-2, 2)");
-  int64_t v = take().intValue;  // at most 2^63 - 1 (the lexer's check): negating is safe
-  return negative ? -v : v;
 }
 
 // ifStmt = "if" expr block [ "else" ( ifStmt | block ) ] ;
@@ -709,16 +697,26 @@ ExprPtr Parser::parseMul() {
   return lhs;
 }
 
-// unaryExpr = ( "-" | "!" ) unaryExpr | postfixExpr ;
+// unaryExpr = ( "-" | "!" ) unaryExpr | powerExpr ;
 ExprPtr Parser::parseUnary() {
   DepthGuard guard(*this);
   enter();  // every nested expression passes through here
-  if (!at(Tok::Minus) && !at(Tok::Bang)) return parsePostfix();
+  if (!at(Tok::Minus) && !at(Tok::Bang)) return parsePower();
   const Token &op = take();
   ExprPtr e = makeExpr(Expr::Unary, op.loc);
   e->op = op.text;
   e->items.push_back(parseUnary());
   return e;
+}
+
+// powerExpr = postfixExpr [ "**" unaryExpr ] ;   as Python: -x ** 2 is -(x ** 2), and
+// a ** b ** c is a ** (b ** c)
+ExprPtr Parser::parsePower() {
+  DepthGuard guard(*this);
+  ExprPtr base = parsePostfix();
+  if (!at(Tok::StarStar)) return base;
+  const Token &op = take();
+  return makeBinary(op, std::move(base), parseUnary());
 }
 
 // postfixExpr = primary { "[" indexItem { "," indexItem } "]" | "(" [ arg { "," arg } ] ")" } ;

@@ -46,11 +46,77 @@ std::vector<const ast::Expr *> Sema::bindArgs(const ast::Expr &call,
   return out;
 }
 
+// A static integer: a literal, x.ndim, x.shape[d], axis_size(axes) in a shmap body, and
+// + - * // % of static integers (floor division and remainder, as numpy's).
 std::optional<int64_t> Sema::staticIntOpt(const ast::Expr &e) {
-  if (e.kind == ast::Expr::IntLit) return e.intValue;
-  if (e.kind == ast::Expr::Unary && e.op == "-" && e.items.size() == 1)
-    if (auto v = staticIntOpt(*e.items[0])) return -*v;
-  return std::nullopt;
+  switch (e.kind) {
+  case ast::Expr::IntLit: return e.intValue;
+  case ast::Expr::Unary:
+    if (e.op != "-" || e.items.size() != 1) return std::nullopt;
+    if (auto v = staticIntOpt(*e.items[0])) return checkedStatic(e, 0, *v, '-');
+    return std::nullopt;
+  case ast::Expr::Name:
+    if (e.name == "ndim" && !e.module.empty())
+      if (const ir::Value *v = arrayNamed(e.module)) return v->type.rank();
+    return std::nullopt;
+  case ast::Expr::Index: {  // x.shape[d]
+    const ast::Expr &base = *e.items.at(0);
+    if (base.kind != ast::Expr::Name || base.name != "shape" || base.module.empty()) return std::nullopt;
+    const ir::Value *v = arrayNamed(base.module);
+    if (!v || e.indices.size() != 1 || e.indices[0].kind != ast::IndexItem::Index) return std::nullopt;
+    auto d = staticIntOpt(*e.indices[0].index);
+    if (!d) return std::nullopt;
+    return v->type.shape[normAxis(*d, v->type.rank(), e.indices[0].loc, "dimension of " + base.module + ".shape")];
+  }
+  case ast::Expr::Binary: {
+    if (e.op != "+" && e.op != "-" && e.op != "*" && e.op != "//" && e.op != "%") return std::nullopt;
+    auto a = staticIntOpt(*e.items.at(0));
+    auto b = a ? staticIntOpt(*e.items.at(1)) : std::nullopt;
+    if (!b) return std::nullopt;
+    return checkedStatic(e, *a, *b, e.op == "//" ? '/' : e.op[0]);
+  }
+  case ast::Expr::Call:
+    if (e.name == "axis_size" && e.module.empty() && !e.callee && cur_ && cur_->mesh &&
+        !cur_->unit->funcs.count("axis_size")) {
+      auto a = bindArgs(e, {"axes"}, 1);
+      int64_t n = 1;
+      resolveAxes(*a[0], e.name, e.loc, &n);
+      return n;
+    }
+    return std::nullopt;
+  default: return std::nullopt;
+  }
+}
+
+// a op b on static integers; overflow and division by zero are located errors.
+int64_t Sema::checkedStatic(const ast::Expr &e, int64_t a, int64_t b, char op) {
+  int64_t r = 0;
+  bool overflow = false;
+  switch (op) {
+  case '+': overflow = __builtin_add_overflow(a, b, &r); break;
+  case '-': overflow = __builtin_sub_overflow(a, b, &r); break;
+  case '*': overflow = __builtin_mul_overflow(a, b, &r); break;
+  case '/':
+  case '%':
+    if (b == 0) fail(DiagId::BadArgument, e.loc, "static integer division by zero", "divide by a nonzero value");
+    if (a == INT64_MIN && b == -1) {
+      overflow = op == '/';
+      break;
+    }
+    r = op == '/' ? a / b - ((a % b != 0) && ((a < 0) != (b < 0))) : ((a % b) + b) % b;
+    break;
+  }
+  if (overflow)
+    fail(DiagId::BadArgument, e.loc, "static integer arithmetic overflows int64", "use smaller values");
+  return r;
+}
+
+// The array a name in scope holds, or null.
+const ir::Value *Sema::arrayNamed(const std::string &name) {
+  Scope *s = findScope(name);
+  if (!s) return nullptr;
+  const SVal &v = s->names[name];
+  return v.kind == SVal::Array ? v.value : nullptr;
 }
 
 int64_t Sema::staticInt(const ast::Expr &e, const std::string &what) {

@@ -39,6 +39,14 @@ SVal Sema::eval(const ast::Expr &e) {
     fail(DiagId::BadArgument, e.loc, "a type is not a value",
          "types are arguments of builtins such as zeros(f32[4]) or cast(x, f32)");
   case ast::Expr::Name:
+    if (!e.module.empty() && arrayNamed(e.module)) {
+      if (e.name == "ndim") return SVal::lit((double)*staticIntOpt(e), false, e.loc);
+      if (e.name == "shape")
+        fail(DiagId::BadArgument, e.loc, e.module + ".shape is a list of static integers, not a value",
+             "index it: " + e.module + ".shape[0]");
+      fail(DiagId::UnknownName, e.loc, e.module + " has no attribute " + e.name,
+           "arrays have .shape[d] and .ndim");
+    }
     if (!e.module.empty())
       fail(DiagId::UnknownName, e.loc, e.module + "." + e.name + " is not a value",
            "call module functions as " + e.module + "." + e.name + "(...)");
@@ -140,6 +148,13 @@ SVal Sema::evalArrayLit(const ast::Expr &e) {
 // ---- static indexing: x[1], x[1:3], x[::2], x[None], x[:, -1]
 
 SVal Sema::evalIndex(const ast::Expr &e) {
+  const ast::Expr &b0 = *e.items.at(0);
+  if (b0.kind == ast::Expr::Name && b0.name == "shape" && !b0.module.empty() && arrayNamed(b0.module)) {
+    auto d = staticIntOpt(e);
+    if (!d)
+      fail(DiagId::BadArgument, e.loc, b0.module + ".shape takes one static index", "write " + b0.module + ".shape[0]");
+    return SVal::lit((double)*d, false, e.loc);
+  }
   SVal baseVal = eval(*e.items.at(0));
   if (baseVal.kind != SVal::Array)
     fail(DiagId::BadArgument, e.loc, "cannot index " + describe(baseVal),

@@ -171,6 +171,9 @@ public:
   static std::string str(const ir::Type &t);
   std::string describe(const SVal &v);
   ir::Type typeOf(const ast::TypeExpr &t);
+  int64_t checkedStatic(const ast::Expr &e, int64_t a, int64_t b, char op);
+  int64_t loopBound(const ast::Expr &e);
+  const ir::Value *arrayNamed(const std::string &name);
   void checkMeshLimits(const ast::MeshDecl &m);
   ir::Value *emit(ir::Prim p, std::vector<ir::Value *> ins, const ir::Type &out, Loc loc,
                   Params params = {});
@@ -195,7 +198,7 @@ public:
   // ---- static arguments (Args.cpp)
   std::vector<const ast::Expr *> bindArgs(const ast::Expr &call,
                                           const std::vector<std::string> &names, size_t required);
-  static std::optional<int64_t> staticIntOpt(const ast::Expr &e);
+  std::optional<int64_t> staticIntOpt(const ast::Expr &e);
   int64_t staticInt(const ast::Expr &e, const std::string &what);
   std::vector<int64_t> staticIntList(const ast::Expr &e, const std::string &what);
   bool staticBool(const ast::Expr &e, const std::string &what);

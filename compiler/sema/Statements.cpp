@@ -208,6 +208,21 @@ std::vector<std::string> Sema::outerAssignedNames(const ast::Block &a, const ast
   return out;
 }
 
+// A bound of range(lo, hi): a static integer that fits the i32 loop variable (else it would
+// wrap).
+int64_t Sema::loopBound(const ast::Expr &e) {
+  std::optional<int64_t> v = staticIntOpt(e);
+  if (!v)
+    fail(DiagId::BadArgument, e.loc, "loop bounds must be static integers",
+         "use literals, x.shape[d], axis_size(...) and + - * // % of them; for a data-dependent "
+         "trip count, mask the iterations");
+  if (*v < INT32_MIN || *v > INT32_MAX)
+    fail(DiagId::LoopBoundTooLarge, e.loc,
+         "loop bound " + std::to_string(*v) + " does not fit the loop variable (i32)",
+         "loop bounds must lie in [-2^31, 2^31 - 1]; split a longer loop into nested loops");
+  return *v;
+}
+
 void Sema::lowerFor(const ast::Stmt &s) {
   const std::string &var = s.names.at(0);
   std::vector<std::string> carries = outerAssignedNames(s.body, nullptr, var);
@@ -256,8 +271,8 @@ void Sema::lowerFor(const ast::Stmt &s) {
   e.ins.insert(e.ins.end(), inits.begin(), inits.end());
   e.bodies = {body};
   e.loc = s.loc;
-  e.params["lo"] = s.lo;
-  e.params["hi"] = s.hi;
+  e.params["lo"] = loopBound(*s.values[0]);
+  e.params["hi"] = loopBound(*s.values[1]);
   e.params["num_consts"] = (int64_t)ctx.captureOrder.size();
   std::vector<ir::Value *> outs;
   for (size_t k = 0; k < carries.size(); ++k)

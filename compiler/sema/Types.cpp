@@ -254,6 +254,7 @@ const std::map<std::string, BinaryRule> &binaryRules() {
 
 SVal Sema::binaryOp(const std::string &op, const SVal &a, const SVal &b, Loc loc) {
   if (op == "@") return matmul(a, b, loc);
+  if (op == "**") return elementwise(ir::Prim::Pow, "raise to a power", a, b, loc);
   auto it = binaryRules().find(op);
   if (it == binaryRules().end())
     fail(DiagId::BadArgument, loc, "unknown operator " + op, "");
