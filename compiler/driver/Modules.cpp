@@ -36,7 +36,8 @@ std::string findModule(const std::string &name, const std::string &importerDir,
 } // namespace
 
 ModuleSet loadModules(int mainFile, SourceManager &sm, Diagnostics &diags,
-                      const std::vector<std::string> &includeDirs) {
+                      const std::vector<std::string> &includeDirs,
+                      const std::function<int(const std::string &, SourceManager &)> &resolve) {
   ModuleSet set;
   set.names.push_back("");
   set.programs.push_back(std::make_unique<ast::Program>(parseProgram(mainFile, sm, diags)));
@@ -50,8 +51,13 @@ ModuleSet loadModules(int mainFile, SourceManager &sm, Diagnostics &diags,
       bool loaded = false;
       for (const std::string &n : set.names) loaded |= n == imp.module;
       if (loaded) continue;
-      std::string path = findModule(imp.module, importerDir, includeDirs);
-      int file = path.empty() ? -1 : sm.load(path);
+      int file;
+      if (resolve) {
+        file = resolve(imp.module, sm);
+      } else {
+        std::string path = findModule(imp.module, importerDir, includeDirs);
+        file = path.empty() ? -1 : sm.load(path);
+      }
       if (file < 0)
         diags.fatal(DiagId::ModuleNotFound, imp.loc, "cannot find module '" + imp.module + "'",
                     "looked for " + imp.module + ".smp next to this file, in each -I folder "

@@ -4,6 +4,7 @@
 #include "ast/AST.h"
 #include "sema/Sema.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,8 +17,10 @@ struct ModuleSet {
   std::vector<sema::ModuleUnit> units() const;
 };
 
+// `resolve`, if set, replaces the search (the fuzzer's in-memory modules).
 ModuleSet loadModules(int mainFile, SourceManager &sm, Diagnostics &diags,
-                      const std::vector<std::string> &includeDirs);
+                      const std::vector<std::string> &includeDirs,
+                      const std::function<int(const std::string &, SourceManager &)> &resolve = {});
 
 // The stdlib folder: $SHMAPC_STDLIB if set, else the source tree's stdlib/.
 std::string stdlibDir();

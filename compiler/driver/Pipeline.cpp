@@ -106,7 +106,7 @@ int emitMachineCode(const CompileOptions &opts, ir::Module &m) {
 }
 
 int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diags) {
-  int file = sm.load(opts.input);
+  int file = opts.inputText ? sm.addBuffer(opts.input, *opts.inputText) : sm.load(opts.input);
   if (file < 0)
     diags.fatal(DiagId::FileNotFound, Loc{}, "cannot read '" + opts.input + "'",
                 "check the path and that the file is readable");
@@ -114,7 +114,7 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
   // The parser lexes the file itself; tokens are only materialised to be shown.
   if (opts.emit == Emit::Tokens) return writeText(opts, printTokens(lex(file, sm, diags))) ? 0 : 1;
 
-  ModuleSet modules = loadModules(file, sm, diags, opts.includeDirs);
+  ModuleSet modules = loadModules(file, sm, diags, opts.includeDirs, opts.resolveModule);
   if (opts.emit == Emit::AST) return writeText(opts, ast::printAST(*modules.programs[0])) ? 0 : 1;
 
   std::unique_ptr<ir::Module> m = sema::buildModule(modules.units(), diags);
@@ -133,9 +133,9 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
 
 } // namespace
 
-int compile(const CompileOptions &opts) {
+int compile(const CompileOptions &opts, std::ostream &diagOut) {
   SourceManager sm;
-  Diagnostics diags(sm, std::cerr);
+  Diagnostics diags(sm, diagOut);
   try {
     return compileWith(opts, sm, diags);
   } catch (const CompileError &) {
