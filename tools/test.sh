@@ -2,7 +2,8 @@
 # Command 2 of the README: builds everything and runs the whole test suite (CTest: unit
 # tests, golden run/error tests, IR FileCheck tests, numpy checks of the samples, the JAX twins
 # of the differentiable programs (tests/jax; creates a venv from PyPI once)), then the
-# runtime's tests again under ThreadSanitizer and AddressSanitizer.
+# runtime's tests again under ThreadSanitizer and AddressSanitizer, the golden tests and the
+# runtime's tests under UBSan, and a one-minute fuzz run of the front end (tools/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh --deps-only
@@ -19,4 +20,13 @@ for san in thread address; do
   ninja -C "$BUILD-$san" -j "$JOBS" test_runtime
   "$BUILD-$san/tests/test_runtime"
 done
+# UBSan aborts at the first undefined behaviour, in shmapc, the runtime or a compiled program;
+# the golden tests then fail on the changed output or status.
+echo "== golden and runtime tests under -DSHMAPC_SANITIZE=undefined"
+cmake -S . -B "$BUILD-undefined" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMAPC_SANITIZE=undefined >/dev/null
+ninja -C "$BUILD-undefined" -j "$JOBS" shmapc test_runtime
+(cd "$BUILD-undefined" && UBSAN_OPTIONS=print_stacktrace=1:abort_on_error=1 \
+  ctest --output-on-failure -j "$JOBS" -R '^(run|error|fuzz)\.|^unit\.test_runtime$')
+
+FUZZ_BUILD="$BUILD-fuzz" FUZZ_JOBS="$JOBS" FUZZ_SEED=1 tools/fuzz.sh 60
 echo "== all tests passed"

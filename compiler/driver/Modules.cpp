@@ -58,7 +58,8 @@ int loadSource(SourceManager &sm, Diagnostics &diags, const std::string &path, L
 }
 
 ModuleSet loadModules(int mainFile, SourceManager &sm, Diagnostics &diags,
-                      const std::vector<std::string> &includeDirs) {
+                      const std::vector<std::string> &includeDirs,
+                      const std::function<int(const std::string &, SourceManager &)> &resolve) {
   ModuleSet set;
   set.names.push_back("");
   set.programs.push_back(std::make_unique<ast::Program>(parseProgram(mainFile, sm, diags)));
@@ -72,12 +73,17 @@ ModuleSet loadModules(int mainFile, SourceManager &sm, Diagnostics &diags,
       bool loaded = false;
       for (const std::string &n : set.names) loaded |= n == imp.module;
       if (loaded) continue;
-      std::string path = findModule(imp.module, importerDir, includeDirs);
-      if (path.empty())
+      int file;
+      if (resolve) {
+        file = resolve(imp.module, sm);
+      } else {
+        std::string path = findModule(imp.module, importerDir, includeDirs);
+        file = path.empty() ? -1 : loadSource(sm, diags, path, imp.loc);
+      }
+      if (file < 0)
         diags.fatal(DiagId::ModuleNotFound, imp.loc, "cannot find module '" + imp.module + "'",
                     "looked for " + imp.module + ".smp next to this file, in each -I folder "
                     "and in the standard library (stdlib/); add -I DIR for a module elsewhere");
-      int file = loadSource(sm, diags, path, imp.loc);
       set.names.push_back(imp.module);
       set.programs.push_back(std::make_unique<ast::Program>(parseProgram(file, sm, diags)));
       files.push_back(file);

@@ -4,6 +4,7 @@
 #include "ast/AST.h"
 #include "sema/Sema.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,8 +21,10 @@ struct ModuleSet {
 // for the main file) and throws CompileError.
 int loadSource(SourceManager &sm, Diagnostics &diags, const std::string &path, Loc at);
 
+// `resolve`, if set, replaces the search (the fuzzer's in-memory modules).
 ModuleSet loadModules(int mainFile, SourceManager &sm, Diagnostics &diags,
-                      const std::vector<std::string> &includeDirs);
+                      const std::vector<std::string> &includeDirs,
+                      const std::function<int(const std::string &, SourceManager &)> &resolve = {});
 
 // The stdlib folder: $SHMAPC_STDLIB if set, else the source tree's stdlib/.
 std::string stdlibDir();

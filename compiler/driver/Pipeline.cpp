@@ -90,7 +90,8 @@ int emitMachineCode(const CompileOptions &opts, Diagnostics &diags, ir::Module &
 }
 
 int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diags) {
-  int file = loadSource(sm, diags, opts.input, Loc{});
+  int file = opts.inputText ? sm.addBuffer(opts.input, *opts.inputText)
+                            : loadSource(sm, diags, opts.input, Loc{});
   const std::string out = outputPath(opts);
   requireWritableOutput(out, opts.input, diags);
   auto emitText = [&](const std::string &text) {
@@ -101,7 +102,7 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
   // The parser lexes the file itself; tokens are only materialised to be shown.
   if (opts.emit == Emit::Tokens) return emitText(printTokens(lex(file, sm, diags)));
 
-  ModuleSet modules = loadModules(file, sm, diags, opts.includeDirs);
+  ModuleSet modules = loadModules(file, sm, diags, opts.includeDirs, opts.resolveModule);
   if (opts.emit == Emit::AST) return emitText(ast::printAST(*modules.programs[0]));
 
   std::unique_ptr<ir::Module> m = sema::buildModule(modules.units(), diags);
@@ -119,10 +120,10 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
 
 } // namespace
 
-int compile(const CompileOptions &opts) {
+int compile(const CompileOptions &opts, std::ostream &diagOut) {
   return runWithBigStack([&] {
     SourceManager sm;
-    Diagnostics diags(sm, std::cerr);
+    Diagnostics diags(sm, diagOut);
     try {
       return compileWith(opts, sm, diags);
     } catch (const CompileError &) {

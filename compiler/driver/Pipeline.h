@@ -1,5 +1,9 @@
 // The compiler pipeline as a straight list of stages, with a stop point (`--emit=`) after each.
 #pragma once
+#include "source/Diagnostics.h"
+
+#include <functional>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -19,10 +23,15 @@ struct CompileOptions {
   bool explicitPbroadcast = false;     // every shmap as if auto_pbroadcast=false
   bool noCheckVma = false;             // every shmap as if check_vma=false
   bool naiveTranspose = false;         // --transpose=naive: pre-seed-000 transposition
+  // Hooks for the fuzzer (tests/fuzz), which must not read files: the program text, named
+  // `input` in diagnostics, instead of reading `input`; and how an import finds its module
+  // (a SourceManager file id, -1 = not found) instead of searching the folders.
+  const std::string *inputText = nullptr;
+  std::function<int(const std::string &module, SourceManager &sm)> resolveModule;
 };
 
 // Runs the pipeline. Returns the process exit status: 0 ok, 1 user error (diagnostics were
-// printed to stderr), 2 internal error.
-int compile(const CompileOptions &opts);
+// printed to `diagOut`), 2 internal error.
+int compile(const CompileOptions &opts, std::ostream &diagOut = std::cerr);
 
 } // namespace shmapc
