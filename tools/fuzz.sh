@@ -32,7 +32,7 @@ fi
 
 [ "$TIME" = 0 ] && exit 0
 
-# Seeds: every program of the repository except the known, unfixed crashes (tests/fuzz/found).
+# Seeds: every program of the repository.
 rm -rf "$BUILD/seeds" "$BUILD/artifacts"
 mkdir -p "$BUILD/seeds" "$BUILD/corpus" "$BUILD/artifacts"
 while IFS= read -r f; do cp "$f" "$BUILD/seeds/${f//\//_}"; done < <(
