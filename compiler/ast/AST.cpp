@@ -39,10 +39,15 @@ std::string floatText(double v) {
   return s;
 }
 
+std::string exprText(const Expr &e);
+
 std::string typeText(const TypeExpr &t) {
   std::string s = dtypeName(t.dtype);
   s += "[";
-  for (size_t i = 0; i < t.shape.size(); ++i) s += (i ? "," : "") + std::to_string(t.shape[i]);
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    if (i) s += ",";
+    s += i < t.dims.size() && t.dims[i] ? "(" + exprText(*t.dims[i]) + ")" : std::to_string(t.shape[i]);
+  }
   return s + "]";
 }
 
@@ -186,6 +191,7 @@ private:
     return s + ")";
   }
 
+public:  // also used by typeText
   static std::string expr(const Expr &e) {
     switch (e.kind) {
     case Expr::IntLit: return std::to_string(e.intValue);
@@ -218,6 +224,8 @@ private:
   std::ostringstream out_;
   bool first_ = true;
 };
+
+std::string exprText(const Expr &e) { return Printer::expr(e); }
 
 } // namespace
 

@@ -14,13 +14,16 @@ namespace shmapc::ast {
 enum class DTypeName { F32, F64, I32, Bool };
 
 // `f32[8,4]`
+struct Expr;
+
 struct TypeExpr {
   Loc loc;
   DTypeName dtype = DTypeName::F32;
   std::vector<int64_t> shape;
+  // Per dimension: null for a literal size (in `shape`), else a static integer expression
+  // (`f32[x.shape[0], n // 2]`) that sema evaluates (the size in `shape` is then 0).
+  std::vector<std::shared_ptr<Expr>> dims;
 };
-
-struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
 
 // One component of an index expression `x[...]`.

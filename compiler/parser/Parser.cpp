@@ -76,7 +76,7 @@ private:
   bool atDType() const;
   DTypeName parseDType();
   TypeExpr parseType(const std::string &context);
-  std::vector<int64_t> parseShape();
+  void parseShape(TypeExpr &t);
 
   // ---- statements ----
   Block parseBlock(const std::string &context);
@@ -441,22 +441,26 @@ TypeExpr Parser::parseType(const std::string &context) {
   if (!at(Tok::LBracket))
     fail(DiagId::ExpectedType, "'[' and a shape after the dtype",
          "write the shape in brackets, e.g. f32[4] (or f32[] for a scalar)");
-  t.shape = parseShape();
+  parseShape(t);
   return t;
 }
 
-// The "[" [ INT { "," INT } ] "]" part of `type`.
-std::vector<int64_t> Parser::parseShape() {
-  std::vector<int64_t> shape;
+// The "[" [ dim { "," dim } ] "]" part of `type`: dim = INT | expr (a static integer
+// expression, evaluated by sema).
+void Parser::parseShape(TypeExpr &t) {
   take();  // '['
-  const char *hint = "shapes are static: write integer literals, e.g. f32[8,4]";
-  if (accept(Tok::RBracket)) return shape;  // a scalar: f32[]
+  const char *hint = "shapes are static: write integers, e.g. f32[8,4] or f32[x.shape[0], 4]";
+  if (accept(Tok::RBracket)) return;  // a scalar: f32[]
   do {
-    if (!at(Tok::Int)) fail(DiagId::ExpectedType, "an integer dimension size", hint);
-    shape.push_back(take().intValue);
+    if (at(Tok::Int) && (peek(1).kind == Tok::Comma || peek(1).kind == Tok::RBracket)) {
+      t.shape.push_back(take().intValue);
+      t.dims.push_back(nullptr);
+    } else {
+      t.shape.push_back(0);
+      t.dims.push_back(std::shared_ptr<Expr>(parseExpr().release()));
+    }
   } while (accept(Tok::Comma));
   if (!accept(Tok::RBracket)) fail(DiagId::ExpectedType, "',' or ']' in the shape", hint);
-  return shape;
 }
 
 // ===================================================================== statements
@@ -868,7 +872,7 @@ ExprPtr Parser::parseTypeArg() {
   TypeExpr t;
   t.loc = e->loc;
   t.dtype = parseDType();
-  if (at(Tok::LBracket)) t.shape = parseShape();
+  if (at(Tok::LBracket)) parseShape(t);
   e->type = std::move(t);
   return e;
 }

@@ -58,6 +58,8 @@ std::optional<int64_t> Sema::staticIntOpt(const ast::Expr &e) {
   case ast::Expr::Name:
     if (e.name == "ndim" && !e.module.empty())
       if (const ir::Value *v = arrayNamed(e.module)) return v->type.rank();
+    if (e.module.empty())  // a name bound to a static integer: `let n = x.shape[0];`
+      if (const ir::Value *v = arrayNamed(e.name)) return constantInt(v);
     return std::nullopt;
   case ast::Expr::Index: {  // x.shape[d]
     const ast::Expr &base = *e.items.at(0);
@@ -111,6 +113,19 @@ int64_t Sema::checkedStatic(const ast::Expr &e, int64_t a, int64_t b, char op) {
   return r;
 }
 
+// The value of an integer scalar constant made in the function being built (or one it is
+// nested in), e.g. a static integer bound by `let`.
+std::optional<int64_t> Sema::constantInt(const ir::Value *v) {
+  if (v->type.dtype != ir::DType::I32 || v->type.rank() != 0) return std::nullopt;
+  for (FuncCtx *c = cur_; c; c = c->parent)
+    for (const ir::Eqn &e : c->func->eqns)
+      if (e.prim == ir::Prim::Constant && e.outs[0] == v) {
+        const std::vector<double> &values = e.doublesParam("value");
+        if (values.size() == 1) return (int64_t)values[0];
+      }
+  return std::nullopt;
+}
+
 // The array a name in scope holds, or null.
 const ir::Value *Sema::arrayNamed(const std::string &name) {
   Scope *s = findScope(name);
@@ -121,8 +136,9 @@ const ir::Value *Sema::arrayNamed(const std::string &name) {
 
 int64_t Sema::staticInt(const ast::Expr &e, const std::string &what) {
   if (auto v = staticIntOpt(e)) return *v;
-  fail(DiagId::BadArgument, e.loc, what + " must be an integer literal",
-       "write a constant such as 0 or -1; it must be known at compile time");
+  fail(DiagId::BadArgument, e.loc, what + " must be a static integer",
+       "it must be known at compile time: a literal, x.shape[d], x.ndim, axis_size(...), or "
+       "+ - * // % of those");
 }
 
 // `1`, `[1, 2]` or `(1, 2)`.

@@ -174,6 +174,7 @@ public:
   int64_t checkedStatic(const ast::Expr &e, int64_t a, int64_t b, char op);
   int64_t loopBound(const ast::Expr &e);
   const ir::Value *arrayNamed(const std::string &name);
+  std::optional<int64_t> constantInt(const ir::Value *v);
   void checkMeshLimits(const ast::MeshDecl &m);
   ir::Value *emit(ir::Prim p, std::vector<ir::Value *> ins, const ir::Type &out, Loc loc,
                   Params params = {});

@@ -43,11 +43,13 @@ ir::Type Sema::typeOf(const ast::TypeExpr &t) {
   case ast::DTypeName::I32: out.dtype = ir::DType::I32; break;
   case ast::DTypeName::Bool: out.dtype = ir::DType::Bool; break;
   }
-  for (int64_t d : t.shape)
+  out.shape = t.shape;
+  for (size_t i = 0; i < t.dims.size(); ++i)
+    if (t.dims[i]) out.shape[i] = staticInt(*t.dims[i], "a dimension");
+  for (int64_t d : out.shape)
     if (d <= 0)
       fail(DiagId::BadArgument, t.loc, "dimension " + std::to_string(d) + " in a type",
            "array dimensions must be positive");
-  out.shape = t.shape;
   if (out.rank() > SHM_MAX_RANK)
     fail(DiagId::ArrayTooLarge, t.loc,
          "type " + str(out) + " has rank " + std::to_string(out.rank()) + "; at most " +
