@@ -36,7 +36,7 @@ fi
 rm -rf "$BUILD/seeds" "$BUILD/artifacts"
 mkdir -p "$BUILD/seeds" "$BUILD/corpus" "$BUILD/artifacts"
 while IFS= read -r f; do cp "$f" "$BUILD/seeds/${f//\//_}"; done < <(
-  find samples tests stdlib -name '*.smp')
+  find samples tests stdlib -type f -name '*.smp' -not -path '*/Output/*')
 
 echo "== fuzzing the front end for ${TIME}s (log: $BUILD/fuzz.log)"
 status=0
