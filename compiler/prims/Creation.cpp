@@ -1,5 +1,5 @@
-// Creation: constant, iota, random_normal, random_uniform. They make invariant values with
-// no operands, so they have no tangent and are never linear.
+// Creation: constant, iota, random_normal, random_uniform. They make values from no operands
+// (a random draw may take its seed as one), so they have no tangent and are never linear.
 #include "prims/Prim.h"
 
 #include <cmath>
@@ -65,18 +65,22 @@ template <> const Rules &define<Prim::Iota>() {
 }
 
 // Deterministic across runs and machines (docs/numerics.md); `kind` is SHM_RANDOM_NORMAL or
-// SHM_RANDOM_UNIFORM.
+// SHM_RANDOM_UNIFORM. The seed is the `seed` param, or an i32[] operand read at run time.
 static bool lowerRandom(FuncEmitter &fe, size_t i, int kind) {
   const Eqn &e = fe.f.eqns[i];
   const Type &t = e.outs[0]->type;
-  fe.callRt("shm_random", {fe.dtypeCode(t.dtype), fe.i32(kind), fe.i64(e.intParam("seed")),
-                           fe.buffer(e.outs[0]), fe.i64(t.numElements())});
+  llvm::Value *seed = fe.i64(e.has("seed") ? e.intParam("seed") : 0);
+  if (!e.ins.empty()) seed = fe.b.CreateSExt(fe.b.CreateLoad(fe.me.i32Ty, fe.buffer(e.ins[0])), fe.me.i64Ty);
+  fe.callRt("shm_random", {fe.dtypeCode(t.dtype), fe.i32(kind), seed, fe.buffer(e.outs[0]),
+                           fe.i64(t.numElements())});
   return true;
 }
 
+// With a seed operand the result varies as the seed does (a per-device seed gives per-device
+// draws); without one it is invariant (SameAsOperands of no operands).
 template <> const Rules &define<Prim::RandomNormal>() {
   static const Rules r{
-      .variance = VarianceRule::Invariant,
+      .variance = VarianceRule::SameAsOperands,
       .jvp = noTangent,
       .transpose = notLinear,
       .lower = [](FuncEmitter &fe, size_t i) { return lowerRandom(fe, i, 0); },
@@ -87,7 +91,7 @@ template <> const Rules &define<Prim::RandomNormal>() {
 
 template <> const Rules &define<Prim::RandomUniform>() {
   static const Rules r{
-      .variance = VarianceRule::Invariant,
+      .variance = VarianceRule::SameAsOperands,
       .jvp = noTangent,
       .transpose = notLinear,
       .lower = [](FuncEmitter &fe, size_t i) { return lowerRandom(fe, i, 1); },

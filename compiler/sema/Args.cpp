@@ -46,7 +46,7 @@ std::vector<const ast::Expr *> Sema::bindArgs(const ast::Expr &call,
   return out;
 }
 
-// A static integer: a literal, x.ndim, x.shape[d], axis_size(axes) in a shmap body, and
+// A static integer: a literal, x.ndim, x.size, x.shape[d], axis_size(axes) in a shmap body, and
 // + - * // % of static integers (floor division and remainder, as numpy's).
 std::optional<int64_t> Sema::staticIntOpt(const ast::Expr &e) {
   switch (e.kind) {
@@ -56,8 +56,9 @@ std::optional<int64_t> Sema::staticIntOpt(const ast::Expr &e) {
     if (auto v = staticIntOpt(*e.items[0])) return checkedStatic(e, 0, *v, '-');
     return std::nullopt;
   case ast::Expr::Name:
-    if (e.name == "ndim" && !e.module.empty())
-      if (const ir::Value *v = arrayNamed(e.module)) return v->type.rank();
+    if ((e.name == "ndim" || e.name == "size") && !e.module.empty())
+      if (const ir::Value *v = arrayNamed(e.module))
+        return e.name == "ndim" ? v->type.rank() : v->type.numElements();
     if (e.module.empty())  // a name bound to a static integer: `let n = x.shape[0];`
       if (const ir::Value *v = arrayNamed(e.name)) return constantInt(v);
     return std::nullopt;
@@ -143,6 +144,8 @@ int64_t Sema::staticInt(const ast::Expr &e, const std::string &what) {
 
 // `1`, `[1, 2]` or `(1, 2)`.
 std::vector<int64_t> Sema::staticIntList(const ast::Expr &e, const std::string &what) {
+  if (e.kind == ast::Expr::Name && e.name == "shape" && !e.module.empty())  // x.shape
+    if (const ir::Value *v = arrayNamed(e.module)) return v->type.shape;
   if (e.kind == ast::Expr::ArrayLit || e.kind == ast::Expr::TupleLit) {
     std::vector<int64_t> out;
     for (const auto &item : e.items) out.push_back(staticInt(*item, "each entry of " + what));

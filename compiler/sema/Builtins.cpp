@@ -127,8 +127,15 @@ SVal Sema::randomArray(const ast::Expr &c, ir::Prim p) {
   if (!ir::isFloat(t.dtype))
     fail(DiagId::DTypeMismatch, a[0]->loc, c.name + " makes floats, not " + str(t),
          "use f32[...] or f64[...]");
-  int64_t seed = a[1] ? staticInt(*a[1], "seed") : 0;
-  return SVal::array(emit(p, {}, t, c.loc, {{"seed", seed}}), c.loc);
+  if (!a[1]) return SVal::array(emit(p, {}, t, c.loc, {{"seed", (int64_t)0}}), c.loc);
+  if (auto seed = staticIntOpt(*a[1])) return SVal::array(emit(p, {}, t, c.loc, {{"seed", *seed}}), c.loc);
+  // A seed known only at run time (a step counter, axis_index): an i32[] operand.
+  SVal s = eval(*a[1]);
+  ir::Value *seed = s.kind == SVal::Literal ? literalAs(s, ir::DType::I32, {}, a[1]->loc) : toArray(s);
+  if (seed->type.dtype != ir::DType::I32 || seed->type.rank() != 0)
+    fail(DiagId::BadArgument, a[1]->loc, "the seed of " + c.name + " must be an i32 scalar, got " + str(seed->type),
+         "pass a static integer or an i32[] value");
+  return SVal::array(emit(p, {seed}, t, c.loc), c.loc);
 }
 SVal Sema::bRandomNormal(const ast::Expr &c) { return randomArray(c, ir::Prim::RandomNormal); }
 SVal Sema::bRandomUniform(const ast::Expr &c) { return randomArray(c, ir::Prim::RandomUniform); }

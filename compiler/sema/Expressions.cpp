@@ -40,12 +40,13 @@ SVal Sema::eval(const ast::Expr &e) {
          "types are arguments of builtins such as zeros(f32[4]) or cast(x, f32)");
   case ast::Expr::Name:
     if (!e.module.empty() && arrayNamed(e.module)) {
-      if (e.name == "ndim") return SVal::lit((double)*staticIntOpt(e), false, e.loc);
+      if (e.name == "ndim" || e.name == "size") return SVal::lit((double)*staticIntOpt(e), false, e.loc);
       if (e.name == "shape")
         fail(DiagId::BadArgument, e.loc, e.module + ".shape is a list of static integers, not a value",
-             "index it: " + e.module + ".shape[0]");
+             "index it (" + e.module + ".shape[0]) or pass it where a shape is expected (reshape(y, " +
+                 e.module + ".shape))");
       fail(DiagId::UnknownName, e.loc, e.module + " has no attribute " + e.name,
-           "arrays have .shape[d] and .ndim");
+           "arrays have .shape[d], .ndim and .size");
     }
     if (!e.module.empty())
       fail(DiagId::UnknownName, e.loc, e.module + "." + e.name + " is not a value",

@@ -1,5 +1,5 @@
 """tests/run/stdlib_nn.smp: stdlib/nn.smp's activations, logsumexp, log_softmax,
-cross_entropy, layer_norm, rms_norm, embedding, causal attention, the gradients of two losses
+cross_entropy, layer_norm, rms_norm, embedding, causal attention, dropout (uniform draws from the program's own generator), the gradients of two losses
 built from them, and SGD / Adam / AdamW steps (the update formulas written out, as optax's
 adam / adamw with eps added outside the square root). Against JAX (f32; rtol 1e-4,
 atol 1e-5)."""
@@ -66,6 +66,10 @@ def check(t):
     t.close("d block_loss / dx", gx)
     t.close("d block_loss / dgamma", gg)
     t.close("d block_loss / dbeta", gb)
+    def dropout(x, rate, seed):  # the program's generator (tests/numpy/shm_rng.py)
+        return jnp.where(twin.uniform(x.shape, seed) >= rate, x / (1.0 - rate), 0.0)
+    t.close("dropout, seeds 7 and 8", dropout(x, 0.25, 7) + dropout(x, 0.25, 8))
+    t.close("dropout, static seed 9", dropout(x, 0.5, 9))
     g = jnp.array([0.5, -1.0, 2.0, 0.0], jnp.float32)
     w = jnp.array([1.0, 2.0, 3.0, 4.0], jnp.float32)
     t.close("sgd", w - 0.1 * g)
