@@ -1,10 +1,13 @@
 // Kernels along one axis of an array viewed as [outer, n, inner] (outer: the product of the
 // dimensions before the axis, inner: of those after it): gather by integer indices (numpy's
-// take) and its transpose scatter-add, argmax / argmin, and cumulative sums.
+// take) and its transpose scatter-add, argmax / argmin, cumulative sums and argsort.
 #include "util.h"
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
+#include <vector>
 #include <type_traits>
 
 namespace shm {
@@ -79,11 +82,46 @@ void cumsum(const T *x, int64_t outer, int64_t n, int64_t inner, bool reverse, T
     }
 }
 
+// Stable argsort of each [.., n, ..] fiber, ascending, NaN last (numpy's kind="stable"); with
+// `descending`, the order of the negated keys (ties keep their order, NaN still last).
+template <typename T>
+void argsort(const T *x, int64_t outer, int64_t n, int64_t inner, bool descending, int32_t *out) {
+  std::vector<int32_t> order((size_t)n);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < inner; ++k) {
+      const T *p = x + o * n * inner + k;
+      for (int64_t i = 0; i < n; ++i) order[(size_t)i] = (int32_t)i;
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+        T u = p[a * inner], v = p[b * inner];
+        if constexpr (std::is_floating_point_v<T>) {
+          if (std::isnan(u) || std::isnan(v)) return !std::isnan(u) && std::isnan(v);
+        }
+        return descending ? v < u : u < v;
+      });
+      for (int64_t i = 0; i < n; ++i) out[o * n * inner + i * inner + k] = order[(size_t)i];
+    }
+}
+
 } // namespace
 
 } // namespace shm
 
 using namespace shm;
+
+extern "C" void shm_argsort(int32_t dtype, int32_t descending, const void *x, int64_t outer,
+                            int64_t n, int64_t inner, int32_t *out) {
+  SHM_GUARD_BEGIN
+  checkView(outer, n, inner, "argsort");
+  if (n > INT32_MAX) fatalf("argsort: an axis of %lld elements has no i32 indices", (long long)n);
+  switch (dtype) {
+  case SHM_F32: argsort((const float *)x, outer, n, inner, descending != 0, out); break;
+  case SHM_F64: argsort((const double *)x, outer, n, inner, descending != 0, out); break;
+  case SHM_I32: argsort((const int32_t *)x, outer, n, inner, descending != 0, out); break;
+  case SHM_BOOL: argsort((const uint8_t *)x, outer, n, inner, descending != 0, out); break;
+  default: fatalf("argsort: unknown dtype code %d", (int)dtype);
+  }
+  SHM_GUARD_END("argsort")
+}
 
 extern "C" void shm_gather(int32_t dtype, const void *x, int64_t outer, int64_t n, int64_t inner,
                            const int32_t *idx, int64_t m, void *out) {

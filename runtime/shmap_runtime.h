@@ -121,6 +121,9 @@ void shm_argmax(int32_t dtype, int32_t is_min, const void *x, int64_t outer, int
                 int64_t inner, int32_t *out);
 void shm_cumsum(int32_t dtype, int32_t reverse, const void *x, int64_t outer, int64_t n,
                 int64_t inner, void *out);
+/* argsort: stable, ascending (descending: of the negated keys), NaN last, as numpy's. */
+void shm_argsort(int32_t dtype, int32_t descending, const void *x, int64_t outer, int64_t n,
+                 int64_t inner, int32_t *out);
 
 /* ---- printing, in the fixed format of docs/language.md */
 void shm_print(const char *label, int32_t dtype, int32_t rank, const int64_t *shape,

@@ -66,6 +66,7 @@ const RuntimeSig kRuntime[] = {
     {"shm_scatter_add", "viplllplpp"},
     {"shm_argmax", "viiplllp"},
     {"shm_cumsum", "viiplllp"},
+    {"shm_argsort", "viiplllp"},
     {"shm_save_npy", "vpiipp"},
     // libm: no vector intrinsic for tanh
     {"tanhf", "ff"},

@@ -47,7 +47,7 @@ bool runtimeCollective(Prim p, CommKind &kind) {
   case Prim::Reshape: case Prim::Transpose: case Prim::ReduceSum: case Prim::ReduceMax:
   case Prim::ReduceMin: case Prim::Matmul: case Prim::Slice: case Prim::DynamicSlice:
   case Prim::DynamicUpdateSlice: case Prim::Concatenate: case Prim::Gather: case Prim::ScatterAdd:
-  case Prim::Argmax: case Prim::Cumsum: case Prim::Call: case Prim::Shmap:
+  case Prim::Argmax: case Prim::Cumsum: case Prim::Argsort: case Prim::Call: case Prim::Shmap:
   case Prim::Loop: case Prim::Cond: case Prim::Jvp: case Prim::Vjp: case Prim::Print:
   case Prim::Save: case Prim::Load:
     return false;

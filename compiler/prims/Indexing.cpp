@@ -1,6 +1,6 @@
 // Primitives along one axis of an array, with runtime kernels in runtime/indexing.cpp that view
 // it as [outer, n, inner]: gather (numpy's take; `x[idx]` with an integer array) and its
-// transpose scatter_add, argmax / argmin, cumsum. Indices are i32 in [-n, n) (negative from
+// transpose scatter_add, argmax / argmin, cumsum, argsort. Indices are i32 in [-n, n) (negative from
 // the end); any other index stops the program with a runtime error, as numpy raises.
 #include "prims/Prim.h"
 
@@ -125,6 +125,26 @@ template <> const Rules &define<Prim::Cumsum>() {
         AxisView v = viewAlong(x, e.intParam("axis"));
         fe.callRt("shm_cumsum", {fe.dtypeCode(x.dtype), fe.i32(e.intParam("reverse")), fe.buffer(e.ins[0]),
                                  fe.i64(v.outer), fe.i64(v.n), fe.i64(v.inner), fe.buffer(e.outs[0])});
+        return true;
+      },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+// Stable, NaN last (numpy's kind="stable"): an index, so no tangent; sort and top_k are
+// take_along_axis of it (sema), which differentiates through gather.
+template <> const Rules &define<Prim::Argsort>() {
+  static const Rules r{
+      .variance = VarianceRule::SameAsOperands,
+      .jvp = noTangent,
+      .transpose = notLinear,
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        const Type &x = e.ins[0]->type;
+        AxisView v = viewAlong(x, e.intParam("axis"));
+        fe.callRt("shm_argsort", {fe.dtypeCode(x.dtype), fe.i32(e.intParam("descending")), fe.buffer(e.ins[0]),
+                                  fe.i64(v.outer), fe.i64(v.n), fe.i64(v.inner), fe.buffer(e.outs[0])});
         return true;
       },
       .scalar = nullptr,

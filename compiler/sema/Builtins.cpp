@@ -47,6 +47,9 @@ const std::map<std::string, Sema::BuiltinFn> &Sema::builtins() {
       {"argmax", &Sema::bArgmax},
       {"argmin", &Sema::bArgmin},
       {"cumsum", &Sema::bCumsum},
+      {"take_along_axis", &Sema::bTakeAlongAxis},
+      {"argsort", &Sema::bArgsort},
+      {"sort", &Sema::bSort},
       {"one_hot", &Sema::bOneHot},
       // structural (Structural.cpp)
       {"matmul", &Sema::bMatmul},

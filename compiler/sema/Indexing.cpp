@@ -110,4 +110,91 @@ SVal Sema::bClip(const ast::Expr &c) {
   return elementwise(ir::Prim::Min, "clip", lower, eval(*a[2]), c.loc);
 }
 
+// take_along_axis(x, idx, axis): out[..., j, ...] = x[..., idx[..., j, ...], ...] with idx of
+// x's rank (its size along `axis` free, equal elsewhere), numpy's. Built from a gather on the
+// flattened x at computed flat indices; an index outside [-n, n) along the axis is mapped to
+// one past the end, so the gather stops the program with its out-of-range error.
+ir::Value *Sema::takeAlongAxis(ir::Value *x, ir::Value *idx, int64_t axis, Loc loc) {
+  const ir::Type &xt = x->type, &it = idx->type;
+  if (it.rank() != xt.rank())
+    fail(DiagId::RankMismatch, loc, "take_along_axis needs indices of the array's rank: " + str(xt) +
+                                        " and " + str(it),
+         "add axes with expand_dims");
+  for (int64_t d = 0; d < xt.rank(); ++d)
+    if (d != axis && it.shape[d] != xt.shape[d])
+      fail(DiagId::ShapeMismatch, loc,
+           "take_along_axis: dimension " + std::to_string(d) + " of the indices " + str(it) +
+               " differs from the array's " + str(xt),
+           "the indices must match the array except along the axis");
+  auto i32 = [&](double v) { return constant(ir::DType::I32, it.shape, {v}, loc); };
+  auto arith = [&](ir::Prim p, ir::Value *a, ir::Value *b) { return emit(p, {a, b}, a->type, loc); };
+  int64_t n = xt.shape[axis], total = xt.numElements(), stride = 1;
+  ir::Value *wrapped = emit(ir::Prim::Select, {emit(ir::Prim::Lt, {idx, i32(0)}, ir::Type{ir::DType::Bool, it.shape, 0}, loc),
+                                               arith(ir::Prim::Add, idx, i32((double)n)), idx},
+                            it, loc);
+  ir::Value *bad = emit(ir::Prim::Or, {emit(ir::Prim::Lt, {wrapped, i32(0)}, ir::Type{ir::DType::Bool, it.shape, 0}, loc),
+                                       emit(ir::Prim::Ge, {wrapped, i32((double)n)}, ir::Type{ir::DType::Bool, it.shape, 0}, loc)},
+                        ir::Type{ir::DType::Bool, it.shape, 0}, loc);
+  ir::Value *flat = nullptr;
+  for (int64_t d = xt.rank() - 1; d >= 0; --d) {
+    ir::Value *term = d == axis ? wrapped
+                                : emit(ir::Prim::Iota, {}, it, loc, {{"dimension", d}});
+    if (stride != 1) term = arith(ir::Prim::Mul, term, i32((double)stride));
+    flat = flat ? arith(ir::Prim::Add, flat, term) : term;
+    stride *= xt.shape[d];
+  }
+  if (!flat) flat = i32(0);
+  flat = emit(ir::Prim::Select, {bad, i32((double)total), flat}, it, loc);
+  return gatherAlong(reshape(x, {total}, loc), flat, 0, loc);
+}
+
+SVal Sema::bTakeAlongAxis(const ast::Expr &c) {
+  auto a = bindArgs(c, {"x", "indices", "axis"}, 3);
+  ir::Value *x = evalArray(*a[0]);
+  ir::Value *idx = indexArray(*a[1], "the indices of take_along_axis");
+  int64_t axis = normAxis(staticInt(*a[2], "axis"), x->type.rank(), a[2]->loc, "axis");
+  return SVal::array(takeAlongAxis(x, idx, axis, c.loc), c.loc);
+}
+
+// argsort(x, axis=-1): stable, NaN last (numpy's kind="stable").
+ir::Value *Sema::argsortAlong(ir::Value *x, int64_t axis, bool descending, Loc loc) {
+  if (x->type.rank() == 0) fail(DiagId::BadAxis, loc, "cannot sort a scalar", "pass an array");
+  ir::Type t{ir::DType::I32, x->type.shape, 0};
+  return emit(ir::Prim::Argsort, {x}, t, loc, {{"axis", axis}, {"descending", (int64_t)descending}});
+}
+
+SVal Sema::bArgsort(const ast::Expr &c) {
+  auto a = bindArgs(c, {"x", "axis"}, 1);
+  ir::Value *x = evalArray(*a[0]);
+  int64_t axis = normAxis(a[1] ? staticInt(*a[1], "axis") : -1, x->type.rank(), c.loc, "axis");
+  return SVal::array(argsortAlong(x, axis, false, c.loc), c.loc);
+}
+
+// sort(x, axis=-1): the values in argsort's order; differentiable (through the gather).
+SVal Sema::bSort(const ast::Expr &c) {
+  auto a = bindArgs(c, {"x", "axis"}, 1);
+  ir::Value *x = evalArray(*a[0]);
+  int64_t axis = normAxis(a[1] ? staticInt(*a[1], "axis") : -1, x->type.rank(), c.loc, "axis");
+  return SVal::array(takeAlongAxis(x, argsortAlong(x, axis, false, c.loc), axis, c.loc), c.loc);
+}
+
+// values, indices = top_k(x, k): the k largest along the last axis, largest first (ties: the
+// lower index first), as jax.lax.top_k.
+std::vector<SVal> Sema::topK(const ast::Expr &c) {
+  auto a = bindArgs(c, {"x", "k"}, 2);
+  ir::Value *x = evalArray(*a[0]);
+  int64_t k = staticInt(*a[1], "k"), axis = x->type.rank() - 1;
+  if (axis < 0) fail(DiagId::BadAxis, c.loc, "top_k of a scalar", "pass an array");
+  if (k < 1 || k > x->type.shape[axis])
+    fail(DiagId::BadArgument, a[1]->loc,
+         "k = " + std::to_string(k) + " for an axis of size " + std::to_string(x->type.shape[axis]),
+         "take 1 <= k <= " + std::to_string(x->type.shape[axis]));
+  ir::Value *order = argsortAlong(x, axis, true, c.loc);
+  ir::Type t = order->type;
+  t.shape[axis] = k;
+  std::vector<int64_t> start(t.rank(), 0), limit = t.shape, strides(t.rank(), 1);
+  ir::Value *idx = emit(ir::Prim::Slice, {order}, t, c.loc, {{"start", start}, {"limit", limit}, {"strides", strides}});
+  return {SVal::array(takeAlongAxis(x, idx, axis, c.loc), c.loc), SVal::array(idx, c.loc)};
+}
+
 } // namespace shmapc::sema

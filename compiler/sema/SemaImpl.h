@@ -241,6 +241,12 @@ public:
   std::pair<ir::Value *, int64_t> alongAxis(ir::Value *x, const ast::Expr *axisArg, Loc loc);
   ir::Value *gatherAlong(ir::Value *x, ir::Value *idx, int64_t axis, Loc loc);
   ir::Value *integerArrayIndex(const ast::Expr &e, ir::Value *base);
+  ir::Value *takeAlongAxis(ir::Value *x, ir::Value *idx, int64_t axis, Loc loc);
+  ir::Value *argsortAlong(ir::Value *x, int64_t axis, bool descending, Loc loc);
+  SVal bTakeAlongAxis(const ast::Expr &c);
+  SVal bArgsort(const ast::Expr &c);
+  SVal bSort(const ast::Expr &c);
+  std::vector<SVal> topK(const ast::Expr &c);  // two results: a call with its own path
   void lowerSave(const ast::Expr &c);  // save(path, x): a call with no result
   std::string pathArg(const ast::Expr &call, const ast::Expr &arg);
   SVal randomArray(const ast::Expr &c, ir::Prim p);
