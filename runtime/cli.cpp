@@ -7,21 +7,100 @@
 
 #include <cblas.h>
 #include <cerrno>
+#include <climits>
+#include <cmath>
+#include <string>
+#include <vector>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+// The program's arguments (`arg lr: f32 = 0.1;`), emitted by shmapc as name/type/default
+// string triples; absent (null) in programs without any and in the unit tests.
+extern "C" __attribute__((weak)) const char *const shm_user_args_table[];
+extern "C" __attribute__((weak)) const int32_t shm_user_args_count;
+
 namespace shm {
 
-static void usage(const char *prog) {
-  std::printf("usage: %s [--stats]\n"
-              "  --stats   print the collective statistics table after the program's output\n"
-              "            (same as the environment variable SHMAP_STATS=1)\n",
-              prog);
+namespace {
+
+struct ArgValue {
+  const char *name, *type, *text;  // text: the value given, or the default
+  double number = 0;
+  int64_t integer = 0;
+};
+std::vector<ArgValue> g_args;
+
+int32_t declaredArgs() { return &shm_user_args_count ? shm_user_args_count : 0; }
+
+// Parses `text` as the argument's type into `a`; false if it is not one.
+bool parseArg(ArgValue &a, const char *text) {
+  a.text = text;
+  std::string type = a.type;
+  char *end = nullptr;
+  errno = 0;
+  if (type == "str") return true;
+  if (type == "bool") {
+    std::string t = text;
+    if (t == "true" || t == "1") return a.integer = 1, true;
+    if (t == "false" || t == "0") return a.integer = 0, true;
+    return false;
+  }
+  if (type == "i32") {
+    long long v = std::strtoll(text, &end, 10);
+    if (*text == '\0' || *end != '\0' || errno == ERANGE || v < INT32_MIN || v > INT32_MAX) return false;
+    a.integer = v;
+    return true;
+  }
+  double v = std::strtod(text, &end);
+  if (*text == '\0' || *end != '\0') return false;
+  if (type == "f32" && std::isfinite(v) && std::fabs(v) > 3.4028234663852886e38) return false;
+  a.number = v;
+  return true;
 }
 
+void usage(const char *prog) {
+  std::printf("usage: %s [--stats]", prog);
+  for (const ArgValue &a : g_args) std::printf(" [--%s=%s]", a.name, a.type);
+  std::printf("\n  --stats   print the collective statistics table after the program's output\n"
+              "            (same as the environment variable SHMAP_STATS=1)\n");
+  for (const ArgValue &a : g_args)
+    std::printf("  --%s=%s   (default %s)\n", a.name, a.type, a.text);
+}
+
+// --NAME=VALUE for a declared argument: 1 if taken, 0 if not one, -1 on a bad value.
+int takeArg(const char *prog, const char *arg) {
+  if (std::strncmp(arg, "--", 2) != 0) return 0;
+  const char *eq = std::strchr(arg, '=');
+  for (ArgValue &a : g_args) {
+    size_t n = std::strlen(a.name);
+    if (std::strncmp(arg + 2, a.name, n) != 0) continue;
+    if (arg[2 + n] == '\0') {
+      std::fprintf(stderr, "%s: error: --%s needs a value: --%s=%s\n", prog, a.name, a.name, a.type);
+      return -1;
+    }
+    if (eq != arg + 2 + n) continue;
+    if (!parseArg(a, eq + 1)) {
+      std::fprintf(stderr, "%s: error: --%s=%s is not a%s %s value\n", prog, a.name, eq + 1,
+                   a.type[0] == 'f' || a.type[0] == 'i' ? "n" : "", a.type);
+      return -1;
+    }
+    return 1;
+  }
+  return 0;
+}
+
+} // namespace
+
 int runtime_main(int argc, char **argv) {
-  const char *prog = argc > 0 ? argv[0] : "program";
+  const char *prog = argc > 0 && argv[0][0] ? argv[0] : "program";
+  if (const char *slash = std::strrchr(prog, '/')) prog = slash[1] ? slash + 1 : prog;  // messages name the program, not its path
+  g_args.clear();
+  for (int32_t i = 0; i < declaredArgs(); ++i) {
+    ArgValue a{shm_user_args_table[3 * i], shm_user_args_table[3 * i + 1], shm_user_args_table[3 * i + 2]};
+    if (!parseArg(a, a.text)) fatalf("the default of --%s (%s) is not a %s", a.name, a.text, a.type);
+    g_args.push_back(a);
+  }
   bool stats = false;
   const char *env = std::getenv("SHMAP_STATS");
   if (env && std::strcmp(env, "1") == 0) stats = true;
@@ -31,9 +110,10 @@ int runtime_main(int argc, char **argv) {
     } else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
       usage(prog);
       return 0;
+    } else if (int taken = takeArg(prog, argv[i])) {
+      if (taken < 0) return 1;
     } else {
-      std::fprintf(stderr, "%s: error: unknown argument '%s' (the program takes --stats and --help)\n",
-                   prog, argv[i]);
+      std::fprintf(stderr, "%s: error: unknown argument '%s' (see %s --help)\n", prog, argv[i], prog);
       return 1;
     }
   }
@@ -54,3 +134,14 @@ int runtime_main(int argc, char **argv) {
 }
 
 } // namespace shm
+
+using namespace shm;
+
+static const ArgValue &argAt(int32_t i, const char *what) {
+  if (i < 0 || (size_t)i >= g_args.size()) fatalf("%s: no program argument %d", what, (int)i);
+  return g_args[(size_t)i];
+}
+
+extern "C" double shm_arg_f64(int32_t i) { return argAt(i, "shm_arg_f64").number; }
+extern "C" int64_t shm_arg_i64(int32_t i) { return argAt(i, "shm_arg_i64").integer; }
+extern "C" const char *shm_arg_str(int32_t i) { return argAt(i, "shm_arg_str").text; }

@@ -136,6 +136,12 @@ void shm_load_npy(const char *path, int32_t dtype, int32_t rank, const int64_t *
 void shm_save_npy(const char *path, int32_t dtype, int32_t rank, const int64_t *shape,
                   const void *data);
 
+/* ---- program arguments (`arg lr: f32 = 0.1;`), parsed by the runtime's main from --NAME=VALUE
+ * (runtime/cli.cpp): the value of argument i as a double, an integer (i32 and bool) or a string */
+double shm_arg_f64(int32_t i);
+int64_t shm_arg_i64(int32_t i);
+const char *shm_arg_str(int32_t i);
+
 /* ---- runtime errors (e.g. a device thread fails): prints `shmap runtime error: msg`, exits 2 */
 void shm_fatal(const char *msg);
 

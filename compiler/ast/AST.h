@@ -147,8 +147,17 @@ struct ImportDecl {
   std::string module;
 };
 
+// `arg lr: f32 = 0.1;`: a program argument, given at run time as --lr=VALUE.
+struct ArgDecl {
+  Loc loc;
+  std::string name;
+  std::string type;         // "f32", "f64", "i32", "bool" or "str"
+  std::string defaultText;  // as the program wrote it ("0.1", "-3", "true", "tokens.npy")
+};
+
 struct Program {
   int file = -1;  // the SourceManager index it was parsed from (for file-level diagnostics)
+  std::vector<ArgDecl> args;
   std::vector<ImportDecl> imports;
   std::vector<MeshDecl> meshes;
   std::vector<std::unique_ptr<FuncDecl>> funcs;

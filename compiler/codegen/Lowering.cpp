@@ -18,6 +18,20 @@ bool FuncEmitter::emitCopy(const ir::Eqn &e) {
   return true;
 }
 
+// The program arguments for the runtime's command line (runtime/cli.cpp): name, type and
+// default of each, as the strings shm_user_args_table[3 * i + 0..2], and their count.
+static void emitProgramArgTable(ModuleEmitter &me, const ir::Module &m) {
+  if (m.args.empty()) return;
+  std::vector<llvm::Constant *> strings;
+  for (const ir::ProgramArg &a : m.args)
+    for (const std::string *s : {&a.name, &a.type, &a.defaultText}) strings.push_back(me.cString(*s));
+  auto *table = llvm::ArrayType::get(me.ptrTy, strings.size());
+  new llvm::GlobalVariable(me.mod, table, true, llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantArray::get(table, strings), "shm_user_args_table");
+  new llvm::GlobalVariable(me.mod, me.i32Ty, true, llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantInt::get(me.i32Ty, m.args.size()), "shm_user_args_count");
+}
+
 std::unique_ptr<llvm::Module> emitLLVM(const ir::Module &m, llvm::LLVMContext &ctx,
                                        std::string &error) {
   auto mod = std::make_unique<llvm::Module>("shmapc", ctx);
@@ -30,6 +44,7 @@ std::unique_ptr<llvm::Module> emitLLVM(const ir::Module &m, llvm::LLVMContext &c
   }
 
   ModuleEmitter me(m, ctx, *mod);
+  emitProgramArgTable(me, m);
   // Declare first: calls, loops, conds and shmaps refer to functions emitted later.
   for (const auto &f : m.funcs) {
     bool isMain = f.get() == m.main;

@@ -133,8 +133,14 @@ struct Func {
   int nextId = 0;
 };
 
+// A program argument (`arg lr: f32 = 0.1;`): the runtime parses --lr=VALUE (runtime/cli.cpp).
+struct ProgramArg {
+  std::string name, type, defaultText;  // type: f32, f64, i32, bool or str
+};
+
 struct Module {
   std::vector<std::unique_ptr<Mesh>> meshes;
+  std::vector<ProgramArg> args;
   std::vector<std::unique_ptr<Func>> funcs;  // every Func, nested bodies included
   Func *main = nullptr;
   bool naiveTranspose = false;  // --transpose=naive: transpose shmaps as before seed 000

@@ -59,6 +59,7 @@ private:
 
   // ---- top level ----
   ImportDecl parseImport();
+  ArgDecl parseArgDecl();
   MeshDecl parseMesh();
   void parseMeshAxis(MeshDecl &mesh);
   std::unique_ptr<FuncDecl> parseFunc();
@@ -184,11 +185,12 @@ ExprPtr Parser::makeBinary(const Token &op, ExprPtr lhs, ExprPtr rhs) {
 
 // ===================================================================== top level
 
-// program = { importDecl | meshDecl | funcDecl } EOF ;
+// program = { importDecl | meshDecl | argDecl | funcDecl } EOF ;
 Program Parser::parseProgram() {
   Program prog;
   while (!at(Tok::Eof)) {
     if (at(Tok::KwImport)) prog.imports.push_back(parseImport());
+    else if (atIdent("arg") && peek(1).kind == Tok::Ident) prog.args.push_back(parseArgDecl());
     else if (at(Tok::KwMesh)) prog.meshes.push_back(parseMesh());
     else if (at(Tok::KwDef) || at(Tok::At)) prog.funcs.push_back(parseFunc());
     else
@@ -196,6 +198,37 @@ Program Parser::parseProgram() {
            "statements belong inside a function body, e.g. 'def main() { ... }'");
   }
   return prog;
+}
+
+// argDecl = "arg" IDENT ":" ( dtype | "str" ) "=" literal ";" ;   literal: [ "-" ] number,
+// true, false, or a string (for str)
+ArgDecl Parser::parseArgDecl() {
+  take();  // 'arg'
+  ArgDecl d;
+  const Token &name = expectIdent("for the program argument after 'arg'");
+  d.loc = name.loc;
+  d.name = name.text;
+  const char *shape = "write e.g. arg lr: f32 = 0.1; or arg data: str = \"tokens.npy\";";
+  expect(Tok::Colon, "after the argument's name", shape);
+  if (atIdent("str")) {
+    take();
+    d.type = "str";
+  } else if (atDType()) {
+    d.type = take().text;
+  } else {
+    fail(DiagId::ExpectedType, "f32, f64, i32, bool or str", shape);
+  }
+  expect(Tok::Assign, "and a default value", shape);
+  bool negative = d.type != "str" && d.type != "bool" && accept(Tok::Minus);
+  const Token &v = peek();
+  bool ok = d.type == "str"    ? v.kind == Tok::String
+            : d.type == "bool" ? v.kind == Tok::KwTrue || v.kind == Tok::KwFalse
+            : d.type == "i32"  ? v.kind == Tok::Int
+                               : v.kind == Tok::Int || v.kind == Tok::Float;
+  if (!ok) fail(DiagId::ExpectedToken, "a default value of type " + d.type, shape);
+  d.defaultText = (negative ? "-" : "") + take().text;
+  expect(Tok::Semi, "after the program argument", "add ';'");
+  return d;
 }
 
 // importDecl = "import" IDENT ";" ;
@@ -452,6 +485,7 @@ void Parser::parseShape(TypeExpr &t) {
   const char *hint = "shapes are static: write integers, e.g. f32[8,4] or f32[x.shape[0], 4]";
   if (accept(Tok::RBracket)) return;  // a scalar: f32[]
   do {
+    if (at(Tok::RBracket) || at(Tok::Comma)) fail(DiagId::ExpectedType, "a dimension size", hint);
     if (at(Tok::Int) && (peek(1).kind == Tok::Comma || peek(1).kind == Tok::RBracket)) {
       t.shape.push_back(take().intValue);
       t.dims.push_back(nullptr);

@@ -145,32 +145,39 @@ SVal Sema::bRandomUniform(const ast::Expr &c) { return randomArray(c, ir::Prim::
 
 // ---- files (numpy .npy, runtime/npy.cpp): host only, paths relative to the working directory
 
-std::string Sema::pathArg(const ast::Expr &call, const ast::Expr &arg) {
+// The path param of load/save: {"path", literal} or {"path_arg", index of a str program
+// argument}.
+std::pair<std::string, ir::Attr> Sema::pathArg(const ast::Expr &call, const ast::Expr &arg) {
   if (cur_->mesh)
     failWithCallChain(DiagId::FileInsideShmap, call.loc, call.name + " inside a shmap body",
                       call.name == "load" ? "load in main and pass the array to the shmap function"
                                           : "return the value from the shmap function and save it in main");
+  if (arg.kind == ast::Expr::Name && arg.module.empty() && !findScope(arg.name)) {
+    int index = programArgIndex(arg.name);
+    if (index >= 0 && module_->args[index].type == "str") return {"path_arg", (int64_t)index};
+  }
   if (arg.kind != ast::Expr::StringLit || arg.name.empty())
-    fail(DiagId::BadArgument, arg.loc, "the path of " + call.name + " must be a string literal",
-         "write " + call.name + "(\"weights.npy\", ...)");
-  return arg.name;
+    fail(DiagId::BadArgument, arg.loc,
+         "the path of " + call.name + " must be a string literal or a str program argument",
+         "write " + call.name + "(\"weights.npy\", ...), or declare arg data: str = \"x.npy\"; and pass data");
+  return {"path", arg.name};
 }
 
 // load("x.npy", f32[256, 512]): the type is static; the runtime checks the file against it.
 SVal Sema::bLoad(const ast::Expr &c) {
   auto a = bindArgs(c, {"path", "type"}, 2);
-  std::string path = pathArg(c, *a[0]);
+  auto path = pathArg(c, *a[0]);
   ir::Type t = typeArg(*a[1], "the second argument of load");
-  return SVal::array(emit(ir::Prim::Load, {}, t, c.loc, {{"path", path}}), c.loc);
+  return SVal::array(emit(ir::Prim::Load, {}, t, c.loc, {path}), c.loc);
 }
 
 void Sema::lowerSave(const ast::Expr &c) {
   auto a = bindArgs(c, {"path", "x"}, 2);
-  std::string path = pathArg(c, *a[0]);
+  auto path = pathArg(c, *a[0]);
   ir::Eqn e;
   e.prim = ir::Prim::Save;
   e.ins = {evalArray(*a[1])};
-  e.params["path"] = path;
+  e.params[path.first] = path.second;
   e.loc = c.loc;
   cur_->func->eqns.push_back(std::move(e));
 }

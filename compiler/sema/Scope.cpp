@@ -37,6 +37,7 @@ std::vector<std::string> Sema::visibleNames() {
 SVal Sema::lookup(const std::string &name, Loc loc) {
   Scope *s = findScope(name);
   if (!s) {
+    if (std::optional<SVal> arg = programArg(name, loc)) return *arg;
     if (cur_->unit->funcs.count(name))
       fail(DiagId::FunctionNotCalled, loc, name + " is a function, not a value",
            "call it: " + name + "(...); functions are passed only to transformations such as "

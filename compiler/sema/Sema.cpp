@@ -3,6 +3,8 @@
 // Python function; the result is memoized in instances_.
 #include "sema/SemaImpl.h"
 
+#include <set>
+
 namespace shmapc::sema {
 
 Sema::Sema(const std::vector<ModuleUnit> &units, Diagnostics &diags)
@@ -99,6 +101,47 @@ void Sema::checkMeshLimits(const ast::MeshDecl &m) {
            "the runtime runs one thread per device, at most " + std::to_string(SHM_MAX_DEVICES) +
                "; use smaller axes");
     }
+}
+
+// ---- program arguments
+
+void Sema::collectProgramArgs() {
+  for (size_t u = 1; u < units_.size(); ++u)
+    for (const ast::ArgDecl &a : units_[u].program->args)
+      fail(DiagId::BadProgramArg, a.loc, "program argument " + a.name + " declared in module " + units_[u].name,
+           "declare program arguments in the main file; pass them to module functions");
+  std::set<std::string> seen;
+  for (const ast::ArgDecl &a : units_[0].program->args) {
+    if (!seen.insert(a.name).second)
+      fail(DiagId::Redefinition, a.loc, "program argument " + a.name + " is declared twice", "rename one of them");
+    if (a.name == "stats" || a.name == "help" || a.name == "trace")
+      fail(DiagId::BadProgramArg, a.loc, "--" + a.name + " is an option of every program",
+           "choose another name for the argument");
+    module_->args.push_back({a.name, a.type, a.defaultText});
+  }
+}
+
+int Sema::programArgIndex(const std::string &name) const {
+  for (size_t i = 0; i < module_->args.size(); ++i)
+    if (module_->args[i].name == name) return (int)i;
+  return -1;
+}
+
+// A numeric or bool program argument read where it is named (host code only). A str argument
+// is only a path: load and save take it (pathArg).
+std::optional<SVal> Sema::programArg(const std::string &name, Loc loc) {
+  int index = programArgIndex(name);
+  if (index < 0) return std::nullopt;
+  const ir::ProgramArg &a = module_->args[index];
+  if (cur_->mesh)
+    fail(DiagId::BadProgramArg, loc, "program argument " + name + " used inside a shmap body",
+         "pass it to the shmap function as an argument");
+  if (a.type == "str")
+    fail(DiagId::BadProgramArg, loc, "program argument " + name + " is a str: only load and save take it",
+         "write load(" + name + ", T) or save(" + name + ", x)");
+  ir::DType dt = a.type == "f32" ? ir::DType::F32 : a.type == "f64" ? ir::DType::F64
+               : a.type == "i32" ? ir::DType::I32 : ir::DType::Bool;
+  return SVal::array(emit(ir::Prim::ArgValue, {}, ir::Type{dt, {}, 0}, loc, {{"index", (int64_t)index}}), loc);
 }
 
 // ---- functions
@@ -301,6 +344,7 @@ const Instance &Sema::instantiate(const ast::FuncDecl &decl, const Unit &unit,
 
 std::unique_ptr<ir::Module> Sema::run() {
   collectMeshes();
+  collectProgramArgs();
   const Unit &mainUnit = units_[0];
   auto it = mainUnit.funcs.find("main");
   if (it == mainUnit.funcs.end())

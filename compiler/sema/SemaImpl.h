@@ -174,6 +174,10 @@ public:
   int64_t checkedStatic(const ast::Expr &e, int64_t a, int64_t b, char op);
   int64_t loopBound(const ast::Expr &e);
   const ir::Value *arrayNamed(const std::string &name);
+  // Program arguments (`arg lr: f32 = 0.1;` in the main file): names visible in host code.
+  void collectProgramArgs();
+  std::optional<SVal> programArg(const std::string &name, Loc loc);
+  int programArgIndex(const std::string &name) const;
   std::optional<int64_t> constantInt(const ir::Value *v);
   void checkMeshLimits(const ast::MeshDecl &m);
   ir::Value *emit(ir::Prim p, std::vector<ir::Value *> ins, const ir::Type &out, Loc loc,
@@ -248,7 +252,7 @@ public:
   SVal bSort(const ast::Expr &c);
   std::vector<SVal> topK(const ast::Expr &c);  // two results: a call with its own path
   void lowerSave(const ast::Expr &c);  // save(path, x): a call with no result
-  std::string pathArg(const ast::Expr &call, const ast::Expr &arg);
+  std::pair<std::string, ir::Attr> pathArg(const ast::Expr &call, const ast::Expr &arg);
   SVal randomArray(const ast::Expr &c, ir::Prim p);
   SVal bCast(const ast::Expr &c);
   SVal bExp(const ast::Expr &c);

@@ -768,7 +768,7 @@ TEST_CASE("runtime main: --stats, SHMAP_STATS and unknown arguments", "[main]") 
       close(saved);
     });
     CHECK(rc == 1);
-    CHECK(out == "prog: error: unknown argument '--bogus' (the program takes --stats and --help)\n");
+    CHECK(out == "prog: error: unknown argument '--bogus' (see prog --help)\n");
     CHECK(g_user_main_calls == before); // the program did not run
   }
   {
