@@ -22,6 +22,17 @@ AxisView viewAlong(const Type &t, int64_t axis) {
   return v;
 }
 
+// A kernel (dtype, flag, x, outer, n, inner, out) along the eqn's `axis`: argmax, cumsum,
+// argsort; `flag` names the int param passed as the second argument.
+bool lowerAlongAxis(FuncEmitter &fe, size_t i, const char *runtimeFn, const char *flag) {
+  const Eqn &e = fe.f.eqns[i];
+  const Type &x = e.ins[0]->type;
+  AxisView v = viewAlong(x, e.intParam("axis"));
+  fe.callRt(runtimeFn, {fe.dtypeCode(x.dtype), fe.i32(e.intParam(flag)), fe.buffer(e.ins[0]), fe.i64(v.outer),
+                        fe.i64(v.n), fe.i64(v.inner), fe.buffer(e.outs[0])});
+  return true;
+}
+
 // gather(x, idx) with x's dtype and the given variance.
 Value *gather(Builder &b, Value *x, Value *idx, const Eqn &like, AxisSet vary) {
   const Type &xt = x->type, &it = idx->type;
@@ -96,14 +107,7 @@ template <> const Rules &define<Prim::Argmax>() {
       .variance = VarianceRule::SameAsOperands,
       .jvp = noTangent,
       .transpose = notLinear,
-      .lower = [](FuncEmitter &fe, size_t i) {
-        const Eqn &e = fe.f.eqns[i];
-        const Type &x = e.ins[0]->type;
-        AxisView v = viewAlong(x, e.intParam("axis"));
-        fe.callRt("shm_argmax", {fe.dtypeCode(x.dtype), fe.i32(e.intParam("is_min")), fe.buffer(e.ins[0]),
-                                 fe.i64(v.outer), fe.i64(v.n), fe.i64(v.inner), fe.buffer(e.outs[0])});
-        return true;
-      },
+      .lower = [](FuncEmitter &fe, size_t i) { return lowerAlongAxis(fe, i, "shm_argmax", "is_min"); },
       .scalar = nullptr,
   };
   return r;
@@ -119,14 +123,7 @@ template <> const Rules &define<Prim::Cumsum>() {
                                 {{"axis", c.e.params.at("axis")}, {"reverse", (int64_t)!c.e.intParam("reverse")}},
                                 c.c->type));
       },
-      .lower = [](FuncEmitter &fe, size_t i) {
-        const Eqn &e = fe.f.eqns[i];
-        const Type &x = e.ins[0]->type;
-        AxisView v = viewAlong(x, e.intParam("axis"));
-        fe.callRt("shm_cumsum", {fe.dtypeCode(x.dtype), fe.i32(e.intParam("reverse")), fe.buffer(e.ins[0]),
-                                 fe.i64(v.outer), fe.i64(v.n), fe.i64(v.inner), fe.buffer(e.outs[0])});
-        return true;
-      },
+      .lower = [](FuncEmitter &fe, size_t i) { return lowerAlongAxis(fe, i, "shm_cumsum", "reverse"); },
       .scalar = nullptr,
   };
   return r;
@@ -139,14 +136,7 @@ template <> const Rules &define<Prim::Argsort>() {
       .variance = VarianceRule::SameAsOperands,
       .jvp = noTangent,
       .transpose = notLinear,
-      .lower = [](FuncEmitter &fe, size_t i) {
-        const Eqn &e = fe.f.eqns[i];
-        const Type &x = e.ins[0]->type;
-        AxisView v = viewAlong(x, e.intParam("axis"));
-        fe.callRt("shm_argsort", {fe.dtypeCode(x.dtype), fe.i32(e.intParam("descending")), fe.buffer(e.ins[0]),
-                                  fe.i64(v.outer), fe.i64(v.n), fe.i64(v.inner), fe.buffer(e.outs[0])});
-        return true;
-      },
+      .lower = [](FuncEmitter &fe, size_t i) { return lowerAlongAxis(fe, i, "shm_argsort", "descending"); },
       .scalar = nullptr,
   };
   return r;

@@ -4,6 +4,7 @@
 #include "shmap_runtime.h"
 
 #include <catch2/catch.hpp>
+#include "child.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -42,35 +43,12 @@ void checkValues(const std::vector<T> &got, int32_t dtype) {
   for (size_t i = 0; i < got.size(); ++i) CHECK((double)got[i] == value((int64_t)i, dtype));
 }
 
-// Runs fn in a child process; returns its exit status and what it wrote to stderr.
-int runChild(const std::function<void()> &fn, std::string *err) {
-  int pipefd[2];
-  REQUIRE(pipe(pipefd) == 0);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    close(pipefd[0]);
-    dup2(pipefd[1], 2);
-    fn();
-    _exit(0);
-  }
-  close(pipefd[1]);
-  char buf[1024];
-  ssize_t k;
-  while ((k = read(pipefd[0], buf, sizeof buf)) > 0) err->append(buf, (size_t)k);
-  close(pipefd[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 // Loading `name` as f32 of `shape` fails with exit 2 and a message containing `what`.
 void expectLoadError(const std::string &name, std::vector<int64_t> shape, const std::string &what,
                      int32_t dtype = SHM_F32) {
   std::string err, p = path(name);
-  int status = runChild([&] {
+  int status = run_child([&] {
     std::vector<double> out(64);
     shm_load_npy(p.c_str(), dtype, (int32_t)shape.size(), shape.data(), out.data());
   }, &err);
@@ -164,7 +142,7 @@ TEST_CASE("npy: saved files are what numpy reads back", "[npy][python]") {
 
   SECTION("a save that cannot write names the file and leaves nothing behind") {
     std::string err, p = d + "/no_such_dir/w.npy";
-    CHECK(runChild([&] { shm_save_npy(p.c_str(), SHM_F32, 2, s23, f32.data()); }, &err) == 2);
+    CHECK(run_child([&] { shm_save_npy(p.c_str(), SHM_F32, 2, s23, f32.data()); }, &err) == 2);
     CHECK(err.find("shmap runtime error: " + p + ": cannot write") != std::string::npos);
   }
 }

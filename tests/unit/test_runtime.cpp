@@ -2,6 +2,7 @@
 // reference written independently of the runtime's algorithms), kernels, printing, the
 // random generator (against tests/numpy/shm_rng.py) and the statistics table.
 #include <catch2/catch.hpp>
+#include "child.h"
 
 #include "shmap_runtime.h"
 #include "stats.h"
@@ -1182,29 +1183,6 @@ TEST_CASE("random matches the numpy re-implementation bit for bit", "[random][py
 #ifndef SHM_TSAN // TSan does not support forking a multi-threaded process reliably
 
 namespace {
-// Runs fn in a child process; returns its exit status and what it wrote to stderr.
-int run_child(const std::function<void()> &fn, std::string *err) {
-  int pipefd[2];
-  REQUIRE(pipe(pipefd) == 0);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    close(pipefd[0]);
-    dup2(pipefd[1], 2);
-    fn();
-    _exit(0);
-  }
-  close(pipefd[1]);
-  char buf[1024];
-  ssize_t k;
-  while ((k = read(pipefd[0], buf, sizeof buf)) > 0) err->append(buf, (size_t)k);
-  close(pipefd[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 void bad_ppermute_body(shm_device *dev, void **outs, void **ins) {
   const int32_t x = 0;
