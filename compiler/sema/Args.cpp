@@ -2,6 +2,8 @@
 // reading the static ones (integers, axis lists, types, booleans) from the syntax tree.
 #include "sema/SemaImpl.h"
 
+#include <cmath>
+
 #include <algorithm>
 
 namespace shmapc::sema {
@@ -122,7 +124,7 @@ std::optional<int64_t> Sema::constantInt(const ir::Value *v) {
     for (const ir::Eqn &e : c->func->eqns)
       if (e.prim == ir::Prim::Constant && e.outs[0] == v) {
         const std::vector<double> &values = e.doublesParam("value");
-        if (values.size() == 1) return (int64_t)values[0];
+        if (values.size() == 1 && std::fabs(values[0]) <= 2147483648.0) return (int64_t)values[0];
       }
   return std::nullopt;
 }

@@ -11,7 +11,14 @@ namespace shmapc::sema {
 std::string Sema::str(const ir::Type &t) { return ir::typeToString(t, nullptr); }
 
 static std::string formatNumber(double v, bool isFloat) {
-  if (!isFloat) return std::to_string((int64_t)v);
+  // An integer literal is held as a double; one beyond int64 (constant folding) is printed as
+  // such, never converted.
+  if (!isFloat && std::fabs(v) < 9.2e18) return std::to_string((int64_t)v);
+  if (!isFloat) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
   std::string s = buf;
