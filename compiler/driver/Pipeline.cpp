@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace shmapc {
@@ -102,6 +103,12 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
   // The parser lexes the file itself; tokens are only materialised to be shown.
   if (opts.emit == Emit::Tokens) return emitText(printTokens(lex(file, sm, diags)));
 
+  for (const std::string &dir : opts.includeDirs) {  // a mistyped -I would be ignored silently
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      diags.fatal(DiagId::IncludeDirNotFound, Loc{}, "-I '" + dir + "' is not a folder",
+                  "check the path given to -I");
+  }
   ModuleSet modules = loadModules(file, sm, diags, opts.includeDirs, opts.resolveModule);
   if (opts.emit == Emit::AST) return emitText(ast::printAST(*modules.programs[0]));
 
