@@ -340,6 +340,24 @@ def moe():
             "jvp dense": jvp, "jvp ragged": jvp}
 
 
+def collective_matmuls():
+    """samples/collective_matmuls.smp: every version computes a @ w (all-gather direction) or
+    t @ w2 (reduce-scatter direction); the gradients of sum(out^2) are 2 out w^T and 2 a^T out."""
+    def normal(shape, seed):
+        return shm_rng.normal(np.float32, seed, int(np.prod(shape))).reshape(shape).astype(np.float64)
+
+    a, w, t, w2 = normal((8, 16), 21), normal((16, 8), 22), normal((8, 16), 23), normal((16, 8), 24)
+    out, out2 = a @ w, t @ w2
+    yes = np.bool_(True)
+    return {"all-gather matmul": out, "unidirectional = plain": yes, "bidirectional = plain": yes,
+            "all-gather d/da": 2 * out @ w.T, "all-gather d/dw": 2 * a.T @ out,
+            "unidirectional gradients = plain": yes, "bidirectional gradients = plain": yes,
+            "reduce-scatter matmul": out2, "rs unidirectional = plain": yes,
+            "rs bidirectional = plain": yes, "reduce-scatter d/dt": 2 * out2 @ w2.T,
+            "reduce-scatter d/dw2": 2 * t.T @ out2, "rs unidirectional gradients = plain": yes,
+            "rs bidirectional gradients = plain": yes}
+
+
 def megatron_mlp():
     x = iota(8).reshape(2, 4) / 8 - np.float32(0.3)
     w1 = np.sin(iota(32)).reshape(4, 8)
