@@ -251,6 +251,8 @@ public:
   SVal bArgsort(const ast::Expr &c);
   SVal bSort(const ast::Expr &c);
   std::vector<SVal> topK(const ast::Expr &c);  // two results: a call with its own path
+  std::vector<SVal> scan(const ast::Expr &c);  // Scan.cpp: carries and stacks
+  std::vector<ir::Value *> arrayOrTuple(const ast::Expr *e);
   void lowerSave(const ast::Expr &c);  // save(path, x): a call with no result
   std::pair<std::string, ir::Attr> pathArg(const ast::Expr &call, const ast::Expr &arg);
   SVal randomArray(const ast::Expr &c, ir::Prim p);
