@@ -54,6 +54,7 @@ void Diagnostics::show(Loc loc, const char *kind, const std::string &message,
   out_ << "\n";
   if (!loc.valid()) return;
   std::string line = sm_.file(loc.file).lineText(loc.line);
+  if (line.empty()) return;  // an empty file or line: a caret under nothing says nothing
   // Control characters (a NUL, an escape sequence) are shown as '?', one column each, so
   // the terminal shows what the file holds without acting on it.
   for (char &ch : line)
