@@ -596,7 +596,7 @@ std::unique_ptr<Source> openMember(Fd &fd, const std::string &where, const std::
   else
     src = std::make_unique<InflateRange>(fd, where, data, (int64_t)m->csize, (int64_t)m->usize, m->crc);
   src->where = where;
-  src->noun = "the array";
+  src->noun = "the member";
   return src;
 }
 
