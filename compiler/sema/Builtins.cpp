@@ -166,10 +166,11 @@ std::pair<std::string, ir::Attr> Sema::pathArg(const ast::Expr &call, const ast:
     if (index >= 0 && module_->args[index].type == "str") return {"path_arg", (int64_t)index};
   }
   if (arg.kind != ast::Expr::StringLit || arg.name.empty()) {
-    std::string file = call.name == "savez" ? "ckpt.npz" : "weights.npy";
+    bool npz = call.name == "savez";
     fail(DiagId::BadArgument, arg.loc,
          "the path of " + call.name + " must be a string literal or a str program argument",
-         "write " + call.name + "(\"" + file + "\", ...), or declare arg data: str = \"" + file + "\"; and pass data");
+         "write " + call.name + "(\"" + (npz ? "ckpt.npz" : "weights.npy") + "\", ...), or declare arg data: str = \"" +
+             (npz ? "ckpt.npz" : "x.npy") + "\"; and pass data");
   }
   return {"path", arg.name};
 }
