@@ -49,7 +49,8 @@ bool runtimeCollective(Prim p, CommKind &kind) {
   case Prim::DynamicUpdateSlice: case Prim::Concatenate: case Prim::Gather: case Prim::ScatterAdd:
   case Prim::Argmax: case Prim::Cumsum: case Prim::Argsort: case Prim::Call: case Prim::Shmap:
   case Prim::Loop: case Prim::Cond: case Prim::Jvp: case Prim::Vjp: case Prim::Print:
-  case Prim::Save: case Prim::SaveNpz: case Prim::Load: case Prim::ArgValue:
+  case Prim::Save: case Prim::Load: case Prim::ArgValue:
+  case Prim::SaveNpz:
     return false;
   }
   return false;
