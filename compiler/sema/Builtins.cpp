@@ -79,6 +79,16 @@ const std::map<std::string, Sema::BuiltinFn> &Sema::builtins() {
   return table;
 }
 
+const std::map<std::string, Sema::MultiBuiltinFn> &Sema::multiResultBuiltins() {
+  static const std::map<std::string, MultiBuiltinFn> table = {
+      {"save", &Sema::lowerSave},
+      {"savez", &Sema::lowerSavez},
+      {"top_k", &Sema::topK},
+      {"scan", &Sema::scan},
+  };
+  return table;
+}
+
 // ---- creation
 
 SVal Sema::bZeros(const ast::Expr &c) {
@@ -239,7 +249,7 @@ SVal Sema::bLoad(const ast::Expr &c) {
   return SVal::array(emit(ir::Prim::Load, {}, block, c.loc, params), c.loc);
 }
 
-void Sema::lowerSave(const ast::Expr &c) {
+std::vector<SVal> Sema::lowerSave(const ast::Expr &c) {
   auto a = bindArgs(c, {"path", "x"}, 2);
   auto path = pathArg(c, *a[0]);
   ir::Eqn e;
@@ -248,11 +258,12 @@ void Sema::lowerSave(const ast::Expr &c) {
   e.params[path.first] = path.second;
   e.loc = c.loc;
   cur_->func->eqns.push_back(std::move(e));
+  return {};
 }
 
 // savez("ckpt.npz", w1=w1, b1=b1): numpy's np.savez; each keyword names its array's member
 // (w1.npy). Positional arrays after the path are named arr_0, arr_1, ... as numpy names them.
-void Sema::lowerSavez(const ast::Expr &c) {
+std::vector<SVal> Sema::lowerSavez(const ast::Expr &c) {
   if (c.items.empty())
     fail(DiagId::ArgCount, c.loc, "savez is missing its argument path",
          "call it as savez(\"ckpt.npz\", w1=w1, b1=b1)");
@@ -284,6 +295,7 @@ void Sema::lowerSavez(const ast::Expr &c) {
   e.params["keys"] = keys;
   e.loc = c.loc;
   cur_->func->eqns.push_back(std::move(e));
+  return {};
 }
 
 // ---- element-wise

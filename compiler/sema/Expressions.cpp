@@ -259,21 +259,14 @@ std::vector<SVal> Sema::evalCall(const ast::Expr &e) {
   const Unit *unit = nullptr;
   if (const ast::FuncDecl *decl = findFunction(e, unit)) return callFunction(*decl, *unit, e);
   rejectUnappliedTransform(e);
-  if (e.name == "save" && e.module.empty()) {
-    lowerSave(e);
-    return {};
-  }
-  if (e.name == "savez" && e.module.empty()) {
-    lowerSavez(e);
-    return {};
-  }
-  if (e.name == "top_k" && e.module.empty()) return topK(e);
-  if (e.name == "scan" && e.module.empty()) return scan(e);
+  if (auto m = multiResultBuiltins().find(e.name); m != multiResultBuiltins().end())
+    return (this->*(m->second))(e);
   auto it = builtins().find(e.name);
   if (it != builtins().end()) return {(this->*(it->second))(e)};
   std::vector<std::string> names;
   for (const auto &[n, f] : cur_->unit->funcs) names.push_back(n);
   for (const auto &[n, f] : builtins()) names.push_back(n);
+  for (const auto &[n, f] : multiResultBuiltins()) names.push_back(n);
   std::string near = closestName(e.name, names);
   fail(DiagId::UnknownFunction, e.loc, "unknown function " + e.name,
        near.empty() ? "define it with def " + e.name + "(...) { ... }"

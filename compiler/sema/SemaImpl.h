@@ -225,6 +225,9 @@ public:
   // ---- builtins (Builtins.cpp, Structural.cpp, Collectives.cpp)
   using BuiltinFn = SVal (Sema::*)(const ast::Expr &call);
   static const std::map<std::string, BuiltinFn> &builtins();
+  // Builtins with no result (save, savez) or several (top_k, scan).
+  using MultiBuiltinFn = std::vector<SVal> (Sema::*)(const ast::Expr &call);
+  static const std::map<std::string, MultiBuiltinFn> &multiResultBuiltins();
   SVal bZeros(const ast::Expr &c);
   SVal bOnes(const ast::Expr &c);
   SVal bFull(const ast::Expr &c);
@@ -250,11 +253,11 @@ public:
   SVal bTakeAlongAxis(const ast::Expr &c);
   SVal bArgsort(const ast::Expr &c);
   SVal bSort(const ast::Expr &c);
-  std::vector<SVal> topK(const ast::Expr &c);  // two results: a call with its own path
+  std::vector<SVal> topK(const ast::Expr &c);  // values and indices
   std::vector<SVal> scan(const ast::Expr &c);  // Scan.cpp: carries and stacks
   std::vector<ir::Value *> arrayOrTuple(const ast::Expr *e);
-  void lowerSave(const ast::Expr &c);  // save(path, x): a call with no result
-  void lowerSavez(const ast::Expr &c); // savez(path, k1=x1, ...): likewise
+  std::vector<SVal> lowerSave(const ast::Expr &c);  // save(path, x): no result
+  std::vector<SVal> lowerSavez(const ast::Expr &c); // savez(path, k1=x1, ...): likewise
   // The path param of load/save/savez; host only unless `inShmap` (a sharded load).
   std::pair<std::string, ir::Attr> pathArg(const ast::Expr &call, const ast::Expr &arg, bool inShmap = false);
   ast::PartitionSpecExpr specArg(const ast::Expr &e);  // spec=P(...) of a sharded load
