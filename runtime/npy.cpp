@@ -58,6 +58,9 @@ const char *languageName(int32_t dtype) {
   case SHM_F64: return "f64";
   case SHM_I32: return "i32";
   case SHM_BOOL: return "bool";
+  case SHM_I64: return "i64";
+  case SHM_F16: return "f16";
+  case SHM_BF16: return "bf16";
   }
   return "?";
 }
@@ -68,6 +71,8 @@ const char *numpyNameOf(int32_t dtype) {
   case SHM_F64: return "float64";
   case SHM_I32: return "int32";
   case SHM_BOOL: return "bool";
+  case SHM_I64: return "int64";
+  case SHM_F16: return "float16";
   }
   return "?";
 }
@@ -79,6 +84,8 @@ const char *descrOf(int32_t dtype) {
   case SHM_F64: return "<f8";
   case SHM_I32: return "<i4";
   case SHM_BOOL: return "|b1";
+  case SHM_I64: return "<i8";
+  case SHM_F16: return "<f2";
   }
   fatalf("save: unknown dtype code %d", (int)dtype);
 }
@@ -89,6 +96,8 @@ bool matches(const Header &h, int32_t dtype) {
   case SHM_F64: return h.kind == 'f' && h.size == 8;
   case SHM_I32: return h.kind == 'i' && h.size == 4;
   case SHM_BOOL: return h.kind == 'b' && h.size == 1;
+  case SHM_I64: return h.kind == 'i' && h.size == 8;
+  case SHM_F16: return h.kind == 'f' && h.size == 2;
   }
   return false;
 }
