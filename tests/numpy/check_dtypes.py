@@ -12,7 +12,7 @@ outputs come from numpy, not from shmapc:
 numpy has float16 (IEEE binary16, whose arithmetic numpy does as JAX on CPU: in float32, each
 result rounded to float16); bfloat16 is not in Debian's numpy, so it is modelled here as the
 float32 values whose low 16 bits are zero, rounded from float32 to nearest even with integer
-operations (bf16() below, independent of shmapc's runtime/half.h; when ml_dtypes is importable,
+operations (tests/numpy/bf16.py, independent of shmapc's runtime/half.h; when ml_dtypes is importable,
 as in the JAX venv, the model is checked against ml_dtypes.bfloat16 on 2^20 random bit patterns
 and every special case).
 
@@ -30,6 +30,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shm_rng  # noqa: E402  (the runtime's random generator, re-implemented)
+from bf16 import round_bf16  # noqa: E402
 
 F16, F32, F64, I32, I64 = np.float16, np.float32, np.float64, np.int32, np.int64
 
@@ -39,12 +40,7 @@ F16, F32, F64, I32, I64 = np.float16, np.float32, np.float64, np.int32, np.int64
 def bf16(x):
     """float32 values rounded to bfloat16 (nearest, ties to even; NaN stays NaN), returned as
     float32 (every bfloat16 is exactly a float32)."""
-    x = np.asarray(x, dtype=F32)
-    u = np.atleast_1d(x).view(np.uint32).astype(np.uint64)
-    k = lambda v: np.uint64(v)  # noqa: E731  (no mixing with Python ints: numpy 1.24 would go to float)
-    r = ((u + k(0x7FFF) + ((u >> k(16)) & k(1))) >> k(16)) << k(16)
-    out = (r & k(0xFFFFFFFF)).astype(np.uint32).view(F32).reshape(x.shape)
-    return np.where(np.isnan(x), F32(np.nan), out).astype(F32)
+    return round_bf16(x)
 
 
 def f16(x):
@@ -244,7 +240,110 @@ def dtypes_arith(p):
     p("i64 == i32", "bool", j - 4294967296 == i)
 
 
-TWINS = {"dtypes_convert": dtypes_convert, "dtypes_arith": dtypes_arith}
+def dtypes_reduce(p):
+    # sums in float32 (numpy's np.sum of a contiguous float32 array is the same pairwise tree,
+    # docs/numerics.md), rounded once
+    p("sum of 4096 bf16 ones", "bf16", bf16(np.ones(4096, F32).sum()))
+    p("sum of 4096 f16 ones", "f16", f16(np.ones(4096, F32).sum()))
+    hundredth = bf16(F32(0.01))
+    p("sum of 4096 bf16 0.01", "bf16", bf16(np.full(4096, hundredth, F32).sum()))
+    m = bf16(np.arange(12, dtype=F32).reshape(3, 4) * F32(0.1) + F32(1.0))
+    p("bf16 m", "bf16", m)
+    p("sum axis 1", "bf16", bf16(m.sum(1)))
+    p("sum axis 0", "bf16", bf16(m.sum(0)))
+    p("mean", "bf16", bf16(m.sum() / F32(12)))
+    p("mean axis 1", "bf16", bf16(m.sum(1) / F32(4)))
+    p("max axis 0", "bf16", m.max(0))
+    p("min", "bf16", m.min())
+    h = f16(F32([3.5, 0.0, -1.25, 2049.0, 1.0])) / f16(F32([1.0, 0.0, 1.0, 1.0, 1.0]))
+    p("f16 h", "f16", h)
+    p("max with nan", "f16", h.max())
+    p("argmax with nan", "i32", np.argmax(h))
+    p("argmin", "i32", np.argmin(f16(F32([3.5, 1.0, -1.25, 2049.0, -1.25]))))
+    p("argmax bf16 ties", "i32", np.argmax(bf16(F32([1.0, 7.0, 7.0, 2.0]))))
+    big = np.array([5, -3, 9, 9, -8], I64) * 1000000000000
+    p("i64 argmax, argmin", "i32", np.array([np.argmax(big), np.argmin(big)]))
+    p("i64 sum, max, min", "i64", np.array([big.sum(), big.max(), big.min()]))
+    p("i64 cumsum", "i64", np.cumsum(big))
+    c = bf16(np.cumsum(np.ones(1000, F32)))
+    p("bf16 cumsum of 1000 ones at 255, 256, 257, 999", "bf16", c[[255, 256, 257, 999]])
+    p("f16 cumsum", "f16", f16(np.cumsum(f16(F32([0.1, 0.2, 0.3, 2048.0])).astype(F32))))
+    acc = np.zeros(2, F32)
+    for _ in range(300):  # every addition rounded to bf16
+        acc[0] = bf16(acc[0] + F32(1.0))
+    p("bf16 scatter_add of 300 ones (each addition rounded)", "bf16", acc)
+    sa = f16(F32([1.0, 2.0, 3.0]))
+    np.add.at(sa, [2, 0, 2], f16(F32([0.1, 0.25, 0.5])))  # numpy: each addition in float16
+    p("f16 scatter_add", "f16", sa)
+    si = big.copy()
+    np.add.at(si, [0, 0, 4], np.array([1, 2, 3], I64))
+    p("i64 scatter_add", "i64", si)
+    p("i64 take", "i64", big[[4, 0, -1]])
+    p("f16 sort", "f16", np.sort(f16(F32([3.5, 0.0, -1.25, 2049.0, 1.0, -0.5]))))
+    p("bf16 argsort", "i32", np.argsort(bf16(F32([0.3, -2.0, 0.1, 0.3, 5.0])), kind="stable"))
+    p("i64 sort", "i64", np.sort(big))
+    t = bf16(F32([0.5, 3.0, -1.0, 3.0]))
+    order = np.argsort(-t, kind="stable")[:2]  # largest first, ties by lower index
+    p("bf16 top_k values", "bf16", t[order])
+    p("bf16 top_k indices", "i32", order)
+    # matmul: every operand below is a short dyadic fraction, so the f32 products and sums are
+    # exact in any order; the result is rounded once
+    k = np.ones((1, 4096), F32)
+    p("bf16 [1,4096] @ [4096,1] of ones", "bf16", bf16(k @ k.T))
+    a = f16(np.arange(6, dtype=F32).reshape(2, 3) * F32(0.25) + F32(0.125))
+    b = f16(np.arange(6, dtype=F32).reshape(3, 2) - F32(2.5))
+    p("f16 a @ b", "f16", f16(a.astype(F32) @ b.astype(F32)))
+    p("bf16 a @ b", "bf16", bf16(bf16(a.astype(F32)) @ bf16(b.astype(F32))))
+    p("f16 matrix @ vector", "f16", f16(a.astype(F32) @ F32([1.0, -1.0, 0.5])))
+    q = np.arange(6, dtype=I64).reshape(2, 3) * 3000000000
+    p("i64 @", "i64", q @ np.arange(6, dtype=I64).reshape(3, 2))
+    # not dyadic: 0.1^2 + 0.2^2 + 0.3^2 of the bf16 values, in f32 (JAX gives 0.140625)
+    t = bf16(F32([0.1, 0.2, 0.3]))
+    p("dot of 0.1, 0.2, 0.3 in bf16", "bf16", bf16((t[0] * t[0] + t[1] * t[1]) + t[2] * t[2]))
+
+
+def fold_f32(blocks):
+    """An all-reduce sum of f16 / bf16 blocks: widened to f32, added in member order (left to
+    right), rounded once by the caller."""
+    acc = blocks[0].astype(F32)
+    for blk in blocks[1:]:
+        acc = acc + blk.astype(F32)
+    return acc
+
+
+def dtypes_collectives(p):
+    # mesh x=2, y=4; P(("x", "y")) gives device (x, y) element 4x + y, its group index over
+    # ("x", "y")
+    a = (np.arange(8, dtype=I64) - 3) * 1000000000
+    h = f16(F32([2048.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.5]))
+    b = bf16(F32([256.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]))
+    p("psum i64", "i64", a.sum(keepdims=True))
+    p("psum f16 (2054.5 rounded)", "f16", f16(fold_f32([h[i:i + 1] for i in range(8)])))
+    total = bf16(fold_f32([b[i:i + 1] for i in range(8)]))
+    p("psum bf16 (263 rounded)", "bf16", total)
+    p("pmean bf16", "bf16", bf16(total / F32(8)))
+    p("pmax f16 over y", "f16", h.reshape(2, 4).max(1))
+    p("pmin i64", "i64", a.min(keepdims=True))
+    p("pmax bf16", "bf16", b.max(keepdims=True))
+    # P("x", "y") of [2, 16]: device (x, y) holds row x, columns 4y .. 4y + 3
+    ga = np.arange(32, dtype=I64).reshape(2, 16) * 1000000007
+    gh = f16(np.arange(32, dtype=F32).reshape(2, 16) * F32(0.1))
+    gb = bf16(np.arange(32, dtype=F32).reshape(2, 16) + F32(250.0))
+    p("all_gather i64", "i64", np.tile(ga, (1, 4)))       # every device gathers its row
+    a2a = np.zeros((8, 4), F16)
+    for x in range(2):
+        for y in range(4):  # device (x, y) receives element y of every member's block
+            a2a[4 * x:4 * x + 4, y] = gh[x, [4 * j + y for j in range(4)]]
+    p("all_to_all f16", "f16", a2a)
+    pp = np.zeros((2, 16), F32)
+    pp[:, 4:] = gb[:, :12]                               # y sends to y + 1; device 0 gets zeros
+    p("ppermute bf16", "bf16", pp)
+    p("psum_scatter bf16", "bf16", bf16(fold_f32([gb[:, 4 * y:4 * y + 4] for y in range(4)])))
+    p("ppermute i64 over x", "i64", ga[::-1])
+
+
+TWINS = {"dtypes_convert": dtypes_convert, "dtypes_arith": dtypes_arith, "dtypes_reduce": dtypes_reduce,
+         "dtypes_collectives": dtypes_collectives}
 
 
 def check_bf16_model():

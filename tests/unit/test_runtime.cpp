@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include "child.h"
 
+#include "half.h"
 #include "shmap_runtime.h"
 #include "stats.h"
 
@@ -1111,6 +1112,8 @@ std::string format_random(int32_t dt, int32_t kind, int64_t seed, int64_t n) {
     case SHM_F64: std::snprintf(tmp, sizeof tmp, "%a", ((double *)buf.data())[i]); break;
     case SHM_I32: std::snprintf(tmp, sizeof tmp, "%d", ((int32_t *)buf.data())[i]); break;
     case SHM_BOOL: std::snprintf(tmp, sizeof tmp, "%s", buf[(size_t)i] ? "true" : "false"); break;
+    case SHM_F16: std::snprintf(tmp, sizeof tmp, "%a", (double)shm::f16_to_f32(((uint16_t *)buf.data())[i])); break;
+    case SHM_BF16: std::snprintf(tmp, sizeof tmp, "%a", (double)shm::bf16_to_f32(((uint16_t *)buf.data())[i])); break;
     }
     s += tmp;
     s += '\n';
@@ -1169,7 +1172,11 @@ TEST_CASE("random matches the numpy re-implementation bit for bit", "[random][py
                {"uniform", "bool", SHM_RANDOM_UNIFORM, SHM_BOOL, 3},
                {"normal", "f32", SHM_RANDOM_NORMAL, SHM_F32, 1},
                {"normal", "f64", SHM_RANDOM_NORMAL, SHM_F64, 2},
-               {"normal", "f64", SHM_RANDOM_NORMAL, SHM_F64, -77}};
+               {"normal", "f64", SHM_RANDOM_NORMAL, SHM_F64, -77},
+               {"uniform", "f16", SHM_RANDOM_UNIFORM, SHM_F16, 4},
+               {"uniform", "bf16", SHM_RANDOM_UNIFORM, SHM_BF16, 5},
+               {"normal", "f16", SHM_RANDOM_NORMAL, SHM_F16, 6},
+               {"normal", "bf16", SHM_RANDOM_NORMAL, SHM_BF16, -7}};
   for (auto &c : cases) {
     INFO(c.kind << " " << c.dt << " seed " << c.seed);
     const std::string py = run_python_rng(c.kind, c.dt, c.seed, 2000);
