@@ -109,11 +109,13 @@ ir::Value *Sema::literalAs(const SVal &lit, ir::DType dt, const std::vector<int6
     fail(DiagId::BadLiteral, lit.loc, what + " does not fit in i32",
          "use a value between -2147483648 and 2147483647, or make the other operand i64 "
          "(cast(x, i64))");
-  // Literals are held as doubles (as constants are), which are exact integers up to 2^53.
-  if (dt == ir::DType::I64 && std::fabs(lit.literal) > 9007199254740992.0)
-    fail(DiagId::BadLiteral, lit.loc, what + " is beyond 2^53, where i64 literals are not exact",
-         "use a literal between -2^53 and 2^53 (9007199254740992), and build larger values "
-         "with i64 arithmetic, e.g. cast(1073741824, i64) * 8589934592");
+  // Literals are held as doubles (as constants are): integers are exact below 2^53; from 2^53
+  // on, the double may be the rounding of another integer (9007199254740993 reads as 2^53).
+  if (dt == ir::DType::I64 && std::fabs(lit.literal) >= 9007199254740992.0)
+    fail(DiagId::BadLiteral, lit.loc,
+         "an int literal of 2^53 (9007199254740992) or more in magnitude is not exact: this one "
+         "reads as " + formatNumber(lit.literal, false) + "; i64 literals must lie strictly between -2^53 and 2^53",
+         "build larger values with i64 arithmetic, e.g. cast(1073741824, i64) * 8589934592");
   return constant(dt, shape, {lit.literal}, loc);
 }
 

@@ -342,7 +342,33 @@ def dtypes_collectives(p):
     p("ppermute i64 over x", "i64", ga[::-1])
 
 
-TWINS = {"dtypes_convert": dtypes_convert, "dtypes_arith": dtypes_arith, "dtypes_reduce": dtypes_reduce,
+def dtypes_io(p):
+    p("i64 scalar", "i64", I64(-4503599627370496) * I64(2048))
+    p("f16 rank 3", "f16", f16(np.arange(12, dtype=F32).reshape(2, 3, 2) * F32(0.3) - F32(1.0)))
+    p("bf16 scalar", "bf16", bf16(F32(3.14159)))
+    p("iota i64", "i64", np.tile(np.arange(3, dtype=I64), (2, 1)) * 4000000000)
+    p("iota f16 near 2048", "f16", np.arange(6, dtype=F16) + F16(2046.0))
+    p("iota bf16", "bf16", bf16(bf16(np.arange(4, dtype=F32) * F32(100.0)) + F32(250.0)))
+    p("zeros i64", "i64", np.zeros(2, I64))
+    p("ones bf16", "bf16", np.ones(2, F32))
+    p("full f16", "f16", np.full(3, F16(0.1)))
+    p("full i64", "i64", np.full(1, 9007199254740991, I64))
+    p("uniform f16", "f16", shm_rng.uniform(F16, 3, 5))
+    p("uniform bf16", "bf16", shm_rng.uniform("bf16", 3, 5))
+    p("normal f16", "f16", shm_rng.normal(F16, 4, 5))
+    p("normal bf16", "bf16", shm_rng.normal("bf16", 4, 5))
+    h = f16(F32([1.5, -0.1, 65504.0, 1.0e-7]))
+    p("f16 round trip", "f16", h)
+    p("i64 round trip", "i64", np.arange(3, dtype=I64) * -5000000000 + 7)
+    p("big-endian f16 from numpy", "f16", np.load(os.path.join(ROOT, "tests", "run", "data", "halves_f16_be.npy")))
+    p("Fortran-order i64 from numpy", "i64", np.load(os.path.join(ROOT, "tests", "run", "data", "longs_2x3_fortran.npy")))
+    p("f16 + bf16 is f32", "f32", h.astype(F32) + F32(0))
+    p("arg big", "i64", I64(-9000000000000000000))   # given by the ARGS line
+    p("arg half", "f16", f16(F32(0.1)))               # given: the double, to f32, to f16
+    p("arg brain", "bf16", bf16(F32(0.3)))            # the default
+
+
+TWINS = {"dtypes_convert": dtypes_convert, "dtypes_io": dtypes_io, "dtypes_arith": dtypes_arith, "dtypes_reduce": dtypes_reduce,
          "dtypes_collectives": dtypes_collectives}
 
 
