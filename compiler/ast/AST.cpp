@@ -167,6 +167,11 @@ private:
       block(depth + 1, "body", s.body);
       out_ << ")";
       return;
+    case Stmt::While:
+      line(depth, "(while " + expr(*s.value));
+      block(depth + 1, "body", s.body);
+      out_ << ")";
+      return;
     case Stmt::If:
       line(depth, "(if " + expr(*s.value));
       block(depth + 1, "then", s.body);

@@ -83,6 +83,7 @@ struct Stmt {
     Return,   // `return a, b;` values (maybe empty)
     ExprStmt, // a call evaluated for nothing: value
     For,      // `for i in range(lo, hi) { body }`: names[0] = i, values = {lo, hi} (static ints)
+    While,    // `while cond { body }`: value = cond (re-evaluated before every iteration)
     If,       // `if cond { body } else { elseBody }`: value = cond
   } kind;
   Loc loc;

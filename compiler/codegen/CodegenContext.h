@@ -110,6 +110,7 @@ public:
   bool emitCall(const ir::Eqn &e);
   bool emitShmap(const ir::Eqn &e);
   bool emitLoop(const ir::Eqn &e);
+  bool emitWhile(const ir::Eqn &e);
   bool emitCond(const ir::Eqn &e);
   // reshape, pbroadcast: the bytes are unchanged; the output aliases the input unless it must
   // land in a result buffer (a copy then).

@@ -148,6 +148,62 @@ bool FuncEmitter::emitLoop(const ir::Eqn &e) {
   return true;
 }
 
+// Carries are double-buffered as in emitLoop, but the trip count is known only at run time:
+// set A is the loop's own output buffers, set B scratch; the parity of the iteration count says
+// which holds the final carries, and one copy moves them into A when it is B.
+bool FuncEmitter::emitWhile(const ir::Eqn &e) {
+  if (e.bodies.size() != 2) return fail("while: expected a predicate and a body");
+  int64_t numConsts = e.intParam("num_consts");
+  size_t numCarries = e.outs.size();
+  if (numConsts < 0 || (size_t)numConsts + numCarries != e.ins.size())
+    return fail("while: operand count does not match num_consts + carries");
+
+  std::vector<llvm::Value *> setA, setB, consts;
+  for (const ir::Value *v : e.outs) {
+    setA.push_back(buffer(v));
+    setB.push_back(scratch(v->type));
+  }
+  for (int64_t c = 0; c < numConsts; ++c) consts.push_back(buffer(e.ins[c]));
+  for (size_t j = 0; j < numCarries; ++j)
+    copyBytes(setA[j], buffer(e.ins[numConsts + j]), e.outs[j]->type.byteSize());
+  auto insFor = [&](const std::vector<llvm::Value *> &carries) {
+    std::vector<llvm::Value *> ins = consts;
+    ins.insert(ins.end(), carries.begin(), carries.end());
+    return ptrArray(ins);
+  };
+  llvm::Value *insA = insFor(setA), *insB = insFor(setB);
+  llvm::Value *outsA = ptrArray(setA), *outsB = ptrArray(setB);
+  llvm::Value *pred = entryAlloca(me.i8Ty, 1, "while.pred");
+  llvm::Value *predOuts = ptrArray({pred});
+
+  llvm::BasicBlock *pre = b.GetInsertBlock();
+  llvm::BasicBlock *header = llvm::BasicBlock::Create(me.ctx, "while.cond", fn);
+  llvm::BasicBlock *bodyBB = llvm::BasicBlock::Create(me.ctx, "while.body", fn);
+  llvm::BasicBlock *exit = llvm::BasicBlock::Create(me.ctx, "while.exit", fn);
+  llvm::BasicBlock *copyBack = llvm::BasicBlock::Create(me.ctx, "while.copy", fn);
+  llvm::BasicBlock *done = llvm::BasicBlock::Create(me.ctx, "while.end", fn);
+  b.CreateBr(header);
+  b.SetInsertPoint(header);
+  llvm::PHINode *inB = b.CreatePHI(b.getInt1Ty(), 2, "in_b");  // the current carries are set B
+  inB->addIncoming(b.getFalse(), pre);
+  llvm::Value *ins = b.CreateSelect(inB, insB, insA);
+  b.CreateCall(me.funcType(), me.funcs.at(e.bodies[0]), {dev, predOuts, ins});
+  llvm::Value *go = b.CreateICmpNE(b.CreateLoad(me.i8Ty, pred), b.getInt8(0));
+  b.CreateCondBr(go, bodyBB, exit);
+  b.SetInsertPoint(bodyBB);
+  b.CreateCall(me.funcType(), me.funcs.at(e.bodies[1]),
+               {dev, b.CreateSelect(inB, outsA, outsB), ins});
+  inB->addIncoming(b.CreateNot(inB), bodyBB);
+  b.CreateBr(header);
+  b.SetInsertPoint(exit);
+  b.CreateCondBr(inB, copyBack, done);
+  b.SetInsertPoint(copyBack);
+  for (size_t j = 0; j < numCarries; ++j) copyBytes(setA[j], setB[j], e.outs[j]->type.byteSize());
+  b.CreateBr(done);
+  b.SetInsertPoint(done);
+  return true;
+}
+
 bool FuncEmitter::emitCond(const ir::Eqn &e) {
   if (e.bodies.size() != 2) return fail("cond: expected two branches");
   std::vector<llvm::Value *> ins, outs;

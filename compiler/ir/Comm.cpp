@@ -48,7 +48,7 @@ bool runtimeCollective(Prim p, CommKind &kind) {
   case Prim::ReduceMin: case Prim::Matmul: case Prim::Slice: case Prim::DynamicSlice:
   case Prim::DynamicUpdateSlice: case Prim::Concatenate: case Prim::Gather: case Prim::ScatterAdd:
   case Prim::Argmax: case Prim::Cumsum: case Prim::Argsort: case Prim::Call: case Prim::Shmap:
-  case Prim::Loop: case Prim::Cond: case Prim::Jvp: case Prim::Vjp: case Prim::Print:
+  case Prim::Loop: case Prim::While: case Prim::Cond: case Prim::Jvp: case Prim::Vjp: case Prim::Print:
   case Prim::Save: case Prim::Load: case Prim::ArgValue:
     return false;
   }
@@ -65,15 +65,28 @@ namespace {
 
 // ---- arithmetic on tables and counts ------------------------------------------------------
 
-Count times(Count c, int64_t k) { return {c.lo * k, c.hi * k}; }
-Count times(Count a, Count b) { return {a.lo * b.lo, a.hi * b.hi}; }
-Count plus(Count a, Count b) { return {a.lo + b.lo, a.hi + b.hi}; }
+// Saturating at kUnbounded (a while loop's count), which absorbs every nonzero operand.
+int64_t mul(int64_t a, int64_t b) {
+  if (a == 0 || b == 0) return 0;
+  int64_t r;
+  if (a == kUnbounded || b == kUnbounded || __builtin_mul_overflow(a, b, &r)) return kUnbounded;
+  return r;
+}
+int64_t add(int64_t a, int64_t b) {
+  int64_t r;
+  if (a == kUnbounded || b == kUnbounded || __builtin_add_overflow(a, b, &r)) return kUnbounded;
+  return r;
+}
+
+Count times(Count c, int64_t k) { return {mul(c.lo, k), mul(c.hi, k)}; }
+Count times(Count a, Count b) { return {mul(a.lo, b.lo), mul(a.hi, b.hi)}; }
+Count plus(Count a, Count b) { return {add(a.lo, b.lo), add(a.hi, b.hi)}; }
 
 void addInto(StatsTable &a, const StatsTable &b, int64_t k = 1) {
   for (int i = 0; i < kNumCommKinds; ++i) {
-    a.rows[i].calls += k * b.rows[i].calls;
-    a.rows[i].bytesSent += k * b.rows[i].bytesSent;
-    a.rows[i].bytesReceived += k * b.rows[i].bytesReceived;
+    a.rows[i].calls = add(a.rows[i].calls, mul(k, b.rows[i].calls));
+    a.rows[i].bytesSent = add(a.rows[i].bytesSent, mul(k, b.rows[i].bytesSent));
+    a.rows[i].bytesReceived = add(a.rows[i].bytesReceived, mul(k, b.rows[i].bytesReceived));
   }
 }
 void addInto(StatsBounds &a, const StatsBounds &b, int64_t k = 1) {
@@ -230,6 +243,33 @@ private:
         if (out && !node.children.empty()) out->push_back(std::move(node));
         break;
       }
+      case Prim::While: {
+        // The predicate runs once more than the body, which runs a number of times known
+        // only at run time: at least the predicate once, at most without bound.
+        if (e.bodies.size() != 2) break;
+        CommNode node;
+        node.kind = CommNode::While;
+        node.eqn = &e;
+        Count many{0, mult.hi ? kUnbounded : 0};
+        node.perRun = many;
+        StatsBounds p = walk(*e.bodies[0], mesh, plus(mult, many), out ? &node.children : nullptr);
+        StatsBounds b = walk(*e.bodies[1], mesh, many, out ? &node.elseChildren : nullptr);
+        addInto(cost.lo, p.lo);
+        addInto(cost.hi, p.hi, kUnbounded);
+        addInto(cost.hi, b.hi, kUnbounded);
+        // Listed once per source loop (a jvp's copy of a loop keeps its location).
+        auto sameLoop = [&](const Eqn *o) {
+          return o == &e || (e.loc.valid() && o->loc.file == e.loc.file &&
+                             o->loc.line == e.loc.line && o->loc.col == e.loc.col);
+        };
+        std::vector<const Eqn *> &listed = report_.communicatingWhiles;
+        if ((!(p.hi == StatsTable{}) || !(b.hi == StatsTable{})) &&
+            std::none_of(listed.begin(), listed.end(), sameLoop))
+          listed.push_back(&e);
+        if (out && (!node.children.empty() || !node.elseChildren.empty()))
+          out->push_back(std::move(node));
+        break;
+      }
       case Prim::Call: {
         if (e.bodies.empty()) break;
         CommNode node;
@@ -304,12 +344,11 @@ std::string locString(const Loc &loc, const SourceManager *sm) {
          std::to_string(loc.col);
 }
 
-std::string countString(Count c) {
-  return c.exact() ? std::to_string(c.lo) : std::to_string(c.lo) + ".." + std::to_string(c.hi);
-}
+std::string number(int64_t n) { return n == kUnbounded ? "unbounded" : std::to_string(n); }
 std::string rangeString(int64_t lo, int64_t hi) {
-  return lo == hi ? std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi);
+  return lo == hi ? number(lo) : number(lo) + ".." + number(hi);
 }
+std::string countString(Count c) { return rangeString(c.lo, c.hi); }
 std::string plural(Count c, const char *one, const char *many) {
   return countString(c) + " " + (c.exact() && c.lo == 1 ? one : many);
 }
@@ -409,12 +448,12 @@ private:
     nodes(s.nodes, 1);
     int64_t callsLo = 0, callsHi = 0, sentLo = 0, sentHi = 0, recvLo = 0, recvHi = 0;
     for (int k = 0; k < kNumCommKinds; ++k) {
-      callsLo += s.perRun.lo.rows[k].calls;
-      callsHi += s.perRun.hi.rows[k].calls;
-      sentLo += s.perRun.lo.rows[k].bytesSent;
-      sentHi += s.perRun.hi.rows[k].bytesSent;
-      recvLo += s.perRun.lo.rows[k].bytesReceived;
-      recvHi += s.perRun.hi.rows[k].bytesReceived;
+      callsLo = add(callsLo, s.perRun.lo.rows[k].calls);
+      callsHi = add(callsHi, s.perRun.hi.rows[k].calls);
+      sentLo = add(sentLo, s.perRun.lo.rows[k].bytesSent);
+      sentHi = add(sentHi, s.perRun.hi.rows[k].bytesSent);
+      recvLo = add(recvLo, s.perRun.lo.rows[k].bytesReceived);
+      recvHi = add(recvHi, s.perRun.hi.rows[k].bytesReceived);
     }
     out_ << "  per run, all devices: " << rangeString(callsLo, callsHi)
          << (callsLo == 1 && callsHi == 1 ? " call" : " calls") << ", sent "
@@ -453,9 +492,10 @@ private:
       indent(depth + 2);
       out_ << "x" << countString(n.perRun) << " per run, " << plural(all, "call", "calls")
            << " in all: sent "
-           << bytesString(all.lo * op.perCall.bytesSent, all.hi * op.perCall.bytesSent)
+           << bytesString(mul(all.lo, op.perCall.bytesSent), mul(all.hi, op.perCall.bytesSent))
            << ", received "
-           << bytesString(all.lo * op.perCall.bytesReceived, all.hi * op.perCall.bytesReceived)
+           << bytesString(mul(all.lo, op.perCall.bytesReceived),
+                          mul(all.hi, op.perCall.bytesReceived))
            << " over all devices\n";
       return;
     }
@@ -464,6 +504,16 @@ private:
            << n.trips << (n.trips == 1 ? " iteration" : " iterations") << at(n.eqn->loc)
            << ":\n";
       nodes(n.children, depth + 1);
+      return;
+    case CommNode::While:
+      out_ << "while" << at(n.eqn->loc)
+           << ": the trip count is known only at run time (the condition runs once more)\n";
+      indent(depth + 1);
+      out_ << "condition:" << (n.children.empty() ? " no collectives" : "") << "\n";
+      nodes(n.children, depth + 2);
+      indent(depth + 1);
+      out_ << "body:" << (n.elseChildren.empty() ? " no collectives" : "") << "\n";
+      nodes(n.elseChildren, depth + 2);
       return;
     case CommNode::Call:
       out_ << "call @" << n.eqn->bodies[0]->name << at(n.eqn->loc) << ":\n";
@@ -493,11 +543,17 @@ private:
       out_ << printStatsTable(r.total.lo);
       return;
     }
-    out_ << "total over all devices and the whole program: data-dependent. Only the taken "
-            "branch runs at\n";
+    out_ << "total over all devices and the whole program: data-dependent.\n";
+    if (!r.dataDependentConds.empty()) out_ << "Only the taken branch runs at\n";
     for (const Eqn *e : r.dataDependentConds) {
       std::string l = locString(e->loc, sm_);
       out_ << "  if" << (l.empty() ? " (no source location)" : " at " + l) << "\n";
+    }
+    if (!r.communicatingWhiles.empty())
+      out_ << "These while loops communicate and run as often as their conditions say\n";
+    for (const Eqn *e : r.communicatingWhiles) {
+      std::string l = locString(e->loc, sm_);
+      out_ << "  while" << (l.empty() ? " (no source location)" : " at " + l) << "\n";
     }
     out_ << "so the runtime's --stats table lies between these two, cell by cell:\n";
     out_ << printStatsTable(r.total.lo, "shmap collective stats (at least)");
@@ -531,8 +587,9 @@ std::string printStatsTable(const StatsTable &t, const std::string &title) {
     const StatsRow &row = t.rows[k];
     if (row.calls == 0) continue;
     any = true;
-    std::snprintf(line, sizeof line, "%-15s %5lld %12lld %16lld\n", commKindName((CommKind)k),
-                  (long long)row.calls, (long long)row.bytesSent, (long long)row.bytesReceived);
+    std::snprintf(line, sizeof line, "%-15s %5s %12s %16s\n", commKindName((CommKind)k),
+                  number(row.calls).c_str(), number(row.bytesSent).c_str(),
+                  number(row.bytesReceived).c_str());
     s += line;
   }
   if (!any) s += "(no collectives)\n";

@@ -33,6 +33,8 @@ bool runtimeCollective(Prim p, CommKind &kind);
 
 // How many times something runs: exactly `lo` when lo == hi, otherwise between lo and hi
 // (data-dependent: below a conditional whose taken branch is not known statically).
+// hi may be kUnbounded: a while loop runs a number of times known only at run time.
+constexpr int64_t kUnbounded = INT64_MAX;
 struct Count {
   int64_t lo = 0, hi = 0;
   bool exact() const { return lo == hi; }
@@ -74,14 +76,15 @@ struct CommOp {
 // The report as a tree following the body's structure: collectives, and the loops, calls and
 // conditionals that contain some (others are left out).
 struct CommNode {
-  enum Kind { Op, Loop, Call, Cond } kind = Op;
+  enum Kind { Op, Loop, While, Call, Cond } kind = Op;
   const Eqn *eqn = nullptr;
   CommOp op;                    // Op
   int64_t trips = 0;            // Loop: hi - lo (0 if hi <= lo)
   bool bothBranches = false;    // Cond: every device runs both branches
   bool dataDependent = false;   // Cond: the totals depend on the branch taken
-  std::vector<CommNode> children;       // Loop, Call: the body; Cond: the true branch
-  std::vector<CommNode> elseChildren;   // Cond: the false branch
+  std::vector<CommNode> children;       // Loop, Call: the body; Cond: the true branch; While:
+                                        // the predicate
+  std::vector<CommNode> elseChildren;   // Cond: the false branch; While: the body
   Count perRun;                 // executions per run of the enclosing shmap
 };
 
@@ -99,6 +102,8 @@ struct CommReport {
   StatsBounds total;                    // the whole program, all devices
   // Conditionals (host or device) whose taken branch changes the totals, in program order.
   std::vector<const Eqn *> dataDependentConds;
+  // While loops that communicate (their trip count is known only at run time), in program order.
+  std::vector<const Eqn *> communicatingWhiles;
 };
 
 // Walks the program from `main` through calls, loops, conditionals and shmaps.

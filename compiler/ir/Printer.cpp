@@ -105,7 +105,7 @@ private:
     out_ << primName(e.prim);
     paramList(f, e);
     for (const Value *v : e.ins) out_ << " " << name(v);
-    if (e.prim == Prim::Loop || e.prim == Prim::Cond) {
+    if (e.prim == Prim::Loop || e.prim == Prim::Cond || e.prim == Prim::While) {
       out_ << " {\n";
       for (size_t b = 0; b < e.bodies.size(); ++b) nested(*e.bodies[b], depth + 1, e, b);
       indent(depth);
@@ -117,6 +117,7 @@ private:
   void nested(const Func &b, int depth, const Eqn &owner, size_t index) {
     indent(depth);
     if (owner.prim == Prim::Cond) out_ << (index == 0 ? "true " : "false ");
+    if (owner.prim == Prim::While) out_ << (index == 0 ? "cond " : "body ");
     out_ << "(";
     params(b);
     out_ << ") ->\n";

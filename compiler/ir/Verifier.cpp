@@ -114,6 +114,20 @@ private:
       if (ins.size() - consts != outs.size()) fail(f, i, e, "carries and results differ in number");
       break;
     }
+    case Prim::While: {
+      if (e.bodies.size() != 2) return fail(f, i, e, "needs a predicate and a body");
+      size_t consts = (size_t)e.intParam("num_consts");
+      if (consts > ins.size()) return fail(f, i, e, "num_consts exceeds operands");
+      if (ins.size() - consts != outs.size()) fail(f, i, e, "carries and results differ in number");
+      const Func &pred = *e.bodies[0];
+      if (pred.results.size() != 1 || pred.results[0]->type.dtype != DType::Bool ||
+          !pred.results[0]->type.shape.empty())
+        return fail(f, i, e, "predicate must return one bool[]");
+      std::vector<const Value *> predOut{pred.results[0]};
+      signature(f, e, i, pred, ins, predOut, false);
+      signature(f, e, i, *e.bodies[1], ins, outs, false);
+      break;
+    }
     case Prim::Cond: {
       if (e.bodies.size() != 2) return fail(f, i, e, "needs two branches");
       if (ins.empty() || ins[0]->type.dtype != DType::Bool || !ins[0]->type.shape.empty())

@@ -19,6 +19,7 @@ const char *tokName(Tok t) {
   case Tok::KwLet: return "'let'";
   case Tok::KwReturn: return "'return'";
   case Tok::KwFor: return "'for'";
+  case Tok::KwWhile: return "'while'";
   case Tok::KwIn: return "'in'";
   case Tok::KwIf: return "'if'";
   case Tok::KwElse: return "'else'";
@@ -79,6 +80,7 @@ static const char *kindName(Tok t) {
   case Tok::KwLet: return "KwLet";
   case Tok::KwReturn: return "KwReturn";
   case Tok::KwFor: return "KwFor";
+  case Tok::KwWhile: return "KwWhile";
   case Tok::KwIn: return "KwIn";
   case Tok::KwIf: return "KwIf";
   case Tok::KwElse: return "KwElse";
@@ -140,8 +142,8 @@ const Keyword keywords[] = {
     {"else", Tok::KwElse},     {"mesh", Tok::KwMesh},     {"import", Tok::KwImport},
     {"true", Tok::KwTrue},     {"false", Tok::KwFalse},   {"None", Tok::KwNone},
     {"f32", Tok::KwF32},       {"f64", Tok::KwF64},       {"i32", Tok::KwI32},
-    {"bool", Tok::KwBool},     {"i64", Tok::KwI64},       {"f16", Tok::KwF16},
-    {"bf16", Tok::KwBF16},
+    {"bool", Tok::KwBool},     {"while", Tok::KwWhile},   {"i64", Tok::KwI64},
+    {"f16", Tok::KwF16},       {"bf16", Tok::KwBF16},
 };
 
 // Punctuation, longest spellings first so `->` wins over `-` and `==` over `=`.

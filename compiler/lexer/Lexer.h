@@ -11,7 +11,7 @@ namespace shmapc {
 enum class Tok {
   Eof, Ident, Int, Float, String,
   // keywords
-  KwDef, KwLet, KwReturn, KwFor, KwIn, KwIf, KwElse, KwMesh, KwImport, KwTrue, KwFalse,
+  KwDef, KwLet, KwReturn, KwFor, KwWhile, KwIn, KwIf, KwElse, KwMesh, KwImport, KwTrue, KwFalse,
   KwNone, KwF32, KwF64, KwI32, KwBool, KwI64, KwF16, KwBF16,
   // punctuation / operators
   LParen, RParen, LBracket, RBracket, LBrace, RBrace, Comma, Semi, Colon, Dot, At, Arrow,

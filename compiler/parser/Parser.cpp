@@ -88,6 +88,9 @@ private:
   StmtPtr parsePrint();
   StmtPtr parseReturn();
   StmtPtr parseFor();
+  StmtPtr parseWhile();
+  bool isAtIndex(const Expr &e);
+  ExprPtr parseAtUpdate(ExprPtr update);
   StmtPtr parseIf();
   StmtPtr parseExprStmt();
   void expectSemi(const std::string &after);
@@ -519,7 +522,7 @@ Block Parser::parseBlock(const std::string &context) {
   return b;
 }
 
-// stmt = letStmt | returnStmt | forStmt | ifStmt | printStmt | assignStmt | exprStmt ;
+// stmt = letStmt | returnStmt | forStmt | whileStmt | ifStmt | printStmt | assignStmt | exprStmt ;
 StmtPtr Parser::parseStmt() {
   DepthGuard guard(*this);
   enter();  // `else if` chains recurse through here
@@ -527,6 +530,7 @@ StmtPtr Parser::parseStmt() {
   case Tok::KwLet: return parseLet();
   case Tok::KwReturn: return parseReturn();
   case Tok::KwFor: return parseFor();
+  case Tok::KwWhile: return parseWhile();
   case Tok::KwIf: return parseIf();
   default: break;
   }
@@ -634,6 +638,16 @@ StmtPtr Parser::parseFor() {
   }
   expect(Tok::RParen, "to close range(...)", "range takes one or two static integers");
   s->body = parseBlock("for the loop body");
+  return s;
+}
+
+// whileStmt = "while" expr block ;   (the condition is evaluated before every iteration)
+StmtPtr Parser::parseWhile() {
+  auto s = std::make_unique<Stmt>();
+  s->kind = Stmt::While;
+  s->loc = take().loc;
+  s->value = parseExpr();
+  s->body = parseBlock("after the 'while' condition");
   return s;
 }
 
@@ -788,8 +802,54 @@ ExprPtr Parser::parsePostfix() {
     while (accept(Tok::Comma)) e->indices.push_back(parseIndexItem());
     expect(Tok::RBracket, "to close the index", "separate indices with ',' and close with ']'");
     base = std::move(e);
+    if (isAtIndex(*base)) base = parseAtUpdate(std::move(base));
   }
   return base;
+}
+
+// `x.at[...]`: an index of the name `at` of x (parsed as the qualified name x.at).
+bool Parser::isAtIndex(const Expr &e) {
+  return e.kind == Expr::Index && e.items[0]->kind == Expr::Name && e.items[0]->name == "at" &&
+         !e.items[0]->module.empty();
+}
+
+// JAX's `x.at[idx].add(v)` and `x.at[:, idx].add(v)` (leading ':' select the axis): sugar for
+// scatter_add(x, idx, v, axis=k).
+ExprPtr Parser::parseAtUpdate(ExprPtr update) {
+  const char *form = "write x.at[idx].add(v), or x.at[:, idx].add(v) for axis 1";
+  if (!at(Tok::Dot))
+    diags_.fatal(DiagId::BadAtUpdate, peek().loc, "x.at[...] must be followed by .add(v)", form);
+  take();
+  const Token &method = expectIdent("after 'x.at[...].'");
+  if (method.text != "add")
+    diags_.fatal(DiagId::BadAtUpdate, method.loc,
+                 "x.at[...]." + method.text + "(...) is not supported; only .add(v) is",
+                 method.text == "set" ? "build the new array with where(...) or "
+                                        "dynamic_update_slice(...)"
+                                      : form);
+  size_t axis = 0;
+  const std::vector<IndexItem> &items = update->indices;
+  for (; axis + 1 < items.size(); ++axis)
+    if (items[axis].kind != IndexItem::Slice || items[axis].start || items[axis].stop ||
+        items[axis].step)
+      diags_.fatal(DiagId::BadAtUpdate, items[axis].loc,
+                   "x.at[...] takes ':' for the axes before the index array, then the index", form);
+  if (items.back().kind != IndexItem::Index)
+    diags_.fatal(DiagId::BadAtUpdate, items.back().loc, "x.at[...] needs an index array last",
+                 form);
+  expect(Tok::LParen, "after 'add'", form);
+  ExprPtr call = makeExpr(Expr::Call, method.loc);
+  call->name = "scatter_add";
+  ExprPtr x = makeExpr(Expr::Name, update->items[0]->loc);
+  x->name = update->items[0]->module;
+  call->items.push_back(std::move(x));
+  call->items.push_back(std::move(update->indices.back().index));
+  call->items.push_back(parseExpr());
+  expect(Tok::RParen, "to close .add(...)", "x.at[idx].add(v) takes one value");
+  ExprPtr axisLit = makeExpr(Expr::IntLit, items.back().loc);
+  axisLit->intValue = (int64_t)axis;
+  call->kwargs.push_back(Expr::KwArg{"axis", items.back().loc, std::move(axisLit)});
+  return call;
 }
 
 static bool endsSliceField(Tok k) { return k == Tok::Colon || k == Tok::Comma || k == Tok::RBracket; }

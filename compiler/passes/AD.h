@@ -132,6 +132,7 @@ struct Linearizer {
   // The higher-order primitives' jvp rules (ADShmap.cpp, ADLoop.cpp, ADCond.cpp).
   void shmapRule(const Eqn &e);
   void loopRule(const Eqn &e);
+  void whileRule(const Eqn &e);
   void condRule(const Eqn &e);
 
 private:
@@ -141,6 +142,8 @@ private:
   void tapeStackingLoop(const Eqn &e, const std::vector<Value *> &t, Func *f,
                         const std::vector<Type> &stackTypes, Func *backward);
   bool savingCond(const Eqn &e, const std::vector<Value *> &t);
+  // The jvp of loop or while `e`, as one equation of the same primitive (ADLoop.cpp).
+  Eqn jvpLoop(const Eqn &e, size_t leading, const std::vector<Value *> &t);
   // Drops the primal `e` the linearizer just emitted (a jvp loop/cond computes it too).
   void popPrimal(const Eqn &e);
   // Emits `j` (the jvp of `e`) with a new tangent result per float result of `e`.

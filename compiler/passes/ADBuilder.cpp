@@ -168,6 +168,19 @@ std::vector<Value *> Differentiator::flattenInto(const Func &src, Func &dst,
     }
     dst.eqns.push_back(std::move(c));
   };
+  // A nested body (loop body, while predicate or body) copied flattened.
+  auto flatCopy = [&](const Func &body) {
+    Func *copy = newFuncLike(m_, body, body.name);
+    copy->isNested = true;
+    std::map<const Value *, Value *> inner;
+    for (Value *p : body.params) {
+      Value *np = copy->newValue(p->type, p->hint);
+      copy->params.push_back(np);
+      inner[p] = np;
+    }
+    copy->results = flattenInto(body, *copy, inner);
+    return copy;
+  };
   for (const Eqn &e : src.eqns) {
     std::vector<Value *> ins;
     for (Value *v : e.ins) ins.push_back(lookup(map, v));
@@ -189,19 +202,17 @@ std::vector<Value *> Differentiator::flattenInto(const Func &src, Func &dst,
         for (size_t k = 0; k < e.outs.size(); ++k) map[e.outs[k]] = ins[consts + k];
         break;
       }
-      const Func &body = *e.bodies[0];
-      Func *copy = newFuncLike(m_, body, body.name);
-      copy->isNested = true;
-      std::map<const Value *, Value *> inner;
-      for (Value *p : body.params) {
-        Value *np = copy->newValue(p->type, p->hint);
-        copy->params.push_back(np);
-        inner[p] = np;
-      }
-      copy->results = flattenInto(body, *copy, inner);
       Eqn c = e;
       c.ins = ins;
-      c.bodies = {copy};
+      c.bodies = {flatCopy(*e.bodies[0])};
+      emitCopy(std::move(c));
+      break;
+    }
+    case Prim::While: {
+      // Kept as a while, its predicate and body copied flattened (ADLoop.cpp's whileRule).
+      Eqn c = e;
+      c.ins = ins;
+      c.bodies = {flatCopy(*e.bodies[0]), flatCopy(*e.bodies[1])};
       emitCopy(std::move(c));
       break;
     }

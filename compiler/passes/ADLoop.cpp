@@ -17,6 +17,8 @@
 // body, and a stack is kept only for the carries the body's vjp reads.
 #include "passes/AD.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <set>
 
@@ -98,6 +100,102 @@ void Linearizer::blockedLoop(const Eqn &e) {
   }
 }
 
+// The jvp of loop or while `e` (operands consts..., carries...; tangents `t`, null = zero):
+// the same primitive over (consts, the nonzero const tangents; carries, float carries'
+// tangents), num_consts counting both. Its last body is the jvp of e's last body, whose params
+// are (`leading` params such as a loop's index, consts..., carries...); a while's predicate
+// (bodies[0]) is copied to read the primals and ignore the tangents.
+Eqn Linearizer::jvpLoop(const Eqn &e, size_t leading, const std::vector<Value *> &t) {
+  Module &m = d.module();
+  const Func &body = *e.bodies.back();
+  size_t C = (size_t)e.intParam("num_consts"), K = e.outs.size(), np = body.params.size();
+  auto floatCarry = [&](size_t k) { return isFloat(e.outs[k]->type.dtype); };
+  auto bodyParam = [&](size_t p) { return body.params[leading + p]; };
+  Func *g = d.jvpFunc(const_cast<Func &>(body), false);  // (params..., tangents) -> (res..., tangents)
+  Func *w = nestedLike(m, body, "_jvp");
+  Builder wb{m, *w, e.loc};
+  std::map<const Value *, Value *> map;
+  for (size_t p = 0; p < leading; ++p) {
+    map[g->params[p]] = param(*w, body.params[p]->type, body.params[p]->hint);
+    map[g->params[np + p]] = wb.zerosLike(body.params[p]->type);  // an index has no tangent
+  }
+  // Params in order: consts, their tangents, carries, their tangents.
+  std::vector<Value *> wc, wcd, wk, wkd;
+  for (size_t c = 0; c < C; ++c) wc.push_back(param(*w, bodyParam(c)->type, bodyParam(c)->hint));
+  for (size_t c = 0; c < C; ++c)
+    if (t[c]) wcd.push_back(param(*w, bodyParam(c)->type, bodyParam(c)->hint + "_dot"));
+  for (size_t k = 0; k < K; ++k) wk.push_back(param(*w, bodyParam(C + k)->type, bodyParam(C + k)->hint));
+  for (size_t k = 0; k < K; ++k)
+    if (floatCarry(k)) wkd.push_back(param(*w, bodyParam(C + k)->type, bodyParam(C + k)->hint + "_dot"));
+  for (size_t c = 0, p = 0; c < C; ++c) {
+    map[g->params[leading + c]] = wc[c];
+    map[g->params[np + leading + c]] = t[c] ? wcd[p++] : wb.zerosLike(wc[c]->type);
+  }
+  for (size_t k = 0, p = 0; k < K; ++k) {
+    map[g->params[leading + C + k]] = wk[k];
+    map[g->params[np + leading + C + k]] = floatCarry(k) ? wkd[p++] : wb.zerosLike(wk[k]->type);
+  }
+  std::vector<Value *> res = d.flattenInto(*g, *w, map);
+  std::vector<Value *> results(res.begin(), res.begin() + K);
+  for (size_t k = 0; k < K; ++k)
+    if (floatCarry(k)) results.push_back(wb.liftTo(res[K + k], wk[k]->type.vary));
+  w->results = results;
+  removeDeadEqns(*w);
+
+  Eqn j = e;
+  j.bodies = {w};
+  if (e.prim == Prim::While) {
+    // The predicate with the same params as the body, reading only the primals.
+    const Func &pred = *e.bodies[0];
+    Func *wp = nestedLike(m, pred, "_jvp");
+    std::map<const Value *, Value *> predMap;
+    for (Value *v : w->params) {
+      Value *pv = param(*wp, v->type, v->hint);
+      for (size_t c = 0; c < C; ++c)
+        if (v == wc[c]) predMap[pred.params[c]] = pv;
+      for (size_t k = 0; k < K; ++k)
+        if (v == wk[k]) predMap[pred.params[C + k]] = pv;
+    }
+    wp->results = d.flattenInto(pred, *wp, predMap);
+    j.bodies = {wp, w};
+  }
+  j.ins.assign(e.ins.begin(), e.ins.begin() + C);
+  for (size_t c = 0; c < C; ++c)
+    if (t[c]) j.ins.push_back(t[c]);
+  for (size_t k = 0; k < K; ++k) j.ins.push_back(e.ins[C + k]);
+  for (size_t k = 0; k < K; ++k)
+    if (floatCarry(k))
+      j.ins.push_back(t[C + k] ? b.liftTo(t[C + k], e.outs[k]->type.vary) : b.zerosLike(e.outs[k]->type));
+  j.params["num_consts"] = (int64_t)(C + wcd.size());
+  return j;
+}
+
+// A while loop: its jvp is one while over (consts, const tangents; carries, carry tangents)
+// whose predicate reads the primal carries only. Reverse mode would need every iteration's
+// carries, and how many iterations there are is known only at run time (JAX's while_loop
+// refuses reverse mode too): a located error says what to write instead.
+void Linearizer::whileRule(const Eqn &e) {
+  size_t K = e.outs.size();
+  std::vector<Value *> t;
+  for (Value *v : e.ins) t.push_back(isFloat(v->type.dtype) ? tangentOf(v) : nullptr);
+  bool anyTangent = std::any_of(t.begin(), t.end(), [](Value *v) { return v != nullptr; });
+  bool anyFloatCarry = false;
+  for (size_t k = 0; k < K; ++k) anyFloatCarry |= isFloat(e.outs[k]->type.dtype);
+  if (!anyTangent || !anyFloatCarry) return;  // no tangent flows: the primal loop stays
+  if (!emitTangents)
+    d.diags().fatal(DiagId::WhileNotReversible, e.loc,
+                    "reverse-mode differentiation (grad, vjp) of a while loop: its trip count is "
+                    "known only at run time, so the iterations cannot be saved for the backward "
+                    "pass",
+                    "use a for loop over a static bound (the most iterations it can need) and "
+                    "keep finished iterations unchanged with where(done, x, step(x)); forward "
+                    "mode (jvp) differentiates while loops");
+
+  Eqn j = jvpLoop(e, 0, t);
+  popPrimal(e);
+  return emitWithTangentOuts(std::move(j), e);
+}
+
 void Linearizer::loopRule(const Eqn &e) {
   Module &m = d.module();
   Func &body = *e.bodies[0];
@@ -105,51 +203,10 @@ void Linearizer::loopRule(const Eqn &e) {
   int64_t lo = e.intParam("lo"), hi = e.intParam("hi"), n = hi - lo;
   std::vector<Value *> t;
   for (Value *v : e.ins) t.push_back(isFloat(v->type.dtype) ? tangentOf(v) : nullptr);
-  auto floatCarry = [&](size_t k) { return isFloat(e.outs[k]->type.dtype); };
 
-  if (emitTangents) {
-    // jvp: one loop over (consts, const tangents; carries, carry tangents).
-    Func *g = d.jvpFunc(body, false);  // (params..., tangents of params...) -> (res..., tangents)
-    Func *w = nestedLike(m, body, "_jvp");
-    Builder wb{m, *w, e.loc};
-    size_t np = body.params.size();
-    std::map<const Value *, Value *> map;
-    Value *wi = param(*w, body.params[0]->type, body.params[0]->hint);
-    map[g->params[0]] = wi;
-    std::vector<Value *> wc, wcd, wk, wkd;
-    for (size_t c = 0; c < C; ++c) wc.push_back(param(*w, body.params[1 + c]->type, body.params[1 + c]->hint));
-    for (size_t c = 0; c < C; ++c)
-      if (t[c]) wcd.push_back(param(*w, body.params[1 + c]->type, body.params[1 + c]->hint + "_dot"));
-    for (size_t k = 0; k < K; ++k) wk.push_back(param(*w, body.params[1 + C + k]->type, body.params[1 + C + k]->hint));
-    for (size_t k = 0; k < K; ++k)
-      if (floatCarry(k)) wkd.push_back(param(*w, body.params[1 + C + k]->type, body.params[1 + C + k]->hint + "_dot"));
-    map[g->params[np]] = wb.i32(0);
-    for (size_t c = 0, p = 0; c < C; ++c) {
-      map[g->params[1 + c]] = wc[c];
-      map[g->params[np + 1 + c]] = t[c] ? wcd[p++] : wb.zerosLike(wc[c]->type);
-    }
-    for (size_t k = 0, p = 0; k < K; ++k) {
-      map[g->params[1 + C + k]] = wk[k];
-      map[g->params[np + 1 + C + k]] = floatCarry(k) ? wkd[p++] : wb.zerosLike(wk[k]->type);
-    }
-    std::vector<Value *> res = d.flattenInto(*g, *w, map);
-    std::vector<Value *> results(res.begin(), res.begin() + K);
-    for (size_t k = 0; k < K; ++k)
-      if (floatCarry(k)) results.push_back(wb.liftTo(res[K + k], wk[k]->type.vary));
-    w->results = results;
-    removeDeadEqns(*w);
-
+  if (emitTangents) {  // jvp: one loop over (consts, const tangents; carries, carry tangents)
+    Eqn j = jvpLoop(e, 1, t);
     popPrimal(e);
-    Eqn j = e;
-    j.ins.assign(e.ins.begin(), e.ins.begin() + C);
-    for (size_t c = 0; c < C; ++c)
-      if (t[c]) j.ins.push_back(t[c]);
-    for (size_t k = 0; k < K; ++k) j.ins.push_back(e.ins[C + k]);
-    for (size_t k = 0; k < K; ++k)
-      if (floatCarry(k))
-        j.ins.push_back(t[C + k] ? b.liftTo(t[C + k], e.outs[k]->type.vary) : b.zerosLike(e.outs[k]->type));
-    j.params["num_consts"] = (int64_t)(C + wcd.size());
-    j.bodies = {w};
     return emitWithTangentOuts(std::move(j), e);
   }
 
@@ -466,6 +523,60 @@ void pruneLoop(Eqn &e, const std::set<const Value *> &liveAfter) {
   e.params["num_consts"] = (int64_t)consts;
 }
 
+// Narrows the while loop `e` to the carries its results in `liveAfter` and its predicate need
+// (a jvp's tangent of a carry that only steers the loop is dropped, with its collectives).
+void pruneWhile(Eqn &e, const std::set<const Value *> &liveAfter) {
+  Func &pred = *e.bodies[0], &body = *e.bodies[1];
+  size_t C = (size_t)e.intParam("num_consts"), K = e.outs.size();
+  std::vector<bool> live(K);
+  for (size_t k = 0; k < K; ++k) live[k] = liveAfter.count(e.outs[k]) != 0;
+  std::set<const Value *> predNeeds(pred.results.begin(), pred.results.end());
+  neededIn(pred, predNeeds);
+  for (size_t k = 0; k < K; ++k) live[k] = live[k] || predNeeds.count(pred.params[C + k]);
+  for (bool changed = true; changed;) {
+    std::set<const Value *> need;
+    for (size_t k = 0; k < K; ++k)
+      if (live[k]) need.insert(body.results[k]);
+    neededIn(body, need);
+    changed = false;
+    for (size_t k = 0; k < K; ++k)
+      if (!live[k] && need.count(body.params[C + k])) changed = live[k] = true;
+  }
+  std::vector<Value *> results, outs;
+  for (size_t k = 0; k < K; ++k)
+    if (live[k]) {
+      results.push_back(body.results[k]);
+      outs.push_back(e.outs[k]);
+    }
+  body.results = results;
+  pruneDeadCode(body);
+  pruneDeadCode(pred);
+  std::set<const Value *> read(body.results.begin(), body.results.end());
+  read.insert(pred.results.begin(), pred.results.end());
+  for (const Func *f : {&pred, &body})
+    for (const Eqn &fe : f->eqns) read.insert(fe.ins.begin(), fe.ins.end());
+  std::vector<Value *> predParams, bodyParams, ins;
+  size_t consts = 0;
+  for (size_t c = 0; c < C; ++c)
+    if (read.count(pred.params[c]) || read.count(body.params[c])) {
+      predParams.push_back(pred.params[c]);
+      bodyParams.push_back(body.params[c]);
+      ins.push_back(e.ins[c]);
+      ++consts;
+    }
+  for (size_t k = 0; k < K; ++k)
+    if (live[k]) {
+      predParams.push_back(pred.params[C + k]);
+      bodyParams.push_back(body.params[C + k]);
+      ins.push_back(e.ins[C + k]);
+    }
+  pred.params = predParams;
+  body.params = bodyParams;
+  e.ins = ins;
+  e.outs = outs;
+  e.params["num_consts"] = (int64_t)consts;
+}
+
 } // namespace
 
 void pruneDeadCode(Func &f) {
@@ -473,6 +584,7 @@ void pruneDeadCode(Func &f) {
   for (size_t i = f.eqns.size(); i-- > 0;) {
     Eqn &e = f.eqns[i];
     if (e.prim == Prim::Loop) pruneLoop(e, live);  // then its operands are all needed
+    if (e.prim == Prim::While) pruneWhile(e, live);
     if (e.prim == Prim::Cond) pruneCond(e, live);
     if (e.prim == Prim::Shmap) pruneShmap(e, live);
     bool used = primInfo(e.prim).kind == PrimKind::Effect;

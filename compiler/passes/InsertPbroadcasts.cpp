@@ -241,6 +241,7 @@ private:
     }
     case VarianceRule::AxisIndex: setOut(e, axesParam(e)); return emit(s, std::move(e));
     case VarianceRule::Loop: return loop(s, e);
+    case VarianceRule::While: return whileLoop(s, e);
     case VarianceRule::Cond: return cond(s, e);
     case VarianceRule::Effect: return emit(s, std::move(e));
     case VarianceRule::Transform: return transform(s, e);
@@ -376,6 +377,53 @@ private:
     emit(s, std::move(e));
   }
 
+  // Like loop, with the predicate: where it varies, devices may run different numbers of
+  // iterations, so every carry varies over its axes too; and a collective over those axes in
+  // the loop would leave some devices waiting for partners that have stopped: an error.
+  void whileLoop(Scope &s, Eqn &e) {
+    Func &pred = *e.bodies[0], &body = *e.bodies[1];
+    size_t consts = (size_t)e.intParam("num_consts");
+    std::vector<AxisSet> carries;
+    for (size_t k = consts; k < e.ins.size(); ++k) carries.push_back(e.ins[k]->type.vary);
+    auto setParams = [&](Func &f) {
+      for (size_t k = 0; k < consts; ++k) f.params[k]->type.vary = e.ins[k]->type.vary;
+      for (size_t k = 0; k < carries.size(); ++k) f.params[consts + k]->type.vary = carries[k];
+    };
+    AxisSet predVary = 0;
+    for (bool changed = true; changed;) {  // sets only grow: terminates
+      setParams(pred);
+      predVary = func(pred, false, nullptr)[0];
+      setParams(body);
+      std::vector<AxisSet> results = func(body, false, nullptr);
+      changed = false;
+      for (size_t k = 0; k < carries.size(); ++k) {
+        AxisSet grown = carries[k] | results[k] | predVary;
+        changed |= grown != carries[k];
+        carries[k] = grown;
+      }
+    }
+    if (predVary && (communicatesOver(pred, predVary) || communicatesOver(body, predVary)))
+      diags_.fatal(DiagId::WhileVaryingPredicate, e.loc,
+                   "the condition of this while loop varies over " + axesSource(mesh_, predVary) +
+                       " and the loop communicates over " + axesSource(mesh_, predVary) +
+                       ": devices that stop early would leave the others waiting in a collective",
+                   "make the condition the same on every device, e.g. reduce it with pmax over " +
+                       axesSource(mesh_, predVary) +
+                       " so the loop runs until every device is done (masking finished devices' "
+                       "updates with where), or move the collective out of the loop");
+    for (size_t k = 0; k < carries.size(); ++k)
+      e.ins[consts + k] = require(s, e, e.ins[consts + k], carries[k]);
+    if (s.mutate) {
+      std::vector<AxisSet> predTarget{predVary};
+      setParams(pred);
+      func(pred, true, &predTarget);
+      setParams(body);
+      func(body, true, &carries);
+    }
+    for (size_t k = 0; k < carries.size(); ++k) e.outs[k]->type.vary = carries[k];
+    emit(s, std::move(e));
+  }
+
   // A loop const that every use in the body lifts to the same variance is lifted once, before
   // the loop: its transpose then all-reduces the cotangent summed over the iterations once,
   // after the backward loop, not once per iteration.
@@ -492,6 +540,21 @@ bool retypeWithParams(ir::Func &f, const std::vector<ir::AxisSet> &paramVary,
   }
 }
 
+// Without variance types (check_vma=false) no while predicate is known to be the same on
+// every device, so a while loop may not communicate at all.
+static void refuseCommunicatingWhiles(const Func &f, Diagnostics &diags) {
+  for (const Eqn &e : f.eqns) {
+    if (e.prim == Prim::While && communicatesOver(e))
+      diags.fatal(DiagId::WhileVaryingPredicate, e.loc,
+                  "a while loop that communicates in a shmap body with check_vma=false: nothing "
+                  "shows that its condition is the same on every device, and devices that stop "
+                  "early would leave the others waiting in a collective",
+                  "turn check_vma on (the default) so that the condition's variance is checked, "
+                  "or move the collective out of the loop");
+    for (const Func *b : e.bodies) refuseCommunicatingWhiles(*b, diags);
+  }
+}
+
 void insertPbroadcasts(ir::Module &m, Diagnostics &diags) {
   std::set<Func *> done;  // a body shared by several call sites is typed once
   for (auto &f : m.funcs) {
@@ -499,7 +562,11 @@ void insertPbroadcasts(ir::Module &m, Diagnostics &diags) {
     for (Eqn &e : f->eqns) {
       if (e.prim != Prim::Shmap) continue;
       Func &body = *e.bodies[0];
-      if (!body.checkVma || !done.insert(&body).second) continue;
+      if (!done.insert(&body).second) continue;
+      if (!body.checkVma) {
+        refuseCommunicatingWhiles(body, diags);
+        continue;
+      }
       VarianceInference(diags, *body.mesh, body.autoPbroadcast)
           .shmapBody(body, e.specsParam("in_specs"), e.specsParam("out_specs"));
     }

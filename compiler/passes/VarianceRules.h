@@ -15,6 +15,7 @@ enum class VarianceRule {
   VaryingToVarying,   // all_gather, psum_scatter, all_to_all, ppermute
   AxisIndex,          // () -> varying over the axes
   Loop,               // carries: a fixed point over the body
+  While,              // a loop whose carries also vary over its predicate's variance
   Cond,               // union of both branches and the predicate
   Shmap,              // body params from in_specs; results checked against out_specs
   Call,               // inlined before variance inference

@@ -42,6 +42,20 @@ template <> const Rules &define<Prim::Loop>() {
   return r;
 }
 
+// A while loop's trip count depends on data: its jvp is a while over primals and tangents,
+// and it has no transpose (reverse mode would need every iteration's carries, and how many
+// there are is known only at run time: ADLoop.cpp says so with a located error).
+template <> const Rules &define<Prim::While>() {
+  static const Rules r{
+      .variance = VarianceRule::While,
+      .jvp = [](JvpCtx &c) { c.L.whileRule(c.e); },
+      .transpose = notLinear,
+      .lower = [](FuncEmitter &fe, size_t i) { return fe.emitWhile(fe.f.eqns[i]); },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
 template <> const Rules &define<Prim::Cond>() {
   static const Rules r{
       .variance = VarianceRule::Cond,

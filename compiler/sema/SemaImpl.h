@@ -365,6 +365,10 @@ public:
   void lowerPrint(const ast::Stmt &s);
   void lowerReturn(const ast::Stmt &s, const ast::FuncDecl &decl, Instance &inst);
   void lowerFor(const ast::Stmt &s);
+  void lowerWhile(const ast::Stmt &s);
+  void enterNested(FuncCtx &ctx, ir::Func *f);
+  ir::Func *lowerWhilePart(const ast::Stmt &s, const std::vector<std::string> &carries,
+                           const std::vector<ir::Value *> &inits, bool isPredicate, FuncCtx &ctx);
   void lowerIf(const ast::Stmt &s);
   ir::Func *lowerBranch(const ast::Block &body, const std::vector<std::string> &outNames,
                         const std::string &suffix, Loc loc, FuncCtx &ctx);

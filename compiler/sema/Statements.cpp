@@ -76,9 +76,10 @@ void Sema::lowerStmt(const ast::Stmt &s) {
   case ast::Stmt::Print: lowerPrint(s); return;
   case ast::Stmt::ExprStmt: evalMulti(*s.value); return;
   case ast::Stmt::For: lowerFor(s); return;
+  case ast::Stmt::While: lowerWhile(s); return;
   case ast::Stmt::If: lowerIf(s); return;
   case ast::Stmt::Return:
-    fail(DiagId::ReturnInControlFlow, s.loc, "return inside a for loop or if branch",
+    fail(DiagId::ReturnInControlFlow, s.loc, "return inside a loop or if branch",
          "assign the value to a name declared before the loop/if and return it at the end "
          "of the function");
   }
@@ -164,6 +165,14 @@ void Sema::lowerPrint(const ast::Stmt &s) {
 
 // ---- control flow
 
+// `ctx` describes nested body `f` (a loop body, while part or branch) of the current function.
+void Sema::enterNested(FuncCtx &ctx, ir::Func *f) {
+  ctx.func = f;
+  ctx.mesh = cur_->mesh;
+  ctx.unit = cur_->unit;
+  ctx.parent = cur_;
+}
+
 // Names assigned in `block` (recursively) that are not bound by a `let` (or loop variable)
 // of the block itself before the assignment: the names the block changes outside itself.
 static void collectAssigned(const ast::Block &block, std::set<std::string> locals,
@@ -184,6 +193,9 @@ static void collectAssigned(const ast::Block &block, std::set<std::string> local
       collectAssigned(s->body, inner, out);
       break;
     }
+    case ast::Stmt::While:
+      collectAssigned(s->body, locals, out);
+      break;
     case ast::Stmt::If:
       collectAssigned(s->body, locals, out);
       collectAssigned(s->elseBody, locals, out);
@@ -231,10 +243,7 @@ void Sema::lowerFor(const ast::Stmt &s) {
 
   ir::Func *body = newNestedFunc("loop", s.loc);
   FuncCtx ctx;
-  ctx.func = body;
-  ctx.mesh = cur_->mesh;
-  ctx.unit = cur_->unit;
-  ctx.parent = cur_;
+  enterNested(ctx, body);
   Scope top;  // the carries: what each iteration starts from and leaves behind
   top.parent = scope_;
   top.owner = &ctx;
@@ -283,15 +292,100 @@ void Sema::lowerFor(const ast::Stmt &s) {
     findScope(carries[k])->names[carries[k]] = SVal::array(outs[k], s.loc);
 }
 
+// The predicate (isPredicate) or the body of a while loop, as a nested Func whose params are
+// (captured outer values..., carries...): the captures are added by lowerWhile, which gives
+// both Funcs the union of what either reads from outside.
+ir::Func *Sema::lowerWhilePart(const ast::Stmt &s, const std::vector<std::string> &carries,
+                               const std::vector<ir::Value *> &inits, bool isPredicate,
+                               FuncCtx &ctx) {
+  ir::Func *f = newNestedFunc(isPredicate ? "while_cond" : "while_body", s.loc);
+  enterNested(ctx, f);
+  Scope top;  // the carries
+  top.parent = scope_;
+  top.owner = &ctx;
+  top.loopCarries = true;
+  std::vector<ir::Value *> carryParams;
+  for (size_t k = 0; k < carries.size(); ++k) {
+    carryParams.push_back(f->newValue(inits[k]->type, carries[k]));
+    top.names[carries[k]] = SVal::array(carryParams.back(), s.loc);
+  }
+  Scope inner;
+  inner.parent = &top;
+  inner.owner = &ctx;
+
+  FuncCtx *savedCtx = cur_;
+  Scope *savedScope = scope_;
+  cur_ = &ctx;
+  scope_ = &inner;
+  if (isPredicate) {
+    SVal c = eval(*s.value);
+    if (c.kind != SVal::Array || c.value->type.dtype != ir::DType::Bool ||
+        c.value->type.rank() != 0)
+      fail(DiagId::NotScalarBool, s.value->loc,
+           "the condition of while must be bool[], got " + describe(c),
+           c.kind == SVal::Array && c.value->type.dtype == ir::DType::Bool
+               ? "reduce it to one bool first, e.g. while max(x) < 10.0 { ... }"
+               : "compare it, e.g. while err > 1e-6 { ... }");
+    f->results = {c.value};
+  } else {
+    lowerBlock(s.body);
+    for (const std::string &n : carries) f->results.push_back(top.names[n].value);
+  }
+  cur_ = savedCtx;
+  scope_ = savedScope;
+  f->params = carryParams;  // the captures go in front (lowerWhile)
+  return f;
+}
+
+// `while cond { body }`: the names the body assigns are the carries; the predicate is a
+// Func of the carries evaluated before every iteration.
+void Sema::lowerWhile(const ast::Stmt &s) {
+  std::vector<std::string> carries = outerAssignedNames(s.body, nullptr, "");
+  if (carries.empty())
+    fail(DiagId::WhileAssignsNothing, s.loc,
+         "this while loop assigns no array declared before it, so its condition can never change",
+         "assign the values the condition reads in the body, e.g. `i = i + 1;`");
+  std::vector<ir::Value *> inits;
+  for (const std::string &n : carries) inits.push_back(lookup(n, s.loc).value);
+  FuncCtx predCtx, bodyCtx;
+  ir::Func *pred = lowerWhilePart(s, carries, inits, true, predCtx);
+  ir::Func *body = lowerWhilePart(s, carries, inits, false, bodyCtx);
+
+  std::vector<ir::Value *> consts = predCtx.captureOrder;
+  for (ir::Value *v : bodyCtx.captureOrder)
+    if (std::find(consts.begin(), consts.end(), v) == consts.end()) consts.push_back(v);
+  for (FuncCtx *ctx : {&predCtx, &bodyCtx}) {
+    std::vector<ir::Value *> params;
+    for (ir::Value *c : consts) {
+      auto it = ctx->captures.find(c);
+      params.push_back(it != ctx->captures.end() ? it->second
+                                                 : ctx->func->newValue(c->type, c->hint));
+    }
+    params.insert(params.end(), ctx->func->params.begin(), ctx->func->params.end());
+    ctx->func->params = params;
+  }
+
+  ir::Eqn e;
+  e.prim = ir::Prim::While;
+  e.ins = consts;
+  e.ins.insert(e.ins.end(), inits.begin(), inits.end());
+  e.bodies = {pred, body};
+  e.loc = s.loc;
+  e.params["num_consts"] = (int64_t)consts.size();
+  for (size_t k = 0; k < carries.size(); ++k)
+    e.outs.push_back(cur_->func->newValue(inits[k]->type, carries[k]));
+  std::vector<ir::Value *> outs = e.outs;
+  cur_->func->eqns.push_back(std::move(e));
+  for (size_t k = 0; k < carries.size(); ++k)
+    findScope(carries[k])->names[carries[k]] = SVal::array(outs[k], s.loc);
+}
+
 // One branch of an `if`: its params are the captured outer values, its results the current
 // values of `outNames` at its end (unassigned ones pass through).
 ir::Func *Sema::lowerBranch(const ast::Block &body, const std::vector<std::string> &outNames,
                             const std::string &suffix, Loc loc, FuncCtx &ctx) {
   ir::Func *f = newNestedFunc(suffix, loc);
-  ctx.func = f;
-  ctx.mesh = cur_->mesh;
-  ctx.unit = cur_->unit;
-  ctx.parent = cur_;
+  enterNested(ctx, f);
   Scope top;
   top.parent = scope_;
   top.owner = &ctx;

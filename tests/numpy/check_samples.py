@@ -186,6 +186,180 @@ def dp_mlp_train():
     return {"loss": losses, "final loss": loss_and_grads(w1, b1, w2)[0]}
 
 
+def transformer():
+    """samples/transformer.smp, unsharded (Megatron's split and the data split change where
+    the sums happen, not what they are), in float64 with the backward pass written out by hand.
+    The sample computes in float32; the losses agree to the printed digits."""
+    tokens = np.load(os.path.join(ROOT, "samples", "data", "tokens.npy")).astype(np.int64)
+    ids, targets = tokens[:, :8], tokens[:, 1:].reshape(64)
+    eps, ln_eps = 1e-8, 1e-5
+
+    def normal(shape, seed, scale):
+        n = int(np.prod(shape))
+        return (shm_rng.normal(np.float32, seed, n).reshape(shape) * np.float32(scale)).astype(np.float64)
+
+    p = {"emb": normal((16, 16), 1, 0.5), "pos": normal((8, 16), 2, 0.1),
+         "ln1_g": np.ones(16), "ln1_b": np.zeros(16),
+         "wq": normal((16, 16), 3, 0.25), "wk": normal((16, 16), 4, 0.25),
+         "wv": normal((16, 16), 5, 0.25), "wo": normal((16, 16), 6, 0.25),
+         "ln2_g": np.ones(16), "ln2_b": np.zeros(16),
+         "w1": normal((16, 32), 7, 0.25), "b1": np.zeros(32),
+         "w2": normal((32, 16), 8, 0.18), "b2": np.zeros(16)}
+
+    def ln_fwd(x, g, b):
+        d = x - x.mean(-1, keepdims=True)
+        inv = 1.0 / np.sqrt((d * d).mean(-1, keepdims=True) + ln_eps)
+        xhat = d * inv
+        return xhat * g + b, (xhat, inv, g)
+
+    def ln_bwd(dy, cache):
+        xhat, inv, g = cache
+        axes = tuple(range(dy.ndim - 1))
+        dxhat = dy * g
+        dx = inv * (dxhat - dxhat.mean(-1, keepdims=True) - xhat * (dxhat * xhat).mean(-1, keepdims=True))
+        return dx, (dy * xhat).sum(axes), dy.sum(axes)
+
+    def heads(a):  # [64, 16] -> [8 sequences, 2 heads, 8 positions, 8]
+        return a.reshape(8, 8, 2, 8).transpose(0, 2, 1, 3)
+
+    def unheads(a):
+        return a.transpose(0, 2, 1, 3).reshape(64, 16)
+
+    causal = np.tril(np.ones((8, 8), bool))
+    c = np.sqrt(2 / np.pi)
+
+    def loss_and_grads(p):
+        g = {}
+        x0 = p["emb"][ids] + p["pos"]
+        h, ln1 = ln_fwd(x0, p["ln1_g"], p["ln1_b"])
+        h2 = h.reshape(64, 16)
+        q, k, v = heads(h2 @ p["wq"]), heads(h2 @ p["wk"]), heads(h2 @ p["wv"])
+        s = np.where(causal, q @ k.transpose(0, 1, 3, 2) / np.sqrt(8), -1e9)
+        e = np.exp(s - s.max(-1, keepdims=True))
+        pr = e / e.sum(-1, keepdims=True)
+        a = unheads(pr @ v)
+        x1 = x0 + (a @ p["wo"]).reshape(8, 8, 16)
+        h3, ln2 = ln_fwd(x1, p["ln2_g"], p["ln2_b"])
+        h3 = h3.reshape(64, 16)
+        z = h3 @ p["w1"] + p["b1"]
+        t = np.tanh(c * (z + 0.044715 * z ** 3))
+        u = 0.5 * z * (1 + t)
+        x2 = x1 + (u @ p["w2"] + p["b2"]).reshape(8, 8, 16)
+        x2f = x2.reshape(64, 16)
+        logits = x2f @ p["emb"].T
+        lse = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
+        loss = (lse - logits[np.arange(64), targets]).mean()
+
+        dlogits = np.exp(logits - lse[:, None])
+        dlogits[np.arange(64), targets] -= 1
+        dlogits /= 64
+        g["emb"] = dlogits.T @ x2f
+        dx2 = dlogits @ p["emb"]
+        g["b2"] = dx2.sum(0)
+        g["w2"] = u.T @ dx2
+        du = dx2 @ p["w2"].T
+        dz = du * (0.5 * (1 + t) + 0.5 * z * (1 - t * t) * c * (1 + 3 * 0.044715 * z * z))
+        g["w1"], g["b1"] = h3.T @ dz, dz.sum(0)
+        dx1, g["ln2_g"], g["ln2_b"] = ln_bwd((dz @ p["w1"].T).reshape(8, 8, 16), ln2)
+        dx1 = dx1 + dx2.reshape(8, 8, 16)
+        dx1f = dx1.reshape(64, 16)
+        g["wo"] = a.T @ dx1f
+        da = heads(dx1f @ p["wo"].T)
+        dpr, dv = da @ v.transpose(0, 1, 3, 2), pr.transpose(0, 1, 3, 2) @ da
+        ds = pr * (dpr - (dpr * pr).sum(-1, keepdims=True)) / np.sqrt(8)
+        dq, dk = ds @ k, ds.transpose(0, 1, 3, 2) @ q
+        dq, dk, dv = unheads(dq), unheads(dk), unheads(dv)
+        g["wq"], g["wk"], g["wv"] = h2.T @ dq, h2.T @ dk, h2.T @ dv
+        dh2 = dq @ p["wq"].T + dk @ p["wk"].T + dv @ p["wv"].T
+        dx0, g["ln1_g"], g["ln1_b"] = ln_bwd(dh2.reshape(8, 8, 16), ln1)
+        dx0 = dx0 + dx1
+        g["pos"] = dx0.sum(0)
+        np.add.at(g["emb"], ids, dx0)
+        return loss, g
+
+    m = {k: np.zeros_like(v) for k, v in p.items()}
+    vv = {k: np.zeros_like(v) for k, v in p.items()}
+    steps, losses = [], []
+    for step in range(1, 7):
+        loss, g = loss_and_grads(p)
+        steps.append(np.int32(step))
+        losses.append(loss)
+        for k in p:
+            m[k] = 0.9 * m[k] + 0.1 * g[k]
+            vv[k] = 0.999 * vv[k] + 0.001 * g[k] * g[k]
+            mhat, vhat = m[k] / (1 - 0.9 ** step), vv[k] / (1 - 0.999 ** step)
+            p[k] = p[k] - 0.01 * (mhat / (np.sqrt(vhat) + eps) + 0.01 * p[k])
+    return {"step": steps, "loss": losses, "final loss": loss_and_grads(p)[0]}
+
+
+def moe():
+    """samples/moe.smp: top-2 mixture of experts, one expert per device. The layer in float64
+    as its definition (Out[s] = sum_j gate[s, j] * expert_{e[s, j]}(a[s]); no dispatch at all),
+    the gradients and the jvp by central finite differences of that (step 1e-6), so neither
+    the dispatch nor autodiff is trusted."""
+    def normal(shape, seed, scale=1.0):
+        n = int(np.prod(shape))
+        return (shm_rng.normal(np.float32, seed, n).reshape(shape) * np.float32(scale)).astype(np.float64)
+
+    a, wg = normal((32, 8), 11), normal((8, 4), 12)
+    w1, w2 = normal((4, 8, 16), 13, 0.3), normal((4, 16, 8), 14, 0.3)
+    target = normal((32, 8), 15)
+    c = np.sqrt(2 / np.pi)
+
+    def layer(a, wg, w1, w2):
+        z = a @ wg
+        p = np.exp(z - z.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        experts = np.argsort(-p, axis=1, kind="stable")[:, :2]
+        out = np.zeros((32, 8))
+        for s in range(32):
+            for j in range(2):
+                e = experts[s, j]
+                h = a[s] @ w1[e]
+                h = 0.5 * h * (1 + np.tanh(c * (h + 0.044715 * h ** 3)))
+                out[s] += p[s, e] * (h @ w2[e])
+        return out
+
+    def loss(a, wg, w1, w2):
+        d = layer(a, wg, w1, w2) - target
+        return (d * d).mean()
+
+    params, eps = [a, wg, w1, w2], 1e-6
+    grads = []
+    for i, x in enumerate(params):
+        g = np.zeros_like(x)
+        for idx in np.ndindex(x.shape):
+            plus = [q.copy() for q in params]
+            minus = [q.copy() for q in params]
+            plus[i][idx] += eps
+            minus[i][idx] -= eps
+            g[idx] = (loss(*plus) - loss(*minus)) / (2 * eps)
+        grads.append(g)
+    ta, tw1 = normal((32, 8), 16), normal((4, 8, 16), 17)
+    jvp = (loss(a + eps * ta, wg, w1 + eps * tw1, w2) - loss(a - eps * ta, wg, w1 - eps * tw1, w2)) / (2 * eps)
+    return {"dense": layer(a, wg, w1, w2), "ragged = dense": np.bool_(True), "loss": loss(a, wg, w1, w2),
+            "d/da": grads[0], "d/dwg": grads[1], "d/dw1": grads[2], "d/dw2": grads[3],
+            "jvp dense": jvp, "jvp ragged": jvp}
+
+
+def collective_matmuls():
+    """samples/collective_matmuls.smp: every version computes a @ w (all-gather direction) or
+    t @ w2 (reduce-scatter direction); the gradients of sum(out^2) are 2 out w^T and 2 a^T out."""
+    def normal(shape, seed):
+        return shm_rng.normal(np.float32, seed, int(np.prod(shape))).reshape(shape).astype(np.float64)
+
+    a, w, t, w2 = normal((8, 16), 21), normal((16, 8), 22), normal((8, 16), 23), normal((16, 8), 24)
+    out, out2 = a @ w, t @ w2
+    yes = np.bool_(True)
+    return {"all-gather matmul": out, "unidirectional = plain": yes, "bidirectional = plain": yes,
+            "all-gather d/da": 2 * out @ w.T, "all-gather d/dw": 2 * a.T @ out,
+            "unidirectional gradients = plain": yes, "bidirectional gradients = plain": yes,
+            "reduce-scatter matmul": out2, "rs unidirectional = plain": yes,
+            "rs bidirectional = plain": yes, "reduce-scatter d/dt": 2 * out2 @ w2.T,
+            "reduce-scatter d/dw2": 2 * t.T @ out2, "rs unidirectional gradients = plain": yes,
+            "rs bidirectional gradients = plain": yes}
+
+
 def megatron_mlp():
     x = iota(8).reshape(2, 4) / 8 - np.float32(0.3)
     w1 = np.sin(iota(32)).reshape(4, 8)

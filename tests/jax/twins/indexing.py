@@ -35,6 +35,8 @@ def check(t):
     t.close("x[idx]", x[jnp.array([2, 2, 0])])
     t.close("x[:, idx]", x[:, jnp.array([3, 1])])
     t.close("scatter_add", jnp.zeros(5, jnp.float32).at[jnp.array([1, 3, 1])].add(v))
+    t.close("x.at[idx].add", jnp.asarray(x).at[jnp.array([2, 0, 2])].add(jnp.ones((3, 4), jnp.float32)))
+    t.close("x.at[:, idx].add", jnp.asarray(x).at[:, jnp.array([3, -1])].add(x[:, jnp.array([0, 1])]))
     t.equal("argmax", jnp.argmax(x, axis=1))
     t.equal("argmin", jnp.argmin(x, axis=0))
     t.equal("argmax flat", jnp.argmax(jnp.array([1.0, 5.0, 5.0, -2.0])))
