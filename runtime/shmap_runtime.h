@@ -131,12 +131,33 @@ void shm_argsort(int32_t dtype, int32_t descending, const void *x, int64_t outer
 void shm_print(const char *label, int32_t dtype, int32_t rank, const int64_t *shape,
                const void *data);
 
-/* ---- numpy .npy files (runtime/npy.cpp). load fills `out` (dense, of the given dtype and
- * shape) from the file, after checking that its dtype and shape are exactly these; save writes
- * version 1 through a temporary file and a rename. Any problem: shm_fatal naming the file. */
+/* ---- numpy .npy files and .npz archives (runtime/npy.cpp). load fills `out` (dense, of the
+ * given dtype and shape) from the file, after checking that its dtype and shape are exactly
+ * these; save writes version 1 through a temporary file and a rename. Any problem: shm_fatal
+ * naming the file (and for an archive the key). */
 void shm_load_npy(const char *path, int32_t dtype, int32_t rank, const int64_t *shape, void *out);
+/* the array `key` of an .npz archive (member key.npy; stored or deflated) */
+void shm_load_npz(const char *path, const char *key, int32_t dtype, int32_t rank,
+                  const int64_t *shape, void *out);
+/* The block [block_start, block_start + block_shape) of the array (global_shape, checked
+ * against the file as above) into `out` (dense, block_shape), reading only the header and the
+ * block's bytes (a deflated archive member is inflated as a stream). key: NULL for a .npy
+ * file, else the array of an .npz archive. */
+void shm_load_npy_block(const char *path, const char *key, int32_t dtype, int32_t rank,
+                        const int64_t *global_shape, const int64_t *block_start,
+                        const int64_t *block_shape, void *out);
+/* In a shmap body: this device's block under the partition spec (encoded as above), as
+ * shm_run_shmap would split the global array; `out` has the block shape. */
+void shm_load_npy_sharded(shm_device *dev, const char *path, const char *key, int32_t dtype,
+                          int32_t rank, const int64_t *global_shape, const int32_t *spec,
+                          void *out);
 void shm_save_npy(const char *path, int32_t dtype, int32_t rank, const int64_t *shape,
                   const void *data);
+/* numpy's savez: a stored zip archive of members keys[i].npy (arrays i: dtypes[i], ranks[i],
+ * their shapes one after the other in `shapes`, data[i]); no zip64, so every member and the
+ * whole archive must stay under 4 GiB (shm_fatal otherwise, before anything is written). */
+void shm_save_npz(const char *path, int32_t n, const char *const *keys, const int32_t *dtypes,
+                  const int32_t *ranks, const int64_t *shapes, const void *const *data);
 
 /* ---- program arguments (`arg lr: f32 = 0.1;`), parsed by the runtime's main from --NAME=VALUE
  * (runtime/cli.cpp): the value of argument i as a double, an integer (i32 and bool) or a string */

@@ -2,8 +2,9 @@
 # Command 2 of the README: builds everything and runs the whole test suite (CTest: unit
 # tests, golden run/error tests, IR FileCheck tests, numpy checks of the samples, the JAX twins
 # of the differentiable programs (tests/jax; creates a venv from PyPI once)), then the
-# runtime's tests again under ThreadSanitizer and AddressSanitizer, the golden tests and the
-# runtime's tests under UBSan, and a one-minute fuzz run of the front end (tools/fuzz.sh).
+# runtime's tests (collectives and .npy/.npz files) again under ThreadSanitizer and
+# AddressSanitizer, the golden tests and the runtime's tests under UBSan, and a one-minute
+# fuzz run of the front end (tools/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh --deps-only
@@ -17,8 +18,9 @@ ninja -C "$BUILD" -j "$JOBS"
 for san in thread address; do
   echo "== runtime tests under -DSHMAPC_SANITIZE=$san"
   cmake -S . -B "$BUILD-$san" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMAPC_SANITIZE=$san >/dev/null
-  ninja -C "$BUILD-$san" -j "$JOBS" test_runtime
+  ninja -C "$BUILD-$san" -j "$JOBS" test_runtime test_npy
   "$BUILD-$san/tests/test_runtime"
+  "$BUILD-$san/tests/test_npy"
 done
 # UBSan aborts at the first undefined behaviour, in shmapc, the runtime or a compiled program;
 # the golden tests then fail on the changed output or status.

@@ -79,6 +79,9 @@ const RuntimeSig kRuntime[] = {
     {"shm_cumsum", "viiplllp"},
     {"shm_argsort", "viiplllp"},
     {"shm_save_npy", "vpiipp"},
+    {"shm_load_npz", "vppiipp"},
+    {"shm_load_npy_sharded", "vpppiippp"},
+    {"shm_save_npz", "vpippppp"},
     // libm: no vector intrinsic for tanh
     {"tanhf", "ff"},
     {"tanh", "dd"},

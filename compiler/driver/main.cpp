@@ -46,11 +46,30 @@ void addCompileOptions(CLI::App *cmd, Args &a) {
       ->check(CLI::IsMember({"optimal", "naive"}));
 }
 
+// The first option after the subcommand that `sub` does not know ("" if none): `--name[=v]`
+// or `-X[value]`; arguments after `--` belong to the program.
+std::string firstUnknownOption(const CLI::App &sub, int argc, char **argv) {
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    std::string name = arg[1] == '-' ? arg.substr(0, arg.find('=')) : arg.substr(0, 2);
+    if (!sub.get_option_no_throw(name)) return arg;
+  }
+  return "";
+}
+
 // CLI11's parse errors as one line in the driver's format, saying where the help is.
 int reportParseError(CLI::App &app, const CLI::ParseError &e, int argc, char **argv) {
   std::string cmd = "shmapc";
   for (const CLI::App *sub : app.get_subcommands()) cmd += " " + sub->get_name();
   std::string msg = e.what();
+  // CLI11 checks required arguments before unknown ones: `shmapc compile --bogus` would say
+  // "file is required"; name the unknown option instead.
+  if (dynamic_cast<const CLI::RequiredError *>(&e) && !app.get_subcommands().empty())
+    if (std::string unknown = firstUnknownOption(*app.get_subcommands().back(), argc, argv);
+        !unknown.empty())
+      msg = "the following argument was not expected: " + unknown;
   if (cmd == "shmapc" && argc > 1 && argv[1][0] != '-')
     msg = std::string("unknown command '") + argv[1] + "' (the commands are compile, run and check)";
   else if (cmd == "shmapc" && dynamic_cast<const CLI::RequiredError *>(&e))

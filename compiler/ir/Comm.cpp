@@ -50,6 +50,7 @@ bool runtimeCollective(Prim p, CommKind &kind) {
   case Prim::Argmax: case Prim::Cumsum: case Prim::Argsort: case Prim::Call: case Prim::Shmap:
   case Prim::Loop: case Prim::While: case Prim::Cond: case Prim::Jvp: case Prim::Vjp: case Prim::Print:
   case Prim::Save: case Prim::Load: case Prim::ArgValue:
+  case Prim::SaveNpz:
     return false;
   }
   return false;

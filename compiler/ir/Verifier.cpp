@@ -2,6 +2,7 @@
 // A failure here is a compiler bug, so messages name the function and equation, not the user.
 #include "ir/IR.h"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -51,11 +52,42 @@ private:
     case PrimKind::HigherOrder: higherOrder(f, e, i); break;
     default: break;
     }
+    if (e.prim == Prim::Load || e.prim == Prim::Save || e.prim == Prim::SaveNpz) files(f, e, i);
     if (e.prim == Prim::Select && e.ins.size() == 3 && e.outs.size() == 1) {
       if (e.ins[0]->type.dtype != DType::Bool) fail(f, i, e, "predicate is not bool");
       for (const Value *v : e.ins)
         if (v->type.shape != e.outs[0]->type.shape) fail(f, i, e, "operand shapes differ");
     }
+  }
+
+  // load, save, savez: a path; savez one key per operand; a load's spec only under a mesh,
+  // naming the mesh's axes, at most once each, and no longer than the rank.
+  void files(const Func &f, const Eqn &e, size_t i) {
+    if (e.has("path") == e.has("path_arg")) fail(f, i, e, "needs exactly one of path and path_arg");
+    if (e.prim == Prim::SaveNpz) {
+      size_t keys = 0;
+      if (e.has("keys") && std::holds_alternative<std::string>(e.params.at("keys"))) {
+        const std::string &k = e.strParam("keys");
+        keys = k.empty() ? 0 : 1 + (size_t)std::count(k.begin(), k.end(), ',');
+      }
+      if (keys != e.ins.size()) fail(f, i, e, "needs one key per operand");
+    }
+    if ((e.prim == Prim::Save || e.prim == Prim::SaveNpz) && f.mesh) fail(f, i, e, "file output inside a shmap body");
+    if (e.prim != Prim::Load || e.outs.size() != 1) return;
+    if (!e.has("spec")) {
+      if (f.mesh) fail(f, i, e, "a load without a spec inside a shmap body");
+      return;
+    }
+    if (!f.mesh) return fail(f, i, e, "a sharded load (spec) outside a shmap body");
+    if (!std::holds_alternative<std::vector<PartitionSpec>>(e.params.at("spec")) || e.specsParam("spec").size() != 1)
+      return fail(f, i, e, "spec must hold one partition spec");
+    const PartitionSpec &spec = e.specsParam("spec")[0];
+    if ((int64_t)spec.dims.size() > e.outs[0]->type.rank()) fail(f, i, e, "spec is longer than the rank");
+    std::set<int> seen;
+    for (const auto &axes : spec.dims)
+      for (int a : axes)
+        if (a < 0 || a >= (int)f.mesh->axes.size() || !seen.insert(a).second)
+          fail(f, i, e, "spec names a mesh axis that does not exist, or one twice");
   }
 
   void elementwise(const Func &f, const Eqn &e, size_t i) {

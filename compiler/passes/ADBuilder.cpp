@@ -276,7 +276,8 @@ std::vector<Value *> Differentiator::flattenInto(const Func &src, Func &dst,
       break;
     }
     case Prim::Print:
-    case Prim::Save: break;  // differentiated code has no effects
+    case Prim::Save:
+    case Prim::SaveNpz: break;  // differentiated code has no effects
     default: {
       Eqn c = e;
       c.ins = ins;

@@ -228,6 +228,10 @@ private:
       setOut(e, 0);
       constants_.insert(e.outs.begin(), e.outs.end());
       return emit(s, std::move(e));
+    case VarianceRule::Sharded:  // each device's block of a file: a constant to autodiff too
+      setOut(e, e.has("spec") ? e.specsParam("spec")[0].axes() : 0);
+      constants_.insert(e.outs.begin(), e.outs.end());
+      return emit(s, std::move(e));
     case VarianceRule::SameAsOperands: return sameAsOperands(s, e);
     case VarianceRule::UserPsum: return userPsum(s, e);
     case VarianceRule::VaryingToInvariant: return varyingToInvariant(s, e);

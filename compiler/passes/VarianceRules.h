@@ -7,6 +7,8 @@ namespace shmapc::passes {
 
 enum class VarianceRule {
   Invariant,          // creates a value: invariant everywhere (constants, iota, random)
+  Sharded,            // load: with a `spec` param (a sharded load) () -> varying over the axes
+                      // the spec names, a constant otherwise
   SameAsOperands,     // non-collective: operands lifted to their union, result has it
   UserPsum,           // psum = psum2 after automatic pbroadcasts (n*x over invariant axes)
   VaryingToInvariant, // psum2, all_gather_invariant: operand varies over the axes; result does not

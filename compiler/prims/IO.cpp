@@ -1,19 +1,37 @@
-// The host's input and output: print, numpy .npy files (runtime/npy.cpp) with load and
-// save, and program arguments. Host only (sema refuses them inside shmap bodies); differentiated code drops the
-// effects (flattenInto), and a load is a constant to autodiff.
+// The host's input and output: print, numpy .npy files and .npz archives (runtime/npy.cpp)
+// with load, save and savez, and program arguments. Print and the saves are host only (sema
+// refuses them inside shmap bodies); so is a load, except a sharded load (a `spec` param),
+// which reads each device's block inside a shmap body. Differentiated code drops the effects
+// (flattenInto), and a load is a constant to autodiff.
 #include "prims/Prim.h"
 
 namespace shmapc::prims {
 
 namespace {
 
-// (path, dtype, rank, shape) arguments of the runtime's npy calls. The path is a literal or a
-// str program argument's value (runtime/cli.cpp).
+// The path argument of the runtime's file calls: a literal or a str program argument's value
+// (runtime/cli.cpp).
+llvm::Value *pathArg(FuncEmitter &fe, const Eqn &e) {
+  return e.has("path_arg") ? static_cast<llvm::Value *>(fe.callRt("shm_arg_str", {fe.i32(e.intParam("path_arg"))}))
+                           : fe.me.cString(e.strParam("path"));
+}
+
+// (path, dtype, rank, shape) arguments of the runtime's npy calls.
 std::vector<llvm::Value *> fileArgs(FuncEmitter &fe, const Eqn &e, const Type &t) {
-  llvm::Value *path = e.has("path_arg")
-                          ? static_cast<llvm::Value *>(fe.callRt("shm_arg_str", {fe.i32(e.intParam("path_arg"))}))
-                          : fe.me.cString(e.strParam("path"));
-  return {path, fe.dtypeCode(t.dtype), fe.i32(t.rank()), fe.me.i64Array(t.shape)};
+  return {pathArg(fe, e), fe.dtypeCode(t.dtype), fe.i32(t.rank()), fe.me.i64Array(t.shape)};
+}
+
+// The runtime's partition-spec encoding (shmap_runtime.h): per dimension, the number of axes,
+// then the axes.
+std::vector<int32_t> encodeSpec(const PartitionSpec &spec, int64_t rank) {
+  std::vector<int32_t> out;
+  for (int64_t d = 0; d < rank; ++d) {
+    const std::vector<int> none;
+    const std::vector<int> &axes = d < (int64_t)spec.dims.size() ? spec.dims[d] : none;
+    out.push_back((int32_t)axes.size());
+    for (int a : axes) out.push_back(a);
+  }
+  return out;
 }
 
 } // namespace
@@ -54,18 +72,76 @@ template <> const Rules &define<Prim::Save>() {
   return r;
 }
 
-// The runtime checks the file's dtype and shape against the static type and fails naming the
-// file and what differs.
-template <> const Rules &define<Prim::Load>() {
+// savez(path, k1=x1, ...): a stored zip archive of members k1.npy, ... (numpy's np.savez),
+// written through a temporary file and a rename. `keys` holds the names joined by ','.
+template <> const Rules &define<Prim::SaveNpz>() {
   static const Rules r{
-      .variance = VarianceRule::Invariant,
+      .variance = VarianceRule::Effect,
       .jvp = noTangent,
       .transpose = notLinear,
       .lower = [](FuncEmitter &fe, size_t i) {
         const Eqn &e = fe.f.eqns[i];
-        std::vector<llvm::Value *> args = fileArgs(fe, e, e.outs[0]->type);
+        std::vector<std::string> keys;
+        const std::string &joined = e.strParam("keys");
+        for (size_t start = 0; !joined.empty();) {
+          size_t comma = joined.find(',', start);
+          keys.push_back(joined.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+          if (comma == std::string::npos) break;
+          start = comma + 1;
+        }
+        if (keys.size() != e.ins.size()) return fe.fail("savez: one key per operand expected");
+        std::vector<llvm::Value *> names, data;
+        std::vector<int32_t> dtypes, ranks;
+        std::vector<int64_t> shapes;
+        for (size_t k = 0; k < keys.size(); ++k) {
+          const Type &t = e.ins[k]->type;
+          names.push_back(fe.me.cString(keys[k]));
+          data.push_back(fe.buffer(e.ins[k]));
+          dtypes.push_back((int32_t)t.dtype);
+          ranks.push_back((int32_t)t.rank());
+          shapes.insert(shapes.end(), t.shape.begin(), t.shape.end());
+        }
+        fe.callRt("shm_save_npz", {pathArg(fe, e), fe.i32((int64_t)keys.size()), fe.ptrArray(names),
+                                   fe.me.i32Array(dtypes), fe.me.i32Array(ranks), fe.me.i64Array(shapes),
+                                   fe.ptrArray(data)});
+        return true;
+      },
+      .scalar = nullptr,
+  };
+  return r;
+}
+
+// The runtime checks the file's dtype and shape against the static type and fails naming the
+// file (and key) and what differs. With `key` it reads the array of an .npz archive. With
+// `spec` (inside a shmap body) the out type is this device's block: the global type is the
+// block's shape times the sizes of the mesh axes the spec splits each dimension over, and each
+// device reads only its own block from the file (shm_load_npy_sharded).
+template <> const Rules &define<Prim::Load>() {
+  static const Rules r{
+      .variance = VarianceRule::Sharded,
+      .jvp = noTangent,
+      .transpose = notLinear,
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        const Type &t = e.outs[0]->type;
+        llvm::Value *key = e.has("key") ? static_cast<llvm::Value *>(fe.me.cString(e.strParam("key")))
+                                        : llvm::ConstantPointerNull::get(llvm::PointerType::get(fe.me.ctx, 0));
+        if (e.has("spec")) {
+          const PartitionSpec &spec = e.specsParam("spec")[0];
+          if (!fe.f.mesh || (int64_t)spec.dims.size() > t.rank())
+            return fe.fail("load: a spec needs a function with a mesh and may not be longer than the rank");
+          std::vector<int64_t> global = t.shape;
+          for (size_t d = 0; d < spec.dims.size(); ++d)
+            for (int a : spec.dims[d]) global[d] *= fe.f.mesh->sizes[a];
+          fe.callRt("shm_load_npy_sharded", {fe.dev, pathArg(fe, e), key, fe.dtypeCode(t.dtype), fe.i32(t.rank()),
+                                             fe.me.i64Array(global), fe.me.i32Array(encodeSpec(spec, t.rank())),
+                                             fe.buffer(e.outs[0])});
+          return true;
+        }
+        std::vector<llvm::Value *> args = fileArgs(fe, e, t);
+        if (e.has("key")) args.insert(args.begin() + 1, key);
         args.push_back(fe.buffer(e.outs[0]));
-        fe.callRt("shm_load_npy", args);
+        fe.callRt(e.has("key") ? "shm_load_npz" : "shm_load_npy", args);
         return true;
       },
       .scalar = nullptr,

@@ -143,35 +143,103 @@ SVal Sema::randomArray(const ast::Expr &c, ir::Prim p) {
 SVal Sema::bRandomNormal(const ast::Expr &c) { return randomArray(c, ir::Prim::RandomNormal); }
 SVal Sema::bRandomUniform(const ast::Expr &c) { return randomArray(c, ir::Prim::RandomUniform); }
 
-// ---- files (numpy .npy, runtime/npy.cpp): host only, paths relative to the working directory
+// ---- files (numpy .npy and .npz, runtime/npy.cpp): host only, except a sharded load; paths
+// relative to the working directory
 
-// The path param of load/save: {"path", literal} or {"path_arg", index of a str program
+namespace {
+bool endsWith(const std::string &s, const char *suffix) {
+  size_t n = std::char_traits<char>::length(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+} // namespace
+
+// The path param of load/save/savez: {"path", literal} or {"path_arg", index of a str program
 // argument}.
-std::pair<std::string, ir::Attr> Sema::pathArg(const ast::Expr &call, const ast::Expr &arg) {
-  if (cur_->mesh)
+std::pair<std::string, ir::Attr> Sema::pathArg(const ast::Expr &call, const ast::Expr &arg, bool inShmap) {
+  if (cur_->mesh && !inShmap)
     failWithCallChain(DiagId::FileInsideShmap, call.loc, call.name + " inside a shmap body",
-                      call.name == "load" ? "load in main and pass the array to the shmap function"
-                                          : "return the value from the shmap function and save it in main");
+                      call.name == "load" ? "load in main and pass the array to the shmap function, or read this "
+                                            "device's block of the file with load(path, GLOBAL_TYPE, spec=P(...))"
+                                          : "return the value from the shmap function and " + call.name + " it in main");
   if (arg.kind == ast::Expr::Name && arg.module.empty() && !findScope(arg.name)) {
     int index = programArgIndex(arg.name);
     if (index >= 0 && module_->args[index].type == "str") return {"path_arg", (int64_t)index};
   }
-  if (arg.kind != ast::Expr::StringLit || arg.name.empty())
+  if (arg.kind != ast::Expr::StringLit || arg.name.empty()) {
+    bool npz = call.name == "savez";
     fail(DiagId::BadArgument, arg.loc,
          "the path of " + call.name + " must be a string literal or a str program argument",
-         "write " + call.name + "(\"weights.npy\", ...), or declare arg data: str = \"x.npy\"; and pass data");
+         "write " + call.name + "(\"" + (npz ? "ckpt.npz" : "weights.npy") + "\", ...), or declare arg data: str = \"" +
+             (npz ? "ckpt.npz" : "x.npy") + "\"; and pass data");
+  }
   return {"path", arg.name};
 }
 
+// spec=P("x", None): the syntax of in_specs, as an expression (a call of P).
+ast::PartitionSpecExpr Sema::specArg(const ast::Expr &e) {
+  const char *hint = "write a partition spec over the shmap's mesh axes, e.g. spec=P(\"x\", None)";
+  if (e.kind != ast::Expr::Call || e.callee || e.name != "P" || !e.module.empty() || !e.kwargs.empty())
+    fail(DiagId::BadSpec, e.loc, "spec= takes a partition spec P(...)", hint);
+  ast::PartitionSpecExpr spec;
+  spec.loc = e.loc;
+  for (const ast::ExprPtr &item : e.items) {
+    std::vector<std::string> names;
+    std::vector<Loc> locs;
+    auto axis = [&](const ast::Expr &a) {
+      if (a.kind != ast::Expr::StringLit)
+        fail(DiagId::BadSpec, a.loc, "each dimension of a partition spec is None, an axis name \"x\", or a tuple "
+                                     "(\"x\", \"y\")", hint);
+      names.push_back(a.name);
+      locs.push_back(a.loc);
+    };
+    if (item->kind == ast::Expr::TupleLit) {
+      for (const ast::ExprPtr &a : item->items) axis(*a);
+    } else if (item->kind != ast::Expr::NoneLit) {
+      axis(*item);
+    }
+    spec.dims.push_back(std::move(names));
+    spec.dimLocs.push_back(std::move(locs));
+  }
+  return spec;
+}
+
 // load("x.npy", f32[256, 512]): the type is static; the runtime checks the file against it.
+// key="w1" reads the array w1 of an .npz archive. spec=P(...) (only in a shmap body) reads
+// this device's block of the global array the type describes, split as an in_spec would.
 SVal Sema::bLoad(const ast::Expr &c) {
-  auto a = bindArgs(c, {"path", "type"}, 2);
-  auto path = pathArg(c, *a[0]);
+  auto a = bindArgs(c, {"path", "type", "key", "spec"}, 2);
+  if (a[3] && !cur_->mesh)
+    failWithCallChain(DiagId::ShardedLoadOnHost, a[3]->loc,
+                      "load with spec= reads one device's block and is only for shmap bodies",
+                      "in host code load the whole array without spec= and pass it to the shmap function "
+                      "(its in_specs split it); or move this load into the shmap body");
+  Params params;
+  params.insert(pathArg(c, *a[0], a[3] != nullptr));
+  if (a[2]) {
+    if (a[2]->kind != ast::Expr::StringLit || a[2]->name.empty())
+      fail(DiagId::BadArgument, a[2]->loc, "the key of load must be a non-empty string literal",
+           "name the array of the .npz archive: load(\"ckpt.npz\", f32[4, 8], key=\"w1\")");
+    params["key"] = a[2]->name;
+  }
+  if (a[0]->kind == ast::Expr::StringLit) {  // a literal path says which kind of file it is
+    const std::string &path = a[0]->name;
+    if (endsWith(path, ".npz") && !a[2])
+      fail(DiagId::NpzWithoutKey, a[0]->loc, path + " is an .npz archive: load needs the key of one of its arrays",
+           "add key=\"NAME\" to load the array numpy saved as np.savez(..., NAME=array)");
+    if (endsWith(path, ".npy") && a[2])
+      fail(DiagId::KeyWithoutNpz, a[2]->loc, "key= names an array of an .npz archive, but " + path + " is a .npy file",
+           "drop key= to load the .npy file, or load from an .npz archive");
+  }
   ir::Type t = typeArg(*a[1], "the second argument of load");
   if (t.dtype == ir::DType::BF16)
     fail(DiagId::NpyDType, a[1]->loc, "load cannot read " + str(t) + ": .npy has no bfloat16 dtype",
          "save the array as float32 in numpy and convert after loading: cast(load(path, f32[...]), bf16)");
-  return SVal::array(emit(ir::Prim::Load, {}, t, c.loc, {path}), c.loc);
+  if (!a[3]) return SVal::array(emit(ir::Prim::Load, {}, t, c.loc, params), c.loc);
+  ast::PartitionSpecExpr specExpr = specArg(*a[3]);
+  ir::PartitionSpec spec = convertSpec(specExpr, *cur_->mesh);
+  ir::Type block = blockType(t, spec, specExpr, *cur_->mesh, a[1]->loc, "the loaded array", "spec");
+  params["spec"] = std::vector<ir::PartitionSpec>{spec};
+  return SVal::array(emit(ir::Prim::Load, {}, block, c.loc, params), c.loc);
 }
 
 void Sema::lowerSave(const ast::Expr &c) {
@@ -185,6 +253,49 @@ void Sema::lowerSave(const ast::Expr &c) {
          "save cannot write " + str(e.ins[0]->type) + ": .npy has no bfloat16 dtype",
          "convert it to f32 first: save(path, cast(x, f32)) (exact: every bf16 value is an f32)");
   e.params[path.first] = path.second;
+  e.loc = c.loc;
+  cur_->func->eqns.push_back(std::move(e));
+}
+
+// savez("ckpt.npz", w1=w1, b1=b1): numpy's np.savez; each keyword names its array's member
+// (w1.npy). Positional arrays after the path are named arr_0, arr_1, ... as numpy names them.
+void Sema::lowerSavez(const ast::Expr &c) {
+  if (c.items.empty())
+    fail(DiagId::ArgCount, c.loc, "savez is missing its argument path",
+         "call it as savez(\"ckpt.npz\", w1=w1, b1=b1)");
+  auto path = pathArg(c, *c.items[0]);
+  std::vector<std::pair<std::string, const ast::Expr *>> arrays;
+  std::vector<Loc> locs;
+  for (size_t i = 1; i < c.items.size(); ++i) {
+    arrays.push_back({"arr_" + std::to_string(i - 1), c.items[i].get()});
+    locs.push_back(c.items[i]->loc);
+  }
+  for (const ast::Expr::KwArg &kw : c.kwargs) {
+    arrays.push_back({kw.name, kw.value.get()});
+    locs.push_back(kw.loc);
+  }
+  std::string keys;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    for (size_t j = 0; j < i; ++j)
+      if (arrays[j].first == arrays[i].first)
+        failWithNote(DiagId::DuplicateKey, locs[i], "savez is given the key " + arrays[i].first + " twice",
+                     "each array of an archive needs its own name",
+                     locs[j], arrays[j].first + (j < c.items.size() - 1 ? " is the name of this positional array"
+                                                                         : " is first given here"));
+    keys += (i ? "," : "") + arrays[i].first;
+  }
+  ir::Eqn e;
+  e.prim = ir::Prim::SaveNpz;
+  for (const auto &[key, expr] : arrays) {
+    e.ins.push_back(evalArray(*expr));
+    if (e.ins.back()->type.dtype == ir::DType::BF16)
+      fail(DiagId::NpyDType, expr->loc,
+           "savez cannot write " + key + " of type " + str(e.ins.back()->type) +
+               ": .npy (an .npz member) has no bfloat16 dtype",
+           "convert it to f32 first: " + key + "=cast(x, f32) (exact: every bf16 value is an f32)");
+  }
+  e.params[path.first] = path.second;
+  e.params["keys"] = keys;
   e.loc = c.loc;
   cur_->func->eqns.push_back(std::move(e));
 }

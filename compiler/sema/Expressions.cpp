@@ -264,7 +264,12 @@ std::vector<SVal> Sema::evalCall(const ast::Expr &e) {
     lowerSave(e);
     return {};
   }
+  if (e.name == "savez" && e.module.empty()) {
+    lowerSavez(e);
+    return {};
+  }
   if (e.name == "top_k" && e.module.empty()) return topK(e);
+  if (e.name == "scan" && e.module.empty()) return scan(e);
   auto it = builtins().find(e.name);
   if (it != builtins().end()) return {(this->*(it->second))(e)};
   std::vector<std::string> names;

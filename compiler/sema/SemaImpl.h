@@ -256,8 +256,13 @@ public:
   SVal bArgsort(const ast::Expr &c);
   SVal bSort(const ast::Expr &c);
   std::vector<SVal> topK(const ast::Expr &c);  // two results: a call with its own path
+  std::vector<SVal> scan(const ast::Expr &c);  // Scan.cpp: carries and stacks
+  std::vector<ir::Value *> arrayOrTuple(const ast::Expr *e);
   void lowerSave(const ast::Expr &c);  // save(path, x): a call with no result
-  std::pair<std::string, ir::Attr> pathArg(const ast::Expr &call, const ast::Expr &arg);
+  void lowerSavez(const ast::Expr &c); // savez(path, k1=x1, ...): likewise
+  // The path param of load/save/savez; host only unless `inShmap` (a sharded load).
+  std::pair<std::string, ir::Attr> pathArg(const ast::Expr &call, const ast::Expr &arg, bool inShmap = false);
+  ast::PartitionSpecExpr specArg(const ast::Expr &e);  // spec=P(...) of a sharded load
   SVal randomArray(const ast::Expr &c, ir::Prim p);
   SVal bCast(const ast::Expr &c);
   SVal bExp(const ast::Expr &c);
@@ -350,9 +355,11 @@ public:
                               const std::vector<SVal> &args, Loc callLoc);
   int meshIndex(const std::string &name, Loc loc);
   ir::PartitionSpec convertSpec(const ast::PartitionSpecExpr &spec, const ir::Mesh &mesh);
+  // `specKind` names the spec in messages: "in_spec" for a shmap argument, "spec" for a
+  // sharded load.
   ir::Type blockType(const ir::Type &global, const ir::PartitionSpec &spec,
                      const ast::PartitionSpecExpr &specExpr, const ir::Mesh &mesh, Loc argLoc,
-                     const std::string &what);
+                     const std::string &what, const std::string &specKind = "in_spec");
   std::string specText(const ast::PartitionSpecExpr &spec);
 
   // ---- statements (Statements.cpp)

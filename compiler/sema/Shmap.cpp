@@ -67,10 +67,10 @@ ir::PartitionSpec Sema::convertSpec(const ast::PartitionSpecExpr &spec, const ir
 // the sizes of the axes splitting it.
 ir::Type Sema::blockType(const ir::Type &global, const ir::PartitionSpec &spec,
                          const ast::PartitionSpecExpr &specExpr, const ir::Mesh &mesh,
-                         Loc argLoc, const std::string &what) {
+                         Loc argLoc, const std::string &what, const std::string &specKind) {
   if ((int64_t)spec.dims.size() > global.rank())
     fail(DiagId::SpecTooLong, specExpr.loc,
-         "in_spec " + specText(specExpr) + " has " + std::to_string(spec.dims.size()) +
+         specKind + " " + specText(specExpr) + " has " + std::to_string(spec.dims.size()) +
              (spec.dims.size() == 1 ? " entry" : " entries") + " but " + what + " is " + str(global) + " (rank " +
              std::to_string(global.rank()) + ")",
          "a spec may not be longer than the rank; drop trailing entries");
@@ -90,7 +90,8 @@ ir::Type Sema::blockType(const ir::Type &global, const ir::PartitionSpec &spec,
                        " is split over " + split + (spec.dims[d].size() > 1 ? "=" + std::to_string(n) : "") +
                        " devices; " + std::to_string(size) + " is not divisible by " +
                        std::to_string(n),
-                   "pad the array or change in_specs");
+                   specKind == "in_spec" ? "pad the array or change in_specs"
+                                         : "pad the array or change the spec");
       diags_.note(specExpr.loc, what + " (" + str(global) + ") is split by " + specText(specExpr));
       throw CompileError();
     }

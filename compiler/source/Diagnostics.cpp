@@ -54,10 +54,19 @@ void Diagnostics::show(Loc loc, const char *kind, const std::string &message,
   out_ << "\n";
   if (!loc.valid()) return;
   std::string line = sm_.file(loc.file).lineText(loc.line);
+  if (line.empty()) return;  // an empty file or line: a caret under nothing says nothing
+  // Control characters (a NUL, an escape sequence) are shown as '?', one column each, so
+  // the terminal shows what the file holds without acting on it.
+  for (char &ch : line)
+    if (((unsigned char)ch < 0x20 && ch != '\t') || ch == 0x7f) ch = '?';
   out_ << "    " << line << "\n    ";
-  // Keep tabs so the caret lines up under the token.
-  for (int i = 1; i < loc.col && i - 1 < (int)line.size(); ++i)
-    out_ << (line[i - 1] == '\t' ? '\t' : ' ');
+  // Keep tabs so the caret lines up under the token; a UTF-8 character is one column
+  // (its continuation bytes add none).
+  for (int i = 1; i < loc.col && i - 1 < (int)line.size(); ++i) {
+    unsigned char ch = (unsigned char)line[i - 1];
+    if ((ch & 0xC0) == 0x80) continue;
+    out_ << (ch == '\t' ? '\t' : ' ');
+  }
   out_ << "^\n";
 }
 

@@ -360,6 +360,8 @@ def dtypes_io(p):
     h = f16(F32([1.5, -0.1, 65504.0, 1.0e-7]))
     p("f16 round trip", "f16", h)
     p("i64 round trip", "i64", np.arange(3, dtype=I64) * -5000000000 + 7)
+    p("f16 from .npz", "f16", h)
+    p("i64 from .npz", "i64", np.arange(3, dtype=I64) * -5000000000 + 7)
     p("big-endian f16 from numpy", "f16", np.load(os.path.join(ROOT, "tests", "run", "data", "halves_f16_be.npy")))
     p("Fortran-order i64 from numpy", "i64", np.load(os.path.join(ROOT, "tests", "run", "data", "longs_2x3_fortran.npy")))
     p("f16 + bf16 is f32", "f32", h.astype(F32) + F32(0))

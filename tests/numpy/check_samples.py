@@ -440,8 +440,47 @@ def grad_rem_floordiv():
     }
 
 
+def run_data(name):
+    """np.load of a fixture of tests/run/data (tests/run/data/make_npy.py)."""
+    return np.load(os.path.join(ROOT, "tests", "run", "data", name))
+
+
+def npz_files():
+    stored, deflated = run_data("arrays.npz"), run_data("arrays_compressed.npz")
+    grid = deflated["grid"]
+    return {
+        "w": stored["w"], "n": stored["n"], "mask": stored["mask"],
+        "compressed w": deflated["w"], "compressed n": deflated["n"], "compressed mask": deflated["mask"],
+        "grid row sums": grid.sum(1, dtype=np.float32),
+        "grid equal in both": np.int32(np.array_equal(grid, stored["grid"])),
+    }
+
+
+def npz_roundtrip():
+    w1 = (np.arange(12, dtype=np.float32).reshape(3, 4) * f32(0.25) - f32(1)).astype(np.float32)
+    b1 = np.arange(4, dtype=np.int32) * 3 - 5
+    return {
+        "w1": w1, "b1": b1, "m": np.arange(3, dtype=np.int32) > 0,
+        "arr_0": w1 * f32(2), "arr_1": b1.astype(np.float64), "scale": f32(1.5),
+        "overwritten w1": w1 + f32(1),
+    }
+
+
+def npy_sharded():
+    grid = run_data("grid_8x4.npy")
+    assert np.array_equal(grid, run_data("grid_8x4_fortran.npy"))
+    assert np.array_equal(grid, run_data("arrays.npz")["grid"])
+    assert np.array_equal(grid, run_data("arrays_compressed.npz")["grid"])
+    return {
+        "P(x, y)": grid, "P(x, None)": grid, "all_gather of P(x, y) blocks": grid,
+        "psum of block sums": grid.sum(dtype=np.float32),
+        "Fortran order, P(y, x)": grid, "npz P(None, (x, y))": grid, "compressed npz P((y, x))": grid,
+    }
+
+
 RUN_TWINS = {"int_arith_numpy": int_arith_numpy, "sum_pairwise": sum_pairwise,
-             "grad_rem_floordiv": grad_rem_floordiv}
+             "grad_rem_floordiv": grad_rem_floordiv, "npz_files": npz_files,
+             "npz_roundtrip": npz_roundtrip, "npy_sharded": npy_sharded}
 
 PRINTED_DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64",
                   np.dtype(np.int32): "i32", np.dtype(np.bool_): "bool"}

@@ -1,9 +1,14 @@
-"""Writes the .npy files tests/unit/test_npy.cpp loads, with numpy itself (the format's
-reference implementation), into the directory given as argv[1]; or, with `check DIR`, checks
-the files shm_save_npy wrote there. Values follow one formula, a[i] = i * 0.5 - 3 over the
-C-order flat index (i % 2 == 1 for bools), which the C++ side recomputes on its own."""
+"""Writes the .npy files and .npz archives tests/unit/test_npy.cpp loads, with numpy itself
+(the format's reference implementation) and Python's zipfile, into the directory given as
+argv[1]; or, with `check DIR`, checks the files shm_save_npy and shm_save_npz wrote there.
+Values follow one formula, a[i] = i * 0.5 - 3 over the C-order flat index (i * 3 - 7 for
+integers, i % 2 == 1 for bools), which the C++ side recomputes on its own."""
+import io
 import os
+import struct
 import sys
+import zipfile
+import zlib
 
 import numpy as np
 
@@ -43,6 +48,100 @@ def write(d):
     open(os.path.join(d, "bad_header.npy"), "wb").write(good.replace(b"'shape'", b"'shapf'"))
     os.mkdir(os.path.join(d, "a_directory.npy"))
 
+    # Blocks (shm_load_npy_block): C order, Fortran order, big-endian, 3-D.
+    save("blk_f32_8x4.npy", values((8, 4), np.float32))
+    save("blk_i32_6x4_fortran.npy", np.asfortranarray(values((6, 4), np.int32)))
+    save("blk_f64_4x6_be.npy", values((4, 6), np.float64).astype(">f8"))
+    save("blk_f32_4x6x4.npy", values((4, 6, 4), np.float32))
+    save("blk_f32_4x6x4_fortran.npy", np.asfortranarray(values((4, 6, 4), np.float32)))
+    write_archives(d)
+
+
+# The arrays of the archives: a f32 [2,3], b bool [5], c i32 [3,4], g f32 [8,4], f i32 [6,4]
+# in Fortran order.
+def archive_arrays():
+    return dict(a=values((2, 3), np.float32), b=values((5,), np.bool_), c=values((3, 4), np.int32),
+                g=values((8, 4), np.float32), f=np.asfortranarray(values((6, 4), np.int32)))
+
+
+def npy_bytes(arr):
+    f = io.BytesIO()
+    np.lib.format.write_array(f, arr)
+    return f.getvalue()
+
+
+def zip64_archive(members):
+    """A stored archive whose central directory gives every size and offset in zip64 extra
+    fields, ended by zip64 end records (as zip tools write archives beyond 4 GiB)."""
+    out, central = bytearray(), bytearray()
+    for name, data in members:
+        name = name.encode()
+        crc, offset = zlib.crc32(data), len(out)
+        extra = struct.pack("<HHQQ", 1, 16, len(data), len(data))
+        out += struct.pack("<IHHHHHIIIHH", 0x04034B50, 45, 0, 0, 0, 0x21, crc, 0xFFFFFFFF, 0xFFFFFFFF,
+                           len(name), len(extra)) + name + extra + data
+        extra = struct.pack("<HHQQQ", 1, 24, len(data), len(data), offset)
+        central += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 45, 45, 0, 0, 0, 0x21, crc, 0xFFFFFFFF,
+                               0xFFFFFFFF, len(name), len(extra), 0, 0, 0, 0, 0xFFFFFFFF) + name + extra
+    cd_offset, end64 = len(out), len(out) + len(central)
+    out += central
+    out += struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, len(members), len(members),
+                       len(central), cd_offset)
+    out += struct.pack("<IIQI", 0x07064B50, 0, end64, 1)
+    out += struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    return bytes(out)
+
+
+def write_archives(d):
+    def p(name):
+        return os.path.join(d, name)
+
+    arrays = archive_arrays()
+    np.savez(p("arrays.npz"), **arrays)
+    np.savez_compressed(p("arrays_compressed.npz"), **arrays)
+    stored = open(p("arrays.npz"), "rb").read()
+    open(p("truncated.npz"), "wb").write(stored[:len(stored) // 2])
+    open(p("not_zip.npz"), "wb").write(b"hello, world, this is not a zip archive\n")
+    np.savez(p("empty.npz"))
+    open(p("zip64.npz"), "wb").write(zip64_archive([("a.npy", npy_bytes(arrays["a"]))]))
+    with zipfile.ZipFile(p("bzip2.npz"), "w", compression=zipfile.ZIP_BZIP2) as z:
+        z.writestr("a.npy", npy_bytes(arrays["a"]))
+
+    # Corrupt members: a flipped byte in the stored data of a; a wrong CRC-32 (central
+    # directory and local header) for the deflated a; deflated data that is not deflate.
+    def data_start(archive, info):  # after the local header, whose extra field differs
+        name_len, extra_len = struct.unpack_from("<HH", archive, info.header_offset + 26)
+        return info.header_offset + 30 + name_len + extra_len
+
+    info = zipfile.ZipFile(p("arrays.npz")).getinfo("a.npy")
+    data = bytearray(stored)
+    data[data_start(stored, info) + info.file_size - 1] ^= 0x40  # in a's last element
+    open(p("bad_crc_stored.npz"), "wb").write(bytes(data))
+    deflated = bytearray(open(p("arrays_compressed.npz"), "rb").read())
+    info = zipfile.ZipFile(p("arrays_compressed.npz")).getinfo("a.npy")
+    bad = struct.pack("<I", info.CRC ^ 0xFFFF)
+    crc_fixed = bytearray(deflated)
+    crc_fixed[info.header_offset + 14:info.header_offset + 18] = bad
+    cd = crc_fixed.index(b"PK\x01\x02")
+    while crc_fixed[cd + 46:cd + 46 + 5] != b"a.npy":
+        cd = crc_fixed.index(b"PK\x01\x02", cd + 4)
+    crc_fixed[cd + 16:cd + 20] = bad
+    open(p("bad_crc_deflated.npz"), "wb").write(bytes(crc_fixed))
+    deflated[data_start(deflated, info)] = 0x07  # a final block of the reserved type 3
+    open(p("corrupt_deflate.npz"), "wb").write(bytes(deflated))
+
+    # The fixtures are what they claim: numpy reads the good ones and refuses the bad ones.
+    for name in ("arrays.npz", "arrays_compressed.npz", "zip64.npz", "bzip2.npz"):
+        with np.load(p(name)) as f:
+            for key in f.files:
+                assert np.array_equal(f[key], arrays[key]), (name, key)
+    for name in ("bad_crc_stored.npz", "bad_crc_deflated.npz", "corrupt_deflate.npz"):
+        try:
+            np.load(p(name))["a"]
+            raise SystemExit("numpy reads " + name)
+        except (zipfile.BadZipFile, zlib.error):
+            pass
+
 
 def check(d):
     for name, shape, dtype in [("saved_f32.npy", (2, 3), np.float32),
@@ -59,6 +158,21 @@ def check(d):
             if f.read(8) != b"\x93NUMPY\x01\x00":
                 print("NOT VERSION 1", name)
                 return 1
+    with np.load(os.path.join(d, "saved.npz")) as f:
+        want = {"a": values((2, 3), np.float32), "b": values((5,), np.bool_),
+                "c": values((3, 4), np.int32), "d": values((4,), np.float64), "s": np.float32(-3.0)}
+        if f.files != list(want):
+            print("KEYS", f.files)
+            return 1
+        for key, w in want.items():
+            w = np.asarray(w)
+            if f[key].dtype != w.dtype or f[key].shape != w.shape or not np.array_equal(f[key], w):
+                print("MISMATCH saved.npz", key, f[key])
+                return 1
+    with zipfile.ZipFile(os.path.join(d, "saved.npz")) as z:
+        if z.testzip() is not None or any(i.compress_type != zipfile.ZIP_STORED for i in z.infolist()):
+            print("BAD ZIP saved.npz")
+            return 1
     print("OK")
     return 0
 

@@ -1,6 +1,8 @@
-// The runtime's .npy reader and writer against files numpy writes and reads
-// (tests/numpy/npy_fixtures.py): every layout numpy produces loads to the same values, and
-// every bad file ends the program with `shmap runtime error: FILE: ...` and exit status 2.
+// The runtime's .npy/.npz reader and writer against files numpy writes and reads
+// (tests/numpy/npy_fixtures.py): every layout numpy produces loads to the same values, a block
+// load reads only its block, and every bad file ends the program with `shmap runtime error:
+// FILE: ...` (FILE: key 'K': ... in an archive) and exit status 2.
+#include "npy.h"
 #include "shmap_runtime.h"
 
 #include <catch2/catch.hpp>
@@ -8,8 +10,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -44,18 +48,117 @@ void checkValues(const std::vector<T> &got, int32_t dtype) {
 }
 
 
-// Loading `name` as f32 of `shape` fails with exit 2 and a message containing `what`.
+// Loading `name` as f32 of `shape` fails with exit 2 and a message containing `what`; with a
+// key, the array `key` of an archive, and the message names the key too.
 void expectLoadError(const std::string &name, std::vector<int64_t> shape, const std::string &what,
-                     int32_t dtype = SHM_F32) {
+                     int32_t dtype = SHM_F32, const char *key = nullptr) {
   std::string err, p = path(name);
   int status = run_child([&] {
     std::vector<double> out(64);
-    shm_load_npy(p.c_str(), dtype, (int32_t)shape.size(), shape.data(), out.data());
+    if (key)
+      shm_load_npz(p.c_str(), key, dtype, (int32_t)shape.size(), shape.data(), out.data());
+    else
+      shm_load_npy(p.c_str(), dtype, (int32_t)shape.size(), shape.data(), out.data());
   }, &err);
   INFO(name << ": " << err);
   CHECK(status == 2);
-  CHECK(err.find("shmap runtime error: " + p + ": ") != std::string::npos);
+  std::string where = key ? p + ": key '" + key + "': " : p + ": ";
+  CHECK(err.find("shmap runtime error: " + where) != std::string::npos);
   CHECK(err.find(what) != std::string::npos);
+}
+
+// The fixtures' value at a multi-index of an array of `shape` (C-order flat index).
+double valueAt(const std::vector<int64_t> &shape, const std::vector<int64_t> &idx, int32_t dtype) {
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + idx[d];
+  return value(flat, dtype);
+}
+
+// Checks that `got` (the block at `start` of shape `bshape`, C order) holds the fixture values.
+template <typename T>
+void checkBlock(const std::vector<T> &got, const std::vector<int64_t> &shape, const std::vector<int64_t> &start,
+                const std::vector<int64_t> &bshape, int32_t dtype) {
+  std::vector<int64_t> i(bshape.size(), 0), at(bshape.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    for (size_t d = 0; d < i.size(); ++d) at[d] = start[d] + i[d];
+    INFO("block element " << k);
+    CHECK((double)got[k] == valueAt(shape, at, dtype));
+    for (size_t d = i.size(); d-- > 0;) {
+      if (++i[d] < bshape[d]) break;
+      i[d] = 0;
+    }
+  }
+}
+
+// The reads the runtime makes, through shm::npy_read_observer.
+std::vector<std::pair<int64_t, int64_t>> g_reads;
+void recordRead(int64_t offset, int64_t bytes) { g_reads.push_back({offset, bytes}); }
+
+// Where a version-1 .npy file's data starts (its 10-byte prefix and header).
+int64_t dataStart(const std::string &file) {
+  unsigned char pre[10];
+  FILE *f = std::fopen(file.c_str(), "rb");
+  REQUIRE(f != nullptr);
+  REQUIRE(std::fread(pre, 1, 10, f) == 10);
+  std::fclose(f);
+  return 10 + (pre[8] | pre[9] << 8);
+}
+
+// Loads the block [start, start + bshape) of a C-order .npy fixture of `shape` and checks its
+// values, and that the reader read the header and then exactly the block's bytes: every read
+// past the header lies inside the block's rows, and they add up to the block's size.
+template <typename T>
+void checkBlockReads(const std::string &name, int32_t dtype, std::vector<int64_t> shape, std::vector<int64_t> start,
+                     std::vector<int64_t> bshape) {
+  INFO(name << " block at " << start[0] << "," << (start.size() > 1 ? start[1] : 0));
+  int64_t n = 1;
+  for (int64_t b : bshape) n *= b;
+  std::vector<T> out((size_t)n);
+  std::string file = path(name);
+  int64_t data = dataStart(file), esize = (int64_t)sizeof(T);
+  g_reads.clear();
+  shm::npy_read_observer = recordRead;
+  shm_load_npy_block(file.c_str(), nullptr, dtype, (int32_t)shape.size(), shape.data(), start.data(), bshape.data(),
+                     out.data());
+  shm::npy_read_observer = nullptr;
+  checkBlock(out, shape, start, bshape, dtype);
+  // The block's bytes in the file, element by element.
+  int64_t total = 1;
+  for (int64_t d : shape) total *= d;
+  std::vector<bool> inBlock((size_t)total, false);
+  std::vector<int64_t> i(bshape.size(), 0);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t flat = 0;
+    for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + start[d] + i[d];
+    inBlock[(size_t)flat] = true;
+    for (size_t d = i.size(); d-- > 0;) {
+      if (++i[d] < bshape[d]) break;
+      i[d] = 0;
+    }
+  }
+  int64_t dataBytes = 0;
+  for (auto [offset, bytes] : g_reads) {
+    if (offset + bytes <= data) continue;  // the prefix and header
+    CHECK(offset >= data);
+    CHECK((offset - data) % esize == 0);
+    CHECK(bytes % esize == 0);
+    for (int64_t e = (offset - data) / esize; e < (offset - data + bytes) / esize; ++e) {
+      REQUIRE(e < (int64_t)inBlock.size());
+      CHECK(inBlock[(size_t)e]);
+    }
+    dataBytes += bytes;
+  }
+  CHECK(dataBytes == n * esize);
+}
+
+// A shmap body that loads its block of g_sharded_path under g_sharded_spec (shm_run_shmap).
+const char *g_sharded_path = nullptr;
+const char *g_sharded_key = nullptr;
+const int32_t *g_sharded_spec = nullptr;
+int64_t g_sharded_shape[2];
+int32_t g_sharded_dtype = SHM_F32;
+void shardedBody(shm_device *dev, void **outs, void **) {
+  shm_load_npy_sharded(dev, g_sharded_path, g_sharded_key, g_sharded_dtype, 2, g_sharded_shape, g_sharded_spec, outs[0]);
 }
 
 } // namespace
@@ -136,6 +239,13 @@ TEST_CASE("npy: saved files are what numpy reads back", "[npy][python]") {
   shm_save_npy((d + "/saved_i32.npy").c_str(), SHM_I32, 2, s34, i32.data());
   shm_save_npy((d + "/saved_bool.npy").c_str(), SHM_BOOL, 1, s5, b.data());
   shm_save_npy((d + "/saved_scalar.npy").c_str(), SHM_F32, 0, nullptr, &scalar);
+  {  // an archive of f32 [2,3], bool [5], i32 [3,4], f64 [4] and an f32 scalar
+    const char *keys[] = {"a", "b", "c", "d", "s"};
+    const int32_t dtypes[] = {SHM_F32, SHM_BOOL, SHM_I32, SHM_F64, SHM_F32}, ranks[] = {2, 1, 2, 1, 0};
+    const int64_t shapes[] = {2, 3, 5, 3, 4, 4};
+    const void *data[] = {f32.data(), b.data(), i32.data(), f64.data(), &scalar};
+    shm_save_npz((d + "/saved.npz").c_str(), 5, keys, dtypes, ranks, shapes, data);
+  }
   std::string here = __FILE__;
   std::string script = here.substr(0, here.rfind('/')) + "/../numpy/npy_fixtures.py";
   CHECK(std::system(("/usr/bin/python3 " + script + " check " + d).c_str()) == 0);
@@ -144,5 +254,194 @@ TEST_CASE("npy: saved files are what numpy reads back", "[npy][python]") {
     std::string err, p = d + "/no_such_dir/w.npy";
     CHECK(run_child([&] { shm_save_npy(p.c_str(), SHM_F32, 2, s23, f32.data()); }, &err) == 2);
     CHECK(err.find("shmap runtime error: " + p + ": cannot write") != std::string::npos);
+    err.clear();
+    p = d + "/no_such_dir/w.npz";
+    const char *keys[] = {"w"};
+    const int32_t dtypes[] = {SHM_F32}, ranks[] = {2};
+    const void *data[] = {f32.data()};
+    CHECK(run_child([&] { shm_save_npz(p.c_str(), 1, keys, dtypes, ranks, s23, data); }, &err) == 2);
+    CHECK(err.find("shmap runtime error: " + p + ": cannot write") != std::string::npos);
+  }
+
+  SECTION("savez refuses members and archives of 4 GiB or more before writing anything") {
+    // Without zip64 records an archive's sizes and offsets are 32-bit. The data pointers are
+    // never read: the sizes are checked first.
+    std::string err, p = d + "/big.npz";
+    const char *keys[] = {"small", "big"};
+    const int32_t dtypes[] = {SHM_F32, SHM_F32}, ranks[] = {1, 1};
+    const int64_t shapes[] = {3, (int64_t)1 << 30};  // 4 GiB of f32
+    const void *data[] = {f32.data(), f32.data()};
+    CHECK(run_child([&] { shm_save_npz(p.c_str(), 2, keys, dtypes, ranks, shapes, data); }, &err) == 2);
+    INFO(err);
+    CHECK(err.find("shmap runtime error: " + p + ": key 'big': the array takes 4294967424 bytes") != std::string::npos);
+    CHECK(err.find("under 4 GiB") != std::string::npos);
+    struct stat st;
+    CHECK(stat(p.c_str(), &st) != 0);
+    err.clear();  // two members of 2 GiB each: each fits, the archive does not
+    const int64_t halves[] = {(int64_t)1 << 29, (int64_t)1 << 29};
+    CHECK(run_child([&] { shm_save_npz(p.c_str(), 2, keys, dtypes, ranks, halves, data); }, &err) == 2);
+    CHECK(err.find("key 'big': the archive reaches") != std::string::npos);
+    CHECK(stat(p.c_str(), &st) != 0);
+  }
+}
+
+TEST_CASE("npz: the arrays of np.savez and np.savez_compressed load by key", "[npz][python]") {
+  if (access("/usr/bin/python3", X_OK) != 0) return;
+  for (const char *name : {"arrays.npz", "arrays_compressed.npz"}) {
+    INFO(name);
+    std::string p = path(name);
+    const int64_t s23[2] = {2, 3}, s5[1] = {5}, s34[2] = {3, 4}, s64[2] = {6, 4};
+    std::vector<float> a(6);
+    shm_load_npz(p.c_str(), "a", SHM_F32, 2, s23, a.data());
+    checkValues(a, SHM_F32);
+    std::vector<unsigned char> b(5);
+    shm_load_npz(p.c_str(), "b", SHM_BOOL, 1, s5, b.data());
+    checkValues(b, SHM_BOOL);
+    std::vector<int32_t> c(12), f(24);
+    shm_load_npz(p.c_str(), "c", SHM_I32, 2, s34, c.data());
+    checkValues(c, SHM_I32);
+    shm_load_npz(p.c_str(), "f", SHM_I32, 2, s64, f.data());  // Fortran order
+    checkValues(f, SHM_I32);
+    shm_load_npz(p.c_str(), "a.npy", SHM_F32, 2, s23, a.data());  // the member's own name, as numpy
+    checkValues(a, SHM_F32);
+  }
+  SECTION("zip64 central directory entries and end records") {
+    const int64_t s23[2] = {2, 3};
+    std::vector<float> a(6);
+    shm_load_npz(path("zip64.npz").c_str(), "a", SHM_F32, 2, s23, a.data());
+    checkValues(a, SHM_F32);
+  }
+}
+
+TEST_CASE("npz: bad archives are refused, naming the file and the key", "[npz][python]") {
+  if (access("/usr/bin/python3", X_OK) != 0) return;
+  expectLoadError("arrays.npz", {2, 3}, "not in the archive; its keys are 'a', 'b', 'c', 'g', 'f'", SHM_F32, "w");
+  expectLoadError("empty.npz", {2, 3}, "not in the archive, which holds no arrays", SHM_F32, "a");
+  expectLoadError("truncated.npz", {2, 3}, "not a .npz archive, or truncated: it has no zip end-of-central-directory record",
+                  SHM_F32, "a");
+  expectLoadError("not_zip.npz", {2, 3}, "not a .npz archive, or truncated", SHM_F32, "a");
+  expectLoadError("missing.npz", {2, 3}, "cannot open: No such file or directory", SHM_F32, "a");
+  expectLoadError("bad_crc_stored.npz", {2, 3}, "CRC-32 mismatch", SHM_F32, "a");
+  expectLoadError("bad_crc_deflated.npz", {2, 3}, "CRC-32 mismatch", SHM_F32, "a");
+  expectLoadError("corrupt_deflate.npz", {2, 3}, "corrupt compressed data (zlib: invalid block type)", SHM_F32, "a");
+  expectLoadError("bzip2.npz", {2, 3},
+                  "member 'a.npy' uses zip compression method 12; shmapc reads stored (0: np.savez) and deflated "
+                  "(8: np.savez_compressed) members",
+                  SHM_F32, "a");
+  expectLoadError("arrays_compressed.npz", {2, 3}, "the member holds float32 but the program loads f64[2,3]", SHM_F64,
+                  "a");
+  expectLoadError("arrays.npz", {3, 2},
+                  "the member holds an array of shape (2, 3) but the program loads f32[3,2] (shape (3, 2))", SHM_F32,
+                  "a");
+  expectLoadError("f32_2x3.npy", {2, 3}, "this is a .npy file, not a .npz archive: load it without key=", SHM_F32, "a");
+  expectLoadError("arrays.npz", {2, 3},
+                  "this is a .npz archive, not a .npy file: name the array to load with key= (its keys are 'a', 'b', 'c', "
+                  "'g', 'f')");
+}
+
+TEST_CASE("npy blocks: each block has the file's values, and only its bytes are read", "[npy][python]") {
+  if (access("/usr/bin/python3", X_OK) != 0) return;
+  SECTION("C order, blocks of a 2x2 mesh under P(x, y), P(x, None) and P(None, y)") {
+    for (int64_t r : {0, 4})
+      for (int64_t c : {0, 2}) checkBlockReads<float>("blk_f32_8x4.npy", SHM_F32, {8, 4}, {r, c}, {4, 2});
+    for (int64_t r : {0, 4}) checkBlockReads<float>("blk_f32_8x4.npy", SHM_F32, {8, 4}, {r, 0}, {4, 4});
+    for (int64_t c : {0, 2}) checkBlockReads<float>("blk_f32_8x4.npy", SHM_F32, {8, 4}, {0, c}, {8, 2});
+    checkBlockReads<float>("blk_f32_8x4.npy", SHM_F32, {8, 4}, {3, 1}, {1, 1});  // one element
+    checkBlockReads<float>("blk_f32_8x4.npy", SHM_F32, {8, 4}, {0, 0}, {8, 4});  // the whole array
+    CHECK(g_reads.size() == 4);  // a zip archive's signature?, the prefix, the header, the data
+  }
+  SECTION("3-D, big-endian") {
+    checkBlockReads<float>("blk_f32_4x6x4.npy", SHM_F32, {4, 6, 4}, {2, 3, 0}, {2, 3, 4});
+    checkBlockReads<float>("blk_f32_4x6x4.npy", SHM_F32, {4, 6, 4}, {0, 2, 2}, {4, 2, 2});
+    checkBlockReads<double>("blk_f64_4x6_be.npy", SHM_F64, {4, 6}, {2, 3}, {2, 3});
+  }
+  SECTION("Fortran order: the block of the reversed array, transposed") {
+    const int64_t shape[2] = {6, 4};
+    for (int64_t r : {0, 3})
+      for (int64_t c : {0, 2}) {
+        const int64_t start[2] = {r, c}, bshape[2] = {3, 2};
+        std::vector<int32_t> out(6);
+        shm_load_npy_block(path("blk_i32_6x4_fortran.npy").c_str(), nullptr, SHM_I32, 2, shape, start, bshape,
+                           out.data());
+        checkBlock(out, {6, 4}, {r, c}, {3, 2}, SHM_I32);
+      }
+    const int64_t s3[3] = {4, 6, 4}, start3[3] = {2, 0, 1}, b3[3] = {2, 3, 2};
+    std::vector<float> out3(12);
+    shm_load_npy_block(path("blk_f32_4x6x4_fortran.npy").c_str(), nullptr, SHM_F32, 3, s3, start3, b3, out3.data());
+    checkBlock(out3, {4, 6, 4}, {2, 0, 1}, {2, 3, 2}, SHM_F32);
+  }
+  SECTION("archive members: stored (read in place) and deflated (inflated as a stream)") {
+    const int64_t shape[2] = {8, 4}, start[2] = {4, 2}, bshape[2] = {4, 2};
+    for (const char *name : {"arrays.npz", "arrays_compressed.npz"}) {
+      INFO(name);
+      std::vector<float> out(8);
+      shm_load_npy_block(path(name).c_str(), "g", SHM_F32, 2, shape, start, bshape, out.data());
+      checkBlock(out, {8, 4}, {4, 2}, {4, 2}, SHM_F32);
+    }
+  }
+}
+
+TEST_CASE("npy blocks: the global type is checked against the file", "[npy][python]") {
+  if (access("/usr/bin/python3", X_OK) != 0) return;
+  std::string err, p = path("blk_f32_8x4.npy");
+  const int64_t wrong[2] = {4, 8}, shape[2] = {8, 4}, start[2] = {0, 0}, bshape[2] = {2, 4}, outside[2] = {7, 0};
+  std::vector<float> out(8);
+  CHECK(run_child([&] { shm_load_npy_block(p.c_str(), nullptr, SHM_F32, 2, wrong, start, bshape, out.data()); }, &err) ==
+        2);
+  CHECK(err.find("shmap runtime error: " + p +
+                 ": the file holds an array of shape (8, 4) but the program loads f32[4,8] (shape (4, 8))") !=
+        std::string::npos);
+  err.clear();
+  CHECK(run_child([&] { shm_load_npy_block(p.c_str(), nullptr, SHM_F64, 2, shape, start, bshape, out.data()); }, &err) ==
+        2);
+  CHECK(err.find("the file holds float32 but the program loads f64[8,4]") != std::string::npos);
+  err.clear();
+  CHECK(run_child([&] { shm_load_npy_block(p.c_str(), nullptr, SHM_F32, 2, shape, outside, bshape, out.data()); },
+                  &err) == 2);
+  CHECK(err.find("lies outside the array") != std::string::npos);
+  err.clear();
+  std::string z = path("arrays.npz");
+  CHECK(run_child([&] { shm_load_npy_block(z.c_str(), "g", SHM_F32, 2, wrong, start, bshape, out.data()); }, &err) == 2);
+  CHECK(err.find("shmap runtime error: " + z + ": key 'g': the member holds an array of shape (8, 4)") !=
+        std::string::npos);
+}
+
+TEST_CASE("npy sharded: every device of a mesh loads its block, as shm_run_shmap splits inputs", "[npy][python]") {
+  if (access("/usr/bin/python3", X_OK) != 0) return;
+  const int64_t mesh[2] = {2, 2};
+  const char *names[2] = {"x", "y"};
+  g_sharded_shape[0] = 8;
+  g_sharded_shape[1] = 4;
+  struct Case {
+    const char *file, *key;
+    std::vector<int32_t> spec;  // the runtime's encoding (shmap_runtime.h)
+  };
+  std::vector<Case> cases = {
+      {"blk_f32_8x4.npy", nullptr, {1, 0, 1, 1}},           // P("x", "y")
+      {"blk_f32_8x4.npy", nullptr, {1, 1, 1, 0}},           // P("y", "x")
+      {"blk_f32_8x4.npy", nullptr, {2, 1, 0, 0}},           // P(("y", "x"), None)
+      {"blk_f32_8x4.npy", nullptr, {0, 2, 0, 1}},           // P(None, ("x", "y"))
+      {"arrays.npz", "g", {1, 0, 1, 1}},                    // a stored member
+      {"arrays_compressed.npz", "g", {2, 0, 1, 0}},         // a deflated member, P(("x", "y"))
+  };
+  for (const Case &c : cases) {
+    INFO(c.file << " spec " << c.spec[0] << c.spec[1] << c.spec[2] << c.spec[3]);
+    std::string p = path(c.file);
+    g_sharded_path = p.c_str();
+    g_sharded_key = c.key;
+    g_sharded_spec = c.spec.data();
+    std::vector<float> global(32, -100.0f);
+    void *outs[1] = {global.data()};
+    shm_array_desc out{2, g_sharded_shape, SHM_F32, c.spec.data()};
+    shm_run_shmap(2, mesh, names, shardedBody, 0, nullptr, nullptr, 1, outs, &out);
+    checkValues(global, SHM_F32);
+  }
+  SECTION("a load with a spec outside a shmap body is refused") {
+    std::string err, p = path("blk_f32_8x4.npy");
+    const int32_t spec[4] = {1, 0, 0};
+    std::vector<float> out(32);
+    CHECK(run_child([&] { shm_load_npy_sharded(nullptr, p.c_str(), nullptr, SHM_F32, 2, g_sharded_shape, spec, out.data()); },
+                    &err) == 2);
+    CHECK(err.find("load with spec= outside a shmap body") != std::string::npos);
   }
 }
