@@ -46,15 +46,21 @@ bool parseArg(ArgValue &a, const char *text) {
     if (t == "false" || t == "0") return a.integer = 0, true;
     return false;
   }
-  if (type == "i32") {
+  if (type == "i32" || type == "i64") {
     long long v = std::strtoll(text, &end, 10);
-    if (*text == '\0' || *end != '\0' || errno == ERANGE || v < INT32_MIN || v > INT32_MAX) return false;
+    if (*text == '\0' || *end != '\0' || errno == ERANGE) return false;
+    if (type == "i32" && (v < INT32_MIN || v > INT32_MAX)) return false;
     a.integer = v;
     return true;
   }
   double v = std::strtod(text, &end);
   if (*text == '\0' || *end != '\0') return false;
-  if (type == "f32" && std::isfinite(v) && std::fabs(v) > 3.4028234663852886e38) return false;
+  // A finite value beyond the type's largest finite one is not of the type.
+  const double largest = type == "f32"    ? 3.4028234663852886e38
+                         : type == "bf16" ? 3.3895313892515355e38
+                         : type == "f16"  ? 65504.0
+                                          : INFINITY;
+  if (std::isfinite(v) && std::fabs(v) > largest) return false;
   a.number = v;
   return true;
 }

@@ -57,6 +57,11 @@ SHM_FLOAT_COMBINE(double)
 template <> inline int32_t combine<int32_t, SHM_REDUCE_SUM>(int32_t a, int32_t b) {
   return (int32_t)((uint32_t)a + (uint32_t)b);
 }
+template <> inline int64_t combine<int64_t, SHM_REDUCE_SUM>(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+template <> inline int64_t combine<int64_t, SHM_REDUCE_MAX>(int64_t a, int64_t b) { return b > a ? b : a; }
+template <> inline int64_t combine<int64_t, SHM_REDUCE_MIN>(int64_t a, int64_t b) { return b < a ? b : a; }
 template <> inline int32_t combine<int32_t, SHM_REDUCE_MAX>(int32_t a, int32_t b) { return b > a ? b : a; }
 template <> inline int32_t combine<int32_t, SHM_REDUCE_MIN>(int32_t a, int32_t b) { return b < a ? b : a; }
 // bool: sum and max are logical or, min is logical and.
@@ -91,6 +96,23 @@ void fold_op(int32_t op, int nsrc, const void *const *srcs, int64_t offset, void
   fatalf("unknown reduction op %d", (int)op);
 }
 
+// f16 / bf16: the sources widened to f32 tile by tile, folded in f32 in the same order, and
+// each result rounded once to the storage type.
+template <int Op>
+void fold_half(int32_t dtype, int nsrc, const void *const *srcs, int64_t offset, void *dst, int64_t len) {
+  constexpr int64_t kTile = 2048;
+  float acc[kTile], x[kTile];
+  for (int64_t t0 = 0; t0 < len; t0 += kTile) {
+    const int64_t n = t0 + kTile < len ? kTile : len - t0;
+    widen_half(dtype, (const uint16_t *)srcs[0] + offset + t0, acc, n);
+    for (int j = 1; j < nsrc; ++j) {
+      widen_half(dtype, (const uint16_t *)srcs[j] + offset + t0, x, n);
+      for (int64_t i = 0; i < n; ++i) acc[i] = combine<float, Op>(acc[i], x[i]);
+    }
+    narrow_half(dtype, acc, (uint16_t *)dst + t0, n);
+  }
+}
+
 // Folds elements [offset, offset + len) of every source into dst[0, len).
 void fold(int32_t dtype, int32_t op, int nsrc, const void *const *srcs, int64_t offset, void *dst,
           int64_t len) {
@@ -99,6 +121,15 @@ void fold(int32_t dtype, int32_t op, int nsrc, const void *const *srcs, int64_t 
   case SHM_F64: return fold_op<double>(op, nsrc, srcs, offset, dst, len);
   case SHM_I32: return fold_op<int32_t>(op, nsrc, srcs, offset, dst, len);
   case SHM_BOOL: return fold_op<uint8_t>(op, nsrc, srcs, offset, dst, len);
+  case SHM_I64: return fold_op<int64_t>(op, nsrc, srcs, offset, dst, len);
+  case SHM_F16:
+  case SHM_BF16:
+    switch (op) {
+    case SHM_REDUCE_SUM: return fold_half<SHM_REDUCE_SUM>(dtype, nsrc, srcs, offset, dst, len);
+    case SHM_REDUCE_MAX: return fold_half<SHM_REDUCE_MAX>(dtype, nsrc, srcs, offset, dst, len);
+    case SHM_REDUCE_MIN: return fold_half<SHM_REDUCE_MIN>(dtype, nsrc, srcs, offset, dst, len);
+    }
+    fatalf("unknown reduction op %d", (int)op);
   }
   fatalf("unknown dtype code %d", (int)dtype);
 }

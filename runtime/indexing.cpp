@@ -1,6 +1,7 @@
 // Kernels along one axis of an array viewed as [outer, n, inner] (outer: the product of the
 // dimensions before the axis, inner: of those after it): gather by integer indices (numpy's
 // take) and its transpose scatter-add, argmax / argmin, cumulative sums and argsort.
+#include "half.h"
 #include "util.h"
 
 #include <algorithm>
@@ -25,6 +26,7 @@ template <typename T>
 T add(T a, T b) {
   if constexpr (std::is_same_v<T, uint8_t>) return a | b;
   else if constexpr (std::is_same_v<T, int32_t>) return (int32_t)((uint32_t)a + (uint32_t)b);
+  else if constexpr (std::is_same_v<T, int64_t>) return (int64_t)((uint64_t)a + (uint64_t)b);
   else return a + b;
 }
 
@@ -43,6 +45,26 @@ void scatterAdd(const T *v, const int32_t *idx, int64_t outer, int64_t n, int64_
       const T *src = v + (o * m + j) * inner;
       for (int64_t k = 0; k < inner; ++k) dst[k] = add(dst[k], src[k]);
     }
+}
+
+// f16 / bf16: every addition computed in f32 and rounded to the storage type, as XLA's
+// scatter with an add combiner of that type (JAX's x.at[idx].add(v)).
+template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
+void scatterAddHalf(const uint16_t *v, const int32_t *idx, int64_t outer, int64_t n, int64_t inner,
+                    int64_t m, uint16_t *out) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < m; ++j) {
+      uint16_t *dst = out + (o * n + resolveIndex(idx[j], n, "scatter_add")) * inner;
+      const uint16_t *src = v + (o * m + j) * inner;
+      for (int64_t k = 0; k < inner; ++k) dst[k] = Narrow(Widen(dst[k]) + Widen(src[k]));
+    }
+}
+
+// f16 / bf16 arrays for the kernels below that compare or accumulate: widened to f32.
+std::vector<float> widened(int32_t dtype, const void *x, int64_t count) {
+  std::vector<float> w((size_t)count);
+  widen_half(dtype, x, w.data(), count);
+  return w;
 }
 
 // The first index of the extremum; a NaN is the extremum (numpy's argmax/argmin).
@@ -118,6 +140,11 @@ extern "C" void shm_argsort(int32_t dtype, int32_t descending, const void *x, in
   case SHM_F64: argsort((const double *)x, outer, n, inner, descending != 0, out); break;
   case SHM_I32: argsort((const int32_t *)x, outer, n, inner, descending != 0, out); break;
   case SHM_BOOL: argsort((const uint8_t *)x, outer, n, inner, descending != 0, out); break;
+  case SHM_I64: argsort((const int64_t *)x, outer, n, inner, descending != 0, out); break;
+  case SHM_F16:
+  case SHM_BF16:
+    argsort(widened(dtype, x, outer * n * inner).data(), outer, n, inner, descending != 0, out);
+    break;
   default: fatalf("argsort: unknown dtype code %d", (int)dtype);
   }
   SHM_GUARD_END("argsort")
@@ -146,6 +173,13 @@ extern "C" void shm_scatter_add(int32_t dtype, const void *x, int64_t outer, int
   case SHM_F64: scatterAdd((const double *)v, idx, outer, n, inner, m, (double *)out); break;
   case SHM_I32: scatterAdd((const int32_t *)v, idx, outer, n, inner, m, (int32_t *)out); break;
   case SHM_BOOL: scatterAdd((const uint8_t *)v, idx, outer, n, inner, m, (uint8_t *)out); break;
+  case SHM_I64: scatterAdd((const int64_t *)v, idx, outer, n, inner, m, (int64_t *)out); break;
+  case SHM_F16:
+    scatterAddHalf<f16_to_f32, f32_to_f16>((const uint16_t *)v, idx, outer, n, inner, m, (uint16_t *)out);
+    break;
+  case SHM_BF16:
+    scatterAddHalf<bf16_to_f32, f32_to_bf16>((const uint16_t *)v, idx, outer, n, inner, m, (uint16_t *)out);
+    break;
   default: fatalf("scatter_add: unknown dtype code %d", (int)dtype);
   }
   SHM_GUARD_END("scatter_add")
@@ -161,6 +195,11 @@ extern "C" void shm_argmax(int32_t dtype, int32_t is_min, const void *x, int64_t
   case SHM_F64: argExtremum((const double *)x, outer, n, inner, is_min != 0, out); break;
   case SHM_I32: argExtremum((const int32_t *)x, outer, n, inner, is_min != 0, out); break;
   case SHM_BOOL: argExtremum((const uint8_t *)x, outer, n, inner, is_min != 0, out); break;
+  case SHM_I64: argExtremum((const int64_t *)x, outer, n, inner, is_min != 0, out); break;
+  case SHM_F16:
+  case SHM_BF16:
+    argExtremum(widened(dtype, x, outer * n * inner).data(), outer, n, inner, is_min != 0, out);
+    break;
   default: fatalf("argmax: unknown dtype code %d", (int)dtype);
   }
   SHM_GUARD_END("argmax")
@@ -175,6 +214,15 @@ extern "C" void shm_cumsum(int32_t dtype, int32_t reverse, const void *x, int64_
   case SHM_F64: cumsum((const double *)x, outer, n, inner, reverse != 0, (double *)out); break;
   case SHM_I32: cumsum((const int32_t *)x, outer, n, inner, reverse != 0, (int32_t *)out); break;
   case SHM_BOOL: cumsum((const uint8_t *)x, outer, n, inner, reverse != 0, (uint8_t *)out); break;
+  case SHM_I64: cumsum((const int64_t *)x, outer, n, inner, reverse != 0, (int64_t *)out); break;
+  case SHM_F16:
+  case SHM_BF16: {  // running sums in f32, each rounded once
+    const int64_t count = outer * n * inner;
+    std::vector<float> sums((size_t)count);
+    cumsum(widened(dtype, x, count).data(), outer, n, inner, reverse != 0, sums.data());
+    narrow_half(dtype, sums.data(), out, count);
+    break;
+  }
   default: fatalf("cumsum: unknown dtype code %d", (int)dtype);
   }
   SHM_GUARD_END("cumsum")

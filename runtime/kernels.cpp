@@ -1,5 +1,6 @@
 // Array kernels without communication. Layout changes (broadcast, transpose, slices) are all
 // one strided block copy (copy_strided in memory.cpp) with suitably chosen strides.
+#include "half.h"
 #include "shmap_runtime.h"
 #include "util.h"
 
@@ -42,6 +43,11 @@ SHM_FLOAT_RED(double)
 template <> inline int32_t red<int32_t, SHM_REDUCE_SUM>(int32_t a, int32_t b) {
   return (int32_t)((uint32_t)a + (uint32_t)b); // wraps instead of overflow UB
 }
+template <> inline int64_t red<int64_t, SHM_REDUCE_SUM>(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+template <> inline int64_t red<int64_t, SHM_REDUCE_MAX>(int64_t a, int64_t b) { return b > a ? b : a; }
+template <> inline int64_t red<int64_t, SHM_REDUCE_MIN>(int64_t a, int64_t b) { return b < a ? b : a; }
 template <> inline int32_t red<int32_t, SHM_REDUCE_MAX>(int32_t a, int32_t b) { return b > a ? b : a; }
 template <> inline int32_t red<int32_t, SHM_REDUCE_MIN>(int32_t a, int32_t b) { return b < a ? b : a; }
 template <> inline uint8_t red<uint8_t, SHM_REDUCE_SUM>(uint8_t a, uint8_t b) { return a | b; }
@@ -316,6 +322,17 @@ void reduce_op(int32_t op, const void *in, int32_t rank, const int64_t *shape, c
   fatalf("reduce: unknown op %d", (int)op);
 }
 
+// f16 / bf16: the input widened to f32, reduced as f32 (sums: the pairwise tree, in f32), and
+// each output rounded once to the storage type.
+void reduce_half(int32_t dtype, int32_t op, const void *in, int32_t rank, const int64_t *shape,
+                 const bool *reduced, void *out, int64_t out_n) {
+  const int64_t n = num_elements(rank, shape);
+  std::vector<float> x((size_t)n), y((size_t)out_n);
+  widen_half(dtype, in, x.data(), n);
+  reduce_op<float>(op, x.data(), rank, shape, reduced, y.data(), out_n);
+  narrow_half(dtype, y.data(), out, out_n);
+}
+
 // ---- matmul ---------------------------------------------------------------------------------
 
 void matmul_i32(const int32_t *a, const int32_t *b, int32_t *c, int64_t m, int64_t k, int64_t n) {
@@ -327,6 +344,17 @@ void matmul_i32(const int32_t *a, const int32_t *b, int32_t *c, int64_t m, int64
       const int32_t *brow = b + p * n;
       int32_t *crow = c + i * n;
       for (int64_t j = 0; j < n; ++j) crow[j] = (int32_t)((uint32_t)crow[j] + av * (uint32_t)brow[j]);
+    }
+}
+
+void matmul_i64(const int64_t *a, const int64_t *b, int64_t *c, int64_t m, int64_t k, int64_t n) {
+  for (int64_t i = 0; i < m * n; ++i) c[i] = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p) {
+      const uint64_t av = (uint64_t)a[i * k + p];
+      const int64_t *brow = b + p * n;
+      int64_t *crow = c + i * n;
+      for (int64_t j = 0; j < n; ++j) crow[j] = (int64_t)((uint64_t)crow[j] + av * (uint64_t)brow[j]);
     }
 }
 
@@ -399,6 +427,9 @@ void shm_reduce(int32_t dtype, int32_t op, const void *in, int32_t rank, const i
   case SHM_F64: reduce_op<double>(op, in, rank, shape, reduced, out, out_n); break;
   case SHM_I32: reduce_op<int32_t>(op, in, rank, shape, reduced, out, out_n); break;
   case SHM_BOOL: reduce_op<uint8_t>(op, in, rank, shape, reduced, out, out_n); break;
+  case SHM_I64: reduce_op<int64_t>(op, in, rank, shape, reduced, out, out_n); break;
+  case SHM_F16:
+  case SHM_BF16: reduce_half(dtype, op, in, rank, shape, reduced, out, out_n); break;
   default: fatalf("reduce: unknown dtype code %d", (int)dtype);
   }
   SHM_GUARD_END("reduce")
@@ -415,6 +446,17 @@ void shm_matmul(int32_t dtype, const void *lhs, const void *rhs, void *out, int6
     return;
   }
   if ((m | k | n) > (int64_t)std::numeric_limits<int>::max()) fatalf("matmul: dimension too large for BLAS");
+  if (is_half(dtype)) {  // f16 / bf16: sgemm on the operands widened to f32, rounded once
+    std::vector<float> a((size_t)(m * k)), bb((size_t)(k * n)), c((size_t)(m * n));
+    for (int64_t b = 0; b < batch; ++b) {
+      widen_half(dtype, (const char *)lhs + b * m * k * es, a.data(), m * k);
+      widen_half(dtype, (const char *)rhs + b * k * n * es, bb.data(), k * n);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a.data(),
+                  (int)k, bb.data(), (int)n, 0.0f, c.data(), (int)n);
+      narrow_half(dtype, c.data(), (char *)out + b * m * n * es, m * n);
+    }
+    return;
+  }
   for (int64_t b = 0; b < batch; ++b) {
     const char *a = (const char *)lhs + b * m * k * es;
     const char *bb = (const char *)rhs + b * k * n * es;
@@ -430,6 +472,9 @@ void shm_matmul(int32_t dtype, const void *lhs, const void *rhs, void *out, int6
       break;
     case SHM_I32:
       matmul_i32((const int32_t *)a, (const int32_t *)bb, (int32_t *)c, m, k, n);
+      break;
+    case SHM_I64:
+      matmul_i64((const int64_t *)a, (const int64_t *)bb, (int64_t *)c, m, k, n);
       break;
     default: fatalf("matmul: unsupported dtype %s", dtype_name(dtype));
     }
@@ -544,6 +589,9 @@ void shm_iota(int32_t dtype, void *out, int32_t rank, const int64_t *shape, int3
     case SHM_F32: ((float *)out)[i] = (float)v; break;
     case SHM_F64: ((double *)out)[i] = (double)v; break;
     case SHM_I32: ((int32_t *)out)[i] = (int32_t)v; break;
+    case SHM_I64: ((int64_t *)out)[i] = v; break;
+    case SHM_F16: ((uint16_t *)out)[i] = f32_to_f16((float)v); break;
+    case SHM_BF16: ((uint16_t *)out)[i] = f32_to_bf16((float)v); break;
     default: fatalf("iota: unsupported dtype %s", dtype_name(dtype));
     }
   }

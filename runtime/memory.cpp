@@ -1,5 +1,6 @@
 // Buffers, copies, fatal errors and the small helpers of util.h.
 #include "shmap_runtime.h"
+#include "half.h"
 #include "util.h"
 
 #include <cstdarg>
@@ -58,6 +59,9 @@ int64_t dtype_size(int32_t dtype) {
   case SHM_F64: return 8;
   case SHM_I32: return 4;
   case SHM_BOOL: return 1;
+  case SHM_I64: return 8;
+  case SHM_F16: return 2;
+  case SHM_BF16: return 2;
   }
   fatalf("unknown dtype code %d", (int)dtype);
 }
@@ -68,8 +72,31 @@ const char *dtype_name(int32_t dtype) {
   case SHM_F64: return "f64";
   case SHM_I32: return "i32";
   case SHM_BOOL: return "bool";
+  case SHM_I64: return "i64";
+  case SHM_F16: return "f16";
+  case SHM_BF16: return "bf16";
   }
   fatalf("unknown dtype code %d", (int)dtype);
+}
+
+void widen_half(int32_t dtype, const void *in, float *out, int64_t n) {
+  const uint16_t *h = static_cast<const uint16_t *>(in);
+  if (dtype == SHM_F16)
+    for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(h[i]);
+  else if (dtype == SHM_BF16)
+    for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(h[i]);
+  else
+    fatalf("widen_half: dtype %s is not f16 or bf16", dtype_name(dtype));
+}
+
+void narrow_half(int32_t dtype, const float *in, void *out, int64_t n) {
+  uint16_t *h = static_cast<uint16_t *>(out);
+  if (dtype == SHM_F16)
+    for (int64_t i = 0; i < n; ++i) h[i] = f32_to_f16(in[i]);
+  else if (dtype == SHM_BF16)
+    for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(in[i]);
+  else
+    fatalf("narrow_half: dtype %s is not f16 or bf16", dtype_name(dtype));
 }
 
 void check_rank(int32_t rank, const char *what) {
@@ -144,6 +171,10 @@ void copy_strided(int64_t esize, int32_t rank, const int64_t *shape, const void 
   switch (esize) {
   case 1:
     copy_strided_t(rank, shape, (const uint8_t *)src, src_strides, (uint8_t *)dst, dst_strides);
+    return;
+  case 2:
+    copy_strided_t(rank, shape, (const uint16_t *)src, src_strides, (uint16_t *)dst,
+                   dst_strides);
     return;
   case 4:
     copy_strided_t(rank, shape, (const uint32_t *)src, src_strides, (uint32_t *)dst,

@@ -80,6 +80,9 @@ const char *languageName(int32_t dtype) {
   case SHM_F64: return "f64";
   case SHM_I32: return "i32";
   case SHM_BOOL: return "bool";
+  case SHM_I64: return "i64";
+  case SHM_F16: return "f16";
+  case SHM_BF16: return "bf16";
   }
   return "?";
 }
@@ -90,6 +93,8 @@ const char *numpyNameOf(int32_t dtype) {
   case SHM_F64: return "float64";
   case SHM_I32: return "int32";
   case SHM_BOOL: return "bool";
+  case SHM_I64: return "int64";
+  case SHM_F16: return "float16";
   }
   return "?";
 }
@@ -101,6 +106,8 @@ const char *descrOf(int32_t dtype, const char *what) {
   case SHM_F64: return "<f8";
   case SHM_I32: return "<i4";
   case SHM_BOOL: return "|b1";
+  case SHM_I64: return "<i8";
+  case SHM_F16: return "<f2";
   }
   fatalf("%s: unknown dtype code %d", what, (int)dtype);
 }
@@ -111,6 +118,8 @@ bool matches(const Header &h, int32_t dtype) {
   case SHM_F64: return h.kind == 'f' && h.size == 8;
   case SHM_I32: return h.kind == 'i' && h.size == 4;
   case SHM_BOOL: return h.kind == 'b' && h.size == 1;
+  case SHM_I64: return h.kind == 'i' && h.size == 8;
+  case SHM_F16: return h.kind == 'f' && h.size == 2;
   }
   return false;
 }
@@ -201,13 +210,13 @@ private:
   void parseDescr(Header &h) {
     const std::string &d = h.descr;
     if (d.size() < 3 || !std::strchr("<>|=", d[0]))
-      bad(where_, "unsupported dtype '" + d + "' (shmapc reads float32, float64, int32 and bool)");
+      bad(where_, "unsupported dtype '" + d + "' (shmapc reads float16, float32, float64, int32, int64 and bool)");
     h.order = d[0] == '=' ? '<' : d[0];  // '=' is native: little-endian here
     h.kind = d[1];
     h.size = 0;
     for (size_t i = 2; i < d.size(); ++i) {
       if (d[i] < '0' || d[i] > '9' || h.size > 64)
-        bad(where_, "unsupported dtype '" + d + "' (shmapc reads float32, float64, int32 and bool)");
+        bad(where_, "unsupported dtype '" + d + "' (shmapc reads float16, float32, float64, int32, int64 and bool)");
       h.size = h.size * 10 + (d[i] - '0');
     }
     if (h.size == 0) bad(where_, "unsupported dtype '" + d + "'");

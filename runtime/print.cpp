@@ -1,5 +1,6 @@
 // shm_print: the fixed text format of docs/language.md "Printing" (specified precisely, with
 // examples, in docs/numerics.md).
+#include "half.h"
 #include "shmap_runtime.h"
 #include "util.h"
 
@@ -29,6 +30,10 @@ void append_element(std::string &s, int32_t dtype, const void *data, int64_t i) 
   case SHM_F64: append_float(s, ((const double *)data)[i]); return;
   case SHM_I32: s += std::to_string(((const int32_t *)data)[i]); return;
   case SHM_BOOL: s += ((const uint8_t *)data)[i] ? "true" : "false"; return;
+  case SHM_I64: s += std::to_string((long long)((const int64_t *)data)[i]); return;
+  // f16 / bf16: the value (exact in f32 and in double) with the same %.6g as f32 and f64
+  case SHM_F16: append_float(s, (double)f16_to_f32(((const uint16_t *)data)[i])); return;
+  case SHM_BF16: append_float(s, (double)bf16_to_f32(((const uint16_t *)data)[i])); return;
   }
   fatalf("print: unknown dtype code %d", (int)dtype);
 }

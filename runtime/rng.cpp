@@ -8,6 +8,7 @@
 #elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
 #endif
+#include "half.h"
 #include "rng.h"
 #include "shmap_runtime.h"
 #include "util.h"
@@ -104,8 +105,9 @@ extern "C" void shm_random(int32_t dtype, int32_t kind, int64_t seed, void *out,
   if (n < 0) fatalf("random: negative element count");
   const uint64_t key = (uint64_t)seed;
   dtype_size(dtype); // rejects unknown dtype codes even when n == 0
-  if (kind == SHM_RANDOM_NORMAL && dtype != SHM_F32 && dtype != SHM_F64)
-    fatalf("random_normal: dtype %s is not supported (f32 or f64 only)", dtype_name(dtype));
+  const bool isFloat = dtype == SHM_F32 || dtype == SHM_F64 || dtype == SHM_F16 || dtype == SHM_BF16;
+  if (kind == SHM_RANDOM_NORMAL && !isFloat)
+    fatalf("random_normal: dtype %s is not supported (float types only)", dtype_name(dtype));
   if (kind == SHM_RANDOM_UNIFORM) {
     for (int64_t i = 0; i < n; ++i) {
       const uint64_t b = rng::bits(key, (uint64_t)i);
@@ -114,6 +116,9 @@ extern "C" void shm_random(int32_t dtype, int32_t kind, int64_t seed, void *out,
       case SHM_F64: ((double *)out)[i] = (double)(b >> 11) * 0x1p-53; break;
       case SHM_I32: ((int32_t *)out)[i] = (int32_t)(b >> 33); break; // floor(u * 2^31)
       case SHM_BOOL: ((uint8_t *)out)[i] = (b >> 63) == 0; break;     // u < 0.5
+      // k * 2^-p with p the significand's bits: exact, in [0, 1)
+      case SHM_F16: ((uint16_t *)out)[i] = f32_to_f16((float)(b >> 53) * 0x1p-11f); break;
+      case SHM_BF16: ((uint16_t *)out)[i] = f32_to_bf16((float)(b >> 56) * 0x1p-8f); break;
       default: fatalf("random_uniform: unknown dtype code %d", (int)dtype);
       }
     }
@@ -123,7 +128,10 @@ extern "C" void shm_random(int32_t dtype, int32_t kind, int64_t seed, void *out,
       switch (dtype) {
       case SHM_F32: ((float *)out)[i] = (float)z; break;
       case SHM_F64: ((double *)out)[i] = z; break;
-      default: fatalf("random_normal: dtype %s is not supported (f32 or f64 only)", dtype_name(dtype));
+      // rounded to f32, then to the half type (as cast(x, f16) of an f64 array)
+      case SHM_F16: ((uint16_t *)out)[i] = f32_to_f16((float)z); break;
+      case SHM_BF16: ((uint16_t *)out)[i] = f32_to_bf16((float)z); break;
+      default: fatalf("random_normal: dtype %s is not supported (float types only)", dtype_name(dtype));
       }
     }
   } else {

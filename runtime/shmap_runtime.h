@@ -8,7 +8,9 @@
  * The executable's main() lives in the runtime: it reads `--stats` / SHMAP_STATS=1, calls the
  * emitted `shm_user_main(NULL, NULL, NULL)`, and prints the collective statistics table.
  *
- * dtype codes: 0 = f32, 1 = f64, 2 = i32, 3 = bool (1 byte, 0 or 1).
+ * dtype codes: 0 = f32, 1 = f64, 2 = i32, 3 = bool (1 byte, 0 or 1), 4 = i64, 5 = f16 (IEEE
+ * binary16), 6 = bf16 (bfloat16); f16 and bf16 are 16-bit patterns (runtime/half.h): kernels
+ * compute on them in f32 and round each result once.
  * Partition specs are encoded as int32 arrays: for each array dimension in order, the number of
  * mesh axes it is split over, then those axis indices (major to minor). P(("x","y"), None) on a
  * mesh (x, y) is {2, 0, 1, 0}.
@@ -23,7 +25,7 @@
 extern "C" {
 #endif
 
-enum { SHM_F32 = 0, SHM_F64 = 1, SHM_I32 = 2, SHM_BOOL = 3 };
+enum { SHM_F32 = 0, SHM_F64 = 1, SHM_I32 = 2, SHM_BOOL = 3, SHM_I64 = 4, SHM_F16 = 5, SHM_BF16 = 6 };
 enum { SHM_REDUCE_SUM = 0, SHM_REDUCE_MAX = 1, SHM_REDUCE_MIN = 2 };
 enum { SHM_RANDOM_NORMAL = 0, SHM_RANDOM_UNIFORM = 1 };
 

@@ -16,6 +16,12 @@ namespace shm {
 int64_t dtype_size(int32_t dtype);
 const char *dtype_name(int32_t dtype);
 
+// f16 and bf16: 16-bit storage types computed on in f32 (runtime/half.h). widen_half converts
+// n elements of such a dtype to f32 (exactly); narrow_half rounds n f32 values to it.
+inline bool is_half(int32_t dtype) { return dtype == SHM_F16 || dtype == SHM_BF16; }
+void widen_half(int32_t dtype, const void *in, float *out, int64_t n);
+void narrow_half(int32_t dtype, const float *in, void *out, int64_t n);
+
 // Product of shape[0..rank); shm_fatal on a negative dimension.
 int64_t num_elements(int32_t rank, const int64_t *shape);
 
@@ -29,7 +35,7 @@ void check_rank(int32_t rank, const char *what);
 
 // Copies a strided block of `shape` (rank may be 0: one element) from src to dst. Strides are in
 // elements and may be 0 (broadcast reads). The innermost loop is specialised for the common
-// case of contiguous rows and for element sizes 1, 4 and 8.
+// case of contiguous rows and for element sizes 1, 2, 4 and 8.
 void copy_strided(int64_t esize, int32_t rank, const int64_t *shape, const void *src,
                   const int64_t *src_strides, void *dst, const int64_t *dst_strides);
 

@@ -17,6 +17,9 @@ const char *dtypeName(DTypeName d) {
   case DTypeName::F64: return "f64";
   case DTypeName::I32: return "i32";
   case DTypeName::Bool: return "bool";
+  case DTypeName::I64: return "i64";
+  case DTypeName::F16: return "f16";
+  case DTypeName::BF16: return "bf16";
   }
   return "?";
 }

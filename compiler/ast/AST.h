@@ -11,7 +11,7 @@
 
 namespace shmapc::ast {
 
-enum class DTypeName { F32, F64, I32, Bool };
+enum class DTypeName { F32, F64, I32, Bool, I64, F16, BF16 };
 
 // `f32[8,4]`
 struct Expr;

@@ -39,7 +39,10 @@ public:
     return false;
   }
   llvm::FunctionType *funcType() const;  // void(ptr dev, ptr outs, ptr ins)
+  // The type of an element in memory (f16 / bf16: i16 bit patterns) and inside a fused loop
+  // (f16 / bf16: the f32 value it stands for; others as in memory).
   llvm::Type *elemType(ir::DType t) const;
+  llvm::Type *computeType(ir::DType t) const;
   // A runtime entry point of shmap_runtime.h, declared on first use.
   llvm::FunctionCallee runtime(const std::string &name);
   // Private constant globals (deduplicated): shapes and int lists, axis lists, strings.
@@ -139,19 +142,34 @@ private:
   std::vector<llvm::Value *> scratch_;             // heap scratch, freed before returning
 };
 
+// A constant (a literal, or a value of a constant array) as a saturated i64 (NaN: 0), and as
+// the bits of an f16 (correctly rounded from the double, as numpy's astype of a Python
+// float) or bf16 (via f32, as ml_dtypes).
+int64_t saturateToI64(double x);
+uint16_t halfConstant(ir::DType t, double x);
+
+// f16 / bf16 (ir::isHalf) bit patterns <-> f32, with integer operations only (as
+// runtime/half.h: round to nearest even, overflow to inf, NaN kept, f16 subnormals), so no
+// compiler-rt conversion routine is needed and the loops vectorize.
+llvm::Value *halfToF32(llvm::IRBuilder<> &b, llvm::Value *bits, ir::DType t);
+llvm::Value *f32ToHalf(llvm::IRBuilder<> &b, llvm::Value *f, ir::DType t);
+
 // What a primitive's scalar rule sees (compiler/prims/): one element of each operand inside
-// a fused element-wise loop.
+// a fused element-wise loop. Elements are of ModuleEmitter::computeType: an f16 / bf16 element
+// is its f32 value, and fp is set; the loop rounds every f16 / bf16 result to its type, so
+// a rule computes in f32 and need not round.
 struct ScalarCtx {
   FuncEmitter &fe;
   llvm::IRBuilder<> &b;
   const ir::Eqn &e;
   const std::vector<llvm::Value *> &x;
-  ir::DType t;    // the operands' dtype (select: the data operands')
+  ir::DType t;    // the operands' dtype (select: the data operands'); f16 / bf16 computed as f32
   ir::DType out;  // the result's dtype
   bool fp, isBool;
 
   llvm::Value *error(const std::string &why);  // fails the function; null
-  // An element converted between dtypes (saturating float -> int; != 0 -> bool).
+  // An element converted between dtypes (saturating float -> int; != 0 -> bool). To f16 /
+  // bf16: the value converted to f32 (the loop then rounds it), as XLA converts via f32.
   llvm::Value *convert(llvm::Value *v, ir::DType from, ir::DType to);
 };
 

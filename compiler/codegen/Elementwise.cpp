@@ -32,7 +32,69 @@ llvm::Value *ScalarCtx::error(const std::string &why) {
   return nullptr;
 }
 
+// ---- f16 / bf16 <-> f32 (the algorithms of runtime/half.h, on i32 lanes)
+
+llvm::Value *halfToF32(llvm::IRBuilder<> &b, llvm::Value *bits, ir::DType t) {
+  llvm::Type *i32 = b.getInt32Ty();
+  llvm::Value *h = b.CreateZExt(bits, i32);
+  auto c = [&](uint32_t v) { return b.getInt32(v); };
+  if (t == ir::DType::BF16) return b.CreateBitCast(b.CreateShl(h, c(16)), b.getFloatTy());
+  llvm::Value *sign = b.CreateShl(b.CreateAnd(h, c(0x8000)), c(16));
+  llvm::Value *exp = b.CreateAnd(b.CreateLShr(h, c(10)), c(0x1f));
+  llvm::Value *man = b.CreateAnd(h, c(0x3ff));
+  llvm::Value *manBits = b.CreateShl(man, c(13));
+  // normal: rebias 15 -> 127; inf / NaN: all exponent bits; zero / subnormal: man * 2^-24
+  llvm::Value *normal = b.CreateOr(b.CreateShl(b.CreateAdd(exp, c(112)), c(23)), manBits);
+  llvm::Value *special = b.CreateOr(c(0x7f800000), manBits);
+  llvm::Value *sub = b.CreateBitCast(
+      b.CreateFMul(b.CreateUIToFP(man, b.getFloatTy()), llvm::ConstantFP::get(b.getFloatTy(), 0x1p-24)), i32);
+  llvm::Value *mag = b.CreateSelect(b.CreateICmpEQ(exp, c(0)), sub,
+                                    b.CreateSelect(b.CreateICmpEQ(exp, c(0x1f)), special, normal));
+  return b.CreateBitCast(b.CreateOr(sign, mag), b.getFloatTy());
+}
+
+llvm::Value *f32ToHalf(llvm::IRBuilder<> &b, llvm::Value *f, ir::DType t) {
+  llvm::Type *i16 = b.getInt16Ty();
+  auto c = [&](uint32_t v) { return b.getInt32(v); };
+  llvm::Value *u = b.CreateBitCast(f, b.getInt32Ty());
+  llvm::Value *signHalf = b.CreateAnd(b.CreateLShr(u, c(16)), c(0x8000));
+  llvm::Value *a = b.CreateAnd(u, c(0x7fffffff));
+  llvm::Value *isNan = b.CreateICmpUGT(a, c(0x7f800000));
+  if (t == ir::DType::BF16) {
+    llvm::Value *odd = b.CreateAnd(b.CreateLShr(u, c(16)), c(1));
+    llvm::Value *r = b.CreateLShr(b.CreateAdd(b.CreateAdd(u, c(0x7fff)), odd), c(16));
+    return b.CreateTrunc(b.CreateSelect(isNan, b.CreateOr(signHalf, c(0x7fc0)), r), i16);
+  }
+  // normal f16 (a >= 2^-14): rebias 127 -> 15, round the 13 dropped bits to nearest even
+  llvm::Value *r = b.CreateSub(a, c(0x38000000));
+  r = b.CreateAdd(b.CreateAdd(r, c(0xfff)), b.CreateAnd(b.CreateLShr(r, c(13)), c(1)));
+  llvm::Value *normal = b.CreateLShr(r, c(13));
+  // subnormal (a < 2^-14): the 24-bit significand shifted right by 126 - e, to nearest even
+  // (the shift clamped to [1, 24] so it is defined in the lanes that do not use it)
+  llvm::Value *e = b.CreateLShr(a, c(23));
+  llvm::Value *shift = b.CreateSub(c(126), e);
+  shift = b.CreateBinaryIntrinsic(llvm::Intrinsic::smax,
+                                  b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, shift, c(24)), c(1));
+  llvm::Value *m = b.CreateOr(b.CreateAnd(a, c(0x7fffff)), c(0x800000));
+  llvm::Value *q = b.CreateLShr(m, shift);
+  llvm::Value *rem = b.CreateAnd(m, b.CreateSub(b.CreateShl(c(1), shift), c(1)));
+  llvm::Value *halfUlp = b.CreateShl(c(1), b.CreateSub(shift, c(1)));
+  llvm::Value *up = b.CreateOr(b.CreateICmpUGT(rem, halfUlp),
+                               b.CreateAnd(b.CreateICmpEQ(rem, halfUlp), b.CreateICmpNE(b.CreateAnd(q, c(1)), c(0))));
+  llvm::Value *sub = b.CreateAdd(q, b.CreateZExt(up, b.getInt32Ty()));
+  sub = b.CreateSelect(b.CreateICmpULT(e, c(102)), c(0), sub);  // below 2^-25: 0
+  llvm::Value *mag = b.CreateSelect(
+      isNan, c(0x7e00),
+      b.CreateSelect(b.CreateICmpUGE(a, c(0x477ff000)), c(0x7c00),  // >= 65520: inf
+                     b.CreateSelect(b.CreateICmpUGE(a, c(0x38800000)), normal, sub)));
+  return b.CreateTrunc(b.CreateOr(signHalf, mag), i16);
+}
+
 llvm::Value *ScalarCtx::convert(llvm::Value *v, ir::DType from, ir::DType to) {
+  // f16 / bf16 elements are f32 values: from them, convert as from f32; to them, convert to
+  // f32 (the loop rounds the result to the half type).
+  if (ir::isHalf(from)) from = ir::DType::F32;
+  if (ir::isHalf(to)) to = ir::DType::F32;
   if (from == to) return v;
   llvm::Type *dst = fe.me.elemType(to);
   bool fromFp = ir::isFloat(from), toFp = ir::isFloat(to);
@@ -113,6 +175,7 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
     llvm::Value *buf = buffer(v);
     llvm::LoadInst *ld = b.CreateLoad(t, b.CreateInBoundsGEP(t, buf, single ? i64(0) : idx));
     tagAccess(ld, buf);
+    if (ir::isHalf(v->type.dtype)) return elem[v] = halfToF32(b, ld, v->type.dtype);
     return elem[v] = ld;
   };
 
@@ -126,11 +189,18 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
     llvm::Value *r = prims::rulesOf(e.prim).scalar(c);
     if (!r) return false;
     const ir::Value *out = e.outs[0];
+    // An f16 / bf16 result, computed in f32, is rounded to its type (JAX on CPU rounds every
+    // operation's result, also inside a fusion); it is stored as bits and used as f32.
+    llvm::Value *bits = nullptr;
+    if (ir::isHalf(outType)) {
+      bits = f32ToHalf(b, r, outType);
+      r = halfToF32(b, bits, outType);
+    }
     elem[out] = r;
     if (stored(out)) {
       llvm::Value *buf = buffer(out);
       llvm::Type *t = me.elemType(out->type.dtype);
-      tagAccess(b.CreateStore(r, b.CreateInBoundsGEP(t, buf, idx)), buf);
+      tagAccess(b.CreateStore(bits ? bits : r, b.CreateInBoundsGEP(t, buf, idx)), buf);
     }
   }
 

@@ -1,5 +1,6 @@
 // Module-wide pieces: LLVM types, runtime declarations, deduplicated constant globals.
 #include "codegen/CodegenContext.h"
+#include "half.h"
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/GlobalVariable.h>
@@ -25,8 +26,15 @@ llvm::Type *ModuleEmitter::elemType(ir::DType t) const {
   case ir::DType::F64: return llvm::Type::getDoubleTy(ctx);
   case ir::DType::I32: return i32Ty;
   case ir::DType::Bool: return i8Ty;
+  case ir::DType::I64: return i64Ty;
+  case ir::DType::F16:
+  case ir::DType::BF16: return llvm::Type::getInt16Ty(ctx);
   }
   return i8Ty;
+}
+
+llvm::Type *ModuleEmitter::computeType(ir::DType t) const {
+  return ir::isHalf(t) ? llvm::Type::getFloatTy(ctx) : elemType(t);
 }
 
 namespace {
@@ -155,6 +163,17 @@ llvm::Constant *ModuleEmitter::cString(const std::string &s) {
   return strings_[s] = g;
 }
 
+int64_t saturateToI64(double x) {  // as llvm.fptosi.sat (a C cast would be UB out of range)
+  if (x != x) return 0;
+  if (x <= -9223372036854775808.0) return INT64_MIN;
+  if (x >= 9223372036854775808.0) return INT64_MAX;
+  return (int64_t)x;
+}
+
+uint16_t halfConstant(ir::DType t, double x) {
+  return t == ir::DType::F16 ? shm::f64_to_f16(x) : shm::f32_to_bf16((float)x);
+}
+
 // Element conversions follow Convert's rules (to bool: != 0; to int: truncation toward 0).
 llvm::Constant *ModuleEmitter::dataArray(ir::DType t, const std::vector<double> &values) {
   llvm::Constant *init = nullptr;
@@ -177,6 +196,19 @@ llvm::Constant *ModuleEmitter::dataArray(ir::DType t, const std::vector<double> 
   case ir::DType::Bool: {
     std::vector<uint8_t> d;
     for (double x : values) d.push_back(x != 0 ? 1 : 0);
+    init = llvm::ConstantDataArray::get(ctx, d);
+    break;
+  }
+  case ir::DType::I64: {
+    std::vector<uint64_t> d;
+    for (double x : values) d.push_back((uint64_t)saturateToI64(x));
+    init = llvm::ConstantDataArray::get(ctx, d);
+    break;
+  }
+  case ir::DType::F16:
+  case ir::DType::BF16: {
+    std::vector<uint16_t> d;
+    for (double x : values) d.push_back(halfConstant(t, x));
     init = llvm::ConstantDataArray::get(ctx, d);
     break;
   }

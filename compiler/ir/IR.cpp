@@ -31,6 +31,9 @@ const char *dtypeName(DType t) {
   case DType::F64: return "f64";
   case DType::I32: return "i32";
   case DType::Bool: return "bool";
+  case DType::I64: return "i64";
+  case DType::F16: return "f16";
+  case DType::BF16: return "bf16";
   }
   return "?";
 }
@@ -41,11 +44,18 @@ int64_t dtypeSize(DType t) {
   case DType::F64: return 8;
   case DType::I32: return 4;
   case DType::Bool: return 1;
+  case DType::I64: return 8;
+  case DType::F16: return 2;
+  case DType::BF16: return 2;
   }
   return 0;
 }
 
-bool isFloat(DType t) { return t == DType::F32 || t == DType::F64; }
+bool isFloat(DType t) {
+  return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
+}
+bool isInt(DType t) { return t == DType::I32 || t == DType::I64; }
+bool isHalf(DType t) { return t == DType::F16 || t == DType::BF16; }
 
 // Products of sizes saturate at INT64_MAX instead of overflowing: sema and checkLimits reject
 // anything above the limits (docs/limits.md), and they must see a huge count as huge.

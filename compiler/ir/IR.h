@@ -36,10 +36,15 @@ constexpr int kNumPrims = 0
 #undef PRIM
     ;
 
-enum class DType : uint8_t { F32, F64, I32, Bool };
+// The order is the runtime's dtype codes (SHM_F32 = 0 ... SHM_BF16 = 6, runtime/shmap_runtime.h).
+enum class DType : uint8_t { F32, F64, I32, Bool, I64, F16, BF16 };
 const char *dtypeName(DType t);
 int64_t dtypeSize(DType t);  // bytes per element (bool = 1)
-bool isFloat(DType t);
+bool isFloat(DType t);       // f16, bf16, f32, f64: differentiable
+bool isInt(DType t);         // i32, i64
+// f16 and bf16: storage types. Element-wise operations compute in f32 and round the result to
+// the storage type; sums and matmul accumulate in f32 and round once (docs/numerics.md).
+bool isHalf(DType t);
 
 // Bit i set = may vary over mesh axis i of the enclosing mesh.
 using AxisSet = uint32_t;
@@ -135,7 +140,7 @@ struct Func {
 
 // A program argument (`arg lr: f32 = 0.1;`): the runtime parses --lr=VALUE (runtime/cli.cpp).
 struct ProgramArg {
-  std::string name, type, defaultText;  // type: f32, f64, i32, bool or str
+  std::string name, type, defaultText;  // type: f32, f64, f16, bf16, i32, i64, bool or str
 };
 
 struct Module {

@@ -11,6 +11,8 @@
 // variance set as in seed 000: `{i}` when varying, nothing when invariant.
 #include "ir/IR.h"
 
+#include <cmath>
+
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -144,7 +146,12 @@ private:
 
   static std::string number(double d) {
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%.9g", d);
+    // Integers below 2^53 with all their digits (an i64 constant such as 3000000001); other
+    // values with 9 significant digits.
+    if (d == std::floor(d) && std::fabs(d) < 9007199254740992.0)
+      std::snprintf(buf, sizeof buf, "%.0f", d);
+    else
+      std::snprintf(buf, sizeof buf, "%.9g", d);
     return buf;
   }
 

@@ -32,6 +32,9 @@ const char *tokName(Tok t) {
   case Tok::KwF64: return "'f64'";
   case Tok::KwI32: return "'i32'";
   case Tok::KwBool: return "'bool'";
+  case Tok::KwI64: return "'i64'";
+  case Tok::KwF16: return "'f16'";
+  case Tok::KwBF16: return "'bf16'";
   case Tok::LParen: return "'('";
   case Tok::RParen: return "')'";
   case Tok::LBracket: return "'['";
@@ -90,6 +93,9 @@ static const char *kindName(Tok t) {
   case Tok::KwF64: return "KwF64";
   case Tok::KwI32: return "KwI32";
   case Tok::KwBool: return "KwBool";
+  case Tok::KwI64: return "KwI64";
+  case Tok::KwF16: return "KwF16";
+  case Tok::KwBF16: return "KwBF16";
   case Tok::LParen: return "LParen";
   case Tok::RParen: return "RParen";
   case Tok::LBracket: return "LBracket";
@@ -136,7 +142,8 @@ const Keyword keywords[] = {
     {"else", Tok::KwElse},     {"mesh", Tok::KwMesh},     {"import", Tok::KwImport},
     {"true", Tok::KwTrue},     {"false", Tok::KwFalse},   {"None", Tok::KwNone},
     {"f32", Tok::KwF32},       {"f64", Tok::KwF64},       {"i32", Tok::KwI32},
-    {"bool", Tok::KwBool},     {"while", Tok::KwWhile},
+    {"bool", Tok::KwBool},     {"while", Tok::KwWhile},   {"i64", Tok::KwI64},
+    {"f16", Tok::KwF16},       {"bf16", Tok::KwBF16},
 };
 
 // Punctuation, longest spellings first so `->` wins over `-` and `==` over `=`.

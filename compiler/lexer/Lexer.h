@@ -12,7 +12,7 @@ enum class Tok {
   Eof, Ident, Int, Float, String,
   // keywords
   KwDef, KwLet, KwReturn, KwFor, KwWhile, KwIn, KwIf, KwElse, KwMesh, KwImport, KwTrue, KwFalse,
-  KwNone, KwF32, KwF64, KwI32, KwBool,
+  KwNone, KwF32, KwF64, KwI32, KwBool, KwI64, KwF16, KwBF16,
   // punctuation / operators
   LParen, RParen, LBracket, RBracket, LBrace, RBrace, Comma, Semi, Colon, Dot, At, Arrow,
   Assign, Plus, Minus, Star, StarStar, Slash, SlashSlash, Percent, EqEq, NotEq, Lt, Le, Gt, Ge, AndAnd, OrOr, Bang,

@@ -219,14 +219,14 @@ ArgDecl Parser::parseArgDecl() {
   } else if (atDType()) {
     d.type = take().text;
   } else {
-    fail(DiagId::ExpectedType, "f32, f64, i32, bool or str", shape);
+    fail(DiagId::ExpectedType, "f32, f64, f16, bf16, i32, i64, bool or str", shape);
   }
   expect(Tok::Assign, "and a default value", shape);
   bool negative = d.type != "str" && d.type != "bool" && accept(Tok::Minus);
   const Token &v = peek();
   bool ok = d.type == "str"    ? v.kind == Tok::String
             : d.type == "bool" ? v.kind == Tok::KwTrue || v.kind == Tok::KwFalse
-            : d.type == "i32"  ? v.kind == Tok::Int
+            : d.type == "i32" || d.type == "i64" ? v.kind == Tok::Int
                                : v.kind == Tok::Int || v.kind == Tok::Float;
   if (!ok) fail(DiagId::ExpectedToken, "a default value of type " + d.type, shape);
   d.defaultText = (negative ? "-" : "") + take().text;
@@ -452,9 +452,10 @@ void Parser::parseSpecDim(PartitionSpecExpr &spec) {
 
 // ===================================================================== types
 
-// dtype = "f32" | "f64" | "i32" | "bool" ;
+// dtype = "f32" | "f64" | "i32" | "bool" | "i64" | "f16" | "bf16" ;
 bool Parser::atDType() const {
-  return at(Tok::KwF32) || at(Tok::KwF64) || at(Tok::KwI32) || at(Tok::KwBool);
+  return at(Tok::KwF32) || at(Tok::KwF64) || at(Tok::KwI32) || at(Tok::KwBool) || at(Tok::KwI64) ||
+         at(Tok::KwF16) || at(Tok::KwBF16);
 }
 
 DTypeName Parser::parseDType() {
@@ -462,6 +463,9 @@ DTypeName Parser::parseDType() {
   case Tok::KwF64: return DTypeName::F64;
   case Tok::KwI32: return DTypeName::I32;
   case Tok::KwBool: return DTypeName::Bool;
+  case Tok::KwI64: return DTypeName::I64;
+  case Tok::KwF16: return DTypeName::F16;
+  case Tok::KwBF16: return DTypeName::BF16;
   default: return DTypeName::F32;
   }
 }
@@ -472,7 +476,8 @@ TypeExpr Parser::parseType(const std::string &context) {
   t.loc = peek().loc;
   if (!atDType())
     fail(DiagId::ExpectedType, "a type such as f32[4] " + context,
-         "types are f32, f64, i32 or bool followed by a shape, e.g. f32[8,4] or i32[]");
+         "types are f32, f64, i32, i64, f16, bf16 or bool followed by a shape, e.g. f32[8,4] "
+         "or i32[]");
   t.dtype = parseDType();
   if (!at(Tok::LBracket))
     fail(DiagId::ExpectedType, "'[' and a shape after the dtype",

@@ -4,8 +4,8 @@
 // Division and remainder follow numpy (floor division; the remainder has the divisor's sign),
 // for floats too. Integer division and remainder never trap: by zero they give 0 (as numpy),
 // and INT_MIN // -1 gives INT_MIN (the wrapped quotient, as numpy). maximum / minimum
-// propagate NaN as numpy's do. Integer pow is computed in double precision and converted back
-// with saturation. Bool arithmetic is arithmetic mod 2 clamped to {0, 1}: + is or, * is and.
+// propagate NaN as numpy's do. i32 pow is computed in double precision (exact for every i32
+// result) and converted back with saturation; i64 pow is exact integer arithmetic, wrapping. Bool arithmetic is arithmetic mod 2 clamped to {0, 1}: + is or, * is and.
 #include "prims/Prim.h"
 
 #include <llvm/IR/Intrinsics.h>
@@ -72,6 +72,27 @@ llvm::Value *floatFloorDiv(llvm::IRBuilder<> &b, llvm::Value *x, llvm::Value *y)
   llvm::Value *signedZero = b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, zero, trueQuotient);
   llvm::Value *r = b.CreateSelect(b.CreateFCmpOEQ(q, zero), signedZero, fl);
   return b.CreateSelect(b.CreateFCmpOEQ(y, zero), trueQuotient, r);
+}
+
+// i64 power, exact: repeated squaring over the exponent's 63 low bits, wrapping modulo 2^64
+// as numpy's int64 power (and JAX's) does. A negative exponent gives what the i32 rule (pow in
+// f64, truncated and saturated) gives: 1 for x = 1, +-1 for x = -1, INT64_MAX for x = 0 (1/0
+// is inf), 0 otherwise. Unrolled and branch-free, so loops vectorize.
+llvm::Value *i64Pow(llvm::IRBuilder<> &b, llvm::Value *x, llvm::Value *y) {
+  llvm::Type *t = x->getType();
+  auto c = [&](int64_t v) { return llvm::ConstantInt::getSigned(t, v); };
+  llvm::Value *result = c(1), *base = x;
+  for (int k = 0; k < 63; ++k) {
+    llvm::Value *bit = b.CreateICmpNE(b.CreateAnd(y, c(int64_t(1) << k)), c(0));
+    result = b.CreateSelect(bit, b.CreateMul(result, base), result);
+    if (k < 62) base = b.CreateMul(base, base);
+  }
+  llvm::Value *odd = b.CreateICmpNE(b.CreateAnd(y, c(1)), c(0));
+  llvm::Value *negative =
+      b.CreateSelect(b.CreateICmpEQ(x, c(1)), c(1),
+                     b.CreateSelect(b.CreateICmpEQ(x, c(-1)), b.CreateSelect(odd, c(-1), c(1)),
+                                    b.CreateSelect(b.CreateICmpEQ(x, c(0)), c(INT64_MAX), c(0))));
+  return b.CreateSelect(b.CreateICmpSLT(y, c(0)), negative, result);
 }
 
 // numpy's maximum / minimum: (x >= y || isnan(x)) ? x : y, so a NaN on either side wins (and
@@ -220,6 +241,7 @@ template <> const Rules &define<Prim::Pow>() {
         llvm::IRBuilder<> &b = c.b;
         if (c.fp) return b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, c.x[0], c.x[1]);
         if (c.isBool) return b.CreateOr(c.x[0], b.CreateXor(c.x[1], b.getInt8(1)));  // x^0 = 1
+        if (c.t == DType::I64) return i64Pow(b, c.x[0], c.x[1]);
         return c.convert(b.CreateBinaryIntrinsic(llvm::Intrinsic::pow,
                                                  c.convert(c.x[0], c.t, DType::F64),
                                                  c.convert(c.x[1], c.t, DType::F64)),

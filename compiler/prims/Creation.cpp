@@ -2,6 +2,8 @@
 // (a random draw may take its seed as one), so they have no tangent and are never linear.
 #include "prims/Prim.h"
 
+#include "half.h"
+
 #include <cmath>
 
 namespace shmapc::prims {
@@ -40,6 +42,12 @@ template <> const Rules &define<Prim::Constant>() {
           return c.b.getInt32((uint32_t)(int32_t)s);
         }
         case DType::Bool: return c.b.getInt8(v != 0 ? 1 : 0);
+        case DType::I64: return c.b.getInt64((uint64_t)codegen::saturateToI64(v));
+        case DType::F16:  // the f32 value of the rounded constant (an element in a fused loop)
+        case DType::BF16:
+          return llvm::ConstantFP::get(c.b.getFloatTy(),
+                                       c.out == DType::F16 ? shm::f16_to_f32(codegen::halfConstant(c.out, v))
+                                                           : shm::bf16_to_f32(codegen::halfConstant(c.out, v)));
         }
         return nullptr;
       },

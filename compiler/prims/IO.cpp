@@ -163,7 +163,8 @@ template <> const Rules &define<Prim::ArgValue>() {
         llvm::Value *index = fe.i32(e.intParam("index")), *v;
         if (isFloat(t)) {
           v = fe.callRt("shm_arg_f64", {index});
-          if (t == DType::F32) v = b.CreateFPTrunc(v, fe.me.elemType(t));
+          if (t != DType::F64) v = b.CreateFPTrunc(v, b.getFloatTy());  // halves: via f32
+          if (isHalf(t)) v = codegen::f32ToHalf(b, v, t);
         } else {
           v = b.CreateTrunc(fe.callRt("shm_arg_i64", {index}), fe.me.elemType(t));
         }

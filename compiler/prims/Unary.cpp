@@ -64,7 +64,7 @@ template <> const Rules &define<Prim::Tanh>() {
       notLinear,
       [](ScalarCtx &c) -> llvm::Value * {
         if (!c.fp) return c.error("needs a floating-point operand");
-        return c.b.CreateCall(c.fe.me.runtime(c.t == DType::F32 ? "tanhf" : "tanh"), {c.x[0]});
+        return c.b.CreateCall(c.fe.me.runtime(c.t == DType::F64 ? "tanh" : "tanhf"), {c.x[0]});  // f16 / bf16: in f32
       });
   return r;
 }

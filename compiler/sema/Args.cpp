@@ -174,8 +174,11 @@ ir::DType Sema::dtypeArg(const ast::Expr &e, const std::string &what) {
     if (e.name == "f64") return ir::DType::F64;
     if (e.name == "i32") return ir::DType::I32;
     if (e.name == "bool") return ir::DType::Bool;
+    if (e.name == "i64") return ir::DType::I64;
+    if (e.name == "f16") return ir::DType::F16;
+    if (e.name == "bf16") return ir::DType::BF16;
   }
-  fail(DiagId::BadArgument, e.loc, what + " must be a dtype", "write f32, f64, i32 or bool");
+  fail(DiagId::BadArgument, e.loc, what + " must be a dtype", "write f32, f64, f16, bf16, i32, i64 or bool");
 }
 
 int64_t Sema::normAxis(int64_t axis, int64_t rank, Loc loc, const std::string &what) {

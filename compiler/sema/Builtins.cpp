@@ -139,7 +139,7 @@ SVal Sema::randomArray(const ast::Expr &c, ir::Prim p) {
   ir::Type t = typeArg(*a[0], "the first argument of " + c.name);
   if (!ir::isFloat(t.dtype))
     fail(DiagId::DTypeMismatch, a[0]->loc, c.name + " makes floats, not " + str(t),
-         "use f32[...] or f64[...]");
+         "use a float type: f32[...], f64[...], f16[...] or bf16[...]");
   if (!a[1]) return SVal::array(emit(p, {}, t, c.loc, {{"seed", (int64_t)0}}), c.loc);
   if (auto seed = staticIntOpt(*a[1])) return SVal::array(emit(p, {}, t, c.loc, {{"seed", *seed}}), c.loc);
   // A seed known only at run time (a step counter, axis_index): an i32[] operand.
@@ -241,6 +241,9 @@ SVal Sema::bLoad(const ast::Expr &c) {
            "drop key= to load the .npy file, or load from an .npz archive");
   }
   ir::Type t = typeArg(*a[1], "the second argument of load");
+  if (t.dtype == ir::DType::BF16)
+    fail(DiagId::NpyDType, a[1]->loc, "load cannot read " + str(t) + ": .npy has no bfloat16 dtype",
+         "save the array as float32 in numpy and convert after loading: cast(load(path, f32[...]), bf16)");
   if (!a[3]) return SVal::array(emit(ir::Prim::Load, {}, t, c.loc, params), c.loc);
   ast::PartitionSpecExpr specExpr = specArg(*a[3]);
   ir::PartitionSpec spec = convertSpec(specExpr, *cur_->mesh);
@@ -255,6 +258,10 @@ std::vector<SVal> Sema::lowerSave(const ast::Expr &c) {
   ir::Eqn e;
   e.prim = ir::Prim::Save;
   e.ins = {evalArray(*a[1])};
+  if (e.ins[0]->type.dtype == ir::DType::BF16)
+    fail(DiagId::NpyDType, a[1]->loc,
+         "save cannot write " + str(e.ins[0]->type) + ": .npy has no bfloat16 dtype",
+         "convert it to f32 first: save(path, cast(x, f32)) (exact: every bf16 value is an f32)");
   e.params[path.first] = path.second;
   e.loc = c.loc;
   cur_->func->eqns.push_back(std::move(e));
@@ -290,7 +297,14 @@ std::vector<SVal> Sema::lowerSavez(const ast::Expr &c) {
   }
   ir::Eqn e;
   e.prim = ir::Prim::SaveNpz;
-  for (const auto &[key, expr] : arrays) e.ins.push_back(evalArray(*expr));
+  for (const auto &[key, expr] : arrays) {
+    e.ins.push_back(evalArray(*expr));
+    if (e.ins.back()->type.dtype == ir::DType::BF16)
+      fail(DiagId::NpyDType, expr->loc,
+           "savez cannot write " + key + " of type " + str(e.ins.back()->type) +
+               ": .npy (an .npz member) has no bfloat16 dtype",
+           "convert it to f32 first: " + key + "=cast(x, f32) (exact: every bf16 value is an f32)");
+  }
   e.params[path.first] = path.second;
   e.params["keys"] = keys;
   e.loc = c.loc;
@@ -377,8 +391,12 @@ SVal Sema::reduction(const ast::Expr &c, ir::Prim p, bool mean) {
   } else {
     for (int64_t i = 0; i < x->type.rank(); ++i) axes.push_back(i);
   }
-  if (mean && !ir::isFloat(x->type.dtype)) x = convert(x, ir::DType::F32, c.loc);
-  if (axes.empty()) return SVal::array(x, c.loc);
+  // mean: integers become floats (i32 -> f32, i64 -> f64, as JAX's mean); f16 and bf16 are
+  // summed and divided in f32 and rounded once (as jnp.mean, which upcasts them).
+  if (mean && !ir::isFloat(x->type.dtype)) x = convert(x, floatFor(x->type.dtype), c.loc);
+  ir::DType resultType = x->type.dtype;
+  if (mean && ir::isHalf(resultType)) x = convert(x, ir::DType::F32, c.loc);
+  if (axes.empty()) return SVal::array(convert(x, resultType, c.loc), c.loc);
   ir::Type t = x->type;
   t.shape.clear();
   int64_t count = 1;
@@ -390,7 +408,7 @@ SVal Sema::reduction(const ast::Expr &c, ir::Prim p, bool mean) {
   }
   ir::Value *r = emit(p, {x}, t, c.loc, {{"axes", axes}});
   if (mean) r = emit(ir::Prim::Div, {r, constant(t.dtype, t.shape, {(double)count}, c.loc)}, t, c.loc);
-  return SVal::array(r, c.loc);
+  return SVal::array(convert(r, resultType, c.loc), c.loc);
 }
 SVal Sema::bSum(const ast::Expr &c) { return reduction(c, ir::Prim::ReduceSum, false); }
 SVal Sema::bMean(const ast::Expr &c) { return reduction(c, ir::Prim::ReduceSum, true); }

@@ -142,7 +142,8 @@ SVal Sema::evalArrayLit(const ast::Expr &e) {
     for (double v : c.values)
       if (v > INT32_MAX || v < INT32_MIN)
         fail(DiagId::BadLiteral, e.loc, "array literal element does not fit in i32",
-             "use values between -2147483648 and 2147483647, or float literals");
+             "use values between -2147483648 and 2147483647 (for larger i64 values, scale an "
+             "i64 array: cast([3, 5], i64) * 1000000000), or float literals");
   return SVal::array(constant(dt, c.shape, c.values, e.loc), e.loc);
 }
 

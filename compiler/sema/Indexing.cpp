@@ -18,6 +18,9 @@ std::vector<int64_t> withoutAxis(const std::vector<int64_t> &shape, int64_t axis
 // An array of integer indices (a list literal becomes i32).
 ir::Value *Sema::indexArray(const ast::Expr &e, const std::string &what) {
   ir::Value *idx = evalArray(e);
+  if (idx->type.dtype == ir::DType::I64)
+    fail(DiagId::DTypeMismatch, e.loc, what + " must be i32, got " + str(idx->type),
+         "indices are i32: cast(idx, i32)");
   if (idx->type.dtype != ir::DType::I32)
     fail(DiagId::DTypeMismatch, e.loc, what + " must be integers, got " + str(idx->type),
          idx->type.dtype == ir::DType::Bool ? "boolean masks are not supported; use where(mask, x, 0)"

@@ -140,7 +140,9 @@ std::optional<SVal> Sema::programArg(const std::string &name, Loc loc) {
     fail(DiagId::BadProgramArg, loc, "program argument " + name + " is a str: only load and save take it",
          "write load(" + name + ", T) or save(" + name + ", x)");
   ir::DType dt = a.type == "f32" ? ir::DType::F32 : a.type == "f64" ? ir::DType::F64
-               : a.type == "i32" ? ir::DType::I32 : ir::DType::Bool;
+               : a.type == "i32" ? ir::DType::I32 : a.type == "i64" ? ir::DType::I64
+               : a.type == "f16" ? ir::DType::F16 : a.type == "bf16" ? ir::DType::BF16
+               : ir::DType::Bool;
   return SVal::array(emit(ir::Prim::ArgValue, {}, ir::Type{dt, {}, 0}, loc, {{"index", (int64_t)index}}), loc);
 }
 

@@ -59,6 +59,11 @@ struct SVal {
 
 struct Unit;
 
+// JAX's promotion of two (non-bool) dtypes, and the float an integer becomes where a float
+// literal, true division or mean needs one (Types.cpp).
+ir::DType promoteDTypes(ir::DType a, ir::DType b);
+ir::DType floatFor(ir::DType dt);
+
 // A function used as a value: a function's name, or a transform of a function value
 // (`grad(f, argnums=(0, 1))`). Only ever applied to arguments (Transforms.cpp).
 struct FnValue {

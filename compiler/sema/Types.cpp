@@ -49,6 +49,9 @@ ir::Type Sema::typeOf(const ast::TypeExpr &t) {
   case ast::DTypeName::F64: out.dtype = ir::DType::F64; break;
   case ast::DTypeName::I32: out.dtype = ir::DType::I32; break;
   case ast::DTypeName::Bool: out.dtype = ir::DType::Bool; break;
+  case ast::DTypeName::I64: out.dtype = ir::DType::I64; break;
+  case ast::DTypeName::F16: out.dtype = ir::DType::F16; break;
+  case ast::DTypeName::BF16: out.dtype = ir::DType::BF16; break;
   }
   out.shape = t.shape;
   for (size_t i = 0; i < t.dims.size(); ++i)
@@ -97,14 +100,22 @@ ir::Value *Sema::literalAs(const SVal &lit, ir::DType dt, const std::vector<int6
   std::string what = describe(lit);
   if (lit.literalIsFloat && !ir::isFloat(dt))
     fail(DiagId::DTypeMismatch, lit.loc, "cannot use " + what + " as " + ir::dtypeName(dt),
-         dt == ir::DType::I32 ? "write an integer, or cast the other operand to a float type"
-                              : "use true or false");
+         ir::isInt(dt) ? "write an integer, or cast the other operand to a float type"
+                       : "use true or false");
   if (dt == ir::DType::Bool)
     fail(DiagId::DTypeMismatch, lit.loc, "cannot use " + what + " as bool",
          "use true or false, or compare, e.g. x != 0");
   if (dt == ir::DType::I32 && (lit.literal > INT32_MAX || lit.literal < INT32_MIN))
     fail(DiagId::BadLiteral, lit.loc, what + " does not fit in i32",
-         "use a value between -2147483648 and 2147483647");
+         "use a value between -2147483648 and 2147483647, or make the other operand i64 "
+         "(cast(x, i64))");
+  // Literals are held as doubles (as constants are): integers are exact below 2^53; from 2^53
+  // on, the double may be the rounding of another integer (9007199254740993 reads as 2^53).
+  if (dt == ir::DType::I64 && std::fabs(lit.literal) >= 9007199254740992.0)
+    fail(DiagId::BadLiteral, lit.loc,
+         "an int literal of 2^53 (9007199254740992) or more in magnitude is not exact: this one "
+         "reads as " + formatNumber(lit.literal, false) + "; i64 literals must lie strictly between -2^53 and 2^53",
+         "build larger values with i64 arithmetic, e.g. cast(1073741824, i64) * 8589934592");
   return constant(dt, shape, {lit.literal}, loc);
 }
 
@@ -140,24 +151,35 @@ ir::Value *Sema::reshape(ir::Value *v, const std::vector<int64_t> &shape, Loc lo
   return emit(ir::Prim::Reshape, {v}, t, loc);
 }
 
-// JAX's type promotion for the dtypes the language has: i32 < f32 < f64, and the result of
-// mixed operands is the widest (i32 + f32 is f32, f32 + f64 is f64). Literals are weakly
-// typed: they adopt the arrays' dtype, except that a float literal lifts i32 to f32 (JAX's
-// default float with x64 off). With no array operand a float literal makes the result f32,
-// otherwise i32. bool does not mix with numbers (JAX would promote it; here a cast or a
-// select says what is meant).
-static int promotionRank(ir::DType dt) {
-  switch (dt) {
-  case ir::DType::Bool: return 0;
-  case ir::DType::I32: return 1;
-  case ir::DType::F32: return 2;
-  case ir::DType::F64: return 3;
-  }
-  return 0;
+// JAX's type promotion lattice for the dtypes the language has:
+//   i32 < i64 < {f16, bf16} < f32 < f64
+// i.e. two integers give the wider; an integer and a float give the float (i64 + f16 is f16,
+// as in JAX); two floats give the wider, and f16 with bf16 (neither holds the other) gives f32.
+// Literals are weakly typed: they adopt the arrays' dtype, except that a float literal lifts
+// an integer to a float: i32 to f32 (JAX's default float with x64 off, where i32 is the
+// default integer) and i64 to f64 (JAX's default float with x64 on). With no array operand a
+// float literal makes the result f32, otherwise i32. bool does not mix with numbers (JAX
+// would promote it; here a cast or a select says what is meant).
+ir::DType promoteDTypes(ir::DType a, ir::DType b) {
+  using D = ir::DType;
+  if (a == b) return a;
+  if (ir::isInt(a) && ir::isInt(b)) return D::I64;
+  if (ir::isInt(a)) return b;
+  if (ir::isInt(b)) return a;
+  if (a == D::F64 || b == D::F64) return D::F64;
+  return D::F32;  // f32 with a half type, or f16 with bf16
+}
+
+// The float a float literal (or true division, or mean) lifts an integer to.
+ir::DType floatFor(ir::DType dt) {
+  if (dt == ir::DType::I32) return ir::DType::F32;
+  if (dt == ir::DType::I64) return ir::DType::F64;
+  return dt;
 }
 
 ir::DType Sema::commonDType(const std::vector<SVal> &ops, const std::string &what, Loc loc) {
   const SVal *widest = nullptr, *boolArray = nullptr, *number = nullptr;
+  ir::DType common = ir::DType::Bool;
   bool floatLiteral = false;
   for (const SVal &o : ops) {
     if (o.kind == SVal::Axes) toArray(o);  // reports the error
@@ -166,7 +188,8 @@ ir::DType Sema::commonDType(const std::vector<SVal> &ops, const std::string &wha
     if (!slot) slot = &o;
     if (o.kind == SVal::Literal) {
       floatLiteral |= o.literalIsFloat;
-    } else if (!widest || promotionRank(o.value->type.dtype) > promotionRank(widest->value->type.dtype)) {
+    } else if (o.value->type.dtype != ir::DType::Bool) {
+      common = widest ? promoteDTypes(common, o.value->type.dtype) : o.value->type.dtype;
       widest = &o;
     }
   }
@@ -180,10 +203,8 @@ ir::DType Sema::commonDType(const std::vector<SVal> &ops, const std::string &wha
                                        : "cast the bool operand, e.g. cast(b, f32), or choose "
                                          "with select(b, x, y)");
   }
-  if (!widest) return floatLiteral ? ir::DType::F32 : ir::DType::I32;
-  ir::DType dt = widest->value->type.dtype;
-  if (dt == ir::DType::I32 && floatLiteral) return ir::DType::F32;
-  return dt;
+  if (!widest) return boolArray ? ir::DType::Bool : floatLiteral ? ir::DType::F32 : ir::DType::I32;
+  return floatLiteral ? floatFor(common) : common;
 }
 
 // numpy broadcasting: align trailing dimensions; a dimension of size 1 stretches.
@@ -221,11 +242,12 @@ ir::Value *Sema::asOperand(const SVal &o, ir::DType dt, const std::vector<int64_
 }
 
 // The operands as arrays of one dtype and one shape, ready for an element-wise eqn. `inexact`
-// promotes integers to f32, as JAX's true division does (int32 / int32 is float32).
+// promotes integers to floats, as JAX's true division does (int32 / int32 is float32; int64 /
+// int64 is float64, as with x64 on).
 std::vector<ir::Value *> Sema::unify(const std::vector<SVal> &ops, const std::string &what,
                                      Loc loc, bool inexact) {
   ir::DType dt = commonDType(ops, what, loc);
-  if (inexact && dt == ir::DType::I32) dt = ir::DType::F32;
+  if (inexact) dt = floatFor(dt);
   std::vector<int64_t> shape = broadcastShape(ops, what, loc);
   std::vector<ir::Value *> out;
   for (const SVal &o : ops) out.push_back(asOperand(o, dt, shape, loc));

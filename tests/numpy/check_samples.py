@@ -18,8 +18,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shm_rng  # noqa: E402  (the runtime's random generator, re-implemented)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HEADER = re.compile(r"^(.*?): (f32|f64|i32|bool)\[([0-9,]*)\]( = (.*))?$")
-DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "bool": np.bool_}
+HEADER = re.compile(r"^(.*?): (f32|f64|i32|bool|i64|f16|bf16)\[([0-9,]*)\]( = (.*))?$")
+# bf16 values are read as float32 (each is exactly one; Debian's numpy has no bfloat16)
+DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "bool": np.bool_, "i64": np.int64,
+          "f16": np.float16, "bf16": np.float32}
 
 
 def parse_expected(path):

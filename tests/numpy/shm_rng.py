@@ -8,12 +8,14 @@ match the C++ ones bit for bit (numpy never fuses multiply-adds).
     uniform(dtype, seed, n)  ->  random_uniform(T[n], seed=seed)
     normal(dtype, seed, n)   ->  random_normal(T[n], seed=seed)
 
-Command line (used by the unit tests): shm_rng.py uniform|normal f32|f64|i32|bool SEED N
+Command line (used by the unit tests): shm_rng.py uniform|normal f32|f64|f16|bf16|i32|bool SEED N
 prints one value per line, floats as float.hex().
 """
 import sys
 
 import numpy as np
+
+from bf16 import round_bf16
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 NORMAL_KEY = 0x6A09E667F3BCC909
@@ -81,7 +83,7 @@ def cos_2pi(u):
 
 
 def _dtype(dtype):
-    return np.dtype(dtype)
+    return dtype if dtype == "bf16" else np.dtype(dtype)
 
 
 def uniform(dtype, seed, n):
@@ -95,12 +97,18 @@ def uniform(dtype, seed, n):
         return (b >> _U64(33)).astype(np.int32)
     if dt == np.bool_:
         return (b >> _U64(63)) == 0
+    # f16 / bf16: k * 2^-p with p the significand's bits (11, 8): exact, in [0, 1); bf16 as
+    # float32 values (tests/numpy/bf16.py)
+    if dt == "bf16":
+        return (b >> _U64(56)).astype(np.float32) * np.float32(2.0 ** -8)
+    if dt == np.float16:
+        return ((b >> _U64(53)).astype(np.float32) * np.float32(2.0 ** -11)).astype(np.float16)
     raise ValueError("uniform: unsupported dtype %s" % dt)
 
 
 def normal(dtype, seed, n):
     dt = _dtype(dtype)
-    if dt not in (np.float32, np.float64):
+    if dt not in (np.float32, np.float64, np.float16, "bf16"):
         raise ValueError("normal: unsupported dtype %s" % dt)
     key = (int(seed) & 0xFFFFFFFFFFFFFFFF) ^ NORMAL_KEY
     i = np.arange(n, dtype=np.uint64)
@@ -109,18 +117,23 @@ def normal(dtype, seed, n):
     u1 = ((b1 >> _U64(11)) + _U64(1)).astype(np.float64) * 2.0 ** -53
     u2 = (b2 >> _U64(11)).astype(np.float64) * 2.0 ** -53
     z = np.sqrt(-2.0 * log_unit(u1)) * cos_2pi(u2)
+    if dt == "bf16":  # f16 / bf16: rounded to f32 first, as cast(x, bf16) of an f64 array
+        return round_bf16(z.astype(np.float32))
+    if dt == np.float16:
+        return z.astype(np.float32).astype(np.float16)
     return z.astype(dt)
 
 
 def main(argv):
     if len(argv) != 5 or argv[1] not in ("uniform", "normal"):
-        sys.stderr.write("usage: shm_rng.py uniform|normal f32|f64|i32|bool SEED N\n")
+        sys.stderr.write("usage: shm_rng.py uniform|normal f32|f64|f16|bf16|i32|bool SEED N\n")
         return 1
-    dt = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "bool": np.bool_}[argv[2]]
+    dt = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": "bf16", "i32": np.int32,
+          "bool": np.bool_}[argv[2]]
     vals = (uniform if argv[1] == "uniform" else normal)(dt, int(argv[3]), int(argv[4]))
     out = []
     for v in vals:
-        if dt in (np.float32, np.float64):
+        if dt in (np.float32, np.float64, np.float16, "bf16"):
             out.append(float(v).hex())
         elif dt == np.bool_:
             out.append("true" if v else "false")

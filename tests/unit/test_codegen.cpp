@@ -9,8 +9,15 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
+#include "half.h"
+
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <iterator>
+#include <random>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -419,12 +426,12 @@ TEST_CASE("emitted IR for every primitive verifies", "[codegen]") {
   // table and LLVM's verifier without running.
   ir::Module m;
   FB f = newFunc(m, "main", true);
-  for (DType d : {DType::F32, DType::F64, DType::I32}) {
+  for (DType d : {DType::F32, DType::F64, DType::I32, DType::I64, DType::F16, DType::BF16}) {
     ir::Type t = T(d, {16}), bt = T(DType::Bool, {16});
     ir::Value *a = f.op(Prim::Iota, {}, t, {{"dimension", int64_t(0)}});
     ir::Value *c = f.constant(t, {3});
-    for (Prim p : {Prim::Add, Prim::Sub, Prim::Mul, Prim::Div, Prim::Rem, Prim::Max, Prim::Min,
-                   Prim::Pow})
+    for (Prim p : {Prim::Add, Prim::Sub, Prim::Mul, Prim::Div, Prim::FloorDiv, Prim::Rem, Prim::Max,
+                   Prim::Min, Prim::Pow})
       f.print("b", f.op(p, {a, c}, t));
     for (Prim p : {Prim::Eq, Prim::Ne, Prim::Lt, Prim::Le, Prim::Gt, Prim::Ge})
       f.print("c", f.op(p, {a, c}, bt));
@@ -432,11 +439,98 @@ TEST_CASE("emitted IR for every primitive verifies", "[codegen]") {
     if (ir::isFloat(d))
       for (Prim p : {Prim::Exp, Prim::Log, Prim::Sin, Prim::Cos, Prim::Tanh, Prim::Sqrt})
         f.print("u", f.op(p, {a}, t));
-    for (DType to : {DType::F32, DType::F64, DType::I32, DType::Bool})
+    for (DType to : {DType::F32, DType::F64, DType::I32, DType::Bool, DType::I64, DType::F16, DType::BF16})
       f.print("cv", f.op(Prim::Convert, {a}, T(to, {16})));
   }
   Compiled c = compile(m, 2, "all");
   CHECK(c.error == "");
   Compiled c0 = compile(m, 0, "all");
   CHECK(c0.error == "");
+  // f16 / bf16 conversions are integer operations: no half / bfloat types, so no compiler-rt
+  // routine (__extendhfsf2, __truncsfhf2, __truncsfbf2, ...) that the link line lacks
+  for (const std::string &ir : {c.ir, c0.ir}) {
+    CHECK(ir.find(" half") == std::string::npos);
+    CHECK(ir.find("bfloat") == std::string::npos);
+    CHECK(ir.find("@__") == std::string::npos);
+  }
+}
+
+namespace {
+// The data of a version-1 .npy file the runtime's save wrote (little-endian, C order).
+std::vector<unsigned char> npyData(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() < 10) return {};
+  size_t header = 10 + (bytes[8] | (size_t)bytes[9] << 8);
+  return std::vector<unsigned char>(bytes.begin() + (long)std::min(header, bytes.size()), bytes.end());
+}
+template <typename T> std::vector<T> npyValues(const std::string &path) {
+  std::vector<unsigned char> d = npyData(path);
+  std::vector<T> v(d.size() / sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), d.data(), v.size() * sizeof(T));
+  return v;
+}
+} // namespace
+
+TEST_CASE("emitted f16 / bf16 conversions agree with runtime/half.h bit for bit", "[codegen]") {
+  // f32 values: random mantissas over every exponent f16 and bf16 round differently in, the
+  // ties of both (low 13 bits 0x1000, low 16 bits 0x8000) and their neighbours, f32 subnormals,
+  // the largest finite values, infinities and NaN. Emitted: f32 -> f16 (saved), f32 -> bf16 ->
+  // f32 (saved: exact), f64 -> f16 (through f32), and every non-NaN f16 -> f32.
+  std::vector<double> xs;
+  std::mt19937_64 rng(5);
+  for (uint32_t e = 0; e < 255; e += (e > 85 && e < 150) ? 1 : 7)
+    for (int k = 0; k < 300; ++k) {
+      const uint32_t s = (uint32_t)(rng() & 1) << 31, m = (uint32_t)rng() & 0x7fffffu;
+      for (uint32_t mm : {m, (m & ~0x1fffu) | 0x1000u, ((m & ~0x1fffu) | 0x1000u) + 1, (m & ~0xffffu) | 0x8000u,
+                          ((m & ~0xffffu) | 0x8000u) - 1})
+        xs.push_back((double)shm::f32_from_bits(s | e << 23 | (mm & 0x7fffffu)));
+    }
+  for (uint32_t u : {0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x477ff000u,
+                     0x477fefffu, 0x00000001u, 0x80000000u})
+    xs.push_back((double)shm::f32_from_bits(u));
+  std::vector<double> halves;
+  for (uint32_t h = 0; h < 0x10000; ++h)
+    if ((h & 0x7fff) <= 0x7c00) halves.push_back((double)shm::f16_to_f32((uint16_t)h));
+  const int64_t n = (int64_t)xs.size(), nh = (int64_t)halves.size();
+  const std::string dir = tempDir();
+
+  ir::Module m;
+  FB f = newFunc(m, "main", true);
+  ir::Value *x = f.constant(T(DType::F32, {n}), xs);
+  auto save = [&](ir::Value *v, const std::string &name) { f.eqn(Prim::Save, {v}, {}, {{"path", dir + "/" + name}}); };
+  save(f.op(Prim::Convert, {x}, T(DType::F16, {n})), "h.npy");
+  save(f.op(Prim::Convert, {f.op(Prim::Convert, {x}, T(DType::BF16, {n}))}, T(DType::F32, {n})), "b.npy");
+  ir::Value *x64 = f.op(Prim::Convert, {x}, T(DType::F64, {n}));
+  ir::Value *y64 = f.op(Prim::Mul, {x64, f.constant(T(DType::F64, {n}), {1.0 + 0x1p-40})}, T(DType::F64, {n}));
+  save(f.op(Prim::Convert, {y64}, T(DType::F16, {n})), "d.npy");
+  ir::Value *hv = f.constant(T(DType::F16, {nh}), halves);
+  save(f.op(Prim::Convert, {hv}, T(DType::F32, {nh})), "w.npy");
+  for (int level : {0, 2}) {
+    INFO("at -O" << level);
+    Compiled c = compile(m, level, "halfconv");
+    REQUIRE(c.error == "");
+    int status = 0;
+    std::string out = linkAndRun(c.object, status);
+    REQUIRE(status == 0);
+    std::vector<uint16_t> h = npyValues<uint16_t>(dir + "/h.npy"), d = npyValues<uint16_t>(dir + "/d.npy");
+    std::vector<float> b = npyValues<float>(dir + "/b.npy"), w = npyValues<float>(dir + "/w.npy");
+    REQUIRE((int64_t)h.size() == n);
+    REQUIRE((int64_t)b.size() == n);
+    REQUIRE((int64_t)d.size() == n);
+    REQUIRE((int64_t)w.size() == nh);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float xf = (float)xs[(size_t)i];
+      const bool nan = std::isnan(xf);
+      bad += nan ? (h[(size_t)i] & 0x7fff) <= 0x7c00 : h[(size_t)i] != shm::f32_to_f16(xf);
+      bad += nan ? !std::isnan(b[(size_t)i])
+                 : shm::f32_bits(b[(size_t)i]) != shm::f32_bits(shm::bf16_to_f32(shm::f32_to_bf16(xf)));
+      const double y = xs[(size_t)i] * (1.0 + 0x1p-40);
+      bad += nan ? (d[(size_t)i] & 0x7fff) <= 0x7c00 : d[(size_t)i] != shm::f32_to_f16((float)y);
+    }
+    for (int64_t i = 0; i < nh; ++i)
+      bad += shm::f32_bits(w[(size_t)i]) != shm::f32_bits((float)halves[(size_t)i]);
+    CHECK(bad == 0);
+  }
 }

@@ -201,6 +201,17 @@ TEST_CASE("lexer: keywords and identifiers", "[lexer]") {
   CHECK(toks[20].text == "None_");
 }
 
+TEST_CASE("lexer and parser: the dtypes i64, f16 and bf16", "[lexer][parser]") {
+  auto toks = lexString("i64 f16 bf16 bf16x f16_ i64[2]");
+  std::vector<Tok> want = {Tok::KwI64, Tok::KwF16, Tok::KwBF16, Tok::Ident, Tok::Ident,
+                           Tok::KwI64, Tok::LBracket, Tok::Int, Tok::RBracket, Tok::Eof};
+  CHECK(kinds(toks) == want);
+  CHECK(dump("def f(a: i64[4], b: f16[2, 3], c: bf16[]) -> bf16[] {}") ==
+        "(program\n  (def f\n    (params (a i64[4]) (b f16[2,3]) (c bf16[]))\n    (results bf16[])\n"
+        "    (body)))\n");
+  CHECK(exprDump("cast(x, bf16)") == "(call cast x (type bf16[]))");
+}
+
 TEST_CASE("lexer: punctuation and operators", "[lexer]") {
   auto toks = lexString("( ) [ ] { } , ; : . @ -> = + - * / // % == != < <= > >= && || ! ");
   std::vector<Tok> want = {

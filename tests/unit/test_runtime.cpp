@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include "child.h"
 
+#include "half.h"
 #include "shmap_runtime.h"
 #include "stats.h"
 
@@ -64,7 +65,17 @@ template <typename V, typename T> V insert_at(V v, int64_t pos, T x) {
   return v;
 }
 
-int64_t esize(int32_t dtype) { return dtype == SHM_F64 ? 8 : dtype == SHM_BOOL ? 1 : 4; }
+int64_t esize(int32_t dtype) {
+  return dtype == SHM_F64 || dtype == SHM_I64 ? 8 : dtype == SHM_BOOL ? 1 : dtype == SHM_F16 || dtype == SHM_BF16 ? 2 : 4;
+}
+
+// A value as the dtype holds it (f16 / bf16: rounded; the references compute in double on
+// the rounded inputs and round their results once, as the runtime does).
+double as_dtype(double v, int32_t dtype) {
+  if (dtype == SHM_F16) return shm::f16_to_f32(shm::f32_to_f16((float)v));
+  if (dtype == SHM_BF16) return shm::bf16_to_f32(shm::f32_to_bf16((float)v));
+  return v;
+}
 
 std::vector<unsigned char> to_bytes(const Values &v, int32_t dtype) {
   std::vector<unsigned char> b((size_t)(v.size() * esize(dtype)) + 1);
@@ -74,6 +85,9 @@ std::vector<unsigned char> to_bytes(const Values &v, int32_t dtype) {
     case SHM_F64: ((double *)b.data())[i] = v[i]; break;
     case SHM_I32: ((int32_t *)b.data())[i] = (int32_t)v[i]; break;
     case SHM_BOOL: b[i] = v[i] != 0; break;
+    case SHM_I64: ((int64_t *)b.data())[i] = (int64_t)v[i]; break;
+    case SHM_F16: ((uint16_t *)b.data())[i] = shm::f32_to_f16((float)v[i]); break;
+    case SHM_BF16: ((uint16_t *)b.data())[i] = shm::f32_to_bf16((float)v[i]); break;
     }
   }
   return b;
@@ -87,6 +101,9 @@ Values from_bytes(const void *p, int64_t n, int32_t dtype) {
     case SHM_F64: v[(size_t)i] = ((const double *)p)[i]; break;
     case SHM_I32: v[(size_t)i] = ((const int32_t *)p)[i]; break;
     case SHM_BOOL: v[(size_t)i] = ((const unsigned char *)p)[i]; break;
+    case SHM_I64: v[(size_t)i] = (double)((const int64_t *)p)[i]; break;
+    case SHM_F16: v[(size_t)i] = shm::f16_to_f32(((const uint16_t *)p)[i]); break;
+    case SHM_BF16: v[(size_t)i] = shm::bf16_to_f32(((const uint16_t *)p)[i]); break;
     }
   }
   return v;
@@ -304,11 +321,14 @@ void check_case(const Mesh &m, const Case &c) {
       if (c.dtype == SHM_BOOL) v = ((d * 3 + e) % 4) == 0;
       else if (c.kind == PMAX || c.kind == PMIN) v = (double)((d * 7 + e * 3) % 11) - 5;
       else v = d * 100 + e; // exact in f32
-      in[(size_t)d].push_back(v);
+      in[(size_t)d].push_back(as_dtype(v, c.dtype));
     }
   std::vector<Values> want((size_t)nd);
   Shape out_shape;
-  for (int d = 0; d < nd; ++d) want[(size_t)d] = reference(m, c, d, in, &out_shape);
+  for (int d = 0; d < nd; ++d) {
+    want[(size_t)d] = reference(m, c, d, in, &out_shape);
+    for (double &w : want[(size_t)d]) w = as_dtype(w, c.dtype);  // sums: rounded once
+  }
   const int32_t out_dtype = c.kind == AXIS_INDEX ? SHM_I32 : c.dtype;
 
   // Global arrays [ndev, block...] with dimension 0 split over all mesh axes (row-major), so
@@ -373,7 +393,7 @@ int64_t group_size(const MeshAxes &ma) {
 TEST_CASE("all-reduce collectives match the sequential reference", "[collectives]") {
   for (const MeshAxes &ma : mesh_configs()) {
     for (Kind k : {PSUM, PMAX, PMIN})
-      for (int32_t dt : {SHM_F32, SHM_F64, SHM_I32, SHM_BOOL}) {
+      for (int32_t dt : {SHM_F32, SHM_F64, SHM_I32, SHM_BOOL, SHM_I64, SHM_F16, SHM_BF16}) {
         // sizes below, equal to and above the group size (uneven chunks), and a scalar
         for (Shape shape : {Shape{}, Shape{3}, Shape{2, 5}, Shape{17}}) {
           Case c;
@@ -393,7 +413,7 @@ TEST_CASE("all_gather matches the reference, tiled and untiled", "[collectives]"
     for (int tiled : {0, 1})
       for (int axis = 0; axis <= 2; ++axis) {
         if (tiled && axis == 2) continue;
-        for (int32_t dt : {SHM_F32, SHM_F64, SHM_BOOL}) {
+        for (int32_t dt : {SHM_F32, SHM_F64, SHM_BOOL, SHM_I64, SHM_BF16}) {
           Case c;
           c.kind = ALL_GATHER;
           c.dtype = dt;
@@ -952,7 +972,7 @@ TEST_CASE("float sums: 2^25 ones are exact; -0 and NaN", "[kernels]") {
   CHECK(std::isnan(r));
 }
 
-TEST_CASE("matmul f32 / f64 / i32 with batch", "[kernels][blas]") {
+TEST_CASE("matmul f32 / f64 / i32 / i64 / f16 / bf16 with batch", "[kernels][blas]") {
   openblas_set_num_threads(1);
   const int64_t B = 2, M = 3, K = 4, N = 5;
   std::vector<double> a((size_t)(B * M * K)), b((size_t)(B * K * N)), want((size_t)(B * M * N), 0);
@@ -963,7 +983,7 @@ TEST_CASE("matmul f32 / f64 / i32 with batch", "[kernels][blas]") {
       for (int64_t j = 0; j < N; ++j)
         for (int64_t k = 0; k < K; ++k)
           want[(size_t)((bb * M + i) * N + j)] += a[(size_t)((bb * M + i) * K + k)] * b[(size_t)((bb * K + k) * N + j)];
-  for (int32_t dt : {SHM_F32, SHM_F64, SHM_I32}) {
+  for (int32_t dt : {SHM_F32, SHM_F64, SHM_I32, SHM_I64, SHM_F16, SHM_BF16}) {  // small integers: exact
     auto ab = to_bytes(a, dt), bbytes = to_bytes(b, dt);
     std::vector<unsigned char> out((size_t)(B * M * N * esize(dt)));
     shm_matmul(dt, ab.data(), bbytes.data(), out.data(), B, M, K, N);
@@ -973,6 +993,52 @@ TEST_CASE("matmul f32 / f64 / i32 with batch", "[kernels][blas]") {
   float z[4] = {9, 9, 9, 9};
   shm_matmul(SHM_F32, nullptr, nullptr, z, 1, 2, 0, 2); // k == 0: zeros
   for (float v : z) CHECK(v == 0);
+}
+
+TEST_CASE("f16 / bf16 kernels accumulate in f32 and round once; i64 wraps", "[kernels][blas]") {
+  openblas_set_num_threads(1);
+  const int64_t n = 4096;
+  std::vector<uint16_t> ones((size_t)n, shm::f32_to_bf16(1.0f));
+  uint16_t out = 0;
+  const int64_t shape[1] = {n}, axes[1] = {0};
+  shm_reduce(SHM_BF16, SHM_REDUCE_SUM, ones.data(), 1, shape, axes, 1, &out);
+  CHECK(shm::bf16_to_f32(out) == 4096.0f);  // a bf16 accumulator would stop at 256
+  std::vector<uint16_t> h((size_t)n, shm::f32_to_f16(1.0f));
+  shm_reduce(SHM_F16, SHM_REDUCE_SUM, h.data(), 1, shape, axes, 1, &out);
+  CHECK(shm::f16_to_f32(out) == 4096.0f);   // an f16 accumulator would stop at 2048
+  shm_matmul(SHM_BF16, ones.data(), ones.data(), &out, 1, 1, n, 1);
+  CHECK(shm::bf16_to_f32(out) == 4096.0f);
+  std::vector<uint16_t> c((size_t)n);
+  shm_cumsum(SHM_BF16, 0, ones.data(), 1, n, 1, c.data());
+  CHECK(shm::bf16_to_f32(c[256]) == 256.0f);  // 257 rounded (to even)
+  CHECK(shm::bf16_to_f32(c[257]) == 258.0f);
+  CHECK(shm::bf16_to_f32(c[(size_t)n - 1]) == 4096.0f);
+  // scatter_add rounds every addition, as XLA's scatter: 300 ones into one element give 256
+  std::vector<int32_t> idx(300, 0);
+  uint16_t zero[1] = {0}, acc[1];
+  shm_scatter_add(SHM_BF16, zero, 1, 1, 1, idx.data(), 300, ones.data(), acc);
+  CHECK(shm::bf16_to_f32(acc[0]) == 256.0f);
+  // max with a NaN, argmax on f16
+  uint16_t x[4] = {shm::f32_to_f16(1.0f), shm::f32_to_f16(3.0f), shm::f32_to_f16(NAN), shm::f32_to_f16(2.0f)};
+  const int64_t s4[1] = {4};
+  shm_reduce(SHM_F16, SHM_REDUCE_MAX, x, 1, s4, axes, 1, &out);
+  CHECK(std::isnan(shm::f16_to_f32(out)));
+  int32_t am = -1;
+  shm_argmax(SHM_F16, 0, x, 1, 4, 1, &am);
+  CHECK(am == 2);
+  // i64: sums and products wrap modulo 2^64
+  int64_t big[2] = {INT64_MAX, 2}, s = 0;
+  const int64_t s2[1] = {2};
+  shm_reduce(SHM_I64, SHM_REDUCE_SUM, big, 1, s2, axes, 1, &s);
+  CHECK(s == INT64_MIN + 1);
+  int64_t iota6[6];
+  const int64_t sh6[1] = {6};
+  shm_iota(SHM_I64, iota6, 1, sh6, 0);
+  CHECK(iota6[5] == 5);
+  uint16_t hi[3];
+  const int64_t sh3[1] = {3};
+  shm_iota(SHM_F16, hi, 1, sh3, 0);
+  CHECK(shm::f16_to_f32(hi[2]) == 2.0f);
 }
 
 TEST_CASE("slice with strides", "[kernels]") {
@@ -1111,6 +1177,8 @@ std::string format_random(int32_t dt, int32_t kind, int64_t seed, int64_t n) {
     case SHM_F64: std::snprintf(tmp, sizeof tmp, "%a", ((double *)buf.data())[i]); break;
     case SHM_I32: std::snprintf(tmp, sizeof tmp, "%d", ((int32_t *)buf.data())[i]); break;
     case SHM_BOOL: std::snprintf(tmp, sizeof tmp, "%s", buf[(size_t)i] ? "true" : "false"); break;
+    case SHM_F16: std::snprintf(tmp, sizeof tmp, "%a", (double)shm::f16_to_f32(((uint16_t *)buf.data())[i])); break;
+    case SHM_BF16: std::snprintf(tmp, sizeof tmp, "%a", (double)shm::bf16_to_f32(((uint16_t *)buf.data())[i])); break;
     }
     s += tmp;
     s += '\n';
@@ -1169,7 +1237,11 @@ TEST_CASE("random matches the numpy re-implementation bit for bit", "[random][py
                {"uniform", "bool", SHM_RANDOM_UNIFORM, SHM_BOOL, 3},
                {"normal", "f32", SHM_RANDOM_NORMAL, SHM_F32, 1},
                {"normal", "f64", SHM_RANDOM_NORMAL, SHM_F64, 2},
-               {"normal", "f64", SHM_RANDOM_NORMAL, SHM_F64, -77}};
+               {"normal", "f64", SHM_RANDOM_NORMAL, SHM_F64, -77},
+               {"uniform", "f16", SHM_RANDOM_UNIFORM, SHM_F16, 4},
+               {"uniform", "bf16", SHM_RANDOM_UNIFORM, SHM_BF16, 5},
+               {"normal", "f16", SHM_RANDOM_NORMAL, SHM_F16, 6},
+               {"normal", "bf16", SHM_RANDOM_NORMAL, SHM_BF16, -7}};
   for (auto &c : cases) {
     INFO(c.kind << " " << c.dt << " seed " << c.seed);
     const std::string py = run_python_rng(c.kind, c.dt, c.seed, 2000);
