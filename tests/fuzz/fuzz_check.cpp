@@ -4,8 +4,8 @@
 //
 // A user error (exit status 1) is fine; anything else a front end must never do aborts, so
 // libFuzzer records the input: a sanitizer report, an internal error (status 2: the verifier
-// failed), an exception other than CompileError, status 1 without an error reported, or
-// status 0 with one. As in the golden tests, a leading `# FLAGS: ...` comment line sets
+// failed), an exception other than CompileError, status 1 without an error reported or with
+// an error that does not say FILE:LINE:COL, or status 0 with one. As in the golden tests, a leading `# FLAGS: ...` comment line sets
 // --explicit-pbroadcast, --no-check-vma and --transpose=naive (other words are ignored), so
 // the fuzzer reaches those paths too. SHMAPC_FUZZ_SHOW=1 prints each input's status and
 // diagnostics (for triage).
@@ -68,6 +68,26 @@ void applyFlags(const std::string &text, CompileOptions &opts) {
   std::abort();
 }
 
+// Whether every error line names its place: `FILE:LINE:COL: error:` with FILE the program or
+// a stdlib module (issue 9: no exit-1 message without file:line:col).
+bool everyErrorLocated(const std::string &diagnostics) {
+  std::istringstream lines(diagnostics);
+  for (std::string line; std::getline(lines, line);) {
+    size_t at = line.find(": error: ");
+    if (at == std::string::npos || line.rfind("  ", 0) == 0 || line.rfind("    ", 0) == 0) continue;
+    std::string place = line.substr(0, at);  // FILE:LINE:COL
+    size_t c2 = place.rfind(':'), c1 = c2 == std::string::npos ? c2 : place.rfind(':', c2 - 1);
+    if (c1 == std::string::npos || c1 == 0) return false;
+    std::string file = place.substr(0, c1), ln = place.substr(c1 + 1, c2 - c1 - 1),
+                col = place.substr(c2 + 1);
+    bool digits = !ln.empty() && !col.empty() &&
+                  ln.find_first_not_of("0123456789") == std::string::npos &&
+                  col.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || (file != "fuzz.smp" && file.rfind("stdlib/", 0) != 0)) return false;
+  }
+  return true;
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
@@ -95,6 +115,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (show) std::fprintf(stderr, "status %d\n%s", rc, diags.str().c_str());
   bool reported = diags.str().find("error: ") != std::string::npos;
   if (rc == 1 && !reported) fail("status 1 without an error", diags.str());
+  if (rc == 1 && !everyErrorLocated(diags.str())) fail("an error without file:line:col", diags.str());
   if (rc == 0 && reported) fail("an error reported, yet status 0", diags.str());
   if (rc != 0 && rc != 1) fail(("internal error, status " + std::to_string(rc)).c_str(), diags.str());
   return 0;
