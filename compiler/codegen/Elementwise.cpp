@@ -111,7 +111,10 @@ llvm::Value *ScalarCtx::convert(llvm::Value *v, ir::DType from, ir::DType to) {
 }
 
 bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
-  int64_t n = f.eqns[first].outs[0]->type.numElements();
+  // The loop runs over the group's shape; its one-element values (FuncEmitter::plan) are the
+  // same in every iteration, read and written at element 0.
+  int64_t n = 0;
+  for (size_t i = first; i <= last; ++i) n = std::max(n, f.eqns[i].outs[0]->type.numElements());
   if (n == 0) return true;
   llvm::LLVMContext &ctx = me.ctx;
 
@@ -173,6 +176,7 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
     if (it != elem.end()) return it->second;
     llvm::Type *t = me.elemType(v->type.dtype);
     llvm::Value *buf = buffer(v);
+    single = single || v->type.numElements() == 1;
     llvm::LoadInst *ld = b.CreateLoad(t, b.CreateInBoundsGEP(t, buf, single ? i64(0) : idx));
     tagAccess(ld, buf);
     if (ir::isHalf(v->type.dtype)) return elem[v] = halfToF32(b, ld, v->type.dtype);
@@ -197,10 +201,11 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
       r = halfToF32(b, bits, outType);
     }
     elem[out] = r;
-    if (stored(out)) {
+    if (stored(out)) {  // a one-element value read after the group: element 0
       llvm::Value *buf = buffer(out);
       llvm::Type *t = me.elemType(out->type.dtype);
-      tagAccess(b.CreateStore(bits ? bits : r, b.CreateInBoundsGEP(t, buf, idx)), buf);
+      llvm::Value *at = out->type.numElements() == 1 ? i64(0) : idx;
+      tagAccess(b.CreateStore(bits ? bits : r, b.CreateInBoundsGEP(t, buf, at)), buf);
     }
   }
 

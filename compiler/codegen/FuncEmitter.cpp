@@ -29,16 +29,29 @@ void FuncEmitter::plan() {
     if (!storage_.count(f.results[i]))
       storage_[f.results[i]] = {StorageKind::OutSlot, (int)i, nullptr};
 
-  // Fusion groups: maximal runs of consecutive fusible eqns with one output shape.
+  // Fusion groups: maximal runs of consecutive fusible eqns with one output shape. An eqn
+  // with a one-element result (a scalar constant, the `c * 0.001` of `y * 1.5 + c * 0.001`
+  // before its broadcast) joins any group: its value is the same in every iteration (LLVM
+  // hoists it), so chains of `y = y * a + b` fuse into one loop.
   std::vector<int> groupOf(f.eqns.size(), -1);
+  std::vector<std::vector<int64_t>> groupShape;  // the loop's shape
+  std::vector<bool> onlyUnits;                   // a group of one-element results so far
+  auto isUnit = [](const ir::Eqn &e) { return e.outs[0]->type.numElements() == 1; };
   for (size_t i = 0; i < f.eqns.size(); ++i) {
     const ir::Eqn &e = f.eqns[i];
     if (!isFusible(e)) continue;
-    if (!groups_.empty() && groups_.back().second + 1 == i &&
-        f.eqns[groups_.back().first].outs[0]->type.shape == e.outs[0]->type.shape)
+    const std::vector<int64_t> &shape = e.outs[0]->type.shape;
+    bool unit = isUnit(e);
+    bool adjacent = !groups_.empty() && groups_.back().second + 1 == i;
+    if (adjacent && (shape == groupShape.back() || unit || onlyUnits.back())) {
       groups_.back().second = i;
-    else
+      if (!unit && onlyUnits.back()) groupShape.back() = shape;
+      onlyUnits.back() = onlyUnits.back() && unit;
+    } else {
       groups_.push_back({i, i});
+      groupShape.push_back(shape);
+      onlyUnits.push_back(unit);
+    }
     groupOf[i] = (int)groups_.size() - 1;
   }
   // A value computed in a group needs a buffer only if something outside the group reads it.
