@@ -191,9 +191,8 @@ void Linearizer::whileRule(const Eqn &e) {
                     "keep finished iterations unchanged with where(done, x, step(x)); forward "
                     "mode (jvp) differentiates while loops");
 
-  Eqn j = jvpLoop(e, 0, t);
-  popPrimal(e);
-  return emitWithTangentOuts(std::move(j), e);
+  popPrimal(e);  // before jvpLoop emits the tangents' initial values after it
+  return emitWithTangentOuts(jvpLoop(e, 0, t), e);
 }
 
 void Linearizer::loopRule(const Eqn &e) {
@@ -205,9 +204,8 @@ void Linearizer::loopRule(const Eqn &e) {
   for (Value *v : e.ins) t.push_back(isFloat(v->type.dtype) ? tangentOf(v) : nullptr);
 
   if (emitTangents) {  // jvp: one loop over (consts, const tangents; carries, carry tangents)
-    Eqn j = jvpLoop(e, 1, t);
-    popPrimal(e);
-    return emitWithTangentOuts(std::move(j), e);
+    popPrimal(e);  // before jvpLoop emits the tangents' initial values after it
+    return emitWithTangentOuts(jvpLoop(e, 1, t), e);
   }
 
   // A body that communicates keeps its collectives' results (savingLoop): never blocked, since
