@@ -191,8 +191,8 @@ void Linearizer::whileRule(const Eqn &e) {
                     "keep finished iterations unchanged with where(done, x, step(x)); forward "
                     "mode (jvp) differentiates while loops");
 
+  popPrimal(e);  // before jvpLoop emits the zero tangents after it (then it was not the last)
   Eqn j = jvpLoop(e, 0, t);
-  popPrimal(e);
   return emitWithTangentOuts(std::move(j), e);
 }
 
@@ -205,8 +205,8 @@ void Linearizer::loopRule(const Eqn &e) {
   for (Value *v : e.ins) t.push_back(isFloat(v->type.dtype) ? tangentOf(v) : nullptr);
 
   if (emitTangents) {  // jvp: one loop over (consts, const tangents; carries, carry tangents)
+    popPrimal(e);  // as in whileRule
     Eqn j = jvpLoop(e, 1, t);
-    popPrimal(e);
     return emitWithTangentOuts(std::move(j), e);
   }
 
