@@ -6,6 +6,10 @@
                        arguments to the program, `# FLAGS: ...` flags to shmapc.
   error   PROG.smp  -> `shmapc check` must exit 1; stderr must equal PROG.expected.
 
+Both compile with --verify-each: after sema and after every pass, the IR verifier checks the
+structure and every equation against its primitive's shape rule (compiler/prims/), so an
+ill-typed equation any pass builds fails the test as an internal error.
+
 Paths in diagnostics are relative to the repository root, so the runner works from there.
 
   golden.py --shmapc BUILD/compiler/shmapc run samples/psum.smp
@@ -67,8 +71,8 @@ def expects_failure(path):
 def actual_run(shmapc, path):
     with tempfile.TemporaryDirectory() as tmp:
         exe = os.path.join(tmp, "prog")
-        c = subprocess.run([shmapc, "compile", path, "-o", exe] + compile_flags(path), capture_output=True, text=True,
-                           timeout=300)
+        c = subprocess.run([shmapc, "compile", path, "-o", exe, "--verify-each"] + compile_flags(path),
+                           capture_output=True, text=True, timeout=300)
         if c.returncode != 0:
             return "compile failed (status %d):\n%s" % (c.returncode, c.stderr)
         r = run_program(exe, path, program_args(path), tmp)
@@ -79,7 +83,8 @@ def actual_run(shmapc, path):
 
 
 def actual_error(shmapc, path):
-    r = subprocess.run([shmapc, "check", path] + compile_flags(path), capture_output=True, text=True, timeout=120)
+    r = subprocess.run([shmapc, "check", path, "--verify-each"] + compile_flags(path), capture_output=True, text=True,
+                       timeout=120)
     if r.returncode != 1:
         return "expected exit status 1, got %d\nstdout:\n%s\nstderr:\n%s" % (
             r.returncode, r.stdout, r.stderr)

@@ -10,6 +10,7 @@
 #include "lexer/Lexer.h"
 #include "parser/Parser.h"
 #include "passes/Passes.h"
+#include "prims/Rules.h"
 #include "sema/Sema.h"
 #include "source/BigStack.h"
 
@@ -26,8 +27,9 @@ namespace shmapc {
 
 namespace {
 
+// The structural checks and every equation's shape rule (prims::verifyModule).
 bool verifyAfter(const ir::Module &m, const char *stage) {
-  std::vector<std::string> problems = ir::verifyModule(m);
+  std::vector<std::string> problems = prims::verifyModule(m);
   if (problems.empty()) return true;
   std::cerr << "shmapc: internal error: the IR verifier failed after '" << stage << "':\n";
   for (const std::string &p : problems) std::cerr << "  " << p << "\n";
@@ -135,6 +137,9 @@ int compile(const CompileOptions &opts, std::ostream &diagOut) {
       return compileWith(opts, sm, diags);
     } catch (const CompileError &) {
       return 1;
+    } catch (const InternalError &e) {  // an equation its primitive's shape rule refuses
+      diagOut << "shmapc: internal error: " << e.what() << "\n";
+      return 2;
     }
   });
 }

@@ -173,8 +173,13 @@ std::string printModule(const Module &m);
 std::string printFunc(const Func &f);
 
 // Checks structural invariants: every operand defined before use in its Func (params, earlier
-// outs), arities match PrimInfo, element-wise operand shapes equal, bodies' signatures match
-// their eqn, collectives only in Funcs with a mesh. Returns the problems found (empty = ok).
-std::vector<std::string> verifyModule(const Module &m);
+// outs), arities match PrimInfo, results defined once, collectives only in Funcs with a mesh.
+// Returns the problems found (empty = ok). With `shapeCheck` (prims::shapeProblem, which the
+// driver passes through prims::verifyModule: ir is below prims), it is also run on every
+// equation that passed those checks, and what it returns ("" = ok) is reported: each
+// primitive's shape rule, from operand types and params to result types, including the
+// signatures of higher-order bodies.
+using EqnCheck = std::string (*)(const Eqn &e, const Func &f);
+std::vector<std::string> verifyModule(const Module &m, EqnCheck shapeCheck = nullptr);
 
 } // namespace shmapc::ir

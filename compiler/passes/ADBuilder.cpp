@@ -1,6 +1,7 @@
 // Builder helpers, flattening (calls inlined, loop bodies and cond branches flattened) and
 // dead equation removal for the differentiate pass.
 #include "passes/AD.h"
+#include "prims/Rules.h"
 
 #include <algorithm>
 #include <numeric>
@@ -11,6 +12,11 @@ Value *Builder::emit(Prim p, std::vector<Value *> ins, const Type &out,
                      std::map<std::string, Attr> params, const std::string &hint) {
   Value *v = f.newValue(out, hint);
   f.eqns.push_back(Eqn{p, std::move(ins), {v}, std::move(params), {}, loc});
+  // Always on (a few comparisons per equation): `out` must be what the primitive's shape rule
+  // computes; a mismatch is a bug in a jvp or transpose rule, reported as an internal error.
+  std::string why = prims::shapeProblem(f.eqns.back(), f);
+  if (!why.empty())
+    throw InternalError("autodiff built an ill-typed " + std::string(primName(p)) + " in @" + f.name + ": " + why);
   return v;
 }
 

@@ -8,6 +8,8 @@ namespace shmapc::prims {
 
 namespace {
 
+bool allReduceShape(ShapeCtx &c) { return collectiveSameShape(c, isNumeric, "numeric"); }
+
 bool lowerAllReduce(FuncEmitter &fe, size_t i, const char *runtimeFn) {
   const Eqn &e = fe.f.eqns[i];
   const Type &t = e.ins[0]->type;
@@ -34,6 +36,7 @@ void extremumJvp(JvpCtx &c) {
 // Only left in bodies with check_vma=false (the pre-seed-000 behaviour): transposes to itself.
 template <> const Rules &define<Prim::Psum>() {
   static const Rules r{
+      .shape = allReduceShape,
       .variance = VarianceRule::UserPsum,
       .jvp = linearJvp,
       .transpose = [](TransposeCtx &c) { c.accumulate(0, c.apply(Prim::Psum, c.c, c.e.params, c.xt)); },
@@ -45,6 +48,7 @@ template <> const Rules &define<Prim::Psum>() {
 
 template <> const Rules &define<Prim::Psum2>() {
   static const Rules r{
+      .shape = allReduceShape,
       .variance = VarianceRule::VaryingToInvariant,
       .jvp = linearJvp,
       .transpose = [](TransposeCtx &c) { c.accumulate(0, c.apply(Prim::Pbroadcast, c.c, c.e.params, c.xt)); },
@@ -57,6 +61,7 @@ template <> const Rules &define<Prim::Psum2>() {
 // No data moves: an alias or a copy, and the identity inside a fused loop.
 template <> const Rules &define<Prim::Pbroadcast>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) { return collectiveSameShape(c, anyDType, "any"); },
       .variance = VarianceRule::InvariantToVarying,
       .jvp = linearJvp,
       .transpose = [](TransposeCtx &c) { c.accumulate(0, c.apply(Prim::Psum2, c.c, c.e.params, c.xt)); },
@@ -71,6 +76,7 @@ template <> const Rules &define<Prim::Pbroadcast>() {
 
 template <> const Rules &define<Prim::Pmax>() {
   static const Rules r{
+      .shape = allReduceShape,
       .variance = VarianceRule::MaxMin,
       .jvp = extremumJvp,
       .transpose = notLinear,
@@ -82,6 +88,7 @@ template <> const Rules &define<Prim::Pmax>() {
 
 template <> const Rules &define<Prim::Pmin>() {
   static const Rules r{
+      .shape = allReduceShape,
       .variance = VarianceRule::MaxMin,
       .jvp = extremumJvp,
       .transpose = notLinear,

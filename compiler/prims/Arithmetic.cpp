@@ -120,6 +120,7 @@ void maxMinJvp(JvpCtx &c) {
 
 template <> const Rules &define<Prim::Add>() {
   static const Rules r = elementwise(
+      numericOperands,
       [](JvpCtx &c) { c.set(c.add(c.t[0], c.t[1])); },
       [](TransposeCtx &c) {
         c.accumulate(0, c.c);
@@ -134,6 +135,7 @@ template <> const Rules &define<Prim::Add>() {
 
 template <> const Rules &define<Prim::Sub>() {
   static const Rules r = elementwise(
+      numericOperands,
       [](JvpCtx &c) {
         if (!c.t[0]) return c.set(c.linear(Prim::Neg, {c.t[1]}, c.ty));
         c.set(c.t[1] ? c.linear(Prim::Sub, {c.t[0], c.t[1]}, c.ty) : c.t[0]);
@@ -152,6 +154,7 @@ template <> const Rules &define<Prim::Sub>() {
 // Linear in each operand when the other is not a tangent (the product rule otherwise).
 template <> const Rules &define<Prim::Mul>() {
   static const Rules r = elementwise(
+      numericOperands,
       [](JvpCtx &c) {
         Value *ta = c.t[0] ? c.linear(Prim::Mul, {c.t[0], c.e.ins[1]}, c.ty) : nullptr;
         Value *tb = c.t[1] ? c.linear(Prim::Mul, {c.e.ins[0], c.t[1]}, c.ty) : nullptr;
@@ -172,6 +175,7 @@ template <> const Rules &define<Prim::Mul>() {
 // Integers: floor division (numpy's //).
 template <> const Rules &define<Prim::Div>() {
   static const Rules r = elementwise(
+      numericOperands,
       [](JvpCtx &c) {
         Value *ta = c.t[0] ? c.linear(Prim::Div, {c.t[0], c.e.ins[1]}, c.ty) : nullptr;
         if (!c.t[1]) return c.set(ta);
@@ -188,7 +192,7 @@ template <> const Rules &define<Prim::Div>() {
 
 // numpy's floor_divide: piecewise constant, so a zero gradient (as JAX's).
 template <> const Rules &define<Prim::FloorDiv>() {
-  static const Rules r = elementwise(noTangent, notLinear, [](ScalarCtx &c) -> llvm::Value * {
+  static const Rules r = elementwise(numericOperands, noTangent, notLinear, [](ScalarCtx &c) -> llvm::Value * {
     if (c.fp) return floatFloorDiv(c.b, c.x[0], c.x[1]);
     return c.isBool ? c.b.CreateAnd(c.x[0], c.x[1]) : intDivRem(c.b, c.x[0], c.x[1], false);
   });
@@ -199,6 +203,7 @@ template <> const Rules &define<Prim::FloorDiv>() {
 // -(a - y) / b.
 template <> const Rules &define<Prim::Rem>() {
   static const Rules r = elementwise(
+      numericOperands,
       [](JvpCtx &c) {
         if (!c.t[1]) return c.set(c.t[0]);
         Value *q = c.b.binary(Prim::Div, c.b.binary(Prim::Sub, c.e.ins[0], c.y), c.e.ins[1]);
@@ -213,18 +218,19 @@ template <> const Rules &define<Prim::Rem>() {
 }
 
 template <> const Rules &define<Prim::Max>() {
-  static const Rules r = elementwise(maxMinJvp, notLinear, [](ScalarCtx &c) { return maxMin(c, true); });
+  static const Rules r = elementwise(numericOperands, maxMinJvp, notLinear, [](ScalarCtx &c) { return maxMin(c, true); });
   return r;
 }
 
 template <> const Rules &define<Prim::Min>() {
-  static const Rules r = elementwise(maxMinJvp, notLinear, [](ScalarCtx &c) { return maxMin(c, false); });
+  static const Rules r = elementwise(numericOperands, maxMinJvp, notLinear, [](ScalarCtx &c) { return maxMin(c, false); });
   return r;
 }
 
 // d(a^b) = b a^(b-1) da + log(a) a^b db.
 template <> const Rules &define<Prim::Pow>() {
   static const Rules r = elementwise(
+      numericOperands,
       [](JvpCtx &c) {
         Builder &b = c.b;
         const Eqn &e = c.e;
@@ -252,13 +258,13 @@ template <> const Rules &define<Prim::Pow>() {
 
 template <> const Rules &define<Prim::And>() {
   static const Rules r =
-      elementwise(noTangent, notLinear, [](ScalarCtx &c) { return c.b.CreateAnd(c.x[0], c.x[1]); });
+      elementwise(boolOperands, noTangent, notLinear, [](ScalarCtx &c) { return c.b.CreateAnd(c.x[0], c.x[1]); });
   return r;
 }
 
 template <> const Rules &define<Prim::Or>() {
   static const Rules r =
-      elementwise(noTangent, notLinear, [](ScalarCtx &c) { return c.b.CreateOr(c.x[0], c.x[1]); });
+      elementwise(boolOperands, noTangent, notLinear, [](ScalarCtx &c) { return c.b.CreateOr(c.x[0], c.x[1]); });
   return r;
 }
 

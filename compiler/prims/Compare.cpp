@@ -18,38 +18,45 @@ llvm::Value *compare(ScalarCtx &c, CP::Predicate fp, CP::Predicate in) {
 } // namespace
 
 template <> const Rules &define<Prim::Eq>() {
-  static const Rules r = elementwise(noTangent, notLinear, [](ScalarCtx &c) { return compare(c, CP::FCMP_OEQ, CP::ICMP_EQ); });
+  static const Rules r = elementwise(compareAny, noTangent, notLinear, [](ScalarCtx &c) { return compare(c, CP::FCMP_OEQ, CP::ICMP_EQ); });
   return r;
 }
 
 template <> const Rules &define<Prim::Ne>() {
-  static const Rules r = elementwise(noTangent, notLinear, [](ScalarCtx &c) { return compare(c, CP::FCMP_UNE, CP::ICMP_NE); });
+  static const Rules r = elementwise(compareAny, noTangent, notLinear, [](ScalarCtx &c) { return compare(c, CP::FCMP_UNE, CP::ICMP_NE); });
   return r;
 }
 
 template <> const Rules &define<Prim::Lt>() {
-  static const Rules r = elementwise(noTangent, notLinear, [](ScalarCtx &c) { return compare(c, CP::FCMP_OLT, CP::ICMP_SLT); });
+  static const Rules r = elementwise(compareNumbers, noTangent, notLinear, [](ScalarCtx &c) { return compare(c, CP::FCMP_OLT, CP::ICMP_SLT); });
   return r;
 }
 
 template <> const Rules &define<Prim::Le>() {
-  static const Rules r = elementwise(noTangent, notLinear, [](ScalarCtx &c) { return compare(c, CP::FCMP_OLE, CP::ICMP_SLE); });
+  static const Rules r = elementwise(compareNumbers, noTangent, notLinear, [](ScalarCtx &c) { return compare(c, CP::FCMP_OLE, CP::ICMP_SLE); });
   return r;
 }
 
 template <> const Rules &define<Prim::Gt>() {
-  static const Rules r = elementwise(noTangent, notLinear, [](ScalarCtx &c) { return compare(c, CP::FCMP_OGT, CP::ICMP_SGT); });
+  static const Rules r = elementwise(compareNumbers, noTangent, notLinear, [](ScalarCtx &c) { return compare(c, CP::FCMP_OGT, CP::ICMP_SGT); });
   return r;
 }
 
 template <> const Rules &define<Prim::Ge>() {
-  static const Rules r = elementwise(noTangent, notLinear, [](ScalarCtx &c) { return compare(c, CP::FCMP_OGE, CP::ICMP_SGE); });
+  static const Rules r = elementwise(compareNumbers, noTangent, notLinear, [](ScalarCtx &c) { return compare(c, CP::FCMP_OGE, CP::ICMP_SGE); });
   return r;
 }
 
 // select(pred, a, b): linear in a and b (the predicate has no tangent).
 template <> const Rules &define<Prim::Select>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {  // (pred bool, on_true, on_false) of one shape
+        if (c.in(0).dtype != DType::Bool) return c.fail("predicate " + typeText(c.in(0)) + " is not bool");
+        if (!c.in(1).sameShape(c.in(2)) || c.in(0).shape != c.in(1).shape)
+          return c.fail("operands " + typeText(c.in(0)) + ", " + typeText(c.in(1)) + ", " + typeText(c.in(2)) +
+                        " differ (the choices have one type, the predicate their shape)");
+        return c.out(c.in(1));
+      },
       .variance = VarianceRule::SameAsOperands,
       .jvp = [](JvpCtx &c) {
         if (!c.t[1] && !c.t[2]) return;

@@ -13,6 +13,15 @@ namespace shmapc::prims {
 // A splat (one value) is fused into the loops that read it.
 template <> const Rules &define<Prim::Constant>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {  // the declared type; one value (a splat) or one per element
+        std::vector<double> none;
+        auto it = c.e.params.find("value");
+        const auto *values = it == c.e.params.end() ? nullptr : std::get_if<std::vector<double>>(&it->second);
+        if (!values) return c.fail("needs a value list param 'value'");
+        if (values->size() != 1 && (int64_t)values->size() != c.declared().numElements())
+          return c.fail(std::to_string(values->size()) + " values for " + typeText(c.declared()));
+        return c.out(c.declared());
+      },
       .variance = VarianceRule::Invariant,
       .jvp = noTangent,
       .transpose = notLinear,
@@ -57,6 +66,12 @@ template <> const Rules &define<Prim::Constant>() {
 
 template <> const Rules &define<Prim::Iota>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {  // the declared type: numeric, rank >= 1, `dimension` one of its dims
+        int64_t dim;
+        const Type &t = c.declared();
+        if (t.dtype == DType::Bool || t.rank() == 0) return c.fail("cannot make " + typeText(t));
+        return c.param("dimension", dim) && c.inRange(dim, t.rank(), "dimension") && c.out(t);
+      },
       .variance = VarianceRule::Invariant,
       .jvp = noTangent,
       .transpose = notLinear,
@@ -70,6 +85,15 @@ template <> const Rules &define<Prim::Iota>() {
       .scalar = nullptr,
   };
   return r;
+}
+
+// The declared float type; the seed is a `seed` param or one i32[] operand.
+static bool randomShape(ShapeCtx &c) {
+  int64_t seed;
+  if (c.numIns() > 1) return c.fail("takes at most one operand (the seed)");
+  if (c.numIns() == 1 ? !c.i32Scalar(0, "the seed") : !c.param("seed", seed)) return false;
+  if (!isFloat(c.declared().dtype)) return c.fail("makes floats, not " + typeText(c.declared()));
+  return c.out(c.declared());
 }
 
 // Deterministic across runs and machines (docs/numerics.md); `kind` is SHM_RANDOM_NORMAL or
@@ -88,6 +112,7 @@ static bool lowerRandom(FuncEmitter &fe, size_t i, int kind) {
 // draws); without one it is invariant (SameAsOperands of no operands).
 template <> const Rules &define<Prim::RandomNormal>() {
   static const Rules r{
+      .shape = randomShape,
       .variance = VarianceRule::SameAsOperands,
       .jvp = noTangent,
       .transpose = notLinear,
@@ -99,6 +124,7 @@ template <> const Rules &define<Prim::RandomNormal>() {
 
 template <> const Rules &define<Prim::RandomUniform>() {
   static const Rules r{
+      .shape = randomShape,
       .variance = VarianceRule::SameAsOperands,
       .jvp = noTangent,
       .transpose = notLinear,

@@ -7,6 +7,28 @@ namespace shmapc::prims {
 
 template <> const Rules &define<Prim::AllToAll>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {
+        // Tiled: split_axis divided by the group size n, concat_axis multiplied by it. Untiled:
+        // split_axis (of size n) removed, a dimension of n inserted at concat_axis.
+        int64_t n, split, concat;
+        bool tiled;
+        if (!c.groupSize(n) || !c.param("split_axis", split) || !c.param("concat_axis", concat) || !c.flag("tiled", tiled))
+          return false;
+        std::vector<int64_t> shape = c.in(0).shape;
+        int64_t rank = (int64_t)shape.size();
+        if (!c.inRange(split, rank, "split_axis") || !c.inRange(concat, rank, "concat_axis")) return false;
+        if (tiled ? shape[split] % n != 0 : shape[split] != n)
+          return c.fail("split_axis " + std::to_string(split) + " of " + typeText(c.in(0)) +
+                        (tiled ? " is not divisible by" : " is not") + " the group size " + std::to_string(n));
+        if (tiled) {
+          shape[split] /= n;
+          shape[concat] *= n;
+        } else {
+          shape.erase(shape.begin() + split);
+          shape.insert(shape.begin() + concat, n);
+        }
+        return c.out(c.in(0).dtype, shape);
+      },
       .variance = VarianceRule::VaryingToVarying,
       .jvp = linearJvp,
       .transpose = [](TransposeCtx &c) {
@@ -36,6 +58,19 @@ template <> const Rules &define<Prim::AllToAll>() {
 // perm: flattened (source, destination) pairs; devices no pair sends to receive zeros.
 template <> const Rules &define<Prim::Ppermute>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {  // perm: (source, destination) group indices, each at most once
+        int64_t n;
+        std::vector<int64_t> perm;
+        if (!c.groupSize(n) || !c.param("perm", perm)) return false;
+        if (perm.size() % 2) return c.fail("perm has an odd number of entries");
+        std::vector<bool> src(n), dst(n);
+        for (size_t i = 0; i < perm.size(); i += 2) {
+          if (!c.inRange(perm[i], n, "perm source") || !c.inRange(perm[i + 1], n, "perm destination")) return false;
+          if (src[perm[i]] || dst[perm[i + 1]]) return c.fail("perm repeats a source or a destination");
+          src[perm[i]] = dst[perm[i + 1]] = true;
+        }
+        return c.out(c.in(0));
+      },
       .variance = VarianceRule::VaryingToVarying,
       .jvp = linearJvp,
       .transpose = [](TransposeCtx &c) {
@@ -62,6 +97,10 @@ template <> const Rules &define<Prim::Ppermute>() {
 // () -> i32[], varying over its axes: the row-major index of the device in the group.
 template <> const Rules &define<Prim::AxisIndex>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {
+        int64_t n;
+        return c.groupSize(n) && c.out(DType::I32, {});
+      },
       .variance = VarianceRule::AxisIndex,
       .jvp = noTangent,
       .transpose = notLinear,

@@ -11,6 +11,35 @@ namespace shmapc::prims {
 
 namespace {
 
+// all_gather, all_gather_invariant: tiled multiplies dimension `axis` by the group size n;
+// untiled inserts a dimension of size n at `axis` (0 <= axis <= rank).
+bool gatherShape(ShapeCtx &c) {
+  int64_t n, axis;
+  bool tiled;
+  if (!c.groupSize(n) || !c.param("axis", axis) || !c.flag("tiled", tiled)) return false;
+  std::vector<int64_t> shape = c.in(0).shape;
+  if (!c.inRange(axis, (int64_t)shape.size() + (tiled ? 0 : 1), "axis")) return false;
+  if (tiled) shape[axis] *= n;
+  else shape.insert(shape.begin() + axis, n);
+  return c.out(c.in(0).dtype, shape);
+}
+
+// psum_scatter (dimension param scatter_dimension), pscatter (axis): tiled divides the
+// dimension by the group size n; untiled needs it of size n and removes it.
+bool scatterShape(ShapeCtx &c, const char *dimParam) {
+  int64_t n, dim;
+  bool tiled;
+  if (!c.groupSize(n) || !c.param(dimParam, dim) || !c.flag("tiled", tiled)) return false;
+  std::vector<int64_t> shape = c.in(0).shape;
+  if (!c.inRange(dim, (int64_t)shape.size(), dimParam)) return false;
+  if (tiled ? shape[dim] % n != 0 : shape[dim] != n)
+    return c.fail(std::string(tiled ? "tiled: dimension " : "untiled: dimension ") + std::to_string(dim) + " of " +
+                  typeText(c.in(0)) + (tiled ? " is not divisible by " : " is not ") + "the group size " + std::to_string(n));
+  if (tiled) shape[dim] /= n;
+  else shape.erase(shape.begin() + dim);
+  return c.out(c.in(0).dtype, shape);
+}
+
 // Params of the gather side (axis) from the scatter side (scatter_dimension) and back.
 std::map<std::string, Attr> scatterParams(const Eqn &e) {
   return {{"axes", e.params.at("axes")}, {"scatter_dimension", e.params.at("axis")}, {"tiled", e.params.at("tiled")}};
@@ -30,6 +59,7 @@ bool lowerAllGather(FuncEmitter &fe, size_t i) {
 
 template <> const Rules &define<Prim::AllGather>() {
   static const Rules r{
+      .shape = gatherShape,
       .variance = VarianceRule::VaryingToVarying,
       .jvp = linearJvp,
       .transpose = [](TransposeCtx &c) {
@@ -43,6 +73,7 @@ template <> const Rules &define<Prim::AllGather>() {
 
 template <> const Rules &define<Prim::PsumScatter>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) { return scatterShape(c, "scatter_dimension"); },
       .variance = VarianceRule::VaryingToVarying,
       .jvp = linearJvp,
       .transpose = [](TransposeCtx &c) {
@@ -72,6 +103,7 @@ template <> const Rules &define<Prim::PsumScatter>() {
 // psum_scatter.
 template <> const Rules &define<Prim::AllGatherInvariant>() {
   static const Rules r{
+      .shape = gatherShape,
       .variance = VarianceRule::VaryingToInvariant,
       .jvp = linearJvp,
       .transpose = [](TransposeCtx &c) {
@@ -88,6 +120,7 @@ template <> const Rules &define<Prim::AllGatherInvariant>() {
 // out.shape[axis] rows; untiled: one row, whose dimension the output drops (same bytes).
 template <> const Rules &define<Prim::Pscatter>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) { return scatterShape(c, "axis"); },
       .variance = VarianceRule::InvariantToVarying,
       .jvp = linearJvp,
       .transpose = [](TransposeCtx &c) {

@@ -5,9 +5,25 @@
 // (flattenInto), and a load is a constant to autodiff.
 #include "prims/Prim.h"
 
+#include <algorithm>
+
 namespace shmapc::prims {
 
 namespace {
+
+// load, save, savez: exactly one of `path` (a string) and `path_arg` (an int), and a dtype
+// .npy has (not bf16); save and savez only on the host.
+bool fileShape(ShapeCtx &c, const Type *t) {
+  const Eqn &e = c.e;
+  int64_t index;
+  if (e.has("path") == e.has("path_arg")) return c.fail("needs exactly one of path and path_arg");
+  if (e.has("path") && !std::holds_alternative<std::string>(e.params.at("path")))
+    return c.fail("path must be a string");
+  if (e.has("path_arg") && !c.param("path_arg", index)) return false;
+  if (t && t->dtype == DType::BF16) return c.fail(".npy has no bfloat16 dtype: " + typeText(*t));
+  if (e.prim != Prim::Load && c.f.mesh) return c.fail("file output inside a shmap body");
+  return true;
+}
 
 // The path argument of the runtime's file calls: a literal or a str program argument's value
 // (runtime/cli.cpp).
@@ -38,6 +54,7 @@ std::vector<int32_t> encodeSpec(const PartitionSpec &spec, int64_t rank) {
 
 template <> const Rules &define<Prim::Print>() {
   static const Rules r{
+      .shape = [](ShapeCtx &) { return true; },  // any operand, no result
       .variance = VarianceRule::Effect,
       .jvp = noTangent,
       .transpose = notLinear,
@@ -57,6 +74,7 @@ template <> const Rules &define<Prim::Print>() {
 // Writes version 1 through a temporary file and a rename.
 template <> const Rules &define<Prim::Save>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) { return fileShape(c, &c.in(0)); },
       .variance = VarianceRule::Effect,
       .jvp = noTangent,
       .transpose = notLinear,
@@ -76,6 +94,16 @@ template <> const Rules &define<Prim::Save>() {
 // written through a temporary file and a rename. `keys` holds the names joined by ','.
 template <> const Rules &define<Prim::SaveNpz>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {  // one key per operand
+        size_t keys = 0;
+        auto it = c.e.params.find("keys");
+        const std::string *k = it == c.e.params.end() ? nullptr : std::get_if<std::string>(&it->second);
+        if (k && !k->empty()) keys = 1 + (size_t)std::count(k->begin(), k->end(), ',');
+        if (keys != c.numIns()) return c.fail("needs one key per operand");
+        for (size_t i = 0; i < c.numIns(); ++i)
+          if (!fileShape(c, &c.in(i))) return false;
+        return c.numIns() > 0 || fileShape(c, nullptr);
+      },
       .variance = VarianceRule::Effect,
       .jvp = noTangent,
       .transpose = notLinear,
@@ -118,6 +146,24 @@ template <> const Rules &define<Prim::SaveNpz>() {
 // device reads only its own block from the file (shm_load_npy_sharded).
 template <> const Rules &define<Prim::Load>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {
+        // The declared type (the runtime checks the file against it). With `spec` (only under a
+        // mesh) it is this device's block: the spec must fit the rank and name each mesh axis once.
+        if (!fileShape(c, &c.declared())) return false;
+        if (!c.e.has("spec")) {
+          if (c.f.mesh) return c.fail("a load without a spec inside a shmap body");
+          return c.out(c.declared());
+        }
+        std::vector<PartitionSpec> spec;
+        if (!c.f.mesh) return c.fail("a sharded load (spec) outside a shmap body");
+        if (!c.param("spec", spec)) return false;
+        if (spec.size() != 1) return c.fail("spec must hold one partition spec");
+        Type global = c.declared(), block;
+        for (size_t d = 0; d < spec[0].dims.size() && d < global.shape.size(); ++d)
+          for (int a : spec[0].dims[d])
+            if (a >= 0 && a < (int)c.f.mesh->sizes.size()) global.shape[d] *= c.f.mesh->sizes[a];
+        return c.block(global, spec[0], *c.f.mesh, "spec", block) && c.out(block);
+      },
       .variance = VarianceRule::Sharded,
       .jvp = noTangent,
       .transpose = notLinear,
@@ -153,6 +199,12 @@ template <> const Rules &define<Prim::Load>() {
 // from the runtime's parsed table.
 template <> const Rules &define<Prim::ArgValue>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {  // the declared scalar of the program argument `index`
+        int64_t index;
+        if (!c.param("index", index)) return false;
+        if (index < 0 || c.declared().rank() != 0) return c.fail("must be a scalar of a program argument");
+        return c.out(c.declared());
+      },
       .variance = VarianceRule::Invariant,
       .jvp = noTangent,
       .transpose = notLinear,

@@ -8,6 +8,24 @@ namespace shmapc::prims {
 
 namespace {
 
+// x.shape[:axis] + idx.shape + x.shape[axis+1:] (numpy's take), i32 indices.
+bool gatheredShape(ShapeCtx &c, std::vector<int64_t> &shape) {
+  const Type &x = c.in(0), &idx = c.in(1);
+  int64_t axis;
+  if (!c.param("axis", axis) || !c.inRange(axis, x.rank(), "axis")) return false;
+  if (idx.dtype != DType::I32) return c.fail("indices must be i32, got " + typeText(idx));
+  shape.assign(x.shape.begin(), x.shape.begin() + axis);
+  shape.insert(shape.end(), idx.shape.begin(), idx.shape.end());
+  shape.insert(shape.end(), x.shape.begin() + axis + 1, x.shape.end());
+  return true;
+}
+
+// argmax, cumsum, argsort: `axis` a dimension of the operand, `flag` a 0/1 param.
+bool alongAxis(ShapeCtx &c, const char *flag, int64_t &axis) {
+  bool f;
+  return c.param("axis", axis) && c.inRange(axis, c.in(0).rank(), "axis") && c.flag(flag, f);
+}
+
 struct AxisView {
   int64_t outer = 1, n = 1, inner = 1;
 };
@@ -48,6 +66,10 @@ Value *gather(Builder &b, Value *x, Value *idx, const Eqn &like, AxisSet vary) {
 
 template <> const Rules &define<Prim::Gather>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {
+        std::vector<int64_t> shape;
+        return gatheredShape(c, shape) && c.out(c.in(0).dtype, shape);
+      },
       .variance = VarianceRule::SameAsOperands,
       .jvp = [](JvpCtx &c) {
         if (c.t[0]) c.set(c.linear(Prim::Gather, {c.t[0], c.e.ins[1]}, c.ty, c.e.params));
@@ -76,6 +98,14 @@ template <> const Rules &define<Prim::Gather>() {
 // Linear in x and in v.
 template <> const Rules &define<Prim::ScatterAdd>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {  // (x, idx, v): v shaped like gather(x, idx)
+        std::vector<int64_t> shape;
+        if (!gatheredShape(c, shape)) return false;
+        if (c.in(2).dtype != c.in(0).dtype || c.in(2).shape != shape)
+          return c.fail("values " + typeText(c.in(2)) + " are not shaped like the gather " +
+                        typeText(Type{c.in(0).dtype, shape, 0}));
+        return c.out(c.in(0));
+      },
       .variance = VarianceRule::SameAsOperands,
       .jvp = [](JvpCtx &c) {
         if (!c.t[0] && !c.t[2]) return;
@@ -104,6 +134,13 @@ template <> const Rules &define<Prim::ScatterAdd>() {
 // An index: no tangent.
 template <> const Rules &define<Prim::Argmax>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {  // i32, the axis removed
+        int64_t axis;
+        if (!alongAxis(c, "is_min", axis)) return false;
+        std::vector<int64_t> shape = c.in(0).shape;
+        shape.erase(shape.begin() + axis);
+        return c.out(DType::I32, shape);
+      },
       .variance = VarianceRule::SameAsOperands,
       .jvp = noTangent,
       .transpose = notLinear,
@@ -116,6 +153,10 @@ template <> const Rules &define<Prim::Argmax>() {
 // Linear; transposes to the cumulative sum in the other direction.
 template <> const Rules &define<Prim::Cumsum>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {
+        int64_t axis;
+        return alongAxis(c, "reverse", axis) && c.out(c.in(0));
+      },
       .variance = VarianceRule::SameAsOperands,
       .jvp = linearJvp,
       .transpose = [](TransposeCtx &c) {
@@ -133,6 +174,10 @@ template <> const Rules &define<Prim::Cumsum>() {
 // take_along_axis of it (sema), which differentiates through gather.
 template <> const Rules &define<Prim::Argsort>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {  // i32, the operand's shape
+        int64_t axis;
+        return alongAxis(c, "descending", axis) && c.out(DType::I32, c.in(0).shape);
+      },
       .variance = VarianceRule::SameAsOperands,
       .jvp = noTangent,
       .transpose = notLinear,

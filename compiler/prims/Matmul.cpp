@@ -3,6 +3,8 @@
 // transposes multiply the cotangent by the other operand transposed.
 #include "prims/Prim.h"
 
+#include <algorithm>
+
 namespace shmapc::prims {
 
 namespace {
@@ -18,6 +20,19 @@ std::vector<int64_t> swapLastTwo(int64_t rank) {
 
 template <> const Rules &define<Prim::Matmul>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {  // [B..., m, k] @ [B..., k, n] -> [B..., m, n]
+        const Type &l = c.in(0), &r = c.in(1);
+        if (l.dtype != r.dtype || l.dtype == DType::Bool || l.rank() < 2 || l.rank() != r.rank())
+          return c.fail("cannot matmul " + typeText(l) + " and " + typeText(r) +
+                        ": needs numeric operands of one dtype and one rank >= 2");
+        int64_t rank = l.rank();
+        if (!std::equal(l.shape.begin(), l.shape.end() - 2, r.shape.begin()) || l.shape[rank - 1] != r.shape[rank - 2])
+          return c.fail("cannot matmul " + typeText(l) + " and " + typeText(r) +
+                        ": batch dimensions differ or contracting dimensions differ");
+        std::vector<int64_t> shape = l.shape;
+        shape.back() = r.shape.back();
+        return c.out(l.dtype, shape);
+      },
       .variance = VarianceRule::SameAsOperands,
       .jvp = [](JvpCtx &c) {
         Value *ta = c.t[0] ? c.linear(Prim::Matmul, {c.t[0], c.e.ins[1]}, c.ty) : nullptr;

@@ -4,6 +4,7 @@
 #include "codegen/CodegenContext.h"
 #include "passes/AD.h"
 #include "prims/Rules.h"
+#include "prims/ShapeRules.h"
 
 namespace shmapc::prims {
 
@@ -16,11 +17,12 @@ using passes::ad::JvpCtx;
 using passes::ad::LinearEqn;
 using passes::ad::TransposeCtx;
 
-// An element-wise primitive: operands and result vary alike (seed 000's rule for
-// non-collectives), and it is computed inside fused loops.
-constexpr Rules elementwise(void (*jvp)(JvpCtx &), void (*transpose)(TransposeCtx &),
+// An element-wise primitive (`shape`: one of ShapeRules.h's element-wise rules): operands and
+// result vary alike (seed 000's rule for non-collectives), and it is computed inside fused loops.
+constexpr Rules elementwise(bool (*shape)(ShapeCtx &), void (*jvp)(JvpCtx &), void (*transpose)(TransposeCtx &),
                             llvm::Value *(*scalar)(ScalarCtx &)) {
-  return Rules{.variance = VarianceRule::SameAsOperands,
+  return Rules{.shape = shape,
+               .variance = VarianceRule::SameAsOperands,
                .jvp = jvp,
                .transpose = transpose,
                .lower = lowerFused,

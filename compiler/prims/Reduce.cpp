@@ -16,6 +16,20 @@ std::vector<int64_t> keptDims(const Type &t, const std::vector<int64_t> &axes) {
   return kept;
 }
 
+// axes: sorted, distinct dimensions of a numeric operand, removed from the result.
+bool reduceShape(ShapeCtx &c) {
+  const Type &x = c.in(0);
+  std::vector<int64_t> axes, shape;
+  if (!c.param("axes", axes)) return false;
+  if (x.dtype == DType::Bool) return c.fail("needs a numeric operand, got " + typeText(x));
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (!c.inRange(axes[i], x.rank(), "axis")) return false;
+    if (i > 0 && axes[i] <= axes[i - 1]) return c.fail("axes are not sorted and distinct");
+  }
+  for (int64_t d : keptDims(x, axes)) shape.push_back(x.shape[d]);
+  return c.out(x.dtype, shape);
+}
+
 // op: SHM_REDUCE_SUM, SHM_REDUCE_MAX or SHM_REDUCE_MIN.
 bool lowerReduce(FuncEmitter &fe, size_t i, int op) {
   const Eqn &e = fe.f.eqns[i];
@@ -43,6 +57,7 @@ void extremumJvp(JvpCtx &c) {
 
 template <> const Rules &define<Prim::ReduceSum>() {
   static const Rules r{
+      .shape = reduceShape,
       .variance = VarianceRule::SameAsOperands,
       .jvp = linearJvp,
       .transpose = [](TransposeCtx &c) {
@@ -58,6 +73,7 @@ template <> const Rules &define<Prim::ReduceSum>() {
 
 template <> const Rules &define<Prim::ReduceMax>() {
   static const Rules r{
+      .shape = reduceShape,
       .variance = VarianceRule::SameAsOperands,
       .jvp = extremumJvp,
       .transpose = notLinear,
@@ -69,6 +85,7 @@ template <> const Rules &define<Prim::ReduceMax>() {
 
 template <> const Rules &define<Prim::ReduceMin>() {
   static const Rules r{
+      .shape = reduceShape,
       .variance = VarianceRule::SameAsOperands,
       .jvp = extremumJvp,
       .transpose = notLinear,

@@ -1,13 +1,22 @@
 // Everything the compiler knows about a primitive beyond its line in ir/Primitives.def, found
 // at the primitive's definition in this folder (as JAX keeps a primitive's abstract evaluation,
-// jvp, transpose and lowering next to it): its device-variance rule (seed 000), its jvp, its
-// transpose, and its lowering to LLVM (a kernel call, or one element of a fused loop).
+// jvp, transpose and lowering next to it): its shape rule (the abstract evaluation: result
+// dtypes and shapes from the operands' types and the params), its device-variance rule (seed
+// 000), its jvp, its transpose, and its lowering to LLVM (a kernel call, or one element of a
+// fused loop).
 //
 // Each primitive's file defines `define<Prim::X>()`. The table in Table.cpp names every
 // primitive of Primitives.def, so a primitive without a definition does not link, and this
 // library is compiled with -Werror=missing-field-initializers, so a definition that leaves out
-// a rule does not compile. Adding a primitive: a line in Primitives.def, a definition here,
-// the surface syntax in sema, and its bytes in ir/Comm.cpp if it communicates.
+// a rule does not compile. Adding a primitive: a line in Primitives.def, a definition here
+// (shared shape rules and the ShapeCtx helpers are in ShapeRules.h), the surface syntax in
+// sema, and its bytes in ir/Comm.cpp if it communicates.
+//
+// The shape rule is the one the IR is checked against: shapeProblem() below runs it on one
+// equation (sema's and autodiff's emit call it on every equation they build), and
+// verifyModule() runs it on every equation of a module after each pass (--verify-each, debug
+// builds, tests/golden.py). Sema keeps its own checks only to report user errors at their
+// source location before any IR exists.
 #pragma once
 #include "ir/IR.h"
 #include "passes/VarianceRules.h"
@@ -28,7 +37,18 @@ struct ScalarCtx;
 
 namespace shmapc::prims {
 
+struct ShapeCtx;  // ShapeRules.h
+
 struct Rules {
+  // The abstract evaluation: from the operands' types (c.in(i)) and the params, each result's
+  // dtype and shape into c.outs (variance is left 0: it is the variance rule's business);
+  // false after c.fail(why) if the operands or params are ill-formed (a count, a dtype, a rank,
+  // a param out of range). Primitives whose IR convention takes something from the result's
+  // own type (convert, reshape, broadcast_in_dim, constant, iota, random, load, arg: see
+  // Primitives.def) check it is consistent and copy it (c.declared()). The operand and result
+  // counts of fixed-arity primitives are checked before the rule runs. Collectives read their
+  // group sizes from c.f.mesh, the mesh of the function the equation is in.
+  bool (*shape)(ShapeCtx &c);
   // How the result's variance follows the operands' (InsertPbroadcasts.cpp applies it).
   passes::VarianceRule variance;
   // Given the equation emitted as primal, emits its tangent (passes/AD.h, JvpCtx).
@@ -52,6 +72,14 @@ const Rules &define();
 
 // The rules of `p`.
 const Rules &rulesOf(ir::Prim p);
+
+// What is wrong with `e` (an equation of `f`) by its primitive's shape rule: the rule's reason
+// for refusing the operands or params, or which result's dtype or shape differs from the one
+// the rule computes. Empty if nothing is (variance is not compared).
+std::string shapeProblem(const ir::Eqn &e, const ir::Func &f);
+
+// ir::verifyModule's structural checks plus shapeProblem() on every equation of every Func.
+std::vector<std::string> verifyModule(const ir::Module &m);
 
 // Shared rules.
 void noTangent(passes::ad::JvpCtx &c);      // constants, integer and boolean results

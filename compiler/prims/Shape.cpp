@@ -12,6 +12,23 @@ namespace shmapc::prims {
 // loops that read it; otherwise a runtime kernel.
 template <> const Rules &define<Prim::BroadcastInDim>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {
+        // Out shape = the declared type's; each operand dim maps to a later out dim (strictly
+        // increasing, as JAX: the transpose rule reshapes the summed cotangent back) of its size, or is 1.
+        const Type &x = c.in(0), &out = c.declared();
+        std::vector<int64_t> bd;
+        if (!c.param("broadcast_dimensions", bd)) return false;
+        if ((int64_t)bd.size() != x.rank())
+          return c.fail("broadcast_dimensions has " + std::to_string(bd.size()) + " entries for " + typeText(x));
+        for (size_t i = 0; i < bd.size(); ++i) {
+          if (!c.inRange(bd[i], out.rank(), "broadcast dimension")) return false;
+          if (i > 0 && bd[i] <= bd[i - 1]) return c.fail("broadcast_dimensions are not strictly increasing");
+          if (x.shape[i] != 1 && x.shape[i] != out.shape[bd[i]])
+            return c.fail("operand dimension " + std::to_string(i) + " of " + typeText(x) + " does not fit dimension " +
+                          std::to_string(bd[i]) + " of " + typeText(out));
+        }
+        return c.out(x.dtype, out.shape);
+      },
       .variance = VarianceRule::SameAsOperands,
       .jvp = linearJvp,
       .transpose = [](TransposeCtx &c) {
@@ -42,6 +59,11 @@ template <> const Rules &define<Prim::BroadcastInDim>() {
 // unless it must land in a result buffer.
 template <> const Rules &define<Prim::Reshape>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {  // out shape = the declared type's
+        if (c.declared().numElements() != c.in(0).numElements())
+          return c.fail("cannot reshape " + typeText(c.in(0)) + " to " + typeText(c.declared()) + ": element counts differ");
+        return c.out(c.in(0).dtype, c.declared().shape);
+      },
       .variance = VarianceRule::SameAsOperands,
       .jvp = linearJvp,
       .transpose = [](TransposeCtx &c) { c.accumulate(0, c.b.reshape(c.c, c.xt.shape)); },
@@ -54,6 +76,18 @@ template <> const Rules &define<Prim::Reshape>() {
 // Out dim i = operand dim permutation[i]; transposes to the inverse permutation.
 template <> const Rules &define<Prim::Transpose>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {
+        const Type &x = c.in(0);
+        std::vector<int64_t> perm;
+        if (!c.param("permutation", perm)) return false;
+        std::vector<int64_t> sorted = perm, shape;
+        std::sort(sorted.begin(), sorted.end());
+        for (int64_t i = 0; i < (int64_t)sorted.size(); ++i)
+          if (sorted[i] != i || (int64_t)perm.size() != x.rank())
+            return c.fail("permutation is not a permutation of the " + std::to_string(x.rank()) + " dimensions of " + typeText(x));
+        for (int64_t p : perm) shape.push_back(x.shape[p]);
+        return c.out(x.dtype, shape);
+      },
       .variance = VarianceRule::SameAsOperands,
       .jvp = linearJvp,
       .transpose = [](TransposeCtx &c) {
@@ -78,6 +112,22 @@ template <> const Rules &define<Prim::Transpose>() {
 // Along `dimension`; each operand's cotangent is its slice of the result's.
 template <> const Rules &define<Prim::Concatenate>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {
+        if (c.numIns() == 0) return c.fail("needs an operand");
+        int64_t dim;
+        Type t = c.in(0);
+        if (!c.param("dimension", dim) || !c.inRange(dim, t.rank(), "dimension")) return false;
+        for (size_t i = 1; i < c.numIns(); ++i) {
+          const Type &o = c.in(i);
+          bool fits = o.dtype == t.dtype && o.rank() == t.rank();
+          for (int64_t d = 0; fits && d < t.rank(); ++d) fits = d == dim || o.shape[d] == t.shape[d];
+          if (!fits)
+            return c.fail("operand " + std::to_string(i) + " " + typeText(o) + " does not concatenate with " +
+                          typeText(c.in(0)) + " along dimension " + std::to_string(dim));
+          t.shape[dim] += o.shape[dim];
+        }
+        return c.out(t);
+      },
       .variance = VarianceRule::SameAsOperands,
       .jvp = [](JvpCtx &c) {
         std::vector<Value *> ins;

@@ -7,6 +7,20 @@ namespace shmapc::prims {
 
 template <> const Rules &define<Prim::Slice>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {
+        const Type &x = c.in(0);
+        std::vector<int64_t> start, limit, strides, shape;
+        if (!c.param("start", start) || !c.param("limit", limit) || !c.param("strides", strides)) return false;
+        if ((int64_t)start.size() != x.rank() || limit.size() != start.size() || strides.size() != start.size())
+          return c.fail("needs one start, limit and stride per dimension of " + typeText(x));
+        for (int64_t d = 0; d < x.rank(); ++d) {
+          if (start[d] < 0 || start[d] > limit[d] || limit[d] > x.shape[d] || strides[d] < 1)
+            return c.fail("dimension " + std::to_string(d) + " of " + typeText(x) + ": start " + std::to_string(start[d]) +
+                          ", limit " + std::to_string(limit[d]) + ", stride " + std::to_string(strides[d]) + " are out of range");
+          shape.push_back((limit[d] - start[d] + strides[d] - 1) / strides[d]);
+        }
+        return c.out(x.dtype, shape);
+      },
       .variance = VarianceRule::SameAsOperands,
       .jvp = linearJvp,
       // A strided dimension first gets its gaps back: zeros interleaved after each element
@@ -63,6 +77,20 @@ template <> const Rules &define<Prim::Slice>() {
 // (operand, i32[] start per dim...); sizes: the block's shape.
 template <> const Rules &define<Prim::DynamicSlice>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {
+        if (c.numIns() == 0) return c.fail("needs an operand");
+        const Type &x = c.in(0);
+        std::vector<int64_t> sizes;
+        if (!c.param("sizes", sizes)) return false;
+        if ((int64_t)c.numIns() != 1 + x.rank() || (int64_t)sizes.size() != x.rank())
+          return c.fail("needs one start index and one size per dimension of " + typeText(x));
+        for (int64_t d = 0; d < x.rank(); ++d) {
+          if (!c.i32Scalar(1 + d, "start index " + std::to_string(d))) return false;
+          if (sizes[d] < 0 || sizes[d] > x.shape[d])
+            return c.fail("size " + std::to_string(sizes[d]) + " does not fit dimension " + std::to_string(d) + " of " + typeText(x));
+        }
+        return c.out(x.dtype, sizes);
+      },
       .variance = VarianceRule::SameAsOperands,
       .jvp = [](JvpCtx &c) {
         if (!c.t[0]) return;
@@ -95,6 +123,17 @@ template <> const Rules &define<Prim::DynamicSlice>() {
 // (operand, update, i32[] start per dim...): linear in the operand and the update.
 template <> const Rules &define<Prim::DynamicUpdateSlice>() {
   static const Rules r{
+      .shape = [](ShapeCtx &c) {
+        if (c.numIns() < 2) return c.fail("needs an operand and an update");
+        const Type &x = c.in(0), &u = c.in(1);
+        if ((int64_t)c.numIns() != 2 + x.rank()) return c.fail("needs one start index per dimension of " + typeText(x));
+        bool fits = u.dtype == x.dtype && u.rank() == x.rank();
+        for (int64_t d = 0; fits && d < x.rank(); ++d) fits = u.shape[d] <= x.shape[d];
+        if (!fits) return c.fail("update " + typeText(u) + " does not fit in " + typeText(x));
+        for (int64_t d = 0; d < x.rank(); ++d)
+          if (!c.i32Scalar(2 + d, "start index " + std::to_string(d))) return false;
+        return c.out(x);
+      },
       .variance = VarianceRule::SameAsOperands,
       .jvp = [](JvpCtx &c) {
         if (!c.t[0] && !c.t[1]) return;

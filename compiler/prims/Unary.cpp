@@ -18,6 +18,7 @@ llvm::Value *floatIntrinsic(ScalarCtx &c, llvm::Intrinsic::ID id) {
 
 template <> const Rules &define<Prim::Neg>() {
   static const Rules r = elementwise(
+      numericOperands,
       [](JvpCtx &c) { c.set(c.linear(Prim::Neg, {c.t[0]}, c.ty)); },
       [](TransposeCtx &c) { c.accumulate(0, c.b.unary(Prim::Neg, c.c)); },
       [](ScalarCtx &c) {
@@ -28,13 +29,14 @@ template <> const Rules &define<Prim::Neg>() {
 
 // d exp(x) = exp(x) dx: the result is the coefficient.
 template <> const Rules &define<Prim::Exp>() {
-  static const Rules r = elementwise([](JvpCtx &c) { c.set(c.scaled(c.t[0], c.y)); }, notLinear,
+  static const Rules r = elementwise(floatOperands, [](JvpCtx &c) { c.set(c.scaled(c.t[0], c.y)); }, notLinear,
                                [](ScalarCtx &c) { return floatIntrinsic(c, llvm::Intrinsic::exp); });
   return r;
 }
 
 template <> const Rules &define<Prim::Log>() {
   static const Rules r = elementwise(
+      floatOperands,
       [](JvpCtx &c) { c.set(c.t[0] ? c.linear(Prim::Div, {c.t[0], c.x}, c.ty) : nullptr); }, notLinear,
       [](ScalarCtx &c) { return floatIntrinsic(c, llvm::Intrinsic::log); });
   return r;
@@ -42,6 +44,7 @@ template <> const Rules &define<Prim::Log>() {
 
 template <> const Rules &define<Prim::Sin>() {
   static const Rules r = elementwise(
+      floatOperands,
       [](JvpCtx &c) { c.set(c.scaled(c.t[0], c.b.unary(Prim::Cos, c.x))); }, notLinear,
       [](ScalarCtx &c) { return floatIntrinsic(c, llvm::Intrinsic::sin); });
   return r;
@@ -49,6 +52,7 @@ template <> const Rules &define<Prim::Sin>() {
 
 template <> const Rules &define<Prim::Cos>() {
   static const Rules r = elementwise(
+      floatOperands,
       [](JvpCtx &c) { c.set(c.scaled(c.t[0], c.b.unary(Prim::Neg, c.b.unary(Prim::Sin, c.x)))); },
       notLinear, [](ScalarCtx &c) { return floatIntrinsic(c, llvm::Intrinsic::cos); });
   return r;
@@ -57,6 +61,7 @@ template <> const Rules &define<Prim::Cos>() {
 // d tanh(x) = (1 - tanh(x)^2) dx. Lowered to libm's tanh (LLVM has no intrinsic for it).
 template <> const Rules &define<Prim::Tanh>() {
   static const Rules r = elementwise(
+      floatOperands,
       [](JvpCtx &c) {
         Value *d = c.b.binary(Prim::Sub, c.b.full(1, c.y->type), c.b.binary(Prim::Mul, c.y, c.y));
         c.set(c.scaled(c.t[0], d));
@@ -72,6 +77,7 @@ template <> const Rules &define<Prim::Tanh>() {
 // d sqrt(x) = dx / (2 sqrt(x)).
 template <> const Rules &define<Prim::Sqrt>() {
   static const Rules r = elementwise(
+      floatOperands,
       [](JvpCtx &c) {
         if (!c.t[0]) return;
         c.set(c.linear(Prim::Div, {c.t[0], c.b.binary(Prim::Mul, c.y, c.b.full(2, c.y->type))}, c.ty));
@@ -83,6 +89,7 @@ template <> const Rules &define<Prim::Sqrt>() {
 // d |x| = sign(x) dx, with sign(0) = 1 (as JAX's).
 template <> const Rules &define<Prim::Abs>() {
   static const Rules r = elementwise(
+      numericOperands,
       [](JvpCtx &c) {
         Value *pos = c.b.compare(Prim::Ge, c.x, c.b.zerosLike(c.x->type));
         c.set(c.scaled(c.t[0], c.b.select(pos, c.b.full(1, c.x->type), c.b.full(-1, c.x->type))));
@@ -98,22 +105,30 @@ template <> const Rules &define<Prim::Abs>() {
 
 // Piecewise constant: a zero gradient, as in JAX.
 template <> const Rules &define<Prim::Floor>() {
-  static const Rules r = elementwise(noTangent, notLinear,
+  static const Rules r = elementwise(floatOperands, noTangent, notLinear,
                                [](ScalarCtx &c) { return floatIntrinsic(c, llvm::Intrinsic::floor); });
   return r;
 }
 
 template <> const Rules &define<Prim::Not>() {
-  static const Rules r = elementwise(noTangent, notLinear, [](ScalarCtx &c) {
+  static const Rules r = elementwise(boolOperands, noTangent, notLinear, [](ScalarCtx &c) {
     return c.isBool ? c.b.CreateXor(c.x[0], c.b.getInt8(1)) : c.b.CreateNot(c.x[0]);
   });
   return r;
+}
+
+// Any dtype to any other: the output dtype is the result's own (declared) type.
+static bool convertShape(ShapeCtx &c) {
+  if (c.declared().shape != c.in(0).shape)
+    return c.fail("converts " + typeText(c.in(0)) + " to " + typeText(c.declared()) + ": shapes differ");
+  return c.out(c.declared().dtype, c.in(0).shape);
 }
 
 // Linear between float dtypes (its transpose converts back); to an integer or bool there is
 // no tangent.
 template <> const Rules &define<Prim::Convert>() {
   static const Rules r = elementwise(
+      convertShape,
       [](JvpCtx &c) {
         if (isFloat(c.ty.dtype)) c.set(c.linear(Prim::Convert, {c.t[0]}, c.ty));
       },

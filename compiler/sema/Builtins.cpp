@@ -264,7 +264,7 @@ std::vector<SVal> Sema::lowerSave(const ast::Expr &c) {
          "convert it to f32 first: save(path, cast(x, f32)) (exact: every bf16 value is an f32)");
   e.params[path.first] = path.second;
   e.loc = c.loc;
-  cur_->func->eqns.push_back(std::move(e));
+  pushEqn(std::move(e));
   return {};
 }
 
@@ -308,7 +308,7 @@ std::vector<SVal> Sema::lowerSavez(const ast::Expr &c) {
   e.params[path.first] = path.second;
   e.params["keys"] = keys;
   e.loc = c.loc;
-  cur_->func->eqns.push_back(std::move(e));
+  pushEqn(std::move(e));
   return {};
 }
 

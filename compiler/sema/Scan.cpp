@@ -148,7 +148,7 @@ std::vector<SVal> Sema::scan(const ast::Expr &c) {
   for (ir::Value *v : init) e.outs.push_back(cur_->func->newValue(v->type, v->hint));
   for (ir::Value *s : stackParams) e.outs.push_back(cur_->func->newValue(s->type, "ys"));
   for (ir::Value *o : e.outs) out.push_back(SVal::array(o, c.loc));
-  cur_->func->eqns.push_back(std::move(e));
+  pushEqn(std::move(e));
   return out;
 }
 

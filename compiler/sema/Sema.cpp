@@ -256,7 +256,7 @@ std::vector<SVal> Sema::callFunctionWith(const ast::FuncDecl &decl, const Unit &
     e.outs.push_back(v);
     out.push_back(SVal::array(v, callLoc));
   }
-  cur_->func->eqns.push_back(std::move(e));
+  pushEqn(std::move(e));
   return out;
 }
 

@@ -187,6 +187,11 @@ public:
   void checkMeshLimits(const ast::MeshDecl &m);
   ir::Value *emit(ir::Prim p, std::vector<ir::Value *> ins, const ir::Type &out, Loc loc,
                   Params params = {});
+  // Appends `e` to the current function; with `check`, its result types must be those its
+  // primitive's shape rule computes (prims::shapeProblem), else an InternalError: sema's own
+  // checks report user errors, so a mismatch is a bug in sema.
+  ir::Eqn &pushEqn(ir::Eqn e, bool check = true);
+  void checkShapeRule(const ir::Eqn &e);
   ir::Value *constant(ir::DType dt, std::vector<int64_t> shape, std::vector<double> vals,
                       Loc loc);
   ir::Value *literalAs(const SVal &lit, ir::DType dt, const std::vector<int64_t> &shape,

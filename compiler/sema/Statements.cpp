@@ -160,7 +160,7 @@ void Sema::lowerPrint(const ast::Stmt &s) {
   e.ins = {v};
   e.params["label"] = s.label;
   e.loc = s.loc;
-  cur_->func->eqns.push_back(std::move(e));
+  pushEqn(std::move(e));
 }
 
 // ---- control flow
@@ -287,7 +287,7 @@ void Sema::lowerFor(const ast::Stmt &s) {
   for (size_t k = 0; k < carries.size(); ++k)
     outs.push_back(cur_->func->newValue(inits[k]->type, carries[k]));
   e.outs = outs;
-  cur_->func->eqns.push_back(std::move(e));
+  pushEqn(std::move(e));
   for (size_t k = 0; k < carries.size(); ++k)
     findScope(carries[k])->names[carries[k]] = SVal::array(outs[k], s.loc);
 }
@@ -375,7 +375,7 @@ void Sema::lowerWhile(const ast::Stmt &s) {
   for (size_t k = 0; k < carries.size(); ++k)
     e.outs.push_back(cur_->func->newValue(inits[k]->type, carries[k]));
   std::vector<ir::Value *> outs = e.outs;
-  cur_->func->eqns.push_back(std::move(e));
+  pushEqn(std::move(e));
   for (size_t k = 0; k < carries.size(); ++k)
     findScope(carries[k])->names[carries[k]] = SVal::array(outs[k], s.loc);
 }
@@ -439,7 +439,7 @@ void Sema::lowerIf(const ast::Stmt &s) {
   for (size_t k = 0; k < outNames.size(); ++k)
     e.outs.push_back(cur_->func->newValue(thenF->results[k]->type, outNames[k]));
   std::vector<ir::Value *> outs = e.outs;
-  cur_->func->eqns.push_back(std::move(e));
+  pushEqn(std::move(e));
   for (size_t k = 0; k < outNames.size(); ++k)
     findScope(outNames[k])->names[outNames[k]] = SVal::array(outs[k], s.loc);
 }

@@ -312,6 +312,7 @@ std::vector<ir::Value *> Sema::emitVjp(ir::Func *body, const std::vector<ir::Val
   e.params["wrt"] = wrt;
   e.params["with_value"] = (int64_t)withValue;
   e.params["linear"] = (int64_t)linear;
+  checkShapeRule(e);
   return e.outs;
 }
 
@@ -323,8 +324,7 @@ ir::Eqn &Sema::emitTransform(ir::Prim p, ir::Func *body, std::vector<ir::Value *
   e.bodies = {body};
   e.loc = loc;
   for (const ir::Type &t : outs) e.outs.push_back(cur_->func->newValue(t));
-  cur_->func->eqns.push_back(std::move(e));
-  return cur_->func->eqns.back();
+  return pushEqn(std::move(e), /*check=*/p != ir::Prim::Vjp);  // a vjp is checked once its params are set
 }
 
 static std::vector<SVal> asSVals(const std::vector<ir::Value *> &vs, Loc loc) {

@@ -52,6 +52,13 @@ struct CompileError : std::runtime_error {
   CompileError() : std::runtime_error("compile error") {}
 };
 
+// Thrown when the compiler finds it has built ill-formed IR (an equation its primitive's shape
+// rule refuses, prims::shapeProblem): a compiler bug, reported by the driver as an internal
+// error (exit status 2), never a crash.
+struct InternalError : std::logic_error {
+  using std::logic_error::logic_error;
+};
+
 class Diagnostics {
 public:
   Diagnostics(const SourceManager &sm, std::ostream &out) : sm_(sm), out_(out) {}

@@ -1,0 +1,76 @@
+// What a shape rule (Rules::shape, the abstract evaluation) receives, and the rules several
+// primitives share. A rule reads the operands' types and the params, and either appends one
+// Type per result to `outs` and returns true, or returns c.fail("what is wrong"). Fixed operand
+// and result counts (Primitives.def) are checked before the rule runs (shapeProblem), so a rule
+// may read c.in(0) of a one-operand primitive and c.declared() of a one-result one.
+#pragma once
+#include "ir/IR.h"
+
+#include <string>
+#include <vector>
+
+namespace shmapc::prims {
+
+struct ShapeCtx {
+  const ir::Eqn &e;
+  const ir::Func &f;             // the function `e` is in: its mesh gives collectives' group sizes
+  std::vector<ir::Type> outs{};  // the rule's answer: one per result (vary 0)
+  std::string why{};             // the rule's reason for refusing
+
+  const ir::Type &in(size_t i) const { return e.ins[i]->type; }
+  size_t numIns() const { return e.ins.size(); }
+  // The type the equation gives result `i`, for primitives whose IR takes the result's dtype
+  // or shape from there (convert, reshape, broadcast_in_dim, constant, iota, random, load, arg).
+  const ir::Type &declared(size_t i = 0) const { return e.outs[i]->type; }
+
+  bool fail(const std::string &msg) {
+    why = msg;
+    return false;
+  }
+  bool out(ir::DType dtype, std::vector<int64_t> shape) {
+    outs.push_back(ir::Type{dtype, std::move(shape), 0});
+    return true;
+  }
+  bool out(const ir::Type &t) { return out(t.dtype, t.shape); }
+
+  // Params: false after fail() when missing or of another kind (IR's accessors would abort).
+  bool param(const char *k, int64_t &v);
+  bool param(const char *k, std::vector<int64_t> &v);
+  bool param(const char *k, std::vector<ir::PartitionSpec> &v);
+  bool flag(const char *k, bool &v);  // an int param 0 or 1
+  // 0 <= a < n, else fail("`what` a out of range [0, n)").
+  bool inRange(int64_t a, int64_t n, const std::string &what);
+  // Operand `i` is an i32[] scalar (a start index, a seed, a loop index).
+  bool i32Scalar(size_t i, const std::string &what);
+  // The collective's `axes` param: distinct axes of f.mesh; `n` = the product of their sizes.
+  bool groupSize(int64_t &n);
+  // `global` split by `spec` over `mesh`: each dimension divided by the sizes of the axes
+  // splitting it (axes of the mesh, each at most once, no longer than the rank, divisible).
+  bool block(const ir::Type &global, const ir::PartitionSpec &spec, const ir::Mesh &mesh,
+             const std::string &what, ir::Type &out);
+  // A Func's params against types (dtype and shape): counts equal, each the same.
+  bool paramsMatch(const ir::Func &body, const std::vector<const ir::Type *> &types, const std::string &what);
+  // A Func's results against types likewise.
+  bool resultsMatch(const ir::Func &body, const std::vector<const ir::Type *> &types, const std::string &what);
+};
+
+std::string typeText(const ir::Type &t);  // f32[3,4]
+bool isNumeric(ir::DType t);         // anything but bool
+bool isBool(ir::DType t);
+bool anyDType(ir::DType t);
+
+// Shared shape rules.
+bool sameAsFirstOperand(ShapeCtx &c);  // the result is typed as operand 0
+// Element-wise: operands of one dtype (that `accepts`, else "needs `what` operands") and one
+// shape; the result is typed as them (compare: bool of their shape).
+bool elementwiseShape(ShapeCtx &c, bool (*accepts)(ir::DType), const char *what);
+bool compareShape(ShapeCtx &c, bool (*accepts)(ir::DType), const char *what);
+bool floatOperands(ShapeCtx &c);    // exp, log, ...: floats
+bool numericOperands(ShapeCtx &c);  // add, neg, ...: not bool
+bool boolOperands(ShapeCtx &c);     // and, or, not
+bool compareAny(ShapeCtx &c);       // eq, ne
+bool compareNumbers(ShapeCtx &c);   // lt, le, gt, ge
+// A collective that keeps its operand's type (psum2, pbroadcast, ppermute, ...): valid axes.
+bool collectiveSameShape(ShapeCtx &c, bool (*accepts)(ir::DType), const char *what);
+
+} // namespace shmapc::prims
