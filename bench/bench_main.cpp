@@ -256,7 +256,7 @@ int main(int argc, char **argv) {
       std::fill(c.begin(), c.end(), 0.0f);
     };
     row("shm_matmul 1024^3 f32",
-        best_of(3, [&] { shm_matmul(SHM_F32, a.data(), b.data(), c.data(), 1, m, m, m); }));
+        best_of(3, [&] { shm_matmul(SHM_F32, a.data(), b.data(), c.data(), 1, m, m, m, 0, 0); }));
 #ifdef SHMAP_BENCH_HAVE_EIGEN
     {
       char label[64];

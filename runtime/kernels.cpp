@@ -358,6 +358,26 @@ void matmul_i64(const int64_t *a, const int64_t *b, int64_t *c, int64_t m, int64
     }
 }
 
+// A block stored transposed ([cols, rows] for a logical [rows, cols]), copied to row-major
+// [rows, cols]: the integer matmuls (no BLAS) take their operands in the plain layout.
+template <typename T>
+std::vector<T> untransposed(const T *src, int64_t rows, int64_t cols) {
+  std::vector<T> out((size_t)(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[(size_t)(r * cols + c)] = src[c * rows + r];
+  return out;
+}
+
+template <typename T, typename F>
+void int_matmul(F kernel, const char *a, const char *b, char *c, int64_t m, int64_t k, int64_t n,
+                bool ta, bool tb) {
+  std::vector<T> ac, bc;
+  const T *ap = (const T *)a, *bp = (const T *)b;
+  if (ta) ac = untransposed(ap, m, k), ap = ac.data();
+  if (tb) bc = untransposed(bp, k, n), bp = bc.data();
+  kernel(ap, bp, (T *)c, m, k, n);
+}
+
 } // namespace
 
 extern "C" {
@@ -436,7 +456,7 @@ void shm_reduce(int32_t dtype, int32_t op, const void *in, int32_t rank, const i
 }
 
 void shm_matmul(int32_t dtype, const void *lhs, const void *rhs, void *out, int64_t batch,
-                int64_t m, int64_t k, int64_t n) {
+                int64_t m, int64_t k, int64_t n, int32_t trans_lhs, int32_t trans_rhs) {
   SHM_GUARD_BEGIN
   if (batch < 0 || m < 0 || k < 0 || n < 0) fatalf("matmul: negative dimension");
   if (m == 0 || n == 0 || batch == 0) return;
@@ -446,13 +466,17 @@ void shm_matmul(int32_t dtype, const void *lhs, const void *rhs, void *out, int6
     return;
   }
   if ((m | k | n) > (int64_t)std::numeric_limits<int>::max()) fatalf("matmul: dimension too large for BLAS");
+  // Row-major BLAS: an operand stored transposed has the other dimension as its leading one.
+  const CBLAS_TRANSPOSE ta = trans_lhs ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE tb = trans_rhs ? CblasTrans : CblasNoTrans;
+  const int lda = (int)(trans_lhs ? m : k), ldb = (int)(trans_rhs ? k : n);
   if (is_half(dtype)) {  // f16 / bf16: sgemm on the operands widened to f32, rounded once
     std::vector<float> a((size_t)(m * k)), bb((size_t)(k * n)), c((size_t)(m * n));
     for (int64_t b = 0; b < batch; ++b) {
       widen_half(dtype, (const char *)lhs + b * m * k * es, a.data(), m * k);
       widen_half(dtype, (const char *)rhs + b * k * n * es, bb.data(), k * n);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a.data(),
-                  (int)k, bb.data(), (int)n, 0.0f, c.data(), (int)n);
+      cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0f, a.data(), lda, bb.data(),
+                  ldb, 0.0f, c.data(), (int)n);
       narrow_half(dtype, c.data(), (char *)out + b * m * n * es, m * n);
     }
     return;
@@ -463,19 +487,15 @@ void shm_matmul(int32_t dtype, const void *lhs, const void *rhs, void *out, int6
     char *c = (char *)out + b * m * n * es;
     switch (dtype) {
     case SHM_F32:
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f,
-                  (const float *)a, (int)k, (const float *)bb, (int)n, 0.0f, (float *)c, (int)n);
+      cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0f, (const float *)a, lda,
+                  (const float *)bb, ldb, 0.0f, (float *)c, (int)n);
       break;
     case SHM_F64:
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0,
-                  (const double *)a, (int)k, (const double *)bb, (int)n, 0.0, (double *)c, (int)n);
+      cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0, (const double *)a, lda,
+                  (const double *)bb, ldb, 0.0, (double *)c, (int)n);
       break;
-    case SHM_I32:
-      matmul_i32((const int32_t *)a, (const int32_t *)bb, (int32_t *)c, m, k, n);
-      break;
-    case SHM_I64:
-      matmul_i64((const int64_t *)a, (const int64_t *)bb, (int64_t *)c, m, k, n);
-      break;
+    case SHM_I32: int_matmul<int32_t>(matmul_i32, a, bb, c, m, k, n, trans_lhs, trans_rhs); break;
+    case SHM_I64: int_matmul<int64_t>(matmul_i64, a, bb, c, m, k, n, trans_lhs, trans_rhs); break;
     default: fatalf("matmul: unsupported dtype %s", dtype_name(dtype));
     }
   }

@@ -90,9 +90,11 @@ void shm_transpose(int32_t dtype, const void *in, int32_t rank, const int64_t *i
 /* axes: sorted list of dimensions to reduce; they are removed from the output */
 void shm_reduce(int32_t dtype, int32_t op, const void *in, int32_t rank, const int64_t *shape,
                 const int64_t *axes, int32_t naxes, void *out);
-/* lhs [batch, m, k] x rhs [batch, k, n] -> out [batch, m, n] */
+/* lhs [batch, m, k] x rhs [batch, k, n] -> out [batch, m, n]; with trans_lhs the lhs is
+ * stored [batch, k, m] (each block transposed), with trans_rhs the rhs [batch, n, k]: BLAS's
+ * transpose flags, so a matmul of a transposed operand needs no transposed copy. */
 void shm_matmul(int32_t dtype, const void *lhs, const void *rhs, void *out, int64_t batch,
-                int64_t m, int64_t k, int64_t n);
+                int64_t m, int64_t k, int64_t n, int32_t trans_lhs, int32_t trans_rhs);
 void shm_slice(int32_t dtype, const void *in, int32_t rank, const int64_t *shape,
                const int64_t *start, const int64_t *limit, const int64_t *strides, void *out);
 /* start indices are clamped into range as in JAX */

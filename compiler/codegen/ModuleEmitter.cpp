@@ -61,7 +61,7 @@ const RuntimeSig kRuntime[] = {
     {"shm_broadcast_in_dim", "vipippipp"},
     {"shm_transpose", "vipippp"},
     {"shm_reduce", "viipippip"},
-    {"shm_matmul", "vipppllll"},
+    {"shm_matmul", "vipppllllii"},
     {"shm_slice", "vipippppp"},
     {"shm_dynamic_slice", "vipipppp"},
     {"shm_dynamic_update_slice", "vipippppp"},

@@ -4,7 +4,8 @@ namespace shmapc::passes {
 
 // The passes, in order: calls inlined, variance inferred (pbroadcasts inserted), programs
 // differentiated with the variance types in hand, out_specs checked (on the transposed
-// shmaps too), and every array's size checked against the runtime's limits.
+// shmaps too), every array's size checked against the runtime's limits, and matmuls of
+// transposed operands made to read them through BLAS's transpose flags.
 const std::vector<Pass> &pipeline() {
   static const std::vector<Pass> passes = {
       {"inline-calls", inlineCalls},
@@ -12,6 +13,7 @@ const std::vector<Pass> &pipeline() {
       {"differentiate", differentiate},
       {"check-out-specs", checkOutSpecs},
       {"check-limits", checkLimits},
+      {"fold-transposes", foldTransposesIntoMatmul},
   };
   return passes;
 }

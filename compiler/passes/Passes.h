@@ -37,5 +37,8 @@ void differentiate(ir::Module &m, Diagnostics &diags);
 void checkOutSpecs(ir::Module &m, Diagnostics &diags);
 // Checks that every array stays within the runtime's limits of rank and element count.
 void checkLimits(ir::Module &m, Diagnostics &diags);
+// Reads a matmul operand made by a last-two-dimensions transpose through BLAS's transpose
+// flag, dropping the transpose if nothing else reads it (FoldTransposes.cpp).
+void foldTransposesIntoMatmul(ir::Module &m, Diagnostics &diags);
 
 } // namespace shmapc::passes

@@ -983,15 +983,26 @@ TEST_CASE("matmul f32 / f64 / i32 / i64 / f16 / bf16 with batch", "[kernels][bla
       for (int64_t j = 0; j < N; ++j)
         for (int64_t k = 0; k < K; ++k)
           want[(size_t)((bb * M + i) * N + j)] += a[(size_t)((bb * M + i) * K + k)] * b[(size_t)((bb * K + k) * N + j)];
-  for (int32_t dt : {SHM_F32, SHM_F64, SHM_I32, SHM_I64, SHM_F16, SHM_BF16}) {  // small integers: exact
-    auto ab = to_bytes(a, dt), bbytes = to_bytes(b, dt);
-    std::vector<unsigned char> out((size_t)(B * M * N * esize(dt)));
-    shm_matmul(dt, ab.data(), bbytes.data(), out.data(), B, M, K, N);
-    INFO("dtype " << dt);
-    CHECK(from_bytes(out.data(), B * M * N, dt) == want);
+  // The same operands stored transposed per batch block (a as [B, K, M], b as [B, N, K]), for
+  // the transpose flags.
+  std::vector<double> at(a.size()), bt(b.size());
+  for (int64_t bb = 0; bb < B; ++bb) {
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K; ++k) at[(size_t)((bb * K + k) * M + i)] = a[(size_t)((bb * M + i) * K + k)];
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) bt[(size_t)((bb * N + j) * K + k)] = b[(size_t)((bb * K + k) * N + j)];
   }
+  for (int32_t dt : {SHM_F32, SHM_F64, SHM_I32, SHM_I64, SHM_F16, SHM_BF16})  // small integers: exact
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        auto ab = to_bytes(ta ? at : a, dt), bbytes = to_bytes(tb ? bt : b, dt);
+        std::vector<unsigned char> out((size_t)(B * M * N * esize(dt)));
+        shm_matmul(dt, ab.data(), bbytes.data(), out.data(), B, M, K, N, ta, tb);
+        INFO("dtype " << dt << ", trans_lhs " << ta << ", trans_rhs " << tb);
+        CHECK(from_bytes(out.data(), B * M * N, dt) == want);
+      }
   float z[4] = {9, 9, 9, 9};
-  shm_matmul(SHM_F32, nullptr, nullptr, z, 1, 2, 0, 2); // k == 0: zeros
+  shm_matmul(SHM_F32, nullptr, nullptr, z, 1, 2, 0, 2, 0, 0); // k == 0: zeros
   for (float v : z) CHECK(v == 0);
 }
 
@@ -1006,7 +1017,7 @@ TEST_CASE("f16 / bf16 kernels accumulate in f32 and round once; i64 wraps", "[ke
   std::vector<uint16_t> h((size_t)n, shm::f32_to_f16(1.0f));
   shm_reduce(SHM_F16, SHM_REDUCE_SUM, h.data(), 1, shape, axes, 1, &out);
   CHECK(shm::f16_to_f32(out) == 4096.0f);   // an f16 accumulator would stop at 2048
-  shm_matmul(SHM_BF16, ones.data(), ones.data(), &out, 1, 1, n, 1);
+  shm_matmul(SHM_BF16, ones.data(), ones.data(), &out, 1, 1, n, 1, 0, 0);
   CHECK(shm::bf16_to_f32(out) == 4096.0f);
   std::vector<uint16_t> c((size_t)n);
   shm_cumsum(SHM_BF16, 0, ones.data(), 1, n, 1, c.data());
