@@ -106,6 +106,8 @@ public:
   // its `lower` rule in compiler/prims/; emitEqn dispatches to it.
   bool emitEqn(size_t index);
   bool emitElementwiseGroup(size_t first, size_t last);  // Elementwise.cpp
+  bool callsLibm(size_t first, size_t last) const;
+  void keepScalar(llvm::BranchInst *latch);
   // ControlFlow.cpp: the higher-order primitives' lowerings
   bool emitCall(const ir::Eqn &e);
   bool emitShmap(const ir::Eqn &e);
