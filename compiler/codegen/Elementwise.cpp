@@ -18,12 +18,39 @@ namespace shmapc::codegen {
 
 using P = ir::Prim;
 
-// Whether an eqn can be computed inside a fused element-wise loop: it has a scalar rule, and
-// a constant or broadcast is one value repeated per element.
+// How a fused loop reads the operand of a broadcast_in_dim at flat output index i: the one
+// element (a scalar), i % size (the operand fills the trailing dimensions: a bias [n] added to
+// [m, n]) or i / (out size / size) (it fills the leading ones); None: not fusible.
+enum class BroadcastRead { None, Scalar, Trailing, Leading };
+
+static BroadcastRead broadcastRead(const ir::Eqn &e) {
+  const ir::Type &in = e.ins[0]->type, &out = e.outs[0]->type;
+  if (in.numElements() == 1) return BroadcastRead::Scalar;
+  // The output dimensions the operand's non-1 dimensions fill, in order (a dimension of size
+  // 1 repeats along its output dimension and does not move the operand's index).
+  const std::vector<int64_t> &bd = e.intsParam("broadcast_dimensions");
+  std::vector<int64_t> filled;
+  for (size_t d = 0; d < bd.size(); ++d) {
+    if (in.shape[d] == 1) continue;
+    if (in.shape[d] != out.shape[bd[d]]) return BroadcastRead::None;
+    filled.push_back(bd[d]);
+  }
+  int64_t k = (int64_t)filled.size(), R = out.rank();
+  bool trailing = true, leading = true;
+  for (int64_t j = 0; j < k; ++j) {
+    trailing = trailing && filled[j] == R - k + j;
+    leading = leading && filled[j] == j;
+  }
+  return trailing ? BroadcastRead::Trailing : leading ? BroadcastRead::Leading : BroadcastRead::None;
+}
+
+// Whether an eqn can be computed inside a fused element-wise loop: it has a scalar rule, a
+// constant is one value repeated per element, and a broadcast reads its operand at an index
+// computed from the loop's (broadcastRead).
 bool FuncEmitter::isFusible(const ir::Eqn &e) {
   if (!prims::rulesOf(e.prim).scalar) return false;
   if (e.prim == P::Constant) return e.doublesParam("value").size() == 1;
-  if (e.prim == P::BroadcastInDim) return e.ins[0]->type.numElements() == 1;
+  if (e.prim == P::BroadcastInDim) return broadcastRead(e) != BroadcastRead::None;
   return true;
 }
 
@@ -171,22 +198,36 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   }
 
   std::unordered_map<const ir::Value *, llvm::Value *> elem;  // this iteration's elements
-  auto load = [&](const ir::Value *v, bool single) -> llvm::Value * {
+  // `v`'s element for this iteration; `at` overrides the index (a broadcast's operand).
+  // A broadcast's operand is not cached: two broadcasts of one array (a[:, None] * a[None, :])
+  // read it at different indices.
+  auto load = [&](const ir::Value *v, llvm::Value *at) -> llvm::Value * {
+    if (v->type.numElements() == 1) at = nullptr;
     auto it = elem.find(v);
-    if (it != elem.end()) return it->second;
+    if (!at && it != elem.end()) return it->second;
     llvm::Type *t = me.elemType(v->type.dtype);
     llvm::Value *buf = buffer(v);
-    single = single || v->type.numElements() == 1;
-    llvm::LoadInst *ld = b.CreateLoad(t, b.CreateInBoundsGEP(t, buf, single ? i64(0) : idx));
+    if (v->type.numElements() == 1) at = i64(0);
+    llvm::LoadInst *ld = b.CreateLoad(t, b.CreateInBoundsGEP(t, buf, at ? at : idx));
     tagAccess(ld, buf);
-    if (ir::isHalf(v->type.dtype)) return elem[v] = halfToF32(b, ld, v->type.dtype);
-    return elem[v] = ld;
+    llvm::Value *x = ir::isHalf(v->type.dtype) ? halfToF32(b, ld, v->type.dtype) : ld;
+    if (!at || v->type.numElements() == 1) elem[v] = x;
+    return x;
   };
 
   for (size_t i = first; i <= last; ++i) {
     const ir::Eqn &e = f.eqns[i];
     std::vector<llvm::Value *> x;
-    for (const ir::Value *v : e.ins) x.push_back(load(v, e.prim == P::BroadcastInDim));
+    llvm::Value *at = nullptr;  // a broadcast's operand index
+    if (e.prim == P::BroadcastInDim) {
+      int64_t size = e.ins[0]->type.numElements();
+      switch (broadcastRead(e)) {
+      case BroadcastRead::Trailing: at = b.CreateURem(idx, i64(size)); break;
+      case BroadcastRead::Leading: at = b.CreateUDiv(idx, i64(n / size)); break;
+      default: at = i64(0); break;
+      }
+    }
+    for (const ir::Value *v : e.ins) x.push_back(load(v, at));
     ir::DType outType = e.outs[0]->type.dtype;
     ir::DType t = e.ins.empty() ? outType : e.ins.back()->type.dtype;  // select: the data operands
     ScalarCtx c{*this, b, e, x, t, outType, ir::isFloat(t), t == ir::DType::Bool};

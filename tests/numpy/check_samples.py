@@ -478,7 +478,17 @@ def npy_sharded():
     }
 
 
-RUN_TWINS = {"int_arith_numpy": int_arith_numpy, "sum_pairwise": sum_pairwise,
+def fused_broadcasts():
+    x = iota(12).reshape(3, 4)
+    bias = f32([0.5, -1.0, 2.0, 0.25])
+    col = f32([10.0, 20.0, 30.0])
+    a = f32([1.0, 2.0, 3.0, 4.0])
+    return {"bias": x + bias, "leading": x * col.reshape(3, 1) - f32(1.0),
+            "outer": a[:, None] * a[None, :] + a[None, :],
+            "relu bias": np.maximum(x * f32(0.5) - bias, f32(0.0))}
+
+
+RUN_TWINS = {"int_arith_numpy": int_arith_numpy, "fused_broadcasts": fused_broadcasts, "sum_pairwise": sum_pairwise,
              "grad_rem_floordiv": grad_rem_floordiv, "npz_files": npz_files,
              "npz_roundtrip": npz_roundtrip, "npy_sharded": npy_sharded}
 
