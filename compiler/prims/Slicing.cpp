@@ -17,7 +17,9 @@ template <> const Rules &define<Prim::Slice>() {
           if (start[d] < 0 || start[d] > limit[d] || limit[d] > x.shape[d] || strides[d] < 1)
             return c.fail("dimension " + std::to_string(d) + " of " + typeText(x) + ": start " + std::to_string(start[d]) +
                           ", limit " + std::to_string(limit[d]) + ", stride " + std::to_string(strides[d]) + " are out of range");
-          shape.push_back((limit[d] - start[d] + strides[d] - 1) / strides[d]);
+          // ceil((limit - start) / stride) without overflow for a stride near 2^63
+          int64_t extent = limit[d] - start[d];
+          shape.push_back(extent == 0 ? 0 : (extent - 1) / strides[d] + 1);
         }
         return c.out(x.dtype, shape);
       },
