@@ -22,7 +22,7 @@ template <> const Rules &define<Prim::AllToAll>() {
                         (tiled ? " is not divisible by" : " is not") + " the group size " + std::to_string(n));
         if (tiled) {
           shape[split] /= n;
-          shape[concat] *= n;
+          if (!scaleDim(shape[concat], n)) return c.fail("the result's size overflows");
         } else {
           shape.erase(shape.begin() + split);
           shape.insert(shape.begin() + concat, n);

@@ -19,8 +19,8 @@ bool gatherShape(ShapeCtx &c) {
   if (!c.groupSize(n) || !c.param("axis", axis) || !c.flag("tiled", tiled)) return false;
   std::vector<int64_t> shape = c.in(0).shape;
   if (!c.inRange(axis, (int64_t)shape.size() + (tiled ? 0 : 1), "axis")) return false;
-  if (tiled) shape[axis] *= n;
-  else shape.insert(shape.begin() + axis, n);
+  if (!tiled) shape.insert(shape.begin() + axis, n);
+  else if (!scaleDim(shape[axis], n)) return c.fail("the result's size overflows");
   return c.out(c.in(0).dtype, shape);
 }
 

@@ -79,7 +79,8 @@ template <> const Rules &define<Prim::Shmap>() {
           Type global = body.results[k]->type, check;
           for (size_t d = 0; d < outSpecs[k].dims.size() && d < global.shape.size(); ++d)
             for (int a : outSpecs[k].dims[d])
-              if (a >= 0 && a < (int)mesh.sizes.size()) global.shape[d] *= mesh.sizes[a];
+              if (a >= 0 && a < (int)mesh.sizes.size() && !scaleDim(global.shape[d], mesh.sizes[a]))
+                return c.fail("result " + std::to_string(k) + "'s global size overflows");
           if (!c.block(global, outSpecs[k], mesh, "result " + std::to_string(k), check)) return false;
           c.out(global);
         }

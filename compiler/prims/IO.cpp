@@ -161,7 +161,8 @@ template <> const Rules &define<Prim::Load>() {
         Type global = c.declared(), block;
         for (size_t d = 0; d < spec[0].dims.size() && d < global.shape.size(); ++d)
           for (int a : spec[0].dims[d])
-            if (a >= 0 && a < (int)c.f.mesh->sizes.size()) global.shape[d] *= c.f.mesh->sizes[a];
+            if (a >= 0 && a < (int)c.f.mesh->sizes.size() && !scaleDim(global.shape[d], c.f.mesh->sizes[a]))
+              return c.fail("the global size overflows");
         return c.block(global, spec[0], *c.f.mesh, "spec", block) && c.out(block);
       },
       .variance = VarianceRule::Sharded,

@@ -124,7 +124,7 @@ template <> const Rules &define<Prim::Concatenate>() {
           if (!fits)
             return c.fail("operand " + std::to_string(i) + " " + typeText(o) + " does not concatenate with " +
                           typeText(c.in(0)) + " along dimension " + std::to_string(dim));
-          t.shape[dim] += o.shape[dim];
+          if (!growDim(t.shape[dim], o.shape[dim])) return c.fail("the result's size overflows");
         }
         return c.out(t);
       },

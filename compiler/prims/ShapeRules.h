@@ -73,4 +73,8 @@ bool compareNumbers(ShapeCtx &c);   // lt, le, gt, ge
 // A collective that keeps its operand's type (psum2, pbroadcast, ppermute, ...): valid axes.
 bool collectiveSameShape(ShapeCtx &c, bool (*accepts)(ir::DType), const char *what);
 
+// d *= k or d += k, false instead of a signed overflow (nested gathers of a large block).
+inline bool scaleDim(int64_t &d, int64_t k) { return !__builtin_mul_overflow(d, k, &d); }
+inline bool growDim(int64_t &d, int64_t k) { return !__builtin_add_overflow(d, k, &d); }
+
 } // namespace shmapc::prims

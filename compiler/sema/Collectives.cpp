@@ -100,7 +100,9 @@ SVal Sema::gather(const ast::Expr &c, ir::Prim p) {
   ir::Type t = x->type;
   if (tiled) {
     axis = normAxis(axis, rank, axisAt, "axis");
-    t.shape[axis] *= n;
+    if (__builtin_mul_overflow(t.shape[axis], n, &t.shape[axis]) || t.numElements() > SHM_MAX_ELEMENTS)
+      fail(DiagId::ArrayTooLarge, c.loc, c.name + " would make an array of more than 2^40 elements",
+           "gather a smaller array; split the data over a mesh or over several arrays");
   } else {
     axis = normAxis(axis, rank + 1, axisAt, "axis");
     t.shape.insert(t.shape.begin() + axis, n);
@@ -170,7 +172,10 @@ SVal Sema::bAllToAll(const ast::Expr &c) {
                " is not divisible by " + std::to_string(n),
            "pad the array or split a different dimension");
     t.shape[split] /= n;
-    t.shape[concat] *= n;
+    if (__builtin_mul_overflow(t.shape[concat], n, &t.shape[concat]) ||
+        t.numElements() > SHM_MAX_ELEMENTS)
+      fail(DiagId::ArrayTooLarge, c.loc, "all_to_all would make an array of more than 2^40 elements",
+           "exchange a smaller array");
   } else {
     if (size != n)
       fail(DiagId::ShapeMismatch, c.loc,
