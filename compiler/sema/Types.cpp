@@ -33,6 +33,10 @@ std::string Sema::describe(const SVal &v) {
   case SVal::Array:
     return str(v.value->type);
   case SVal::Literal:
+    // Literals are held as doubles: an integer beyond 2^53 would print rounded
+    // (9223372036854775807 as ...808), so it is described by its magnitude instead.
+    if (!v.literalIsFloat && std::fabs(v.literal) >= 9007199254740992.0)
+      return std::string("int literal ") + (v.literal < 0 ? "below -2^53" : "beyond 2^53");
     return (v.literalIsFloat ? "float literal " : "int literal ") +
            formatNumber(v.literal, v.literalIsFloat);
   case SVal::Axes: {
