@@ -468,13 +468,21 @@ void neededIn(const Func &f, std::set<const Value *> &need) {
   }
 }
 
-// The carries of loop `e` needed for its results in `liveAfter`: a live carry's body result
-// may read other carries.
+// The carries of loop or while `e` needed for its results in `liveAfter` (and, for a while,
+// by its predicate): a live carry's body result may read other carries. The body's params
+// are (index for a loop, consts..., carries...).
 std::vector<bool> liveCarries(const Eqn &e, const std::set<const Value *> &liveAfter) {
-  const Func &body = *e.bodies[0];
+  const Func &body = *e.bodies.back();
+  size_t first = e.prim == Prim::Loop ? 1 : 0;
   size_t C = (size_t)e.intParam("num_consts"), K = e.outs.size();
   std::vector<bool> live(K);
   for (size_t k = 0; k < K; ++k) live[k] = liveAfter.count(e.outs[k]) != 0;
+  if (e.prim == Prim::While) {
+    const Func &pred = *e.bodies[0];
+    std::set<const Value *> predNeeds(pred.results.begin(), pred.results.end());
+    neededIn(pred, predNeeds);
+    for (size_t k = 0; k < K; ++k) live[k] = live[k] || predNeeds.count(pred.params[C + k]);
+  }
   for (bool changed = true; changed;) {
     std::set<const Value *> need;
     for (size_t k = 0; k < K; ++k)
@@ -482,7 +490,7 @@ std::vector<bool> liveCarries(const Eqn &e, const std::set<const Value *> &liveA
     neededIn(body, need);
     changed = false;
     for (size_t k = 0; k < K; ++k)
-      if (!live[k] && need.count(body.params[1 + C + k])) changed = live[k] = true;
+      if (!live[k] && need.count(body.params[first + C + k])) changed = live[k] = true;
   }
   return live;
 }
@@ -526,20 +534,7 @@ void pruneLoop(Eqn &e, const std::set<const Value *> &liveAfter) {
 void pruneWhile(Eqn &e, const std::set<const Value *> &liveAfter) {
   Func &pred = *e.bodies[0], &body = *e.bodies[1];
   size_t C = (size_t)e.intParam("num_consts"), K = e.outs.size();
-  std::vector<bool> live(K);
-  for (size_t k = 0; k < K; ++k) live[k] = liveAfter.count(e.outs[k]) != 0;
-  std::set<const Value *> predNeeds(pred.results.begin(), pred.results.end());
-  neededIn(pred, predNeeds);
-  for (size_t k = 0; k < K; ++k) live[k] = live[k] || predNeeds.count(pred.params[C + k]);
-  for (bool changed = true; changed;) {
-    std::set<const Value *> need;
-    for (size_t k = 0; k < K; ++k)
-      if (live[k]) need.insert(body.results[k]);
-    neededIn(body, need);
-    changed = false;
-    for (size_t k = 0; k < K; ++k)
-      if (!live[k] && need.count(body.params[C + k])) changed = live[k] = true;
-  }
+  std::vector<bool> live = liveCarries(e, liveAfter);
   std::vector<Value *> results, outs;
   for (size_t k = 0; k < K; ++k)
     if (live[k]) {
