@@ -293,71 +293,88 @@ def transformer():
 
 
 def moe():
-    """samples/moe.smp: top-2 mixture of experts, one expert per device. The layer in float64
-    as its definition (Out[s] = sum_j gate[s, j] * expert_{e[s, j]}(a[s]); no dispatch at all),
-    the gradients and the jvp by central finite differences of that (step 1e-6), so neither
-    the dispatch nor autodiff is trusted."""
-    def normal(shape, seed, scale=1.0):
-        n = int(np.prod(shape))
-        return (shm_rng.normal(np.float32, seed, n).reshape(shape) * np.float32(scale)).astype(np.float64)
-
-    a, wg = normal((32, 8), 11), normal((8, 4), 12)
-    w1, w2 = normal((4, 8, 16), 13, 0.3), normal((4, 16, 8), 14, 0.3)
-    target = normal((32, 8), 15)
+    """samples/moe.smp: top-2 mixture of experts, one expert per device, on data/moe.npz. The
+    layer in float64 as its definition (Out[s] = sum_j gate[s, j] * expert_{e[s, j]}(a[s]); no
+    dispatch at all), the gradients and the jvp by central finite differences of that (step
+    1e-6), so neither the dispatch nor autodiff is trusted; then the sample's SGD steps on wg,
+    w1, w2 with those finite-difference gradients. (The data was chosen so that no token's
+    second and third router probabilities come within 0.01 of each other during training: the
+    routing, a discontinuity, is the same in float32 and float64.)"""
+    data = np.load(os.path.join(ROOT, "samples", "data", "moe.npz"))
+    a, wg, w1, w2, target, ta, tw1 = (data[k].astype(np.float64) for k in ("a", "wg", "w1", "w2", "target", "ta", "tw1"))
     c = np.sqrt(2 / np.pi)
 
     def layer(a, wg, w1, w2):
         z = a @ wg
         p = np.exp(z - z.max(1, keepdims=True))
         p /= p.sum(1, keepdims=True)
-        experts = np.argsort(-p, axis=1, kind="stable")[:, :2]
-        out = np.zeros((32, 8))
-        for s in range(32):
-            for j in range(2):
-                e = experts[s, j]
-                h = a[s] @ w1[e]
-                h = 0.5 * h * (1 + np.tanh(c * (h + 0.044715 * h ** 3)))
-                out[s] += p[s, e] * (h @ w2[e])
-        return out
+        experts = np.argsort(-p, axis=1, kind="stable")[:, :2]        # [s, j]
+        h = np.einsum("sd,sjdf->sjf", a, w1[experts])
+        h = 0.5 * h * (1 + np.tanh(c * (h + 0.044715 * h ** 3)))
+        y = np.einsum("sjf,sjfd->sjd", h, w2[experts])
+        return np.einsum("sjd,sj->sd", y, np.take_along_axis(p, experts, axis=1))
 
     def loss(a, wg, w1, w2):
         d = layer(a, wg, w1, w2) - target
         return (d * d).mean()
 
-    params, eps = [a, wg, w1, w2], 1e-6
-    grads = []
-    for i, x in enumerate(params):
-        g = np.zeros_like(x)
-        for idx in np.ndindex(x.shape):
-            plus = [q.copy() for q in params]
-            minus = [q.copy() for q in params]
-            plus[i][idx] += eps
-            minus[i][idx] -= eps
-            g[idx] = (loss(*plus) - loss(*minus)) / (2 * eps)
-        grads.append(g)
-    ta, tw1 = normal((32, 8), 16), normal((4, 8, 16), 17)
+    eps = 1e-6
+
+    def fd_grads(params, which):
+        grads = []
+        for i in which:
+            g = np.zeros_like(params[i])
+            for idx in np.ndindex(params[i].shape):
+                plus = [q.copy() for q in params]
+                minus = [q.copy() for q in params]
+                plus[i][idx] += eps
+                minus[i][idx] -= eps
+                g[idx] = (loss(*plus) - loss(*minus)) / (2 * eps)
+            grads.append(g)
+        return grads
+
+    grads = fd_grads([a, wg, w1, w2], range(4))
     jvp = (loss(a + eps * ta, wg, w1 + eps * tw1, w2) - loss(a - eps * ta, wg, w1 - eps * tw1, w2)) / (2 * eps)
-    return {"dense": layer(a, wg, w1, w2), "ragged = dense": np.bool_(True), "loss": loss(a, wg, w1, w2),
-            "d/da": grads[0], "d/dwg": grads[1], "d/dw1": grads[2], "d/dw2": grads[3],
-            "jvp dense": jvp, "jvp ragged": jvp}
+    out = {"dense": layer(a, wg, w1, w2), "ragged = dense": np.bool_(True), "loss": loss(a, wg, w1, w2),
+           "d/da": grads[0], "d/dwg": grads[1], "d/dw1": grads[2], "d/dw2": grads[3],
+           "jvp dense": jvp, "jvp ragged": jvp, "step": [], "train loss": []}
+    params = [a, wg, w1, w2]
+    for step in range(1, 7):  # SGD with lr 1
+        out["step"].append(np.int32(step))
+        out["train loss"].append(loss(*params))
+        for i, g in zip((1, 2, 3), fd_grads(params, (1, 2, 3))):
+            params[i] = params[i] - g
+    out["final loss"] = loss(*params)
+    return out
 
 
 def collective_matmuls():
-    """samples/collective_matmuls.smp: every version computes a @ w (all-gather direction) or
-    t @ w2 (reduce-scatter direction); the gradients of sum(out^2) are 2 out w^T and 2 a^T out."""
-    def normal(shape, seed):
-        return shm_rng.normal(np.float32, seed, int(np.prod(shape))).reshape(shape).astype(np.float64)
-
-    a, w, t, w2 = normal((8, 16), 21), normal((16, 8), 22), normal((8, 16), 23), normal((16, 8), 24)
+    """samples/collective_matmuls.smp on data/collective_matmuls.npz: every version computes
+    a @ w (all-gather direction) or t @ w2 (reduce-scatter direction); the gradients of
+    sum(out^2) are 2 out w^T and 2 a^T out. The training fits w and w2 by SGD (lr 0.5) to
+    mean((a w - y)^2) + mean((t w2 - y2)^2), whose gradients are 2/64 a^T (a w - y) and
+    2/64 t^T (t w2 - y2)."""
+    data = np.load(os.path.join(ROOT, "samples", "data", "collective_matmuls.npz"))
+    a, w, t, w2, y, y2 = (data[k].astype(np.float64) for k in ("a", "w", "t", "w2", "y", "y2"))
     out, out2 = a @ w, t @ w2
     yes = np.bool_(True)
-    return {"all-gather matmul": out, "unidirectional = plain": yes, "bidirectional = plain": yes,
+    want = {"all-gather matmul": out, "unidirectional = plain": yes, "bidirectional = plain": yes,
             "all-gather d/da": 2 * out @ w.T, "all-gather d/dw": 2 * a.T @ out,
             "unidirectional gradients = plain": yes, "bidirectional gradients = plain": yes,
             "reduce-scatter matmul": out2, "rs unidirectional = plain": yes,
             "rs bidirectional = plain": yes, "reduce-scatter d/dt": 2 * out2 @ w2.T,
             "reduce-scatter d/dw2": 2 * t.T @ out2, "rs unidirectional gradients = plain": yes,
-            "rs bidirectional gradients = plain": yes}
+            "rs bidirectional gradients = plain": yes, "step": [], "train loss": []}
+
+    def fit_loss(w, w2):
+        return np.mean((a @ w - y) ** 2) + np.mean((t @ w2 - y2) ** 2)
+
+    for step in range(1, 7):
+        want["step"].append(np.int32(step))
+        want["train loss"].append(fit_loss(w, w2))
+        w, w2 = w - 0.5 * 2 / 64 * a.T @ (a @ w - y), w2 - 0.5 * 2 / 64 * t.T @ (t @ w2 - y2)
+    want["final loss"] = fit_loss(w, w2)
+    return want
 
 
 def megatron_mlp():

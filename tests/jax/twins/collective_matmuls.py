@@ -2,8 +2,10 @@
 and two-directional. Against JAX: the same six shard_map functions (ppermute rings in
 for-loops), their outputs and the gradients of sum(out^2) by jax.grad with rtol 1e-4; every
 "= plain" line is recomputed from JAX's values with the sample's own test (max |x - y| <=
-1e-5 max |y|)."""
+1e-5 max |y|); then the sample's six SGD steps through the bidirectional versions and their
+losses, all on data/collective_matmuls.npz."""
 import os, sys; sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import numpy as np
 import twin
 from twin import jax, jnp, P, smap
 
@@ -78,8 +80,8 @@ def sq(f):
 
 
 def check(t):
-    a, w = twin.normal((8, 16), 21), twin.normal((16, 8), 22)
-    tt, w2 = twin.normal((8, 16), 23), twin.normal((16, 8), 24)
+    data = np.load(os.path.join(twin.ROOT, "samples", "data", "collective_matmuls.npz"))
+    a, w, tt, w2, y, y2 = (jnp.asarray(data[k]) for k in ("a", "w", "t", "w2", "y", "y2"))
     out = ag_plain(a, w)
     t.close("all-gather matmul", out)
     t.equal("unidirectional = plain", close(ag_unidirectional(a, w), out))
@@ -102,6 +104,18 @@ def check(t):
                      ("rs bidirectional gradients = plain", rs_bidirectional)):
         gt, gw2 = sq(f)(tt, w2)
         t.equal(label, close(gt, dt) and close(gw2, dw2))
+
+    # The sample's training: SGD (lr 0.5) through the bidirectional versions.
+    def fit_loss(w, w2):
+        return jnp.mean((ag_bidirectional(a, w) - y) ** 2) + jnp.mean((rs_bidirectional(tt, w2) - y2) ** 2)
+
+    step_grad = jax.jit(jax.value_and_grad(fit_loss, argnums=(0, 1)))
+    for step in range(1, 7):
+        l, (gw, gw2) = step_grad(w, w2)
+        t.equal("step", step, index=step - 1)
+        t.close("train loss", l, index=step - 1)
+        w, w2 = w - 0.5 * gw, w2 - 0.5 * gw2
+    t.close("final loss", fit_loss(w, w2))
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@ Against JAX: the dense layer written with shard_map and the same dispatch (tiled
 of a [experts, 16, D] buffer); its output, loss and the gradients (jax.value_and_grad) with
 rtol 1e-4; the ragged layer written with lax.while_loop around the all_to_all, which JAX too
 can only differentiate in forward mode: its jvp (jax.jvp) and the dense jvp against the
-printed ones. (tests/numpy/check_samples.py checks the same values against the layer's
-definition in float64 and finite differences.)"""
+printed ones; then the sample's six SGD steps and their losses, all on data/moe.npz.
+(tests/numpy/check_samples.py checks the same values against the layer's definition in
+float64 and finite differences.)"""
 import os, sys; sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np
 import twin
@@ -75,9 +76,8 @@ def moe_ragged(a, wg, w1, w2):
 
 
 def check(t):
-    a, wg = twin.normal((32, 8), 11), twin.normal((8, 4), 12)
-    w1, w2 = twin.normal((4, 8, 16), 13) * 0.3, twin.normal((4, 16, 8), 14) * 0.3
-    target = twin.normal((32, 8), 15)
+    data = np.load(os.path.join(twin.ROOT, "samples", "data", "moe.npz"))
+    a, wg, w1, w2, target, ta, tw1 = (jnp.asarray(data[k]) for k in ("a", "wg", "w1", "w2", "target", "ta", "tw1"))
     dense = moe_dense(a, wg, w1, w2)
     t.close("dense", dense)
     t.equal("ragged = dense", bool(jnp.max(jnp.abs(moe_ragged(a, wg, w1, w2) - dense)) < 1e-6))
@@ -91,10 +91,17 @@ def check(t):
     t.close("d/dwg", dwg, atol=1e-7)
     t.close("d/dw1", dw1, atol=1e-7)
     t.close("d/dw2", dw2, atol=1e-7)
-    tangents = (twin.normal((32, 8), 16), jnp.zeros((8, 4), jnp.float32), twin.normal((4, 8, 16), 17),
-                jnp.zeros((4, 16, 8), jnp.float32))
+    tangents = (ta, jnp.zeros((8, 4), jnp.float32), tw1, jnp.zeros((4, 16, 8), jnp.float32))
     t.close("jvp dense", jax.jvp(loss(moe_dense), (a, wg, w1, w2), tangents)[1])
     t.close("jvp ragged", jax.jvp(loss(moe_ragged), (a, wg, w1, w2), tangents)[1])
+    # The sample's training: SGD (lr 1) on wg, w1, w2 with the dense layer's gradients.
+    step_grad = jax.jit(jax.value_and_grad(loss(moe_dense), argnums=(1, 2, 3)))
+    for step in range(1, 7):
+        l, (gwg, gw1, gw2) = step_grad(a, wg, w1, w2)
+        t.equal("step", step, index=step - 1)
+        t.close("train loss", l, index=step - 1)
+        wg, w1, w2 = wg - gwg, w1 - gw1, w2 - gw2
+    t.close("final loss", loss(moe_dense)(a, wg, w1, w2))
 
 
 if __name__ == "__main__":
