@@ -8,7 +8,10 @@
 #include <cblas.h>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 #include <limits>
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
 #include <type_traits>
 #include <vector>
 
@@ -455,6 +458,39 @@ void shm_reduce(int32_t dtype, int32_t op, const void *in, int32_t rank, const i
   SHM_GUARD_END("reduce")
 }
 
+namespace {
+
+// f32 products of at least 32^3 multiply-adds go to oneDNN's sgemm, which picks AVX-512 kernels
+// at run time (1024^3: 2.0x OpenBLAS's Haswell kernels on this machine); below that OpenBLAS
+// wins (oneDNN's fixed cost is ~0.2 us). SHMAP_BLAS=openblas sends every product to OpenBLAS
+// (README, "Measured choices").
+constexpr int64_t kDnnlMinMacs = 32 * 32 * 32;
+
+bool dnnl_enabled() {
+  static const bool on = [] {
+    const char *e = std::getenv("SHMAP_BLAS");
+    return !(e && std::strcmp(e, "openblas") == 0);
+  }();
+  return on;
+}
+
+// C[m, n] = op(A) @ op(B), row-major, C's leading dimension n.
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+           const float *b, int64_t ldb, float *c) {
+  if (m * n * k >= kDnnlMinMacs && dnnl_enabled()) {
+    // Each device thread is one core's worth of work: oneDNN's OpenMP team in it is that thread
+    // alone (the setting is per thread, made once).
+    static thread_local const bool one_thread = (omp_set_num_threads(1), true);
+    (void)one_thread;
+    if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n) == dnnl_success)
+      return;
+  }
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
+              (int)k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c, (int)n);
+}
+
+} // namespace
+
 void shm_matmul(int32_t dtype, const void *lhs, const void *rhs, void *out, int64_t batch,
                 int64_t m, int64_t k, int64_t n, int32_t trans_lhs, int32_t trans_rhs) {
   SHM_GUARD_BEGIN
@@ -475,8 +511,7 @@ void shm_matmul(int32_t dtype, const void *lhs, const void *rhs, void *out, int6
     for (int64_t b = 0; b < batch; ++b) {
       widen_half(dtype, (const char *)lhs + b * m * k * es, a.data(), m * k);
       widen_half(dtype, (const char *)rhs + b * k * n * es, bb.data(), k * n);
-      cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0f, a.data(), lda, bb.data(),
-                  ldb, 0.0f, c.data(), (int)n);
+      sgemm(trans_lhs, trans_rhs, m, n, k, a.data(), lda, bb.data(), ldb, c.data());
       narrow_half(dtype, c.data(), (char *)out + b * m * n * es, m * n);
     }
     return;
@@ -487,8 +522,7 @@ void shm_matmul(int32_t dtype, const void *lhs, const void *rhs, void *out, int6
     char *c = (char *)out + b * m * n * es;
     switch (dtype) {
     case SHM_F32:
-      cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0f, (const float *)a, lda,
-                  (const float *)bb, ldb, 0.0f, (float *)c, (int)n);
+      sgemm(trans_lhs, trans_rhs, m, n, k, (const float *)a, lda, (const float *)bb, ldb, (float *)c);
       break;
     case SHM_F64:
       cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0, (const double *)a, lda,

@@ -150,8 +150,8 @@ Compiled compile(const ir::Module &m, int level, const std::string &name) {
 // Links and runs; returns stdout (and the exit status through `status`).
 std::string linkAndRun(const std::string &object, int &status) {
   std::string exe = object + ".exe";
-  std::string link = "g++ " + object + " " SHMAP_RUNTIME_LIB " " SHMAPC_BLAS_LIB " " SHMAPC_ZLIB_LIB
-                     " -lpthread -lm -o " + exe + " 2>&1";
+  std::string link = "g++ " + object + " " SHMAP_RUNTIME_LIB " " SHMAPC_BLAS_LIB " " SHMAPC_DNNL_LIB " " SHMAPC_ZLIB_LIB
+                     " -lgomp -lpthread -lm -o " + exe + " 2>&1";
   std::string linkOut = runCommand(link, status);
   if (status != 0) return "LINK FAILED: " + linkOut;
   return runCommand(exe + " 2>&1", status);

@@ -972,9 +972,10 @@ TEST_CASE("float sums: 2^25 ones are exact; -0 and NaN", "[kernels]") {
   CHECK(std::isnan(r));
 }
 
-TEST_CASE("matmul f32 / f64 / i32 / i64 / f16 / bf16 with batch", "[kernels][blas]") {
-  openblas_set_num_threads(1);
-  const int64_t B = 2, M = 3, K = 4, N = 5;
+namespace {
+// shm_matmul of small-integer operands (so every dtype is exact) against a double loop, for
+// every combination of the transpose flags.
+void check_matmul_exact(int64_t B, int64_t M, int64_t K, int64_t N, std::initializer_list<int32_t> dtypes) {
   std::vector<double> a((size_t)(B * M * K)), b((size_t)(B * K * N)), want((size_t)(B * M * N), 0);
   for (size_t i = 0; i < a.size(); ++i) a[i] = (double)((int)(i * 5) % 7) - 3;
   for (size_t i = 0; i < b.size(); ++i) b[i] = (double)((int)(i * 3) % 5) - 2;
@@ -992,15 +993,26 @@ TEST_CASE("matmul f32 / f64 / i32 / i64 / f16 / bf16 with batch", "[kernels][bla
     for (int64_t k = 0; k < K; ++k)
       for (int64_t j = 0; j < N; ++j) bt[(size_t)((bb * N + j) * K + k)] = b[(size_t)((bb * K + k) * N + j)];
   }
-  for (int32_t dt : {SHM_F32, SHM_F64, SHM_I32, SHM_I64, SHM_F16, SHM_BF16})  // small integers: exact
+  for (int32_t dt : dtypes)
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb) {
         auto ab = to_bytes(ta ? at : a, dt), bbytes = to_bytes(tb ? bt : b, dt);
         std::vector<unsigned char> out((size_t)(B * M * N * esize(dt)));
         shm_matmul(dt, ab.data(), bbytes.data(), out.data(), B, M, K, N, ta, tb);
-        INFO("dtype " << dt << ", trans_lhs " << ta << ", trans_rhs " << tb);
+        INFO("[" << M << ", " << K << "] @ [" << K << ", " << N << "], dtype " << dt << ", trans_lhs " << ta
+                 << ", trans_rhs " << tb);
         CHECK(from_bytes(out.data(), B * M * N, dt) == want);
       }
+}
+} // namespace
+
+TEST_CASE("matmul f32 / f64 / i32 / i64 / f16 / bf16 with batch", "[kernels][blas]") {
+  openblas_set_num_threads(1);
+  check_matmul_exact(2, 3, 4, 5, {SHM_F32, SHM_F64, SHM_I32, SHM_I64, SHM_F16, SHM_BF16});
+  // From 32^3 multiply-adds up f32 goes to oneDNN's sgemm (odd sizes: its edge kernels); f16
+  // too (widened to f32), whose integers are exact up to 2048.
+  check_matmul_exact(2, 37, 41, 29, {SHM_F32, SHM_F16});
+  check_matmul_exact(1, 1, 1024, 64, {SHM_F32});
   float z[4] = {9, 9, 9, 9};
   shm_matmul(SHM_F32, nullptr, nullptr, z, 1, 2, 0, 2, 0, 0); // k == 0: zeros
   for (float v : z) CHECK(v == 0);
