@@ -8,6 +8,90 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
+#include <vector>
+
+// ---- buffers: a cache of large blocks ------------------------------------------------------
+// A training loop allocates the same large buffers every step. Handed back to glibc they are
+// unmapped (above its mmap threshold, or trimmed from a device thread's arena) and every page
+// faults again on the next step, so blocks of 256 KiB and more are kept, by size, and handed
+// out again: after the first step a loop maps no new memory. The cache keeps at most
+// kCacheLimit bytes (blocks beyond it go back to glibc); smaller blocks go straight to glibc,
+// whose bins already reuse them. ASan builds skip the cache so that it still sees every
+// use after free.
+namespace shm {
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kCacheOn = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kCacheOn = false;
+#else
+constexpr bool kCacheOn = true;
+#endif
+#else
+constexpr bool kCacheOn = true;
+#endif
+
+constexpr size_t kHeader = 64;              // keeps the block 64-byte aligned; holds its size
+constexpr size_t kCacheMin = 256 << 10;
+constexpr size_t kCacheLimit = size_t(1) << 30;
+
+struct BlockCache {
+  std::mutex m;
+  std::unordered_map<size_t, std::vector<void *>> free;  // size -> blocks (header addresses)
+  size_t cached = 0;
+};
+
+BlockCache &cache() {
+  static BlockCache *c = new BlockCache;  // leaked: device threads may free during exit()
+  return *c;
+}
+
+} // namespace
+
+void *buffer_cache_take(size_t bytes) {
+  // Round up: aligned_alloc wants a multiple of the alignment; never ask for 0 bytes. Cached
+  // sizes are whole pages, so near sizes share blocks.
+  size_t size = bytes < kCacheMin ? (bytes + 63) / 64 * 64 : (bytes + 4095) / 4096 * 4096;
+  if (size == 0) size = 64;
+  if (kCacheOn && size >= kCacheMin) {
+    BlockCache &c = cache();
+    std::lock_guard<std::mutex> lk(c.m);
+    auto it = c.free.find(size);
+    if (it != c.free.end() && !it->second.empty()) {
+      char *block = static_cast<char *>(it->second.back());
+      it->second.pop_back();
+      c.cached -= size;
+      return block + kHeader;
+    }
+  }
+  if (size > SIZE_MAX - kHeader) shm_fatal("out of memory");
+  char *block = static_cast<char *>(std::aligned_alloc(64, size + kHeader));
+  if (!block) shm_fatal("out of memory");
+  std::memcpy(block, &size, sizeof size);
+  return block + kHeader;
+}
+
+void buffer_cache_give(void *p) {
+  if (!p) return;
+  char *block = static_cast<char *>(p) - kHeader;
+  size_t size;
+  std::memcpy(&size, block, sizeof size);
+  if (kCacheOn && size >= kCacheMin) {
+    BlockCache &c = cache();
+    std::lock_guard<std::mutex> lk(c.m);
+    if (c.cached + size <= kCacheLimit) {
+      c.free[size].push_back(block);
+      c.cached += size;
+      return;
+    }
+  }
+  std::free(block);
+}
+
+} // namespace shm
 
 extern "C" {
 
@@ -25,15 +109,10 @@ void shm_fatal(const char *msg) {
 
 void *shm_alloc(int64_t bytes) {
   if (bytes < 0) shm_fatal("negative allocation size");
-  // Round up: aligned_alloc wants a multiple of the alignment; never ask for 0 bytes.
-  size_t size = ((size_t)bytes + 63) / 64 * 64;
-  if (size == 0) size = 64;
-  void *p = std::aligned_alloc(64, size);
-  if (!p) shm_fatal("out of memory");
-  return p;
+  return shm::buffer_cache_take((size_t)bytes);
 }
 
-void shm_free(void *p) { std::free(p); }
+void shm_free(void *p) { shm::buffer_cache_give(p); }
 
 void shm_copy(void *dst, const void *src, int64_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, (size_t)bytes);

@@ -82,6 +82,7 @@ struct ArrayPlan {
   int32_t axes[kMaxRank][kMaxMeshRank]; // ... major to minor
   bool mentioned[kMaxMeshRank];       // does the spec name this mesh axis?
   bool whole = true;                  // no dimension split: the block is the global array
+  bool contiguous = true;             // every device's block is one run of the global array
   int64_t block_bytes = 0;
 };
 
@@ -121,6 +122,13 @@ ArrayPlan plan_array(const MeshCall &c, const shm_array_desc &d, const char *kin
   }
   row_major_strides(p.rank, p.gshape, p.gstrides);
   row_major_strides(p.rank, p.bshape, p.bstrides);
+  // A block is contiguous in the global array when, after its first dimension longer than 1,
+  // it spans every dimension whole (P("x") on the rows of a matrix, say).
+  bool seen_long = false;
+  for (int32_t dim = 0; dim < p.rank; ++dim) {
+    if (seen_long && p.bshape[dim] != p.gshape[dim]) p.contiguous = false;
+    if (p.bshape[dim] > 1) seen_long = true;
+  }
   p.block_bytes = num_elements(p.rank, p.bshape) * p.esize;
   return p;
 }
@@ -156,16 +164,22 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
       in_owned[i] = false;
       continue;
     }
+    const char *src = (const char *)ins[i] + block_offset(p, c, dev.coords) * p.esize;
+    if (p.contiguous) {  // read in place, as a replicated input is
+      bin[i] = const_cast<char *>(src);
+      in_owned[i] = false;
+      continue;
+    }
     bin[i] = shm_alloc(p.block_bytes);
     in_owned[i] = true;
-    const char *src = (const char *)ins[i] + block_offset(p, c, dev.coords) * p.esize;
     copy_strided(p.esize, p.rank, p.bshape, src, p.gstrides, bin[i], p.bstrides);
   }
   for (size_t i = 0; i < outp.size(); ++i) {
     const ArrayPlan &p = outp[i];
-    // An unsplit output's writer can produce the global array in place.
-    out_direct[i] = p.whole && is_writer(p, c, dev.coords);
-    bout[i] = out_direct[i] ? outs[i] : shm_alloc(p.block_bytes);
+    // The writer of a block that is one run of the global array (all of it, for an unsplit
+    // output) produces it in place; the blocks of different writers are disjoint.
+    out_direct[i] = p.contiguous && is_writer(p, c, dev.coords);
+    bout[i] = out_direct[i] ? (char *)outs[i] + block_offset(p, c, dev.coords) * p.esize : shm_alloc(p.block_bytes);
   }
   body(&dev, bout.data(), bin.data());
   for (size_t i = 0; i < outp.size(); ++i) {

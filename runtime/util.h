@@ -12,6 +12,11 @@ namespace shm {
 // Formats like printf and calls shm_fatal (prints `shmap runtime error: ...`, exits 2).
 [[noreturn]] void fatalf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+// shm_alloc / shm_free (memory.cpp): 64-byte aligned buffers; blocks of 256 KiB and more are
+// kept for reuse instead of being returned to the system.
+void *buffer_cache_take(size_t bytes);
+void buffer_cache_give(void *p);
+
 // Bytes per element of a dtype code; shm_fatal on an unknown code.
 int64_t dtype_size(int32_t dtype);
 const char *dtype_name(int32_t dtype);

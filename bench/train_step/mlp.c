@@ -1,9 +1,19 @@
-/* The data-parallel MLP training step of bench/train_step/run.py, written by hand in C on the
- * same OpenBLAS (one thread): batch 256, 512 -> 1024 -> ReLU -> 512, MSE, SGD. Five sgemm calls
+/* The data-parallel MLP training step of bench/train_step/run.py, written by hand in C on
+ * OpenBLAS, or on oneDNN's sgemm when built with -DUSE_DNNL (one thread): batch 256, 512 -> 1024 -> ReLU -> 512, MSE, SGD. Five sgemm calls
  * per step (two forward, three backward) with BLAS's transpose flags, element-wise loops the
  * compiler vectorizes. Prints the mean step time and the time of its five sgemm calls alone
  * (the compute bound), in ms:  STEP_MS SGEMM_MS */
 #include <cblas.h>
+#ifdef USE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+/* oneDNN's sgemm is row-major too; same arguments in the same order. */
+#define GEMM(ta, tb, m, n, k, a, lda, b, ldb, c, ldc) \
+  dnnl_sgemm((ta) == CblasTrans ? 'T' : 'N', (tb) == CblasTrans ? 'T' : 'N', m, n, k, 1, a, lda, b, ldb, 0, c, ldc)
+#else
+#define GEMM(ta, tb, m, n, k, a, lda, b, ldb, c, ldc) \
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1, a, lda, b, ldb, 0, c, ldc)
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +39,9 @@ static float *fill(size_t n, unsigned seed, float scale) {
 int main(int argc, char **argv) {
   int steps = argc > 1 ? atoi(argv[1]) : 20;
   openblas_set_num_threads(1);
+#ifdef USE_DNNL
+  omp_set_num_threads(1);
+#endif
   float *x = fill((size_t)B * D, 1, 2.0f), *y = fill((size_t)B * D, 2, 2.0f);
   float *w1 = fill((size_t)D * H, 3, 0.1f), *b1 = fill(H, 4, 0.0f);
   float *w2 = fill((size_t)H * D, 5, 0.1f), *b2 = fill(D, 6, 0.0f);
@@ -40,7 +53,7 @@ int main(int argc, char **argv) {
   for (int s = 0; s < steps; ++s) {
     double t0 = now(), g;
     g = now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, H, D, 1, x, D, w1, H, 0, h, H);
+    GEMM(CblasNoTrans, CblasNoTrans, B, H, D, x, D, w1, H, h, H);
     gemm += now() - g;
     for (int i = 0; i < B; ++i)
       for (int j = 0; j < H; ++j) {
@@ -48,7 +61,7 @@ int main(int argc, char **argv) {
         h[i * H + j] = v > 0 ? v : 0;
       }
     g = now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, D, H, 1, h, H, w2, D, 0, out, D);
+    GEMM(CblasNoTrans, CblasNoTrans, B, D, H, h, H, w2, D, out, D);
     gemm += now() - g;
     loss = 0;
     memset(gb2, 0, sizeof gb2);
@@ -60,8 +73,8 @@ int main(int argc, char **argv) {
         gb2[j] += out[i * D + j];
       }
     g = now();
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, H, D, B, 1, h, H, out, D, 0, gw2, D);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, H, D, 1, out, D, w2, D, 0, dh, H);
+    GEMM(CblasTrans, CblasNoTrans, H, D, B, h, H, out, D, gw2, D);
+    GEMM(CblasNoTrans, CblasTrans, B, H, D, out, D, w2, D, dh, H);
     gemm += now() - g;
     memset(gb1, 0, sizeof gb1);
     for (int i = 0; i < B; ++i)
@@ -71,7 +84,7 @@ int main(int argc, char **argv) {
         gb1[j] += v;
       }
     g = now();
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, D, H, B, 1, x, D, dh, H, 0, gw1, H);
+    GEMM(CblasTrans, CblasNoTrans, D, H, B, x, D, dh, H, gw1, H);
     gemm += now() - g;
     for (size_t i = 0; i < (size_t)D * H; ++i) w1[i] -= lr * gw1[i], w2[i] -= lr * gw2[i];
     for (int j = 0; j < H; ++j) b1[j] -= lr * gb1[j];
