@@ -8,6 +8,7 @@
 #include <cblas.h>
 #include <cerrno>
 #include <climits>
+#include <malloc.h>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -126,6 +127,12 @@ int runtime_main(int argc, char **argv) {
   // The device threads already use every core; OpenBLAS's own threads would oversubscribe
   // them (and make results depend on its thread count), so BLAS runs single-threaded.
   openblas_set_num_threads(1);
+  // glibc maps blocks above its (adaptive) mmap threshold afresh on every allocation and trims
+  // its heaps on free, so a loop would fault its pages in again each step until the threshold
+  // had adapted to every size the libraries use (oneDNN's packing buffers among them): fixed
+  // at the largest value, and no trimming, the pages of one step serve the next.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   stats_reset();
   shm_user_main(nullptr, nullptr, nullptr);
   if (stats) stats_print(stdout);

@@ -19,7 +19,10 @@
 #include <string.h>
 #include <time.h>
 
-enum { B = 256, D = 512, H = 1024 };
+#ifndef BATCH
+#define BATCH 256 /* -DBATCH=128: one device's share of a mesh of 2 */
+#endif
+enum { B = BATCH, D = 512, H = 1024 };
 
 static double now(void) {
   struct timespec t;

@@ -1,16 +1,22 @@
 #!/usr/bin/python3
 """Issue 11's training-step benchmark: the data-parallel MLP step (batch 256, 512 -> 1024 ->
 ReLU -> 512, MSE, SGD) compiled by shmapc on meshes of 1 and 2 devices, against peers timed in
-the same run: the same math in C on the same OpenBLAS (and its five sgemm calls alone: the
-compute bound), numpy, and JAX jit and PyTorch when their virtual environment has them. One
-BLAS thread everywhere. Prints ms per step and ratios; the quietest of several runs counts.
+the same run: the same math written by hand in C on OpenBLAS and on oneDNN's sgemm (the library
+shmapc's runtime uses for these sizes; its five sgemm calls alone are the compute bound), numpy,
+and JAX jit and PyTorch when bench/setup.sh's virtual environment has them. Everything that
+stands for "one thread" runs pinned to one core (taskset -c 0), so no library can borrow the
+second core; the mesh of 2 runs unpinned on both. Prints ms per step, ratios, and issue 11's
+targets with where they stand; the quietest of several runs counts.
 
     python3 bench/train_step/run.py --shmapc build/compiler/shmapc [--repeats 3]
 
 A shmapc program's time per step is measured from the outside: (time of S2 steps - time of S1
-steps) / (S2 - S1), which leaves out start-up and compilation."""
+steps) / (S2 - S1), which leaves out start-up and compilation; its page faults per step the
+same way (the children's minor faults, getrusage)."""
 import argparse
 import os
+import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,21 +60,30 @@ def main() {{
 """
 
 
-def wall(cmd):
+# One thread = pinned to one core, where there is more than one and taskset exists.
+PIN = ["taskset", "-c", "0"] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
+
+
+def run_measured(cmd):
+    """Runs cmd; returns (seconds, minor page faults)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, env=ENV, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before
 
 
-def shmapc_step_ms(shmapc, tmp, n, repeats, s1=2, s2=22):
+def shmapc_step(shmapc, tmp, n, repeats, pin, s1=2, s2=22):
+    """(ms per step, page faults per step) of the program on a mesh of n."""
     src = os.path.join(tmp, "mlp%d.smp" % n)
     with open(src, "w") as f:
         f.write(PROGRAM.format(n=n, rows=256 // n))
     exe = os.path.join(tmp, "mlp%d" % n)
     subprocess.run([shmapc, "compile", src, "-o", exe], check=True)
-    a = min(wall([exe, "--steps=%d" % s1]) for _ in range(repeats))
-    b = min(wall([exe, "--steps=%d" % s2]) for _ in range(repeats))
-    return (b - a) / (s2 - s1) * 1e3
+    a = [run_measured(pin + [exe, "--steps=%d" % s1]) for _ in range(repeats)]
+    b = [run_measured(pin + [exe, "--steps=%d" % s2]) for _ in range(repeats)]
+    ms = (min(t for t, _ in b) - min(t for t, _ in a)) / (s2 - s1) * 1e3
+    faults = (min(f for _, f in b) - min(f for _, f in a)) / (s2 - s1)
+    return ms, faults
 
 
 def best_line(cmd, repeats):
@@ -81,11 +96,23 @@ def best_line(cmd, repeats):
 
 
 def venv_python():
-    try:
-        return subprocess.run(["bash", os.path.join(ROOT, "tests", "jax", "venv.sh")], check=True,
-                              capture_output=True, text=True).stdout.strip()
-    except (subprocess.CalledProcessError, FileNotFoundError):
-        return None
+    """bench/setup.sh's python (JAX and PyTorch), else the JAX twins' (no PyTorch)."""
+    for script in (os.path.join(ROOT, "bench", "setup.sh"), os.path.join(ROOT, "tests", "jax", "venv.sh")):
+        if not os.path.exists(script):
+            continue
+        try:
+            return subprocess.run(["bash", script], check=True, capture_output=True, text=True).stdout.strip()
+        except subprocess.CalledProcessError:
+            continue
+    return None
+
+
+def build_c(tmp, name, *flags):
+    exe = os.path.join(tmp, name)
+    subprocess.run(["gcc", "-O3", "-march=native", os.path.join(HERE, "mlp.c"), "-o", exe,
+                    "-I/usr/include/x86_64-linux-gnu/openblas-pthread"] + list(flags) + ["-lopenblas", "-lm"],
+                   check=True)
+    return exe
 
 
 def main():
@@ -93,34 +120,55 @@ def main():
     ap.add_argument("--shmapc", default=os.path.join(ROOT, "build", "compiler", "shmapc"))
     ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args()
-    rows = []
+    rows, faults = [], {}
     with tempfile.TemporaryDirectory() as tmp:
-        cexe = os.path.join(tmp, "mlp_c")
-        subprocess.run(["gcc", "-O3", "-march=native", os.path.join(HERE, "mlp.c"), "-o", cexe,
-                        "-I/usr/include/x86_64-linux-gnu/openblas-pthread", "-lopenblas", "-lm"],
-                       check=True)
-        c_step, c_gemm = best_line([cexe, "20"], a.repeats)[:2]
-        rows.append(("C + OpenBLAS (hand-written)", c_step))
-        rows.append(("  its 5 sgemm calls alone", c_gemm))
-        rows.append(("numpy", best_line(["/usr/bin/python3", os.path.join(HERE, "mlp_numpy.py"), "20"], a.repeats)[0]))
+        c_blas = build_c(tmp, "mlp_openblas")
+        c_dnnl = build_c(tmp, "mlp_dnnl", "-DUSE_DNNL", "-ldnnl", "-fopenmp")
+        c_half = build_c(tmp, "mlp_dnnl_half", "-DUSE_DNNL", "-DBATCH=128", "-ldnnl", "-fopenmp")
+        step, gemm = best_line(PIN + [c_blas, "20"], a.repeats)[:2]
+        rows += [("C + OpenBLAS (hand-written)", step), ("  its 5 sgemm calls alone", gemm)]
+        c_step, c_gemm = best_line(PIN + [c_dnnl, "20"], a.repeats)[:2]
+        rows += [("C + oneDNN (hand-written)", c_step), ("  its 5 sgemm calls alone", c_gemm)]
+        half = best_line(PIN + [c_half, "20"], a.repeats)[0]
+        rows.append(("  at batch 128 (one of 2 devices)", half))
+        rows.append(("numpy", best_line(PIN + ["/usr/bin/python3", os.path.join(HERE, "mlp_numpy.py"), "20"], a.repeats)[0]))
         py = venv_python()
-        if py:
-            for name, script in (("JAX jit", "mlp_jax.py"), ("PyTorch", "mlp_torch.py")):
-                try:
-                    rows.append((name, best_line([py, os.path.join(HERE, script), "20"], a.repeats)[0]))
-                except subprocess.CalledProcessError:
-                    rows.append((name + " (not installed)", None))
+        peers = {}
+        for name, script in (("JAX jit", "mlp_jax.py"), ("PyTorch", "mlp_torch.py")):
+            try:
+                peers[name] = best_line(PIN + [py, os.path.join(HERE, script), "20"], a.repeats)[0] if py else None
+            except subprocess.CalledProcessError:
+                peers[name] = None
+            rows.append((name if peers[name] else name + " (not installed: bench/setup.sh)", peers[name]))
         for n in (1, 2):
-            rows.append(("shmapc, mesh %d" % n, shmapc_step_ms(a.shmapc, tmp, n, a.repeats)))
-    print("MLP training step (batch 256, 512 -> 1024 -> ReLU -> 512, MSE, SGD), one BLAS thread")
-    print("%-32s %10s %14s %14s" % ("", "ms/step", "x C step", "x sgemm time"))
+            ms, faults[n] = shmapc_step(a.shmapc, tmp, n, a.repeats, PIN if n == 1 else [])
+            rows.append(("shmapc, mesh %d" % n, ms))
+    print("MLP training step (batch 256, 512 -> 1024 -> ReLU -> 512, MSE, SGD); one thread pinned to")
+    print("one core, except shmapc's mesh of 2 (two device threads on two cores)")
+    print("%-36s %10s %14s %16s" % ("", "ms/step", "x C + oneDNN", "x oneDNN sgemm"))
     for name, ms in rows:
         if ms is None:
-            print("%-32s %10s" % (name, "-"))
+            print("%-36s %10s" % (name, "-"))
         else:
-            print("%-32s %10.3f %14.2f %14.2f" % (name, ms, ms / c_step, ms / c_gemm))
-    m1 = dict(rows)["shmapc, mesh 1"]
-    print("shmapc mesh 2 / mesh 1: %.2f (ideal 0.5 on 2 cores)" % (dict(rows)["shmapc, mesh 2"] / m1))
+            print("%-36s %10.3f %14.2f %16.2f" % (name, ms, ms / c_step, ms / c_gemm))
+    got = dict(rows)
+    m1, m2 = got["shmapc, mesh 1"], got["shmapc, mesh 2"]
+
+    def ratio(x, y):
+        return "%.2fx" % (x / y) if x and y else "-"
+
+    print()
+    print("issue 11's targets (this run)")
+    print("%-46s %8s %8s" % ("measure", "now", "target"))
+    print("%-46s %8s %8s" % ("MLP step, mesh 1 / its sgemm time", ratio(m1, c_gemm), "<= 1.10x"))
+    print("%-46s %8s %8s" % ("MLP step, mesh 1 / PyTorch, 1 thread", ratio(m1, peers["PyTorch"]), "< 0.9x"))
+    print("%-46s %8s %8s" % ("MLP step, mesh 1 / JAX jit, 1 thread", ratio(m1, peers["JAX jit"]), "< 0.9x"))
+    print("%-46s %8s %8s   (hand-written C, batch 128 / 256: %s)" % (
+        "MLP step, mesh 2 / mesh 1", ratio(m2, m1), "<= 0.55x", ratio(half, c_step)))
+    print("%-46s %8s %8s" % ("page faults per training step after the first, mesh 1",
+                             "%.0f" % max(faults[1], 0), "0"))
+    print("%-46s %8s %8s" % ("page faults per training step after the first, mesh 2",
+                             "%.0f" % max(faults[2], 0), "0"))
 
 
 if __name__ == "__main__":
