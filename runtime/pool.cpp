@@ -1,12 +1,15 @@
 // Device threads: a persistent pool (default) or one std::thread per device and call.
 #include "pool.h"
+#include "shmap_runtime.h"
 #include "util.h"
 
 #include <condition_variable>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <sched.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -129,4 +132,29 @@ void run_on_threads(int n, const std::function<void(int)> &job) {
   pool().run(n, job);
 }
 
+int usable_cores() {
+  // The CPUs this process may run on (taskset, cgroups' cpusets), not all the machine has.
+  static const int n = [] {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+    return std::max(1, (int)std::thread::hardware_concurrency());
+  }();
+  return n;
+}
+
 } // namespace shm
+
+extern "C" void shm_parallel_for(void (*fn)(void *, int64_t, int64_t), void *args, int64_t n) {
+  using namespace shm;
+  // Each range gets at least kGrain elements (the hand-off costs tens of microseconds), and
+  // ranges start at multiples of 64 elements so that each vector loop starts aligned as the
+  // whole would.
+  constexpr int64_t kGrain = 1 << 15;
+  int parts = (int)std::min<int64_t>(usable_cores(), n / kGrain);
+  if (parts <= 1 || on_device_thread()) {
+    fn(args, 0, n);
+    return;
+  }
+  auto bound = [&](int i) { return i == parts ? n : (n * i / parts) / 64 * 64; };
+  run_on_threads(parts, [&](int i) { fn(args, bound(i), bound(i + 1)); });
+}

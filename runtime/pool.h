@@ -14,6 +14,9 @@ namespace shm {
 // instead (kept for the measurement in docs/runtime.md).
 void run_on_threads(int n, const std::function<void(int)> &job);
 
+// The number of cores this process may use (its CPU affinity mask).
+int usable_cores();
+
 // True while the current thread is executing a device job (used to reject nested shmaps).
 bool on_device_thread();
 

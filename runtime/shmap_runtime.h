@@ -52,6 +52,12 @@ void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes, const char *con
                    shm_fn body, int32_t nin, void **ins, const shm_array_desc *in_descs,
                    int32_t nout, void **outs, const shm_array_desc *out_descs);
 
+/* fn(args, lo, hi) for a split of [0, n) into ranges, together covering it once. On the host
+ * (between shmap calls, when the device threads are idle) the ranges run on up to as many
+ * threads as the process may use cores; on a device thread, or for small n, fn(args, 0, n).
+ * fn must compute each element independently of the split (compiled element-wise loops). */
+void shm_parallel_for(void (*fn)(void *args, int64_t lo, int64_t hi), void *args, int64_t n);
+
 /* ---- collectives (call from inside a shmap body on every device of the mesh, in the same
  * order; `in` and `out` never alias). Shapes are the per-device block shapes. */
 void shm_psum(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,

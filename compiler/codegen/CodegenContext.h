@@ -9,6 +9,7 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -66,7 +67,7 @@ enum class StorageKind {
   Global,   // a constant global (a constant with a full value list)
   Fused,    // no buffer: lives in registers inside a fused element-wise loop
   Stack,    // a small alloca in the entry block
-  Heap,     // shm_alloc'd, shm_free'd after the last use of it and its aliases
+  Heap,     // at an offset in the function's arena (FuncEmitter::planArena)
 };
 
 struct Storage {
@@ -98,7 +99,7 @@ public:
   llvm::Value *entryAlloca(llvm::Type *t, int64_t count, const char *name);
   // A scratch buffer outside the storage plan (loop carries): heap-allocated, freed on return.
   llvm::Value *scratch(const ir::Type &t);
-  llvm::CallInst *callRt(const std::string &name, std::vector<llvm::Value *> args);
+  llvm::CallInst *callRt(const std::string &name, std::vector<llvm::Value *> args, const char *result = "");
   void copyBytes(llvm::Value *dst, llvm::Value *src, int64_t bytes);
   llvm::Value *i32List(const std::vector<int64_t> &v);  // int param -> i32 global array
 
@@ -106,6 +107,9 @@ public:
   // its `lower` rule in compiler/prims/; emitEqn dispatches to it.
   bool emitEqn(size_t index);
   bool emitElementwiseGroup(size_t first, size_t last);  // Elementwise.cpp
+  bool emitGroupBody(size_t first, size_t last, llvm::IRBuilder<> &lb,
+                     const std::function<llvm::Value *(const ir::Value *)> &bufferOf, llvm::Value *idx, int64_t n);
+  bool storedByGroup(const ir::Value *v) const;
   bool callsLibm(size_t first, size_t last) const;
   void keepScalar(llvm::BranchInst *latch);
   // ControlFlow.cpp: the higher-order primitives' lowerings
@@ -132,14 +136,16 @@ public:
 private:
   void plan();
   void allocateOuts(const ir::Eqn &e);
-  void freeBuffersDeadAfter(size_t first, size_t last);
+  void planArena(const std::vector<int> &groupOf);
   void emitResults();
 
   llvm::IRBuilder<> entry_;  // inserts allocas at the top of the entry block
   std::unordered_map<const ir::Value *, Storage> storage_;
   std::unordered_map<const ir::Value *, llvm::Value *> buffers_;
-  // freeAt_[i]: the Heap buffers whose last use (by them or an alias) is eqn i.
-  std::vector<std::vector<const ir::Value *>> freeAt_;
+  // The arena: one shm_alloc per call holding every Heap value at its offset.
+  std::unordered_map<const ir::Value *, int64_t> arenaOffset_;
+  int64_t arenaBytes_ = 0;
+  llvm::Value *arena_ = nullptr;
   std::vector<std::pair<size_t, size_t>> groups_;  // fused element-wise eqn ranges, in order
   std::vector<llvm::Value *> scratch_;             // heap scratch, freed before returning
 };

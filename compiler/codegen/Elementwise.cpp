@@ -1,18 +1,18 @@
 // Element-wise primitives as loops in LLVM IR, fused: a group of consecutive element-wise
-// eqns of one shape (FuncEmitter::plan) becomes a single counted loop. Values used only inside
-// the group stay in registers; the rest are stored to their buffers. The loop is the simple
-// shape LLVM's loop vectorizer wants (i64 induction from 0 to a constant n, one load per input,
-// one store per output), and alias-scope metadata tells it that the buffers are disjoint (every
-// value has its own buffer; callers never pass an input buffer as an output), so it needs no
-// runtime overlap checks. Each element is computed by its primitive's `scalar` rule
+// eqns of one shape (FuncEmitter::plan) becomes a single counted loop, in a function of its
+// own whose buffer parameters are noalias. Values used only inside the group stay in
+// registers; the rest are stored to their buffers. The loop is the simple shape LLVM's loop
+// vectorizer wants (i64 induction over [lo, hi), one load per input, one store per output),
+// and it needs no runtime overlap checks. Large loops are split across idle cores by the
+// runtime (shm_parallel_for). Each element is computed by its primitive's `scalar` rule
 // (compiler/prims/).
 #include "codegen/CodegenContext.h"
 #include "prims/Rules.h"
 
 #include <llvm/IR/Intrinsics.h>
-#include <llvm/IR/MDBuilder.h>
 
 #include <algorithm>
+#include <functional>
 
 namespace shmapc::codegen {
 
@@ -137,66 +137,127 @@ llvm::Value *ScalarCtx::convert(llvm::Value *v, ir::DType from, ir::DType to) {
   return toFp ? b.CreateSIToFP(v, dst) : b.CreateSExtOrTrunc(v, dst);
 }
 
+// Groups of at least this many elements may be split across idle cores (shm_parallel_for:
+// on the host, whose pool threads are idle between shmap calls); below it the hand-off
+// (tens of microseconds) would cost more than it saves.
+constexpr int64_t kParallelMinElements = 1 << 16;
+
 bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   // The loop runs over the group's shape; its one-element values (FuncEmitter::plan) are the
   // same in every iteration, read and written at element 0.
   int64_t n = 0;
   for (size_t i = first; i <= last; ++i) n = std::max(n, f.eqns[i].outs[0]->type.numElements());
   if (n == 0) return true;
-  llvm::LLVMContext &ctx = me.ctx;
 
-  // One alias scope per buffer the loop touches (inputs read, outputs written).
-  std::vector<llvm::Value *> bufs;
-  auto addBuf = [&](llvm::Value *p) {
-    if (std::find(bufs.begin(), bufs.end(), p) == bufs.end()) bufs.push_back(p);
-  };
-  // Outputs stored by the loop: not Fused (registers only) nor Alias (a pbroadcast whose
-  // input buffer already holds the bytes).
-  auto stored = [&](const ir::Value *v) {
-    StorageKind k = storage(v).kind;
-    return k != StorageKind::Fused && k != StorageKind::Alias;
-  };
+  // The values whose buffers the loop touches (inputs read, outputs written).
+  std::vector<const ir::Value *> touched;
   std::unordered_map<const ir::Value *, bool> inGroup;
   size_t numStored = 0;
   for (size_t i = first; i <= last; ++i) {
     for (const ir::Value *v : f.eqns[i].ins)
-      if (!inGroup.count(v)) addBuf(buffer(v));
+      if (!inGroup.count(v)) touched.push_back(v);
     for (const ir::Value *v : f.eqns[i].outs) {
       inGroup[v] = true;
-      if (stored(v)) addBuf(buffer(v)), ++numStored;
+      if (storedByGroup(v)) touched.push_back(v), ++numStored;
     }
   }
   if (numStored == 0) return true;  // e.g. only dead values, or a pbroadcast alias
-  llvm::MDBuilder mdb(ctx);
-  llvm::MDNode *domain = mdb.createAnonymousAliasScopeDomain("shmapc.elementwise");
-  std::vector<llvm::Metadata *> scopes;
-  for (size_t i = 0; i < bufs.size(); ++i)
-    scopes.push_back(mdb.createAnonymousAliasScope(domain));
-  auto tagAccess = [&](llvm::Instruction *inst, llvm::Value *buf) {
-    size_t k = std::find(bufs.begin(), bufs.end(), buf) - bufs.begin();
-    std::vector<llvm::Metadata *> others;
-    for (size_t j = 0; j < scopes.size(); ++j)
-      if (j != k) others.push_back(scopes[j]);
-    inst->setMetadata(llvm::LLVMContext::MD_alias_scope, llvm::MDNode::get(ctx, {scopes[k]}));
-    if (!others.empty())
-      inst->setMetadata(llvm::LLVMContext::MD_noalias, llvm::MDNode::get(ctx, others));
-  };
-
-  // The loop (none for a single element).
-  llvm::BasicBlock *loop = nullptr, *exit = nullptr;
-  llvm::PHINode *phi = nullptr;
-  llvm::Value *idx = i64(0);
-  if (n > 1) {
-    llvm::BasicBlock *pre = b.GetInsertBlock();
-    loop = llvm::BasicBlock::Create(ctx, "ew.loop", fn);
-    exit = llvm::BasicBlock::Create(ctx, "ew.exit", fn);
-    b.CreateBr(loop);
-    b.SetInsertPoint(loop);
-    phi = b.CreatePHI(me.i64Ty, 2, "i");
-    phi->addIncoming(i64(0), pre);
-    idx = phi;
+  if (n == 1) {  // straight-line code in place: nothing to vectorize
+    auto same = [&](const ir::Value *v) { return buffer(v); };
+    return emitGroupBody(first, last, b, same, i64(0), 1);
   }
 
+  // The loop is a function of its own, void (i64 lo, i64 hi, ptr arena, ptr buffers...), kept
+  // out of line, whose pointer parameters are noalias: the arena (values at constant offsets
+  // in it, which the vectorizer tells apart by their distance) and each other buffer
+  // (parameters, results, stack values) once. That tells it the buffers are disjoint (every
+  // value has its own bytes; callers never pass an input buffer as an output) at a cost linear
+  // in their number, where alias-scope metadata on every access (or inlining, which turns the
+  // parameters into such metadata) grows with its square; and a call passes few arguments.
+  std::vector<llvm::Value *> bufs;  // the pointer arguments, in parameter order
+  std::unordered_map<llvm::Value *, unsigned> paramOf;
+  bool usesArena = false;
+  for (const ir::Value *v : touched) {
+    if (storage(root(v)).kind == StorageKind::Heap) {
+      usesArena = true;
+    } else if (!paramOf.count(buffer(v))) {
+      paramOf[buffer(v)] = 0;
+      bufs.push_back(buffer(v));
+    }
+  }
+  if (usesArena) bufs.insert(bufs.begin(), arena_);
+  for (size_t k = 0; k < bufs.size(); ++k) paramOf[bufs[k]] = (unsigned)k + 2;
+  llvm::LLVMContext &ctx = me.ctx;
+  std::vector<llvm::Type *> params = {me.i64Ty, me.i64Ty};
+  params.insert(params.end(), bufs.size(), me.ptrTy);
+  llvm::Function *loopFn = llvm::Function::Create(llvm::FunctionType::get(me.voidTy, params, false),
+                                                  llvm::Function::InternalLinkage, fn->getName() + ".loop", me.mod);
+  loopFn->addFnAttr(llvm::Attribute::NoInline);
+  loopFn->addFnAttr(llvm::Attribute::NoUnwind);
+  for (size_t k = 0; k < bufs.size(); ++k) {
+    loopFn->addParamAttr((unsigned)k + 2, llvm::Attribute::NoAlias);
+    loopFn->addParamAttr((unsigned)k + 2, llvm::Attribute::NoCapture);
+  }
+  llvm::BasicBlock *entry = llvm::BasicBlock::Create(ctx, "entry", loopFn);
+  llvm::BasicBlock *loop = llvm::BasicBlock::Create(ctx, "ew.loop", loopFn);
+  llvm::BasicBlock *exit = llvm::BasicBlock::Create(ctx, "ew.exit", loopFn);
+  llvm::IRBuilder<> lb(entry);
+  std::unordered_map<const ir::Value *, llvm::Value *> pointer;  // in the loop function
+  for (const ir::Value *v : touched) {
+    const ir::Value *r = root(v);
+    if (storage(r).kind == StorageKind::Heap)
+      pointer[v] = lb.CreateConstInBoundsGEP1_64(me.i8Ty, loopFn->getArg(2), (uint64_t)arenaOffset_.at(r));
+    else
+      pointer[v] = loopFn->getArg(paramOf.at(buffer(v)));
+  }
+  llvm::Value *lo = loopFn->getArg(0), *hi = loopFn->getArg(1);
+  lb.CreateCondBr(lb.CreateICmpSLT(lo, hi), loop, exit);
+  lb.SetInsertPoint(loop);
+  llvm::PHINode *phi = lb.CreatePHI(me.i64Ty, 2, "i");
+  phi->addIncoming(lo, entry);
+  auto param = [&](const ir::Value *v) { return pointer.at(v); };
+  if (!emitGroupBody(first, last, lb, param, phi, n)) return false;
+  llvm::Value *next = lb.CreateAdd(phi, i64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
+  phi->addIncoming(next, lb.GetInsertBlock());
+  llvm::BranchInst *latch = lb.CreateCondBr(lb.CreateICmpSLT(next, hi), loop, exit);
+  if (callsLibm(first, last)) keepScalar(latch);
+  lb.SetInsertPoint(exit);
+  lb.CreateRetVoid();
+
+  // The call: directly, or through the runtime when the loop is large enough to split.
+  if (n < kParallelMinElements) {
+    std::vector<llvm::Value *> args = {i64(0), i64(n)};
+    args.insert(args.end(), bufs.begin(), bufs.end());
+    b.CreateCall(loopFn, args);
+    return true;
+  }
+  // task(ptr bufs, i64 lo, i64 hi) unpacks the buffer array for the loop function.
+  llvm::Function *task = llvm::Function::Create(
+      llvm::FunctionType::get(me.voidTy, {me.ptrTy, me.i64Ty, me.i64Ty}, false), llvm::Function::InternalLinkage,
+      fn->getName() + ".task", me.mod);
+  task->addFnAttr(llvm::Attribute::NoUnwind);
+  llvm::IRBuilder<> tb(llvm::BasicBlock::Create(ctx, "entry", task));
+  std::vector<llvm::Value *> args = {task->getArg(1), task->getArg(2)};
+  for (size_t k = 0; k < bufs.size(); ++k)
+    args.push_back(tb.CreateLoad(me.ptrTy, tb.CreateConstGEP1_64(me.ptrTy, task->getArg(0), k)));
+  tb.CreateCall(loopFn, args);
+  tb.CreateRetVoid();
+  callRt("shm_parallel_for", {task, ptrArray(bufs), i64(n)});
+  return true;
+}
+
+// Outputs stored by a fused loop: not Fused (registers only) nor Alias (a pbroadcast whose
+// input buffer already holds the bytes).
+bool FuncEmitter::storedByGroup(const ir::Value *v) const {
+  StorageKind k = storage(v).kind;
+  return k != StorageKind::Fused && k != StorageKind::Alias;
+}
+
+// The eqns first..last computed for element `idx` of n, with builder `lb`; bufferOf(v) is the
+// pointer to v's buffer where `lb` inserts.
+bool FuncEmitter::emitGroupBody(size_t first, size_t last, llvm::IRBuilder<> &lb,
+                                const std::function<llvm::Value *(const ir::Value *)> &bufferOf, llvm::Value *idx,
+                                int64_t n) {
   std::unordered_map<const ir::Value *, llvm::Value *> elem;  // this iteration's elements
   // `v`'s element for this iteration; `at` overrides the index (a broadcast's operand).
   // A broadcast's operand is not cached: two broadcasts of one array (a[:, None] * a[None, :])
@@ -206,11 +267,9 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
     auto it = elem.find(v);
     if (!at && it != elem.end()) return it->second;
     llvm::Type *t = me.elemType(v->type.dtype);
-    llvm::Value *buf = buffer(v);
     if (v->type.numElements() == 1) at = i64(0);
-    llvm::LoadInst *ld = b.CreateLoad(t, b.CreateInBoundsGEP(t, buf, at ? at : idx));
-    tagAccess(ld, buf);
-    llvm::Value *x = ir::isHalf(v->type.dtype) ? halfToF32(b, ld, v->type.dtype) : ld;
+    llvm::Value *ld = lb.CreateLoad(t, lb.CreateInBoundsGEP(t, bufferOf(v), at ? at : idx));
+    llvm::Value *x = ir::isHalf(v->type.dtype) ? halfToF32(lb, ld, v->type.dtype) : ld;
     if (!at || v->type.numElements() == 1) elem[v] = x;
     return x;
   };
@@ -222,15 +281,15 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
     if (e.prim == P::BroadcastInDim) {
       int64_t size = e.ins[0]->type.numElements();
       switch (broadcastRead(e)) {
-      case BroadcastRead::Trailing: at = b.CreateURem(idx, i64(size)); break;
-      case BroadcastRead::Leading: at = b.CreateUDiv(idx, i64(n / size)); break;
+      case BroadcastRead::Trailing: at = lb.CreateURem(idx, i64(size)); break;
+      case BroadcastRead::Leading: at = lb.CreateUDiv(idx, i64(n / size)); break;
       default: at = i64(0); break;
       }
     }
     for (const ir::Value *v : e.ins) x.push_back(load(v, at));
     ir::DType outType = e.outs[0]->type.dtype;
     ir::DType t = e.ins.empty() ? outType : e.ins.back()->type.dtype;  // select: the data operands
-    ScalarCtx c{*this, b, e, x, t, outType, ir::isFloat(t), t == ir::DType::Bool};
+    ScalarCtx c{*this, lb, e, x, t, outType, ir::isFloat(t), t == ir::DType::Bool};
     llvm::Value *r = prims::rulesOf(e.prim).scalar(c);
     if (!r) return false;
     const ir::Value *out = e.outs[0];
@@ -238,24 +297,15 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
     // operation's result, also inside a fusion); it is stored as bits and used as f32.
     llvm::Value *bits = nullptr;
     if (ir::isHalf(outType)) {
-      bits = f32ToHalf(b, r, outType);
-      r = halfToF32(b, bits, outType);
+      bits = f32ToHalf(lb, r, outType);
+      r = halfToF32(lb, bits, outType);
     }
     elem[out] = r;
-    if (stored(out)) {  // a one-element value read after the group: element 0
-      llvm::Value *buf = buffer(out);
+    if (storedByGroup(out)) {  // a one-element value read after the group: element 0
       llvm::Type *t = me.elemType(out->type.dtype);
       llvm::Value *at = out->type.numElements() == 1 ? i64(0) : idx;
-      tagAccess(b.CreateStore(bits ? bits : r, b.CreateInBoundsGEP(t, buf, at)), buf);
+      lb.CreateStore(bits ? bits : r, lb.CreateInBoundsGEP(t, bufferOf(out), at));
     }
-  }
-
-  if (n > 1) {
-    llvm::Value *next = b.CreateAdd(phi, i64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
-    phi->addIncoming(next, b.GetInsertBlock());
-    llvm::BranchInst *latch = b.CreateCondBr(b.CreateICmpNE(next, i64(n)), loop, exit);
-    if (callsLibm(first, last)) keepScalar(latch);
-    b.SetInsertPoint(exit);
   }
   return true;
 }

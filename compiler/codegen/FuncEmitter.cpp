@@ -1,15 +1,30 @@
 // One IR Func -> one LLVM function void(ptr dev, ptr outs, ptr ins): decides where every
-// value's buffer lives (the storage plan), then lowers the equations in order, freeing each
-// heap buffer right after its last use so peak memory follows the program's live values.
+// value's buffer lives (the storage plan), then lowers the equations in order. The values too
+// big for the stack share one block per call, the arena: each has an offset in it for the
+// span of eqns from its definition to its last use, and values whose spans do not overlap may
+// share bytes, so the arena's size follows the program's live values (as freeing each buffer
+// after its last use would) at the cost of one allocation per call.
 #include "codegen/CodegenContext.h"
 
 #include <llvm/IR/Constants.h>
+
+#include <algorithm>
 
 namespace shmapc::codegen {
 
 // Values at most this big live on the stack: scalars and tiny arrays (loop counters, sums)
 // cost no allocator call, and mem2reg turns most of them into registers.
 static constexpr int64_t kStackBytes = 64;
+
+// A fusion group holds at most this many eqns: LLVM's instruction scheduler and register
+// allocator take time that grows faster than linearly with a loop body's size (a chain of
+// 10,000 element-wise eqns under grad was one loop of some 50,000 instructions). Longer runs
+// become several loops, each storing its last values for the next: one more pass over memory
+// per 256 operations, and compile time linear in the program.
+static constexpr size_t kMaxGroupEqns = 256;
+// ... and stores at most about this many values for later eqns (the residuals of a forward
+// pass under grad): the vectorizer checks every pair of a loop's stores.
+static constexpr size_t kMaxGroupStores = 32;
 
 FuncEmitter::FuncEmitter(ModuleEmitter &me, const ir::Func &f)
     : me(me), f(f), fn(me.funcs.at(&f)), b(me.ctx), entry_(me.ctx) {}
@@ -37,12 +52,29 @@ void FuncEmitter::plan() {
   std::vector<std::vector<int64_t>> groupShape;  // the loop's shape
   std::vector<bool> onlyUnits;                   // a group of one-element results so far
   auto isUnit = [](const ir::Eqn &e) { return e.outs[0]->type.numElements() == 1; };
+  // The last eqn reading each value (results: past the end), to count the values a group
+  // stores for later eqns.
+  std::unordered_map<const ir::Value *, size_t> lastRead;
+  for (size_t i = 0; i < f.eqns.size(); ++i)
+    for (const ir::Value *v : f.eqns[i].ins) lastRead[v] = i;
+  for (const ir::Value *v : f.results) lastRead[v] = f.eqns.size();
+  auto storesBefore = [&](size_t first, size_t i) {  // of group [first, i), read at i or later
+    size_t n = 0;
+    for (size_t k = first; k < i; ++k)
+      for (const ir::Value *v : f.eqns[k].outs) {
+        auto it = lastRead.find(v);
+        n += it != lastRead.end() && it->second > i;
+      }
+    return n;
+  };
   for (size_t i = 0; i < f.eqns.size(); ++i) {
     const ir::Eqn &e = f.eqns[i];
     if (!isFusible(e)) continue;
     const std::vector<int64_t> &shape = e.outs[0]->type.shape;
     bool unit = isUnit(e);
-    bool adjacent = !groups_.empty() && groups_.back().second + 1 == i;
+    bool adjacent = !groups_.empty() && groups_.back().second + 1 == i &&
+                    i - groups_.back().first < kMaxGroupEqns &&
+                    storesBefore(groups_.back().first, i) < kMaxGroupStores;
     if (adjacent && (shape == groupShape.back() || unit || onlyUnits.back())) {
       groups_.back().second = i;
       if (!unit && onlyUnits.back()) groupShape.back() = shape;
@@ -85,18 +117,62 @@ void FuncEmitter::plan() {
     }
   }
 
-  // Free points: the last eqn reading a heap buffer directly or through an alias.
-  std::unordered_map<const ir::Value *, size_t> last;
-  for (size_t i = 0; i < f.eqns.size(); ++i) {
-    auto touch = [&](const ir::Value *v) {
-      const ir::Value *r = root(v);
-      if (storage_[r].kind == StorageKind::Heap) last[r] = i;
-    };
-    for (const ir::Value *v : f.eqns[i].ins) touch(v);
-    for (const ir::Value *v : f.eqns[i].outs) touch(v);
+  planArena(groupOf);
+}
+
+// The arena offsets of the Heap values. A value occupies its bytes from the first eqn of the
+// group (or single eqn) that defines it to the last eqn of the one that last reads it,
+// directly or through an alias, both included: an eqn's outputs never share bytes with its
+// inputs, nor the values of one fused loop with each other. Offsets are found first-fit in
+// definition order, 64-byte aligned.
+void FuncEmitter::planArena(const std::vector<int> &groupOf) {
+  const size_t n = f.eqns.size();
+  std::vector<size_t> unitFirst(n), unitLast(n);
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j + 1 < n && groupOf[i] >= 0 && groupOf[j + 1] == groupOf[i]) ++j;
+    for (size_t k = i; k <= j; ++k) unitFirst[k] = i, unitLast[k] = j;
+    i = j + 1;
   }
-  freeAt_.assign(f.eqns.size(), {});
-  for (auto &[v, i] : last) freeAt_[i].push_back(v);
+  struct Span {
+    const ir::Value *v;
+    size_t first, last;
+    int64_t offset, bytes;
+  };
+  std::vector<Span> spans;
+  std::unordered_map<const ir::Value *, size_t> spanOf;
+  for (size_t i = 0; i < n; ++i) {
+    auto touch = [&](const ir::Value *v, bool def) {
+      const ir::Value *r = root(v);
+      if (storage_[r].kind != StorageKind::Heap) return;
+      auto it = spanOf.find(r);
+      if (it == spanOf.end()) {
+        if (!def) return;  // defined by an earlier eqn: not possible for a Heap root
+        spanOf[r] = spans.size();
+        spans.push_back({r, unitFirst[i], unitLast[i], 0, (r->type.byteSize() + 63) / 64 * 64});
+      } else {
+        spans[it->second].last = std::max(spans[it->second].last, unitLast[i]);
+      }
+    };
+    for (const ir::Value *v : f.eqns[i].ins) touch(v, false);
+    for (const ir::Value *v : f.eqns[i].outs) touch(v, true);
+  }
+  // First fit over the spans still live, kept sorted by offset.
+  std::vector<const Span *> live;
+  for (Span &s : spans) {
+    live.erase(std::remove_if(live.begin(), live.end(), [&](const Span *o) { return o->last < s.first; }),
+               live.end());
+    int64_t at = 0;
+    size_t pos = 0;
+    for (; pos < live.size(); ++pos) {
+      if (at + s.bytes <= live[pos]->offset) break;
+      at = std::max(at, live[pos]->offset + live[pos]->bytes);
+    }
+    s.offset = at;
+    live.insert(live.begin() + (long)pos, &s);
+    arenaBytes_ = std::max(arenaBytes_, at + s.bytes);
+    arenaOffset_[s.v] = at;
+  }
 }
 
 bool FuncEmitter::emit() {
@@ -115,6 +191,7 @@ bool FuncEmitter::emit() {
   insArg->setName("ins");
 
   plan();
+  if (arenaBytes_ > 0) arena_ = callRt("shm_alloc", {i64(arenaBytes_)}, "arena");
   for (size_t i = 0; i < f.params.size(); ++i)
     buffers_[f.params[i]] = b.CreateLoad(me.ptrTy, b.CreateConstGEP1_64(me.ptrTy, insArg, i),
                                          "in" + std::to_string(i));
@@ -137,11 +214,11 @@ bool FuncEmitter::emit() {
       if (!emitEqn(i)) return false;
     }
     if (!me.error.empty()) return false;
-    freeBuffersDeadAfter(i, last);
     i = last + 1;
   }
   emitResults();
   for (llvm::Value *p : scratch_) callRt("shm_free", {p});
+  if (arena_) callRt("shm_free", {arena_});
   b.CreateRetVoid();
   return me.error.empty();
 }
@@ -160,16 +237,10 @@ void FuncEmitter::allocateOuts(const ir::Eqn &e) {
       buffers_[v] = entryAlloca(me.i8Ty, std::max<int64_t>(1, v->type.byteSize()), name.c_str());
       break;
     case StorageKind::Heap:
-      buffers_[v] = callRt("shm_alloc", {i64(v->type.byteSize())});
-      buffers_[v]->setName(name);
+      buffers_[v] = b.CreateConstInBoundsGEP1_64(me.i8Ty, arena_, (uint64_t)arenaOffset_.at(v), name);
       break;
     }
   }
-}
-
-void FuncEmitter::freeBuffersDeadAfter(size_t first, size_t last) {
-  for (size_t i = first; i <= last; ++i)
-    for (const ir::Value *v : freeAt_[i]) callRt("shm_free", {buffer(v)});
 }
 
 void FuncEmitter::emitResults() {
@@ -211,8 +282,9 @@ llvm::Value *FuncEmitter::scratch(const ir::Type &t) {
   return p;
 }
 
-llvm::CallInst *FuncEmitter::callRt(const std::string &name, std::vector<llvm::Value *> args) {
-  return b.CreateCall(me.runtime(name), args);
+llvm::CallInst *FuncEmitter::callRt(const std::string &name, std::vector<llvm::Value *> args,
+                                    const char *result) {
+  return b.CreateCall(me.runtime(name), args, result);
 }
 
 // memcpy rather than shm_copy: LLVM knows its semantics (small copies become loads/stores).

@@ -82,6 +82,7 @@ const RuntimeSig kRuntime[] = {
     {"shm_load_npz", "vppiipp"},
     {"shm_load_npy_sharded", "vpppiippp"},
     {"shm_save_npz", "vpippppp"},
+    {"shm_parallel_for", "vppl"},
     // libm: no vector intrinsic for tanh
     {"tanhf", "ff"},
     {"tanh", "dd"},

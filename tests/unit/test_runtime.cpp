@@ -5,10 +5,12 @@
 #include "child.h"
 
 #include "half.h"
+#include "pool.h"
 #include "shmap_runtime.h"
 #include "stats.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cblas.h>
 #include <cmath>
 #include <cstdio>
@@ -1354,4 +1356,42 @@ TEST_CASE("shm_alloc keeps large blocks for reuse; small ones and sanitizer buil
   CHECK((uintptr_t)small % 64 == 0);
   shm_free(small);
   shm_free(nullptr);
+}
+
+namespace {
+void mark_range(void *args, int64_t lo, int64_t hi) {
+  auto *hits = static_cast<std::vector<std::atomic<int>> *>(args);
+  for (int64_t i = lo; i < hi; ++i) (*hits)[(size_t)i]++;
+}
+} // namespace
+
+TEST_CASE("shm_parallel_for covers [0, n) once, split on the host, whole on a device", "[pool]") {
+  for (int64_t n : {0, 1, 100, 65535, 65536, 100003, 1 << 20}) {
+    std::vector<std::atomic<int>> hits((size_t)n);
+    shm_parallel_for(mark_range, &hits, n);
+    int64_t wrong = 0;
+    for (auto &h : hits) wrong += h.load() != 1;
+    INFO("n = " << n);
+    CHECK(wrong == 0);
+  }
+  // On the host a large loop is split over the usable cores (one range each).
+  std::vector<std::atomic<int>> hits((size_t)1 << 20);
+  std::atomic<int> calls{0};
+  static std::atomic<int> *g_calls;
+  g_calls = &calls;
+  shm_parallel_for([](void *a, int64_t lo, int64_t hi) { g_calls->fetch_add(1); mark_range(a, lo, hi); }, &hits,
+                   (int64_t)hits.size());
+  CHECK(calls.load() == std::min(shm::usable_cores(), 32));
+  for (auto &h : hits) h.store(0);
+  calls.store(0);
+  // Inside a shmap body (a device thread) the loop runs whole on that thread.
+  shm::run_on_threads(2, [&](int i) {
+    if (i != 0) return;
+    shm_parallel_for([](void *a, int64_t lo, int64_t hi) { g_calls->fetch_add(1); mark_range(a, lo, hi); }, &hits,
+                     (int64_t)hits.size());
+  });
+  CHECK(calls.load() == 1);
+  int64_t wrong = 0;
+  for (auto &h : hits) wrong += h.load() != 1;
+  CHECK(wrong == 0);
 }
