@@ -15,8 +15,9 @@ set -euo pipefail
 VENV=${SHMAPC_BENCH_VENV:-$HOME/.cache/shmapc/bench-venv}
 BASE=${SHMAPC_BENCH_PYTHON:-python3}
 
-# The same JAX as tests/jax/venv.sh (CPU only: jaxlib's wheel carries the XLA CPU backend).
-JAX_PINS="jax==0.10.2 jaxlib==0.10.2 numpy==2.4.6 ml_dtypes==0.6.0 opt_einsum==3.4.0 scipy==1.17.1"
+# The same JAX as tests/jax/venv.sh, read from its PINS line so the two never drift.
+JAX_PINS=$(sed -n 's/^PINS="\(.*\)"$/\1/p' "$(dirname "$0")/../tests/jax/venv.sh")
+[ -n "$JAX_PINS" ] || { echo "bench/setup.sh: no PINS line in tests/jax/venv.sh" >&2; exit 1; }
 # torch's own requirements other than CUDA (Requires-Dist of torch-2.15.0's METADATA), and
 # theirs (MarkupSafe for jinja2, mpmath for sympy); installed with dependency resolution.
 TORCH_DEPS="filelock==4.2.12 typing-extensions==4.16.0 setuptools==84.2.1 sympy==1.14.0
