@@ -151,14 +151,14 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
 
   // The values whose buffers the loop touches (inputs read, outputs written).
   std::vector<const ir::Value *> touched;
-  std::unordered_map<const ir::Value *, bool> inGroup;
+  std::unordered_map<const ir::Value *, bool> inGroup, written;
   size_t numStored = 0;
   for (size_t i = first; i <= last; ++i) {
     for (const ir::Value *v : f.eqns[i].ins)
       if (!inGroup.count(v)) touched.push_back(v);
     for (const ir::Value *v : f.eqns[i].outs) {
       inGroup[v] = true;
-      if (storedByGroup(v)) touched.push_back(v), ++numStored;
+      if (storedByGroup(v)) touched.push_back(v), written[v] = true, ++numStored;
     }
   }
   if (numStored == 0) return true;  // e.g. only dead values, or a pbroadcast alias
@@ -168,17 +168,22 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   }
 
   // The loop is a function of its own, void (i64 lo, i64 hi, ptr arena, ptr buffers...), kept
-  // out of line, whose pointer parameters are noalias: the arena (values at constant offsets
-  // in it, which the vectorizer tells apart by their distance) and each other buffer
-  // (parameters, results, stack values) once. That tells it the buffers are disjoint (every
-  // value has its own bytes; callers never pass an input buffer as an output) at a cost linear
-  // in their number, where alias-scope metadata on every access (or inlining, which turns the
-  // parameters into such metadata) grows with its square; and a call passes few arguments.
+  // out of line, whose pointer parameters are noalias: the arena, through which the loop reads
+  // its inputs that live there (at constant offsets), and each other buffer once: the values
+  // it writes, parameters, results, stack values. That tells the vectorizer that the buffers
+  // are disjoint (values live at once never share bytes; callers never pass an input buffer
+  // as an output) at a cost linear in their number, where alias-scope metadata on every
+  // access (or inlining, which turns the parameters into such metadata) grows with its
+  // square; and since no two written buffers share a parameter, it has no pairs of accesses
+  // to check against each other. Reads need no such care, and a call passes few arguments.
   std::vector<llvm::Value *> bufs;  // the pointer arguments, in parameter order
   std::unordered_map<llvm::Value *, unsigned> paramOf;
   bool usesArena = false;
+  auto viaArena = [&](const ir::Value *v) {
+    return !written.count(v) && storage(root(v)).kind == StorageKind::Heap;
+  };
   for (const ir::Value *v : touched) {
-    if (storage(root(v)).kind == StorageKind::Heap) {
+    if (viaArena(v)) {
       usesArena = true;
     } else if (!paramOf.count(buffer(v))) {
       paramOf[buffer(v)] = 0;
@@ -204,9 +209,8 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   llvm::IRBuilder<> lb(entry);
   std::unordered_map<const ir::Value *, llvm::Value *> pointer;  // in the loop function
   for (const ir::Value *v : touched) {
-    const ir::Value *r = root(v);
-    if (storage(r).kind == StorageKind::Heap)
-      pointer[v] = lb.CreateConstInBoundsGEP1_64(me.i8Ty, loopFn->getArg(2), (uint64_t)arenaOffset_.at(r));
+    if (viaArena(v))
+      pointer[v] = lb.CreateConstInBoundsGEP1_64(me.i8Ty, loopFn->getArg(2), (uint64_t)arenaOffset_.at(root(v)));
     else
       pointer[v] = loopFn->getArg(paramOf.at(buffer(v)));
   }
