@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+"""Issue 11's compile-time benchmark: a chain of 10,000 element-wise statements over f32[1024]
+(alternately y = y * 1.0001 + 0.5 and y = y * y * 0.001 - y, then sum), compiled by shmapc to
+an executable without and with grad, against JAX compiling the same function with jax.jit,
+without and with jax.grad (lowering and XLA compilation, from bench/setup.sh's venv when it
+exists). Prints seconds (the best of --repeats) and the ratio grad / without, whose target is
+<= 5x.
+
+    python3 bench/compile_time/run.py --shmapc build/compiler/shmapc [--statements 10000]"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def chain(n):
+    lines = ["def f(x) {", "  let y = x;"]
+    for i in range(n):
+        lines.append("  y = y * 1.0001 + 0.5;" if i % 2 == 0 else "  y = y * y * 0.001 - y;")
+    return lines + ["  return sum(y);", "}"]
+
+
+def program(n, with_grad):
+    main = ["def main() {", "  let x = iota(f32[1024]) / 1024.0;", '  print("f", f(x));']
+    if with_grad:
+        main.append('  print("df/dx[0:4]", grad(f)(x)[0:4]);')
+    return "\n".join(chain(n) + main + ["}"]) + "\n"
+
+
+JAX_SCRIPT = r'''
+import sys, time
+import jax, jax.numpy as jnp
+n, with_grad = int(sys.argv[1]), sys.argv[2] == "1"
+def f(x):
+    y = x
+    for i in range(n):
+        y = y * 1.0001 + 0.5 if i % 2 == 0 else y * y * 0.001 - y
+    return jnp.sum(y)
+g = jax.grad(f) if with_grad else f
+x = jnp.arange(1024, dtype=jnp.float32) / 1024
+t0 = time.perf_counter()
+jax.jit(g).lower(x).compile()
+print("%.4f" % (time.perf_counter() - t0))
+'''
+
+
+def best(cmd, repeats, parse=None):
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        times.append(float(out.split()[-1]) if parse else time.perf_counter() - t0)
+    return min(times)
+
+
+def venv_python():
+    script = os.path.join(ROOT, "bench", "setup.sh")
+    try:
+        return subprocess.run(["bash", script], check=True, capture_output=True, text=True).stdout.strip()
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shmapc", default=os.path.join(ROOT, "build", "compiler", "shmapc"))
+    ap.add_argument("--statements", type=int, default=10000)
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args()
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for g in (False, True):
+            src = os.path.join(tmp, "chain%d.smp" % g)
+            with open(src, "w") as f:
+                f.write(program(a.statements, g))
+            rows[("shmapc", g)] = best([a.shmapc, "compile", src, "-o", os.path.join(tmp, "chain")], a.repeats)
+        py = venv_python()
+        script = os.path.join(tmp, "jax_compile.py")
+        with open(script, "w") as f:
+            f.write(JAX_SCRIPT)
+        for g in (False, True):
+            try:
+                rows[("JAX jit", g)] = best([py, script, str(a.statements), "1" if g else "0"], a.repeats, parse=True) if py else None
+            except subprocess.CalledProcessError:
+                rows[("JAX jit", g)] = None
+    print("compile time of a chain of %d element-wise statements over f32[1024] (seconds, best of %d)"
+          % (a.statements, a.repeats))
+    print("%-10s %12s %12s %12s" % ("", "without", "with grad", "grad/without"))
+    for who in ("shmapc", "JAX jit"):
+        p, g = rows[(who, False)], rows[(who, True)]
+        if p is None or g is None:
+            print("%-10s %12s" % (who, "- (not installed: bench/setup.sh)"))
+        else:
+            print("%-10s %12.2f %12.2f %11.2fx" % (who, p, g, g / p))
+    p, g = rows[("shmapc", False)], rows[("shmapc", True)]
+    print()
+    print("issue 11's target: compile of 10k equations under grad / without: %.2fx (target <= 5x)" % (g / p))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
