@@ -115,6 +115,10 @@ def build_c(tmp, name, *flags):
     return exe
 
 
+def ratio(x, y):
+    return "%.2fx" % (x / y) if x and y else "-"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shmapc", default=os.path.join(ROOT, "build", "compiler", "shmapc"))
@@ -143,6 +147,15 @@ def main():
         for n in (1, 2):
             ms, faults[n] = shmapc_step(a.shmapc, tmp, n, a.repeats, PIN if n == 1 else [])
             rows.append(("shmapc, mesh %d" % n, ms))
+        # Meshes on every core: shmapc against JAX's shard_map on as many host devices.
+        meshes = []
+        for n in (1, 2, 4, 8):
+            ms = shmapc_step(a.shmapc, tmp, n, a.repeats, [])[0]
+            try:
+                jx = best_line([py, os.path.join(HERE, "mlp_jax_shmap.py"), str(n), "20"], a.repeats)[0] if py else None
+            except subprocess.CalledProcessError:
+                jx = None
+            meshes.append((n, ms, jx))
     print("MLP training step (batch 256, 512 -> 1024 -> ReLU -> 512, MSE, SGD); one thread pinned to")
     print("one core, except shmapc's mesh of 2 (two device threads on two cores)")
     print("%-36s %10s %14s %16s" % ("", "ms/step", "x C + oneDNN", "x oneDNN sgemm"))
@@ -154,9 +167,11 @@ def main():
     got = dict(rows)
     m1, m2 = got["shmapc, mesh 1"], got["shmapc, mesh 2"]
 
-    def ratio(x, y):
-        return "%.2fx" % (x / y) if x and y else "-"
-
+    print()
+    print("the same step on meshes of N devices, every core (%d here)" % (os.cpu_count() or 1))
+    print("%-8s %14s %22s %10s" % ("mesh", "shmapc ms", "JAX shard_map ms", "ratio"))
+    for n, ms, jx in meshes:
+        print("%-8d %14.3f %22s %10s" % (n, ms, "%.3f" % jx if jx else "-", ratio(ms, jx)))
     print()
     print("issue 11's targets (this run)")
     print("%-46s %8s %8s" % ("measure", "now", "target"))
