@@ -142,14 +142,18 @@ void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char
   const int64_t es = dtype_size(dtype);
   if (n < 0) fatalf("%s: negative element count", what);
   publish(dev, in, out);
-  // Chunk r of the flattened array is reduced by group member r (balanced split).
+  // Chunk r of the flattened array is reduced by group member r (balanced split). A member
+  // with no output (SHM_OUT_ALL_REDUCE_ONLY: its result is not used) still reduces its chunk,
+  // into scratch, for the others, and receives nothing.
   const int64_t lo = n * g.me / g.n, hi = n * (g.me + 1) / g.n;
   std::vector<const void *> srcs((size_t)g.n);
   for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = in_of(dev, g, j);
-  char *mine = (char *)out + lo * es;
+  std::vector<char> scratch(out ? 0 : (size_t)((hi - lo) * es));
+  char *mine = out ? (char *)out + lo * es : scratch.data();
   fold(dtype, op, g.n, srcs.data(), lo, mine, hi - lo);
   for (int j = 0; j < g.n; ++j)
-    if (j != g.me) std::memcpy((char *)out_of(dev, g, j) + lo * es, mine, (size_t)((hi - lo) * es));
+    if (j != g.me && out_of(dev, g, j))
+      std::memcpy((char *)out_of(dev, g, j) + lo * es, mine, (size_t)((hi - lo) * es));
   const int64_t moved = (int64_t)(g.n - 1) * (hi - lo) * es;
   finish(dev, kind, moved, moved);
 }
@@ -211,7 +215,7 @@ void shm_all_gather(shm_device *dev, int32_t dtype, const void *in, void *out, i
   const int64_t es = dtype_size(dtype);
   const int64_t outer = prod(in_shape, 0, axis), inner = prod(in_shape, axis, rank) * es;
   publish(dev, in, out);
-  for (int j = 0; j < g.n; ++j) {
+  for (int j = 0; j < g.n && out; ++j) {  // no output (SHM_OUT_ALL_REDUCE_ONLY): nothing to pull
     const char *src = (const char *)in_of(dev, g, j);
     char *dst = (char *)out + (int64_t)j * inner;
     for (int64_t o = 0; o < outer; ++o)

@@ -83,6 +83,7 @@ struct ArrayPlan {
   bool mentioned[kMaxMeshRank];       // does the spec name this mesh axis?
   bool whole = true;                  // no dimension split: the block is the global array
   bool contiguous = true;             // every device's block is one run of the global array
+  bool all_reduce_only = false;       // output written only by an all-reduce (SHM_OUT_...)
   int64_t block_bytes = 0;
 };
 
@@ -130,6 +131,7 @@ ArrayPlan plan_array(const MeshCall &c, const shm_array_desc &d, const char *kin
     if (p.bshape[dim] > 1) seen_long = true;
   }
   p.block_bytes = num_elements(p.rank, p.bshape) * p.esize;
+  p.all_reduce_only = (d.flags & SHM_OUT_ALL_REDUCE_ONLY) != 0;
   return p;
 }
 
@@ -179,12 +181,17 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
     // The writer of a block that is one run of the global array (all of it, for an unsplit
     // output) produces it in place; the blocks of different writers are disjoint.
     out_direct[i] = p.contiguous && is_writer(p, c, dev.coords);
-    bout[i] = out_direct[i] ? (char *)outs[i] + block_offset(p, c, dev.coords) * p.esize : shm_alloc(p.block_bytes);
+    if (out_direct[i])
+      bout[i] = (char *)outs[i] + block_offset(p, c, dev.coords) * p.esize;
+    else if (p.all_reduce_only && !is_writer(p, c, dev.coords))
+      bout[i] = nullptr;  // the all-reduce skips this device (SHM_OUT_ALL_REDUCE_ONLY)
+    else
+      bout[i] = shm_alloc(p.block_bytes);
   }
   body(&dev, bout.data(), bin.data());
   for (size_t i = 0; i < outp.size(); ++i) {
     const ArrayPlan &p = outp[i];
-    if (out_direct[i]) continue;
+    if (out_direct[i] || !bout[i]) continue;
     if (is_writer(p, c, dev.coords)) {
       char *dst = (char *)outs[i] + block_offset(p, c, dev.coords) * p.esize;
       copy_strided(p.esize, p.rank, p.bshape, bout[i], p.bstrides, dst, p.gstrides);

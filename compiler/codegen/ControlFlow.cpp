@@ -6,6 +6,8 @@
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/GlobalVariable.h>
 
+#include <algorithm>
+
 namespace shmapc::codegen {
 
 namespace {
@@ -43,6 +45,25 @@ bool FuncEmitter::emitCall(const ir::Eqn &e) {
 
 // shm_run_shmap splits the global inputs into per-device blocks, runs the body on every device
 // and assembles the global outputs; the descriptors tell it the global shapes and specs.
+// Whether result i of a shmap body is the output of an all-reduce (psum, psum2, pmax, pmin)
+// or an all_gather that nothing in the body reads and that is returned only once: its buffer
+// is then written by that collective alone, which accepts a null one on devices whose block
+// is not used (SHM_OUT_ALL_REDUCE_ONLY in shmap_runtime.h).
+static bool writtenOnlyByAllReduce(const ir::Func &body, size_t i) {
+  const ir::Value *v = body.results[i];
+  if (std::count(body.results.begin(), body.results.end(), v) != 1) return false;
+  if (std::find(body.params.begin(), body.params.end(), v) != body.params.end()) return false;
+  bool byAllReduce = false;
+  for (const ir::Eqn &e : body.eqns) {
+    if (std::find(e.ins.begin(), e.ins.end(), v) != e.ins.end()) return false;
+    if (!e.outs.empty() && e.outs[0] == v)
+      byAllReduce = e.prim == ir::Prim::Psum || e.prim == ir::Prim::Psum2 || e.prim == ir::Prim::Pmax ||
+                    e.prim == ir::Prim::Pmin || e.prim == ir::Prim::AllGather ||
+                    e.prim == ir::Prim::AllGatherInvariant;
+  }
+  return byAllReduce;
+}
+
 bool FuncEmitter::emitShmap(const ir::Eqn &e) {
   int64_t meshIndex = e.intParam("mesh");
   if (meshIndex < 0 || meshIndex >= (int64_t)me.irm.meshes.size())
@@ -62,27 +83,29 @@ bool FuncEmitter::emitShmap(const ir::Eqn &e) {
                                       llvm::ArrayType::get(me.ptrTy, names.size()), names),
                                   "shm.axis_names");
 
-  // shm_array_desc {int32 rank; const int64 *shape; int32 dtype; const int32 *spec}
+  // shm_array_desc {int32 rank; const int64 *shape; int32 dtype; const int32 *spec; int32 flags}
   llvm::StructType *descTy =
-      llvm::StructType::get(me.ctx, {me.i32Ty, me.ptrTy, me.i32Ty, me.ptrTy});
+      llvm::StructType::get(me.ctx, {me.i32Ty, me.ptrTy, me.i32Ty, me.ptrTy, me.i32Ty});
   bool ok = true;
-  auto descs = [&](const std::vector<ir::Value *> &vals,
-                   const std::vector<ir::PartitionSpec> &specs) -> llvm::Value * {
+  const ir::Func &body = *e.bodies[0];
+  auto descs = [&](const std::vector<ir::Value *> &vals, const std::vector<ir::PartitionSpec> &specs,
+                   bool outputs) -> llvm::Value * {
     if (vals.empty()) return llvm::ConstantPointerNull::get(llvm::PointerType::get(me.ctx, 0));
     std::vector<llvm::Constant *> elems;
     for (size_t i = 0; i < vals.size(); ++i) {
       const ir::Type &t = vals[i]->type;
       if ((int64_t)specs[i].dims.size() > t.rank()) ok = false;
+      int flags = outputs && writtenOnlyByAllReduce(body, i) ? 1 /* SHM_OUT_ALL_REDUCE_ONLY */ : 0;
       elems.push_back(llvm::ConstantStruct::get(
           descTy, {llvm::ConstantInt::get(me.i32Ty, t.rank()),
                    me.i64Array(t.shape), llvm::ConstantInt::get(me.i32Ty, (int)t.dtype),
-                   me.i32Array(encodeSpec(specs[i], t.rank()))}));
+                   me.i32Array(encodeSpec(specs[i], t.rank())), llvm::ConstantInt::get(me.i32Ty, flags)}));
     }
     return constGlobal(me.mod,
                        llvm::ConstantArray::get(llvm::ArrayType::get(descTy, elems.size()), elems),
                        "shm.descs");
   };
-  llvm::Value *inDescs = descs(e.ins, inSpecs), *outDescs = descs(e.outs, outSpecs);
+  llvm::Value *inDescs = descs(e.ins, inSpecs, false), *outDescs = descs(e.outs, outSpecs, true);
   if (!ok) return fail("shmap: a partition spec is longer than its array's rank");
 
   std::vector<llvm::Value *> ins, outs;

@@ -348,8 +348,8 @@ void check_case(const Mesh &m, const Case &c) {
     return sp;
   };
   auto in_spec = spec_for(gin_shape.size()), out_spec = spec_for(gout_shape.size());
-  shm_array_desc in_desc{(int32_t)gin_shape.size(), gin_shape.data(), c.dtype, in_spec.data()};
-  shm_array_desc out_desc{(int32_t)gout_shape.size(), gout_shape.data(), out_dtype, out_spec.data()};
+  shm_array_desc in_desc{(int32_t)gin_shape.size(), gin_shape.data(), c.dtype, in_spec.data(), 0};
+  shm_array_desc out_desc{(int32_t)gout_shape.size(), gout_shape.data(), out_dtype, out_spec.data(), 0};
   void *ins[1] = {in_bytes.data()};
   void *outs[1] = {out_bytes.data()};
   g_case = c;
@@ -537,13 +537,47 @@ TEST_CASE("consecutive collectives do not interfere", "[collectives]") {
   std::vector<float> out(4 * 64);
   const int64_t in_shape[1] = {4}, out_shape[1] = {256};
   const int32_t spec[2] = {1, 0};
-  shm_array_desc din{1, in_shape, SHM_F32, spec}, dout{1, out_shape, SHM_F32, spec};
+  shm_array_desc din{1, in_shape, SHM_F32, spec, 0}, dout{1, out_shape, SHM_F32, spec, 0};
   void *ins[1] = {in}, *outs[1] = {out.data()};
   shm_run_shmap(1, mesh, nullptr, chained_body, 1, ins, &din, 1, outs, &dout);
   // round 0: a[i] = psum = 6 + 4i, gathered, /4 -> 1.5 + i; afterwards psum of equal values
   // times 4 / 4 keeps it: every device ends with 1.5 + i.
   for (int d = 0; d < 4; ++d)
     for (int i = 0; i < 64; ++i) REQUIRE(out[(size_t)(d * 64 + i)] == 1.5f + (float)i);
+}
+
+namespace {
+// psum and all_gather of the device's 4 inputs straight into the two outputs; records which
+// devices were given an output buffer.
+std::atomic<int> g_with_output[8];
+void reduce_only_body(shm_device *dev, void **outs, void **ins) {
+  const int32_t axis[1] = {0};
+  const int64_t shape[1] = {4};
+  shm_psum(dev, SHM_F32, ins[0], outs[0], 4, axis, 1);
+  shm_all_gather(dev, SHM_F32, ins[0], outs[1], 1, shape, 0, 1, axis, 1);
+  int me = shm_axis_index(dev, axis, 1);
+  g_with_output[me] = (outs[0] != nullptr) + 2 * (outs[1] != nullptr);
+}
+} // namespace
+
+TEST_CASE("outputs written only by an all-reduce or all_gather exist only on their writer", "[collectives]") {
+  // SHM_OUT_ALL_REDUCE_ONLY: the devices whose block is not used get no buffer and receive
+  // nothing; the writer's result is complete.
+  const int64_t mesh[1] = {4};
+  std::vector<float> in(16);
+  for (int i = 0; i < 16; ++i) in[(size_t)i] = (float)i;
+  std::vector<float> sum(4, -1), all(16, -1);
+  const int64_t in_shape[1] = {16}, sum_shape[1] = {4}, all_shape[1] = {16};
+  const int32_t split[2] = {1, 0}, whole[1] = {0};
+  shm_array_desc din{1, in_shape, SHM_F32, split, 0};
+  shm_array_desc douts[2] = {{1, sum_shape, SHM_F32, whole, SHM_OUT_ALL_REDUCE_ONLY},
+                             {1, all_shape, SHM_F32, whole, SHM_OUT_ALL_REDUCE_ONLY}};
+  void *ins[1] = {in.data()}, *outs[2] = {sum.data(), all.data()};
+  shm_run_shmap(1, mesh, nullptr, reduce_only_body, 1, ins, &din, 2, outs, douts);
+  for (int i = 0; i < 4; ++i) CHECK(sum[(size_t)i] == (float)(i + (4 + i) + (8 + i) + (12 + i)));
+  CHECK(all == in);
+  CHECK(g_with_output[0] == 3);
+  for (int d = 1; d < 4; ++d) CHECK(g_with_output[d] == 0);
 }
 
 // ---- shmap split / assemble -----------------------------------------------------------------
@@ -579,8 +613,8 @@ std::vector<float> run_record(const Shape &gshape, const std::vector<int32_t> &i
   std::vector<float> out(in.size(), -1.0f);
   ids->assign((size_t)numel(id_shape), -1.0f);
   g_block_elems = block_elems;
-  shm_array_desc din{(int32_t)gshape.size(), gshape.data(), SHM_F32, in_spec.data()};
-  shm_array_desc douts[2] = {din, {(int32_t)id_shape.size(), id_shape.data(), SHM_F32, id_spec.data()}};
+  shm_array_desc din{(int32_t)gshape.size(), gshape.data(), SHM_F32, in_spec.data(), 0};
+  shm_array_desc douts[2] = {din, {(int32_t)id_shape.size(), id_shape.data(), SHM_F32, id_spec.data(), 0}};
   void *ins[1] = {in.data()};
   void *outs[2] = {out.data(), ids->data()};
   shm_run_shmap(2, mesh, names, record_body, 1, ins, &din, 2, outs, douts);
@@ -639,7 +673,7 @@ TEST_CASE("shmap splits and assembles by partition spec", "[shmap]") {
 TEST_CASE("shmap over a rank-0 mesh runs one device", "[shmap]") {
   float in = 2.5f, out = 0;
   const int32_t spec[1] = {0};
-  shm_array_desc d{0, nullptr, SHM_F32, spec};
+  shm_array_desc d{0, nullptr, SHM_F32, spec, 0};
   void *ins[1] = {&in}, *outs[1] = {&out};
   shm_run_shmap(
       0, nullptr, nullptr,
@@ -668,7 +702,7 @@ bool every_device_counts(int64_t n) {
   const char *names[1] = {"x"};
   const int32_t spec[2] = {1, 0};
   std::vector<float> out((size_t)n, -1);
-  shm_array_desc d{1, &n, SHM_F32, spec};
+  shm_array_desc d{1, &n, SHM_F32, spec, 0};
   void *outs[1] = {out.data()};
   shm_run_shmap(1, mesh, names, count_body, 0, nullptr, nullptr, 1, outs, &d);
   for (int64_t i = 0; i < n; ++i)
@@ -713,7 +747,7 @@ TEST_CASE("statistics count calls once and bytes per the documented model", "[st
   const int64_t shape[1] = {4};
   const int32_t spec[2] = {1, 0};
   float out[4];
-  shm_array_desc d{1, shape, SHM_F32, spec};
+  shm_array_desc d{1, shape, SHM_F32, spec, 0};
   void *outs[1] = {out};
   shm_run_shmap(1, mesh, nullptr, stats_body, 0, nullptr, nullptr, 1, outs, &d);
   const shm::Stats &s = shm::stats_get();
@@ -1312,7 +1346,7 @@ TEST_CASE("fatal errors exit with status 2 and a message", "[fatal]") {
       const int32_t spec[2] = {1, 0};
       float in[6] = {0};
       void *ins[1] = {in};
-      shm_array_desc d{1, shape, SHM_F32, spec};
+      shm_array_desc d{1, shape, SHM_F32, spec, 0};
       shm_run_shmap(1, mesh, nullptr, bad_ppermute_body, 1, ins, &d, 0, nullptr, nullptr);
     }, &err) == 2);
     CHECK(err.find("dimension 0 of size 6 is not divisible by 4") != std::string::npos);
