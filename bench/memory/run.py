@@ -1,0 +1,71 @@
+#!/usr/bin/python3
+"""Issue 11's memory benchmark: the peak resident memory of a collective program on a mesh of 8
+devices against a hand-written threaded C program doing the same (collectives.c: 8 threads,
+the input once, the result once). Two programs over N = 1e7 f32 values (40 MB) made on the
+host and split over the devices: their psum (the result f32[N/8], replicated) and their
+all_gather_invariant (the result f32[N], replicated). Prints the peak RSS of each (getrusage of the
+child, in MB) and the ratio shmapc / C, whose target is <= 1.3x.
+
+    python3 bench/memory/run.py --shmapc build/compiler/shmapc"""
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+N = 10_000_000
+
+PROGRAMS = {
+    "psum": """mesh m = <["x"=8]>;
+@shmap(mesh=m, in_specs=(P("x"),), out_specs=P())
+def total(x: f32[{b}]) -> f32[{b}] {{ return psum(x, "x"); }}
+def main() {{
+  let x = random_uniform(f32[{n}], seed=1);
+  print("sum", sum(total(x)));
+}}
+""",
+    "all_gather": """mesh m = <["x"=8]>;
+@shmap(mesh=m, in_specs=(P("x"),), out_specs=P())
+def gathered(x: f32[{b}]) -> f32[{n}] {{ return all_gather_invariant(x, "x", axis=0, tiled=true); }}
+def main() {{
+  let x = random_uniform(f32[{n}], seed=1);
+  print("sum", sum(gathered(x)));
+}}
+""",
+}
+
+
+def peak_mb(cmd):
+    """Peak RSS of one run of cmd, in MB (each run in a fresh process: ru_maxrss of children
+    is the maximum over all waited children, so measure through a wrapper)."""
+    wrapper = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, "
+               "stdout=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", wrapper] + cmd, check=True, capture_output=True, text=True)
+    return int(out.stdout.split()[-1]) / 1024.0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shmapc", default=os.path.join(ROOT, "build", "compiler", "shmapc"))
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        cexe = os.path.join(tmp, "collectives")
+        subprocess.run(["gcc", "-O2", os.path.join(HERE, "collectives.c"), "-o", cexe, "-lpthread"], check=True)
+        print("peak resident memory, mesh of 8, N = %d f32 (%d MB) made on the host" % (N, N * 4 // 10**6))
+        print("%-12s %12s %12s %10s %8s" % ("", "shmapc MB", "C MB", "ratio", "target"))
+        for name, text in PROGRAMS.items():
+            src = os.path.join(tmp, name + ".smp")
+            with open(src, "w") as f:
+                f.write(text.format(n=N, b=N // 8))
+            exe = os.path.join(tmp, name)
+            subprocess.run([a.shmapc, "compile", src, "-o", exe], check=True)
+            s = min(peak_mb([exe]) for _ in range(2))
+            c = min(peak_mb([cexe, name, str(N)]) for _ in range(2))
+            print("%-12s %12.1f %12.1f %9.2fx %8s" % (name, s, c, s / c, "<= 1.3x"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
