@@ -150,10 +150,12 @@ void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char
   for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = in_of(dev, g, j);
   std::vector<char> scratch(out ? 0 : (size_t)((hi - lo) * es));
   char *mine = out ? (char *)out + lo * es : scratch.data();
-  fold(dtype, op, g.n, srcs.data(), lo, mine, hi - lo);
-  for (int j = 0; j < g.n; ++j)
-    if (j != g.me && out_of(dev, g, j))
-      std::memcpy((char *)out_of(dev, g, j) + lo * es, mine, (size_t)((hi - lo) * es));
+  if (hi > lo) {  // (an empty chunk's scratch has no address)
+    fold(dtype, op, g.n, srcs.data(), lo, mine, hi - lo);
+    for (int j = 0; j < g.n; ++j)
+      if (j != g.me && out_of(dev, g, j))
+        std::memcpy((char *)out_of(dev, g, j) + lo * es, mine, (size_t)((hi - lo) * es));
+  }
   const int64_t moved = (int64_t)(g.n - 1) * (hi - lo) * es;
   finish(dev, kind, moved, moved);
 }
