@@ -46,6 +46,9 @@ public:
   llvm::Type *computeType(ir::DType t) const;
   // A runtime entry point of shmap_runtime.h, declared on first use.
   llvm::FunctionCallee runtime(const std::string &name);
+  // libm's `name` ("exp", "log", "sin", "cos", "tanh", "pow") of float or double args, as a
+  // call the loop vectorizer turns into glibc's libmvec (VectorMath.cpp).
+  llvm::Value *vectorMath(llvm::IRBuilder<> &b, const std::string &name, const std::vector<llvm::Value *> &args);
   // Private constant globals (deduplicated): shapes and int lists, axis lists, strings.
   llvm::Constant *i64Array(const std::vector<int64_t> &v);
   llvm::Constant *i32Array(const std::vector<int32_t> &v);
@@ -57,6 +60,7 @@ private:
   std::map<std::vector<int64_t>, llvm::Constant *> i64Arrays_;
   std::map<std::vector<int32_t>, llvm::Constant *> i32Arrays_;
   std::map<std::string, llvm::Constant *> strings_;
+  std::map<std::string, llvm::Function *> vectorMath_;  // the lane-0 wrappers, by scalar name
 };
 
 // Where an IR value's bytes live inside the LLVM function of its Func.
@@ -110,8 +114,6 @@ public:
   bool emitGroupBody(size_t first, size_t last, llvm::IRBuilder<> &lb,
                      const std::function<llvm::Value *(const ir::Value *)> &bufferOf, llvm::Value *idx, int64_t n);
   bool storedByGroup(const ir::Value *v) const;
-  bool callsLibm(size_t first, size_t last) const;
-  void keepScalar(llvm::BranchInst *latch);
   // ControlFlow.cpp: the higher-order primitives' lowerings
   bool emitCall(const ir::Eqn &e);
   bool emitShmap(const ir::Eqn &e);

@@ -223,8 +223,7 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   if (!emitGroupBody(first, last, lb, param, phi, n)) return false;
   llvm::Value *next = lb.CreateAdd(phi, i64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
   phi->addIncoming(next, lb.GetInsertBlock());
-  llvm::BranchInst *latch = lb.CreateCondBr(lb.CreateICmpSLT(next, hi), loop, exit);
-  if (callsLibm(first, last)) keepScalar(latch);
+  lb.CreateCondBr(lb.CreateICmpSLT(next, hi), loop, exit);
   lb.SetInsertPoint(exit);
   lb.CreateRetVoid();
 
@@ -312,38 +311,6 @@ bool FuncEmitter::emitGroupBody(size_t first, size_t last, llvm::IRBuilder<> &lb
     }
   }
   return true;
-}
-
-// Whether the group computes exp, log, sin, cos, tanh or pow of floats: libm calls.
-bool FuncEmitter::callsLibm(size_t first, size_t last) const {
-  for (size_t i = first; i <= last; ++i) {
-    const ir::Eqn &e = f.eqns[i];
-    bool floatOut = ir::isFloat(e.outs[0]->type.dtype);
-    switch (e.prim) {
-    case P::Exp: case P::Log: case P::Sin: case P::Cos: case P::Tanh: case P::Pow:
-      if (floatOut) return true;
-      break;
-    default: break;
-    }
-  }
-  return false;
-}
-
-// No vector library is used yet (issue 11), so the vectorizer would split every vector call
-// of sin, exp, ... back into one scalar libm call per lane, in a loop it also unrolls: no
-// faster, and a chain of 1000 sin statements became some 64,000 calls in straight-line code
-// for the backend (seconds of compile time, growing faster than the program). Loops that call
-// libm stay scalar; the results are the same libm calls either way.
-void FuncEmitter::keepScalar(llvm::BranchInst *latch) {
-  llvm::LLVMContext &ctx = me.ctx;
-  auto option = [&](const char *name, llvm::Constant *value) {
-    return llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, name), llvm::ConstantAsMetadata::get(value)});
-  };
-  llvm::Metadata *ops[] = {nullptr, option("llvm.loop.vectorize.enable", b.getFalse()),
-                           option("llvm.loop.interleave.count", b.getInt32(1))};
-  llvm::MDNode *loopId = llvm::MDNode::getDistinct(ctx, ops);
-  loopId->replaceOperandWith(0, loopId);
-  latch->setMetadata(llvm::LLVMContext::MD_loop, loopId);
 }
 
 } // namespace shmapc::codegen

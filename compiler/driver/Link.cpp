@@ -35,7 +35,7 @@ bool linkExecutable(const std::string &object, const std::string &output, std::s
   // g++ drives the link because the runtime is C++ (libstdc++, threads).
   // zlib: the runtime's .npz reader and writer (CRC-32, inflate); oneDNN: large f32 matmuls.
   std::vector<std::string> argv = {"g++", object, SHMAPC_RUNTIME_LIB, SHMAPC_BLAS_LIB, SHMAPC_DNNL_LIB,
-                                   SHMAPC_ZLIB_LIB, "-lgomp", "-lpthread", "-lm", "-o", output};
+                                   SHMAPC_ZLIB_LIB, "-lgomp", "-lpthread", "-lmvec", "-lm", "-o", output};
   std::istringstream sanitize(SHMAPC_SANITIZE_FLAGS);
   for (std::string flag; sanitize >> flag;) argv.push_back(flag);
   int rc = runProcess(argv, error);

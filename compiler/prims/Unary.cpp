@@ -14,6 +14,12 @@ llvm::Value *floatIntrinsic(ScalarCtx &c, llvm::Intrinsic::ID id) {
   return c.b.CreateUnaryIntrinsic(id, c.x[0]);
 }
 
+// libm's function through libmvec (codegen/VectorMath.cpp); f16 / bf16 are computed in f32.
+llvm::Value *vectorMath(ScalarCtx &c, const char *name) {
+  if (!c.fp) return c.error("needs a floating-point operand");
+  return c.fe.me.vectorMath(c.b, name, {c.x[0]});
+}
+
 } // namespace
 
 template <> const Rules &define<Prim::Neg>() {
@@ -30,7 +36,7 @@ template <> const Rules &define<Prim::Neg>() {
 // d exp(x) = exp(x) dx: the result is the coefficient.
 template <> const Rules &define<Prim::Exp>() {
   static const Rules r = elementwise(floatOperands, [](JvpCtx &c) { c.set(c.scaled(c.t[0], c.y)); }, notLinear,
-                               [](ScalarCtx &c) { return floatIntrinsic(c, llvm::Intrinsic::exp); });
+                               [](ScalarCtx &c) { return vectorMath(c, "exp"); });
   return r;
 }
 
@@ -38,7 +44,7 @@ template <> const Rules &define<Prim::Log>() {
   static const Rules r = elementwise(
       floatOperands,
       [](JvpCtx &c) { c.set(c.t[0] ? c.linear(Prim::Div, {c.t[0], c.x}, c.ty) : nullptr); }, notLinear,
-      [](ScalarCtx &c) { return floatIntrinsic(c, llvm::Intrinsic::log); });
+      [](ScalarCtx &c) { return vectorMath(c, "log"); });
   return r;
 }
 
@@ -46,7 +52,7 @@ template <> const Rules &define<Prim::Sin>() {
   static const Rules r = elementwise(
       floatOperands,
       [](JvpCtx &c) { c.set(c.scaled(c.t[0], c.b.unary(Prim::Cos, c.x))); }, notLinear,
-      [](ScalarCtx &c) { return floatIntrinsic(c, llvm::Intrinsic::sin); });
+      [](ScalarCtx &c) { return vectorMath(c, "sin"); });
   return r;
 }
 
@@ -54,11 +60,11 @@ template <> const Rules &define<Prim::Cos>() {
   static const Rules r = elementwise(
       floatOperands,
       [](JvpCtx &c) { c.set(c.scaled(c.t[0], c.b.unary(Prim::Neg, c.b.unary(Prim::Sin, c.x)))); },
-      notLinear, [](ScalarCtx &c) { return floatIntrinsic(c, llvm::Intrinsic::cos); });
+      notLinear, [](ScalarCtx &c) { return vectorMath(c, "cos"); });
   return r;
 }
 
-// d tanh(x) = (1 - tanh(x)^2) dx. Lowered to libm's tanh (LLVM has no intrinsic for it).
+// d tanh(x) = (1 - tanh(x)^2) dx.
 template <> const Rules &define<Prim::Tanh>() {
   static const Rules r = elementwise(
       floatOperands,
@@ -67,10 +73,7 @@ template <> const Rules &define<Prim::Tanh>() {
         c.set(c.scaled(c.t[0], d));
       },
       notLinear,
-      [](ScalarCtx &c) -> llvm::Value * {
-        if (!c.fp) return c.error("needs a floating-point operand");
-        return c.b.CreateCall(c.fe.me.runtime(c.t == DType::F64 ? "tanh" : "tanhf"), {c.x[0]});  // f16 / bf16: in f32
-      });
+      [](ScalarCtx &c) { return vectorMath(c, "tanh"); });
   return r;
 }
 

@@ -151,7 +151,7 @@ Compiled compile(const ir::Module &m, int level, const std::string &name) {
 std::string linkAndRun(const std::string &object, int &status) {
   std::string exe = object + ".exe";
   std::string link = "g++ " + object + " " SHMAP_RUNTIME_LIB " " SHMAPC_BLAS_LIB " " SHMAPC_DNNL_LIB " " SHMAPC_ZLIB_LIB
-                     " -lgomp -lpthread -lm -o " + exe + " 2>&1";
+                     " -lgomp -lpthread -lmvec -lm -o " + exe + " 2>&1";
   std::string linkOut = runCommand(link, status);
   if (status != 0) return "LINK FAILED: " + linkOut;
   return runCommand(exe + " 2>&1", status);
