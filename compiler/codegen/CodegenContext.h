@@ -114,6 +114,8 @@ public:
   bool emitGroupBody(size_t first, size_t last, llvm::IRBuilder<> &lb,
                      const std::function<llvm::Value *(const ir::Value *)> &bufferOf, llvm::Value *idx, int64_t n);
   bool storedByGroup(const ir::Value *v) const;
+  bool callsVectorMath(size_t first, size_t last) const;
+  void interleave(llvm::BranchInst *latch, int count);
   // ControlFlow.cpp: the higher-order primitives' lowerings
   bool emitCall(const ir::Eqn &e);
   bool emitShmap(const ir::Eqn &e);

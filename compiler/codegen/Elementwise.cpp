@@ -223,7 +223,9 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   if (!emitGroupBody(first, last, lb, param, phi, n)) return false;
   llvm::Value *next = lb.CreateAdd(phi, i64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
   phi->addIncoming(next, lb.GetInsertBlock());
-  lb.CreateCondBr(lb.CreateICmpSLT(next, hi), loop, exit);
+  llvm::BranchInst *latch = lb.CreateCondBr(lb.CreateICmpSLT(next, hi), loop, exit);
+  // (fewer vectors in flight for longer bodies, whose copies would cost compile time)
+  if (callsVectorMath(first, last)) interleave(latch, last - first < 32 ? 8 : last - first < 128 ? 4 : 2);
   lb.SetInsertPoint(exit);
   lb.CreateRetVoid();
 
@@ -311,6 +313,34 @@ bool FuncEmitter::emitGroupBody(size_t first, size_t last, llvm::IRBuilder<> &lb
     }
   }
   return true;
+}
+
+// Whether the group computes exp, log, sin, cos, tanh or pow of floats (libmvec calls).
+bool FuncEmitter::callsVectorMath(size_t first, size_t last) const {
+  for (size_t i = first; i <= last; ++i) {
+    const ir::Eqn &e = f.eqns[i];
+    switch (e.prim) {
+    case P::Exp: case P::Log: case P::Sin: case P::Cos: case P::Tanh: case P::Pow:
+      if (ir::isFloat(e.outs[0]->type.dtype)) return true;
+      break;
+    default: break;
+    }
+  }
+  return false;
+}
+
+// A vector math routine takes tens of cycles, and a chain of them in one loop (y = tanh(y *
+// 1.1 + 0.1) ten times) is a chain of dependent calls on one vector: interleaving `count`
+// vectors per iteration gives the core independent calls to overlap (a 10-stage tanh chain:
+// 0.52 ns per element at one, 0.30 at 4, 0.21 at 8). LLVM's own heuristic keeps such loops
+// at one.
+void FuncEmitter::interleave(llvm::BranchInst *latch, int count) {
+  llvm::LLVMContext &ctx = me.ctx;
+  llvm::Metadata *ops[] = {nullptr, llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, "llvm.loop.interleave.count"),
+                                                            llvm::ConstantAsMetadata::get(b.getInt32(count))})};
+  llvm::MDNode *loopId = llvm::MDNode::getDistinct(ctx, ops);
+  loopId->replaceOperandWith(0, loopId);
+  latch->setMetadata(llvm::LLVMContext::MD_loop, loopId);
 }
 
 } // namespace shmapc::codegen
