@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <sys/mman.h>
 #include <unordered_map>
 #include <vector>
 
@@ -15,7 +16,9 @@
 // A training loop allocates the same large buffers every step. Handed back to glibc they are
 // unmapped (above its mmap threshold, or trimmed from a device thread's arena) and every page
 // faults again on the next step, so blocks of 256 KiB and more are kept, by size, and handed
-// out again: after the first step a loop maps no new memory. The cache keeps at most
+// out again: after the first step a loop maps no new memory. They are mmap'd, apart from
+// glibc's heap: among the libraries' allocations there (oneDNN's packing buffers) they made
+// the heap fragment and touch new pages for several steps. The cache keeps at most
 // kCacheLimit bytes (blocks beyond it go back to glibc); smaller blocks go straight to glibc,
 // whose bins already reuse them. ASan builds skip the cache so that it still sees every
 // use after free.
@@ -35,6 +38,7 @@ constexpr bool kCacheOn = true;
 #endif
 
 constexpr size_t kHeader = 64;              // keeps the block 64-byte aligned; holds its size
+constexpr size_t kPageHeader = 4096;        // mapped blocks: the data starts a page in
 constexpr size_t kCacheMin = 256 << 10;
 constexpr size_t kCacheLimit = size_t(1) << 30;
 
@@ -68,7 +72,15 @@ void *buffer_cache_take(size_t bytes) {
     }
   }
   if (size > SIZE_MAX - kHeader) shm_fatal("out of memory");
-  char *block = static_cast<char *>(std::aligned_alloc(64, size + kHeader));
+  char *block;
+  if (kCacheOn && size >= kCacheMin) {
+    // Mapped apart from glibc's heap, where it would fragment what the libraries allocate.
+    void *m = mmap(nullptr, size + kPageHeader, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) shm_fatal("out of memory");
+    block = static_cast<char *>(m) + kPageHeader - kHeader;
+  } else {
+    block = static_cast<char *>(std::aligned_alloc(64, size + kHeader));
+  }
   if (!block) shm_fatal("out of memory");
   std::memcpy(block, &size, sizeof size);
   return block + kHeader;
@@ -88,7 +100,10 @@ void buffer_cache_give(void *p) {
       return;
     }
   }
-  std::free(block);
+  if (kCacheOn && size >= kCacheMin)
+    munmap(block + kHeader - kPageHeader, size + kPageHeader);
+  else
+    std::free(block);
 }
 
 } // namespace shm
