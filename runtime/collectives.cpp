@@ -148,13 +148,14 @@ void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char
   const int64_t lo = n * g.me / g.n, hi = n * (g.me + 1) / g.n;
   std::vector<const void *> srcs((size_t)g.n);
   for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = in_of(dev, g, j);
-  std::vector<char> scratch(out ? 0 : (size_t)((hi - lo) * es));
-  char *mine = out ? (char *)out + lo * es : scratch.data();
-  if (hi > lo) {  // (an empty chunk's scratch has no address)
+  if (hi > lo) {
+    // (the scratch from shm_alloc: a large one is reused from the block cache every step)
+    char *mine = out ? (char *)out + lo * es : (char *)shm_alloc((hi - lo) * es);
     fold(dtype, op, g.n, srcs.data(), lo, mine, hi - lo);
     for (int j = 0; j < g.n; ++j)
       if (j != g.me && out_of(dev, g, j))
         std::memcpy((char *)out_of(dev, g, j) + lo * es, mine, (size_t)((hi - lo) * es));
+    if (!out) shm_free(mine);
   }
   const int64_t moved = (int64_t)(g.n - 1) * (hi - lo) * es;
   finish(dev, kind, moved, moved);
