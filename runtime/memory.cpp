@@ -19,7 +19,7 @@
 // out again: after the first step a loop maps no new memory. They are mmap'd, apart from
 // glibc's heap: among the libraries' allocations there (oneDNN's packing buffers) they made
 // the heap fragment and touch new pages for several steps. The cache keeps at most
-// kCacheLimit bytes (blocks beyond it go back to glibc); smaller blocks go straight to glibc,
+// kCacheLimit bytes (blocks beyond it are unmapped); smaller blocks go straight to glibc,
 // whose bins already reuse them. ASan builds skip the cache so that it still sees every
 // use after free.
 namespace shm {
@@ -48,6 +48,9 @@ struct BlockCache {
   size_t cached = 0;
 };
 
+// Blocks of this size (rounded as buffer_cache_take rounds) are mmap'd and cached.
+bool cacheable(size_t size) { return kCacheOn && size >= kCacheMin; }
+
 BlockCache &cache() {
   static BlockCache *c = new BlockCache;  // leaked: device threads may free during exit()
   return *c;
@@ -60,7 +63,7 @@ void *buffer_cache_take(size_t bytes) {
   // sizes are whole pages, so near sizes share blocks.
   size_t size = bytes < kCacheMin ? (bytes + 63) / 64 * 64 : (bytes + 4095) / 4096 * 4096;
   if (size == 0) size = 64;
-  if (kCacheOn && size >= kCacheMin) {
+  if (cacheable(size)) {
     BlockCache &c = cache();
     std::lock_guard<std::mutex> lk(c.m);
     auto it = c.free.find(size);
@@ -73,7 +76,7 @@ void *buffer_cache_take(size_t bytes) {
   }
   if (size > SIZE_MAX - kHeader) shm_fatal("out of memory");
   char *block;
-  if (kCacheOn && size >= kCacheMin) {
+  if (cacheable(size)) {
     // Mapped apart from glibc's heap, where it would fragment what the libraries allocate.
     void *m = mmap(nullptr, size + kPageHeader, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) shm_fatal("out of memory");
@@ -91,7 +94,11 @@ void buffer_cache_give(void *p) {
   char *block = static_cast<char *>(p) - kHeader;
   size_t size;
   std::memcpy(&size, block, sizeof size);
-  if (kCacheOn && size >= kCacheMin) {
+  if (!cacheable(size)) {
+    std::free(block);
+    return;
+  }
+  {
     BlockCache &c = cache();
     std::lock_guard<std::mutex> lk(c.m);
     if (c.cached + size <= kCacheLimit) {
@@ -100,10 +107,7 @@ void buffer_cache_give(void *p) {
       return;
     }
   }
-  if (kCacheOn && size >= kCacheMin)
-    munmap(block + kHeader - kPageHeader, size + kPageHeader);
-  else
-    std::free(block);
+  munmap(block + kHeader - kPageHeader, size + kPageHeader);
 }
 
 } // namespace shm

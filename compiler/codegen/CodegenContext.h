@@ -49,6 +49,7 @@ public:
   // libm's `name` ("exp", "log", "sin", "cos", "tanh", "pow") of float or double args, as a
   // call the loop vectorizer turns into glibc's libmvec (VectorMath.cpp).
   llvm::Value *vectorMath(llvm::IRBuilder<> &b, const std::string &name, const std::vector<llvm::Value *> &args);
+  size_t vectorMathCalls = 0;  // calls vectorMath has emitted (a fused loop interleaves if any)
   // Private constant globals (deduplicated): shapes and int lists, axis lists, strings.
   llvm::Constant *i64Array(const std::vector<int64_t> &v);
   llvm::Constant *i32Array(const std::vector<int32_t> &v);
@@ -114,7 +115,6 @@ public:
   bool emitGroupBody(size_t first, size_t last, llvm::IRBuilder<> &lb,
                      const std::function<llvm::Value *(const ir::Value *)> &bufferOf, llvm::Value *idx, int64_t n);
   bool storedByGroup(const ir::Value *v) const;
-  bool callsVectorMath(size_t first, size_t last) const;
   void interleave(llvm::BranchInst *latch, int count);
   // ControlFlow.cpp: the higher-order primitives' lowerings
   bool emitCall(const ir::Eqn &e);

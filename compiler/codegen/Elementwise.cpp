@@ -176,22 +176,14 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   // access (or inlining, which turns the parameters into such metadata) grows with its
   // square; and since no two written buffers share a parameter, it has no pairs of accesses
   // to check against each other. Reads need no such care, and a call passes few arguments.
-  std::vector<llvm::Value *> bufs;  // the pointer arguments, in parameter order
-  std::unordered_map<llvm::Value *, unsigned> paramOf;
-  bool usesArena = false;
   auto viaArena = [&](const ir::Value *v) {
     return !written.count(v) && storage(root(v)).kind == StorageKind::Heap;
   };
-  for (const ir::Value *v : touched) {
-    if (viaArena(v)) {
-      usesArena = true;
-    } else if (!paramOf.count(buffer(v))) {
-      paramOf[buffer(v)] = 0;
-      bufs.push_back(buffer(v));
-    }
-  }
-  if (usesArena) bufs.insert(bufs.begin(), arena_);
-  for (size_t k = 0; k < bufs.size(); ++k) paramOf[bufs[k]] = (unsigned)k + 2;
+  std::vector<llvm::Value *> bufs;                     // the pointer arguments, in order
+  std::unordered_map<llvm::Value *, unsigned> paramOf;  // their parameter numbers
+  if (std::any_of(touched.begin(), touched.end(), viaArena)) bufs.push_back(arena_);
+  for (const ir::Value *v : touched)
+    if (!viaArena(v) && paramOf.emplace(buffer(v), (unsigned)bufs.size() + 2).second) bufs.push_back(buffer(v));
   llvm::LLVMContext &ctx = me.ctx;
   std::vector<llvm::Type *> params = {me.i64Ty, me.i64Ty};
   params.insert(params.end(), bufs.size(), me.ptrTy);
@@ -220,12 +212,14 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   llvm::PHINode *phi = lb.CreatePHI(me.i64Ty, 2, "i");
   phi->addIncoming(lo, entry);
   auto param = [&](const ir::Value *v) { return pointer.at(v); };
+  const size_t vectorMathBefore = me.vectorMathCalls;
   if (!emitGroupBody(first, last, lb, param, phi, n)) return false;
+  const bool callsVectorMath = me.vectorMathCalls != vectorMathBefore;
   llvm::Value *next = lb.CreateAdd(phi, i64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
   phi->addIncoming(next, lb.GetInsertBlock());
   llvm::BranchInst *latch = lb.CreateCondBr(lb.CreateICmpSLT(next, hi), loop, exit);
   // (fewer vectors in flight for longer bodies, whose copies would cost compile time)
-  if (callsVectorMath(first, last)) interleave(latch, last - first < 32 ? 8 : last - first < 128 ? 4 : 2);
+  if (callsVectorMath) interleave(latch, last - first < 32 ? 8 : last - first < 128 ? 4 : 2);
   lb.SetInsertPoint(exit);
   lb.CreateRetVoid();
 
@@ -313,20 +307,6 @@ bool FuncEmitter::emitGroupBody(size_t first, size_t last, llvm::IRBuilder<> &lb
     }
   }
   return true;
-}
-
-// Whether the group computes exp, log, sin, cos, tanh or pow of floats (libmvec calls).
-bool FuncEmitter::callsVectorMath(size_t first, size_t last) const {
-  for (size_t i = first; i <= last; ++i) {
-    const ir::Eqn &e = f.eqns[i];
-    switch (e.prim) {
-    case P::Exp: case P::Log: case P::Sin: case P::Cos: case P::Tanh: case P::Pow:
-      if (ir::isFloat(e.outs[0]->type.dtype)) return true;
-      break;
-    default: break;
-    }
-  }
-  return false;
 }
 
 // A vector math routine takes tens of cycles, and a chain of them in one loop (y = tanh(y *

@@ -58,7 +58,7 @@ void FuncEmitter::plan() {
   for (size_t i = 0; i < f.eqns.size(); ++i)
     for (const ir::Value *v : f.eqns[i].ins) lastRead[v] = i;
   for (const ir::Value *v : f.results) lastRead[v] = f.eqns.size();
-  auto storesBefore = [&](size_t first, size_t i) {  // of group [first, i), read at i or later
+  auto storesBefore = [&](size_t first, size_t i) {  // of group [first, i), read after eqn i
     size_t n = 0;
     for (size_t k = first; k < i; ++k)
       for (const ir::Value *v : f.eqns[k].outs) {
@@ -142,20 +142,18 @@ void FuncEmitter::planArena(const std::vector<int> &groupOf) {
   std::vector<Span> spans;
   std::unordered_map<const ir::Value *, size_t> spanOf;
   for (size_t i = 0; i < n; ++i) {
-    auto touch = [&](const ir::Value *v, bool def) {
+    // (a Heap value is first touched by the eqn defining it)
+    auto touch = [&](const ir::Value *v) {
       const ir::Value *r = root(v);
       if (storage_[r].kind != StorageKind::Heap) return;
-      auto it = spanOf.find(r);
-      if (it == spanOf.end()) {
-        if (!def) return;  // defined by an earlier eqn: not possible for a Heap root
-        spanOf[r] = spans.size();
+      auto [it, fresh] = spanOf.emplace(r, spans.size());
+      if (fresh)
         spans.push_back({r, unitFirst[i], unitLast[i], 0, (r->type.byteSize() + 63) / 64 * 64});
-      } else {
+      else
         spans[it->second].last = std::max(spans[it->second].last, unitLast[i]);
-      }
     };
-    for (const ir::Value *v : f.eqns[i].ins) touch(v, false);
-    for (const ir::Value *v : f.eqns[i].outs) touch(v, true);
+    for (const ir::Value *v : f.eqns[i].ins) touch(v);
+    for (const ir::Value *v : f.eqns[i].outs) touch(v);
   }
   // First fit over the spans still live, kept sorted by offset.
   std::vector<const Span *> live;

@@ -83,9 +83,6 @@ const RuntimeSig kRuntime[] = {
     {"shm_load_npy_sharded", "vpppiippp"},
     {"shm_save_npz", "vpippppp"},
     {"shm_parallel_for", "vppl"},
-    // libm: no vector intrinsic for tanh
-    {"tanhf", "ff"},
-    {"tanh", "dd"},
 };
 } // namespace
 
@@ -117,10 +114,6 @@ llvm::FunctionCallee ModuleEmitter::runtime(const std::string &name) {
     if (n == "shm_alloc") {  // fresh 64-byte aligned memory, like aligned_alloc
       fn->setReturnDoesNotAlias();
       fn->addRetAttr(llvm::Attribute::getWithAlignment(ctx, llvm::Align(64)));
-    }
-    if (n == "tanhf" || n == "tanh") {                   // pure: lets LICM/CSE treat it as math
-      fn->setDoesNotAccessMemory();
-      fn->setWillReturn();
     }
     if (n == "shm_fatal") fn->setDoesNotReturn();
   }

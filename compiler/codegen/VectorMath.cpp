@@ -68,6 +68,7 @@ llvm::Value *ModuleEmitter::vectorMath(llvm::IRBuilder<> &b, const std::string &
     for (llvm::Argument &a : wrapper->args()) splats.push_back(wb.CreateVectorSplat(lanes, &a));
     wb.CreateRet(wb.CreateExtractElement(wb.CreateCall(vec, splats), uint64_t(0)));
   }
+  ++vectorMathCalls;
   llvm::CallInst *call = b.CreateCall(wrapper, args);
   // _ZGV_LLVM_N16v_shm.vm.tanhf(_ZGVeN16v_tanhf): at VF 16, call the vector function.
   call->addFnAttr(llvm::Attribute::get(ctx, "vector-function-abi-variant",
