@@ -7,15 +7,13 @@ exists). Prints seconds (the best of --repeats) and the ratio grad / without, wh
 <= 5x.
 
     python3 bench/compile_time/run.py --shmapc build/compiler/shmapc [--statements 10000]"""
-import argparse
 import os
 import subprocess
 import sys
 import tempfile
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from common import best_line, parser, venv_python, wall  # noqa: E402
 
 
 def chain(n):
@@ -49,28 +47,9 @@ print("%.4f" % (time.perf_counter() - t0))
 '''
 
 
-def best(cmd, repeats, parse=None):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        times.append(float(out.split()[-1]) if parse else time.perf_counter() - t0)
-    return min(times)
-
-
-def venv_python():
-    script = os.path.join(ROOT, "bench", "setup.sh")
-    try:
-        return subprocess.run(["bash", script], check=True, capture_output=True, text=True).stdout.strip()
-    except (subprocess.CalledProcessError, FileNotFoundError):
-        return None
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shmapc", default=os.path.join(ROOT, "build", "compiler", "shmapc"))
+    ap = parser(__doc__)
     ap.add_argument("--statements", type=int, default=10000)
-    ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args()
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,14 +57,16 @@ def main():
             src = os.path.join(tmp, "chain%d.smp" % g)
             with open(src, "w") as f:
                 f.write(program(a.statements, g))
-            rows[("shmapc", g)] = best([a.shmapc, "compile", src, "-o", os.path.join(tmp, "chain")], a.repeats)
+            rows[("shmapc", g)] = min(wall([a.shmapc, "compile", src, "-o", os.path.join(tmp, "chain")])
+                                      for _ in range(a.repeats))
         py = venv_python()
         script = os.path.join(tmp, "jax_compile.py")
         with open(script, "w") as f:
             f.write(JAX_SCRIPT)
         for g in (False, True):
             try:
-                rows[("JAX jit", g)] = best([py, script, str(a.statements), "1" if g else "0"], a.repeats, parse=True) if py else None
+                rows[("JAX jit", g)] = (best_line([py, script, str(a.statements), "1" if g else "0"], a.repeats)[0]
+                                        if py else None)
             except subprocess.CalledProcessError:
                 rows[("JAX jit", g)] = None
     print("compile time of a chain of %d element-wise statements over f32[1024] (seconds, best of %d)"

@@ -7,15 +7,14 @@ all_gather_invariant (the result f32[N], replicated). Prints the peak RSS of eac
 child, in MB) and the ratio shmapc / C, whose target is <= 1.3x.
 
     python3 bench/memory/run.py --shmapc build/compiler/shmapc"""
-import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from common import parser  # noqa: E402
 N = 10_000_000
 
 PROGRAMS = {
@@ -48,9 +47,7 @@ def peak_mb(cmd):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shmapc", default=os.path.join(ROOT, "build", "compiler", "shmapc"))
-    a = ap.parse_args()
+    a = parser(__doc__).parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         cexe = os.path.join(tmp, "collectives")
         subprocess.run(["gcc", "-O2", os.path.join(HERE, "collectives.c"), "-o", cexe, "-lpthread"], check=True)
@@ -62,8 +59,8 @@ def main():
                 f.write(text.format(n=N, b=N // 8))
             exe = os.path.join(tmp, name)
             subprocess.run([a.shmapc, "compile", src, "-o", exe], check=True)
-            s = min(peak_mb([exe]) for _ in range(2))
-            c = min(peak_mb([cexe, name, str(N)]) for _ in range(2))
+            s = min(peak_mb([exe]) for _ in range(a.repeats))
+            c = min(peak_mb([cexe, name, str(N)]) for _ in range(a.repeats))
             print("%-12s %12.1f %12.1f %9.2fx %8s" % (name, s, c, s / c, "<= 1.3x"))
 
 

@@ -6,20 +6,16 @@ one core (taskset -c 0), in ns per element and stage: shmapc against the same lo
 JAX jit (bench/setup.sh's venv). The target: shmapc per stage / C with vector tanhf <= 1.5x.
 
     python3 bench/tanh_chain/run.py --shmapc build/compiler/shmapc"""
-import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from common import PIN, parser, best_line, seconds_per_step, venv_python  # noqa: E402
+
 N, STAGES = 1 << 20, 10
-PIN = ["taskset", "-c", "0"] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
-ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-           XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
 PROGRAM = """arg steps: i32 = 1;
 def main() {
@@ -43,7 +39,9 @@ for _ in range(10):
     best = min(best, time.perf_counter() - t0)
 print(best / %d / %d * 1e9)
 """ % (N, N, STAGES, STAGES, N),
-    "JAX jit": """import time, jax, jax.numpy as jnp
+    "JAX jit": """import os, time
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+import jax, jax.numpy as jnp
 def chain(y):
     for _ in range(%d): y = jnp.tanh(y * 1.1 + 0.1)
     return y
@@ -58,42 +56,25 @@ print(best / %d / %d * 1e9)
 }
 
 
-def wall(cmd):
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, env=ENV, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
-
-
-def first_number(cmd, repeats):
-    return min(float(subprocess.run(cmd, check=True, env=ENV, capture_output=True, text=True).stdout.split()[0])
-               for _ in range(repeats))
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shmapc", default=os.path.join(ROOT, "build", "compiler", "shmapc"))
-    ap.add_argument("--repeats", type=int, default=3)
-    a = ap.parse_args()
+    a = parser(__doc__).parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, flags in (("C, libm tanhf", []), ("C, vector tanhf (libmvec)", ["-ffast-math", "-fopenmp-simd"])):
             exe = os.path.join(tmp, "chain%d" % len(rows))
             subprocess.run(["gcc", "-O3", "-march=native"] + flags + [os.path.join(HERE, "chain.c"), "-o", exe, "-lm"],
                            check=True)
-            rows.append((name, first_number(PIN + [exe, "5"], a.repeats)))
+            rows.append((name, best_line(PIN + [exe, "5"], a.repeats)[0]))
         src, exe = os.path.join(tmp, "chain.smp"), os.path.join(tmp, "chain")
         with open(src, "w") as f:
             f.write(PROGRAM)
         subprocess.run([a.shmapc, "compile", src, "-o", exe], check=True)
-        t1 = min(wall(PIN + [exe, "--steps=1"]) for _ in range(a.repeats))
-        t2 = min(wall(PIN + [exe, "--steps=21"]) for _ in range(a.repeats))
-        rows.append(("shmapc", (t2 - t1) / (20 * STAGES) / N * 1e9))
-        rows.append(("numpy", first_number(PIN + ["/usr/bin/python3", "-c", PEERS["numpy"]], a.repeats)))
+        rows.append(("shmapc", seconds_per_step(exe, PIN, a.repeats, 1, 21) / STAGES / N * 1e9))
+        rows.append(("numpy", best_line(PIN + ["/usr/bin/python3", "-c", PEERS["numpy"]], a.repeats)[0]))
+        py = venv_python()
         try:
-            py = subprocess.run(["bash", os.path.join(ROOT, "bench", "setup.sh")], check=True, capture_output=True,
-                                text=True).stdout.strip()
-            rows.append(("JAX jit", first_number(PIN + [py, "-c", PEERS["JAX jit"]], a.repeats)))
-        except (subprocess.CalledProcessError, FileNotFoundError):
+            rows.append(("JAX jit", best_line(PIN + [py, "-c", PEERS["JAX jit"]], a.repeats)[0] if py else None))
+        except subprocess.CalledProcessError:
             rows.append(("JAX jit (not installed: bench/setup.sh)", None))
     vec = dict(rows)["C, vector tanhf (libmvec)"]
     print("tanh chain: %d stages of y = tanh(y * 1.1 + 0.1) over %d f32, one core" % (STAGES, N))

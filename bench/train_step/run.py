@@ -13,18 +13,15 @@ targets with where they stand; the quietest of several runs counts.
 A shmapc program's time per step is measured from the outside: (time of S2 steps - time of S1
 steps) / (S2 - S1), which leaves out start-up and compilation; its page faults per step the
 same way (the children's minor faults, getrusage)."""
-import argparse
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+sys.path.insert(0, os.path.dirname(HERE))
+from common import ENV, PIN, parser, best_line, seconds_per_step, venv_python  # noqa: E402
 
 PROGRAM = """arg steps: i32 = 10;
 mesh m = <["data"={n}]>;
@@ -60,54 +57,28 @@ def main() {{
 """
 
 
-# One thread = pinned to one core, where there is more than one and taskset exists.
-PIN = ["taskset", "-c", "0"] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
-
-
-def run_measured(cmd):
-    """Runs cmd; returns (seconds, minor page faults)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, env=ENV, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before
-
-
-def shmapc_step(shmapc, tmp, n, repeats, pin, s1=2, s2=22):
-    """(ms per step, page faults per step over steps s1..s2, the same over steps 6..26) of the
-    program on a mesh of n."""
+def compile_mlp(shmapc, tmp, n):
+    """The program on a mesh of n, compiled."""
     src = os.path.join(tmp, "mlp%d.smp" % n)
     with open(src, "w") as f:
         f.write(PROGRAM.format(n=n, rows=256 // n))
     exe = os.path.join(tmp, "mlp%d" % n)
     subprocess.run([shmapc, "compile", src, "-o", exe], check=True)
-    a = [run_measured(pin + [exe, "--steps=%d" % s1]) for _ in range(repeats)]
-    b = [run_measured(pin + [exe, "--steps=%d" % s2]) for _ in range(repeats)]
-    ms = (min(t for t, _ in b) - min(t for t, _ in a)) / (s2 - s1) * 1e3
-    faults = (min(f for _, f in b) - min(f for _, f in a)) / (s2 - s1)
-    late = [run_measured(pin + [exe, "--steps=%d" % s]) for s in (6, 26) for _ in range(repeats)]
-    late_faults = (min(f for _, f in late[repeats:]) - min(f for _, f in late[:repeats])) / 20
-    return ms, (faults, late_faults)
+    return exe
 
 
-def best_line(cmd, repeats):
-    """The run whose first number is smallest, as a list of floats."""
-    runs = []
-    for _ in range(repeats):
-        out = subprocess.run(cmd, check=True, env=ENV, capture_output=True, text=True).stdout
-        runs.append([float(v) for v in out.split()])
-    return min(runs, key=lambda r: r[0])
+def minor_faults(cmd):
+    """The minor page faults of one run of cmd."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
+    subprocess.run(cmd, check=True, env=ENV, stdout=subprocess.DEVNULL)
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before
 
 
-def venv_python():
-    """bench/setup.sh's python (JAX and PyTorch), else the JAX twins' (no PyTorch)."""
-    for script in (os.path.join(ROOT, "bench", "setup.sh"), os.path.join(ROOT, "tests", "jax", "venv.sh")):
-        if not os.path.exists(script):
-            continue
-        try:
-            return subprocess.run(["bash", script], check=True, capture_output=True, text=True).stdout.strip()
-        except subprocess.CalledProcessError:
-            continue
-    return None
+def faults_per_step(exe, pin, repeats, s1, s2):
+    """Page faults per step over steps s1..s2, measured as seconds_per_step measures time."""
+    a = min(minor_faults(pin + [exe, "--steps=%d" % s1]) for _ in range(repeats))
+    b = min(minor_faults(pin + [exe, "--steps=%d" % s2]) for _ in range(repeats))
+    return max(b - a, 0) / (s2 - s1)
 
 
 def build_c(tmp, name, *flags):
@@ -123,10 +94,7 @@ def ratio(x, y):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shmapc", default=os.path.join(ROOT, "build", "compiler", "shmapc"))
-    ap.add_argument("--repeats", type=int, default=3)
-    a = ap.parse_args()
+    a = parser(__doc__).parse_args()
     rows, faults = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         c_blas = build_c(tmp, "mlp_openblas")
@@ -147,15 +115,18 @@ def main():
             except subprocess.CalledProcessError:
                 peers[name] = None
             rows.append((name if peers[name] else name + " (not installed: bench/setup.sh)", peers[name]))
+        exes = {n: compile_mlp(a.shmapc, tmp, n) for n in (1, 2, 4, 8)}
         for n in (1, 2):
-            ms, faults[n] = shmapc_step(a.shmapc, tmp, n, a.repeats, PIN if n == 1 else [])
-            rows.append(("shmapc, mesh %d" % n, ms))
-        # Meshes on every core: shmapc against JAX's shard_map on as many host devices.
+            pin = PIN if n == 1 else []
+            rows.append(("shmapc, mesh %d" % n, seconds_per_step(exes[n], pin, a.repeats, 2, 22) * 1e3))
+            faults[n] = (faults_per_step(exes[n], pin, a.repeats, 2, 22), faults_per_step(exes[n], pin, a.repeats, 6, 26))
+        # Meshes on every core: shmapc against JAX's shard_map on as many host devices (the
+        # mesh of 2 was timed so above).
         meshes = []
         for n in (1, 2, 4, 8):
-            ms = shmapc_step(a.shmapc, tmp, n, a.repeats, [])[0]
+            ms = dict(rows)["shmapc, mesh 2"] if n == 2 else seconds_per_step(exes[n], [], a.repeats, 2, 22) * 1e3
             try:
-                jx = best_line([py, os.path.join(HERE, "mlp_jax_shmap.py"), str(n), "20"], a.repeats)[0] if py else None
+                jx = best_line([py, os.path.join(HERE, "mlp_jax.py"), "20", str(n)], a.repeats)[0] if py else None
             except subprocess.CalledProcessError:
                 jx = None
             meshes.append((n, ms, jx))
@@ -185,8 +156,7 @@ def main():
         "MLP step, mesh 2 / mesh 1", ratio(m2, m1), "<= 0.55x", ratio(half, c_step)))
     for n in (1, 2):
         print("%-46s %8s %8s   (from the 6th step: %.0f)" % (
-            "page faults per training step after the first, mesh %d" % n, "%.0f" % max(faults[n][0], 0), "0",
-            max(faults[n][1], 0)))
+            "page faults per training step after the first, mesh %d" % n, "%.0f" % faults[n][0], "0", faults[n][1]))
 
 
 if __name__ == "__main__":

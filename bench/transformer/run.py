@@ -9,19 +9,15 @@ block with one head on one core (the 1x1 math). Prints ms per step and ratios; t
 --repeats runs counts.
 
     python3 bench/transformer/run.py --shmapc build/compiler/shmapc [--repeats 3]"""
-import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from common import PIN, parser, best_line, seconds_per_step, venv_python  # noqa: E402
+
 B, T, D, F, V = 16, 64, 256, 1024, 512
-ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-PIN = ["taskset", "-c", "0"] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
 
 PROGRAM = """import nn;
 arg steps: i32 = 1;
@@ -123,44 +119,30 @@ print("%%.4f" %% (np.mean(ts) * 1e3))
 ''' % (B, T, D, F, V)
 
 
-def wall(cmd):
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, env=ENV, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
-
-
-def shmapc_step_ms(shmapc, tmp, dp, mp, repeats, pin, s1=1, s2=6):
+def shmapc_step_ms(shmapc, tmp, dp, mp, repeats, pin):
     src = os.path.join(tmp, "t%dx%d.smp" % (dp, mp))
     with open(src, "w") as f:
         f.write(PROGRAM.format(dp=dp, mp=mp, B=B, b=B // dp, T=T, T1=T + 1, bT=B // dp * T, D=D, Dm=D // mp,
                                F=F, Fm=F // mp, V=V))
     exe = src[:-4]
     subprocess.run([shmapc, "compile", src, "-o", exe], check=True)
-    a = min(wall(pin + [exe, "--steps=%d" % s1]) for _ in range(repeats))
-    b = min(wall(pin + [exe, "--steps=%d" % s2]) for _ in range(repeats))
-    return (b - a) / (s2 - s1) * 1e3
+    return seconds_per_step(exe, pin, repeats, 1, 6) * 1e3
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shmapc", default=os.path.join(ROOT, "build", "compiler", "shmapc"))
-    ap.add_argument("--repeats", type=int, default=3)
-    a = ap.parse_args()
+    a = parser(__doc__).parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for dp, mp in ((1, 1), (2, 1), (1, 2), (2, 2)):
             rows.append(("shmapc, mesh %dx%d%s" % (dp, mp, " (one core)" if dp * mp == 1 else ""),
                          shmapc_step_ms(a.shmapc, tmp, dp, mp, a.repeats, PIN if dp * mp == 1 else [])))
+        py = venv_python()
+        script = os.path.join(tmp, "jax_transformer.py")
+        with open(script, "w") as f:
+            f.write(JAX)
         try:
-            py = subprocess.run(["bash", os.path.join(ROOT, "bench", "setup.sh")], check=True,
-                                capture_output=True, text=True).stdout.strip()
-            script = os.path.join(tmp, "jax_transformer.py")
-            with open(script, "w") as f:
-                f.write(JAX)
-            jx = min(float(subprocess.run(PIN + [py, script], check=True, capture_output=True, text=True,
-                                          env=ENV).stdout.split()[-1]) for _ in range(a.repeats))
-            rows.append(("JAX jit (one core)", jx))
-        except (subprocess.CalledProcessError, FileNotFoundError):
+            rows.append(("JAX jit (one core)", best_line(PIN + [py, script], a.repeats)[0] if py else None))
+        except subprocess.CalledProcessError:
             rows.append(("JAX jit (not installed: bench/setup.sh)", None))
     print("Transformer block training step (16 x 64 tokens, width %d, MLP %d, vocabulary %d)" % (D, F, V))
     base = rows[0][1]
