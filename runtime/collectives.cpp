@@ -143,7 +143,7 @@ void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char
   if (n < 0) fatalf("%s: negative element count", what);
   publish(dev, in, out);
   // Chunk r of the flattened array is reduced by group member r (balanced split). A member
-  // with no output (SHM_OUT_ALL_REDUCE_ONLY: its result is not used) still reduces its chunk,
+  // with no output (SHM_OUT_COLLECTIVE_ONLY: its result is not used) still reduces its chunk,
   // into scratch, for the others, and receives nothing.
   const int64_t lo = n * g.me / g.n, hi = n * (g.me + 1) / g.n;
   std::vector<const void *> srcs((size_t)g.n);
@@ -218,7 +218,7 @@ void shm_all_gather(shm_device *dev, int32_t dtype, const void *in, void *out, i
   const int64_t es = dtype_size(dtype);
   const int64_t outer = prod(in_shape, 0, axis), inner = prod(in_shape, axis, rank) * es;
   publish(dev, in, out);
-  for (int j = 0; j < g.n && out; ++j) {  // no output (SHM_OUT_ALL_REDUCE_ONLY): nothing to pull
+  for (int j = 0; j < g.n && out; ++j) {  // no output (SHM_OUT_COLLECTIVE_ONLY): nothing to pull
     const char *src = (const char *)in_of(dev, g, j);
     char *dst = (char *)out + (int64_t)j * inner;
     for (int64_t o = 0; o < outer; ++o)

@@ -83,7 +83,7 @@ struct ArrayPlan {
   bool mentioned[kMaxMeshRank];       // does the spec name this mesh axis?
   bool whole = true;                  // no dimension split: the block is the global array
   bool contiguous = true;             // every device's block is one run of the global array
-  bool all_reduce_only = false;       // output written only by an all-reduce (SHM_OUT_...)
+  bool collective_only = false;       // written only by an all-reduce or all_gather (SHM_OUT_...)
   int64_t block_bytes = 0;
 };
 
@@ -131,7 +131,7 @@ ArrayPlan plan_array(const MeshCall &c, const shm_array_desc &d, const char *kin
     if (p.bshape[dim] > 1) seen_long = true;
   }
   p.block_bytes = num_elements(p.rank, p.bshape) * p.esize;
-  p.all_reduce_only = (d.flags & SHM_OUT_ALL_REDUCE_ONLY) != 0;
+  p.collective_only = (d.flags & SHM_OUT_COLLECTIVE_ONLY) != 0;
   return p;
 }
 
@@ -183,8 +183,8 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
     out_direct[i] = p.contiguous && is_writer(p, c, dev.coords);
     if (out_direct[i])
       bout[i] = (char *)outs[i] + block_offset(p, c, dev.coords) * p.esize;
-    else if (p.all_reduce_only && !is_writer(p, c, dev.coords))
-      bout[i] = nullptr;  // the all-reduce skips this device (SHM_OUT_ALL_REDUCE_ONLY)
+    else if (p.collective_only && !is_writer(p, c, dev.coords))
+      bout[i] = nullptr;  // the collective skips this device (SHM_OUT_COLLECTIVE_ONLY)
     else
       bout[i] = shm_alloc(p.block_bytes);
   }

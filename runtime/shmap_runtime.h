@@ -46,14 +46,14 @@ typedef struct {
   const int64_t *shape;   /* global shape */
   int32_t dtype;
   const int32_t *spec;    /* encoded partition spec, see above */
-  int32_t flags;          /* outputs: SHM_OUT_ALL_REDUCE_ONLY or 0 */
+  int32_t flags;          /* outputs: SHM_OUT_COLLECTIVE_ONLY or 0 */
 } shm_array_desc;
 
 /* An output the body writes only as the result of an all-reduce (shm_psum, shm_pmax,
  * shm_pmin) or an all_gather, and reads nowhere: a device whose block is not used (not the
  * writer, see above) gets a null buffer for it, and the collective then gives that device
  * nothing, so the mesh holds the result once per writer instead of once per device. */
-enum { SHM_OUT_ALL_REDUCE_ONLY = 1 };
+enum { SHM_OUT_COLLECTIVE_ONLY = 1 };
 
 void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes, const char *const *axis_names,
                    shm_fn body, int32_t nin, void **ins, const shm_array_desc *in_descs,

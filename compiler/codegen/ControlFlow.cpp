@@ -48,20 +48,20 @@ bool FuncEmitter::emitCall(const ir::Eqn &e) {
 // Whether result i of a shmap body is the output of an all-reduce (psum, psum2, pmax, pmin)
 // or an all_gather that nothing in the body reads and that is returned only once: its buffer
 // is then written by that collective alone, which accepts a null one on devices whose block
-// is not used (SHM_OUT_ALL_REDUCE_ONLY in shmap_runtime.h).
-static bool writtenOnlyByAllReduce(const ir::Func &body, size_t i) {
+// is not used (SHM_OUT_COLLECTIVE_ONLY in shmap_runtime.h).
+static bool writtenOnlyByCollective(const ir::Func &body, size_t i) {
   const ir::Value *v = body.results[i];
   if (std::count(body.results.begin(), body.results.end(), v) != 1) return false;
   if (std::find(body.params.begin(), body.params.end(), v) != body.params.end()) return false;
-  bool byAllReduce = false;
+  bool byCollective = false;
   for (const ir::Eqn &e : body.eqns) {
     if (std::find(e.ins.begin(), e.ins.end(), v) != e.ins.end()) return false;
     if (!e.outs.empty() && e.outs[0] == v)
-      byAllReduce = e.prim == ir::Prim::Psum || e.prim == ir::Prim::Psum2 || e.prim == ir::Prim::Pmax ||
+      byCollective = e.prim == ir::Prim::Psum || e.prim == ir::Prim::Psum2 || e.prim == ir::Prim::Pmax ||
                     e.prim == ir::Prim::Pmin || e.prim == ir::Prim::AllGather ||
                     e.prim == ir::Prim::AllGatherInvariant;
   }
-  return byAllReduce;
+  return byCollective;
 }
 
 bool FuncEmitter::emitShmap(const ir::Eqn &e) {
@@ -95,7 +95,7 @@ bool FuncEmitter::emitShmap(const ir::Eqn &e) {
     for (size_t i = 0; i < vals.size(); ++i) {
       const ir::Type &t = vals[i]->type;
       if ((int64_t)specs[i].dims.size() > t.rank()) ok = false;
-      int flags = outputs && writtenOnlyByAllReduce(body, i) ? 1 /* SHM_OUT_ALL_REDUCE_ONLY */ : 0;
+      int flags = outputs && writtenOnlyByCollective(body, i) ? 1 /* SHM_OUT_COLLECTIVE_ONLY */ : 0;
       elems.push_back(llvm::ConstantStruct::get(
           descTy, {llvm::ConstantInt::get(me.i32Ty, t.rank()),
                    me.i64Array(t.shape), llvm::ConstantInt::get(me.i32Ty, (int)t.dtype),

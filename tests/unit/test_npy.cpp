@@ -432,7 +432,7 @@ TEST_CASE("npy sharded: every device of a mesh loads its block, as shm_run_shmap
     g_sharded_spec = c.spec.data();
     std::vector<float> global(32, -100.0f);
     void *outs[1] = {global.data()};
-    shm_array_desc out{2, g_sharded_shape, SHM_F32, c.spec.data()};
+    shm_array_desc out{2, g_sharded_shape, SHM_F32, c.spec.data(), 0};
     shm_run_shmap(2, mesh, names, shardedBody, 0, nullptr, nullptr, 1, outs, &out);
     checkValues(global, SHM_F32);
   }

@@ -561,7 +561,7 @@ void reduce_only_body(shm_device *dev, void **outs, void **ins) {
 } // namespace
 
 TEST_CASE("outputs written only by an all-reduce or all_gather exist only on their writer", "[collectives]") {
-  // SHM_OUT_ALL_REDUCE_ONLY: the devices whose block is not used get no buffer and receive
+  // SHM_OUT_COLLECTIVE_ONLY: the devices whose block is not used get no buffer and receive
   // nothing; the writer's result is complete.
   const int64_t mesh[1] = {4};
   std::vector<float> in(16);
@@ -570,8 +570,8 @@ TEST_CASE("outputs written only by an all-reduce or all_gather exist only on the
   const int64_t in_shape[1] = {16}, sum_shape[1] = {4}, all_shape[1] = {16};
   const int32_t split[2] = {1, 0}, whole[1] = {0};
   shm_array_desc din{1, in_shape, SHM_F32, split, 0};
-  shm_array_desc douts[2] = {{1, sum_shape, SHM_F32, whole, SHM_OUT_ALL_REDUCE_ONLY},
-                             {1, all_shape, SHM_F32, whole, SHM_OUT_ALL_REDUCE_ONLY}};
+  shm_array_desc douts[2] = {{1, sum_shape, SHM_F32, whole, SHM_OUT_COLLECTIVE_ONLY},
+                             {1, all_shape, SHM_F32, whole, SHM_OUT_COLLECTIVE_ONLY}};
   void *ins[1] = {in.data()}, *outs[2] = {sum.data(), all.data()};
   shm_run_shmap(1, mesh, nullptr, reduce_only_body, 1, ins, &din, 2, outs, douts);
   for (int i = 0; i < 4; ++i) CHECK(sum[(size_t)i] == (float)(i + (4 + i) + (8 + i) + (12 + i)));
