@@ -151,6 +151,15 @@ private:
   int64_t arenaBytes_ = 0;
   llvm::Value *arena_ = nullptr;
   std::vector<std::pair<size_t, size_t>> groups_;  // fused element-wise eqn ranges, in order
+  // Constants of one repeated value, by output: every fused loop that reads one computes it
+  // in place (a splat) instead of reading a buffer (FuncEmitter::plan).
+  std::unordered_map<const ir::Value *, const ir::Eqn *> splatConstants_;
+public:
+  // A splat constant that a fused loop recomputes where it reads it: it has no buffer there.
+  bool recomputedInLoops(const ir::Value *v) const {
+    return splatConstants_.count(v) && storage(v).kind == StorageKind::Fused;
+  }
+private:
   std::vector<llvm::Value *> scratch_;             // heap scratch, freed before returning
 };
 

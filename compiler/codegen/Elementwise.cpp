@@ -155,7 +155,7 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   size_t numStored = 0;
   for (size_t i = first; i <= last; ++i) {
     for (const ir::Value *v : f.eqns[i].ins)
-      if (!inGroup.count(v)) touched.push_back(v);
+      if (!inGroup.count(v) && !recomputedInLoops(v)) touched.push_back(v);
     for (const ir::Value *v : f.eqns[i].outs) {
       inGroup[v] = true;
       if (storedByGroup(v)) touched.push_back(v), written[v] = true, ++numStored;
@@ -264,7 +264,7 @@ bool FuncEmitter::emitGroupBody(size_t first, size_t last, llvm::IRBuilder<> &lb
   auto load = [&](const ir::Value *v, llvm::Value *at) -> llvm::Value * {
     if (v->type.numElements() == 1) at = nullptr;
     auto it = elem.find(v);
-    if (!at && it != elem.end()) return it->second;
+    if (it != elem.end() && (!at || splatConstants_.count(v))) return it->second;  // (a splat: any index)
     llvm::Type *t = me.elemType(v->type.dtype);
     if (v->type.numElements() == 1) at = i64(0);
     llvm::Value *ld = lb.CreateLoad(t, lb.CreateInBoundsGEP(t, bufferOf(v), at ? at : idx));
@@ -273,8 +273,29 @@ bool FuncEmitter::emitGroupBody(size_t first, size_t last, llvm::IRBuilder<> &lb
     return x;
   };
 
+  // One eqn's element from its operands' elements `x`: its scalar rule, an f16 / bf16 result
+  // rounded to its type (JAX on CPU rounds every operation's result, also inside a fusion);
+  // `bits`, when set, is what is stored.
+  auto compute = [&](const ir::Eqn &e, const std::vector<llvm::Value *> &x, llvm::Value *&bits) -> llvm::Value * {
+    ir::DType outType = e.outs[0]->type.dtype;
+    ir::DType t = e.ins.empty() ? outType : e.ins.back()->type.dtype;  // select: the data operands
+    ScalarCtx c{*this, lb, e, x, t, outType, ir::isFloat(t), t == ir::DType::Bool};
+    llvm::Value *r = prims::rulesOf(e.prim).scalar(c);
+    bits = nullptr;
+    if (r && ir::isHalf(outType)) {
+      bits = f32ToHalf(lb, r, outType);
+      r = halfToF32(lb, bits, outType);
+    }
+    return r;
+  };
   for (size_t i = first; i <= last; ++i) {
     const ir::Eqn &e = f.eqns[i];
+    // splat constants of other loops, recomputed here (FuncEmitter::plan)
+    for (const ir::Value *v : e.ins)
+      if (!elem.count(v) && recomputedInLoops(v)) {
+        llvm::Value *bits;
+        if (!(elem[v] = compute(*splatConstants_.at(v), {}, bits))) return false;
+      }
     std::vector<llvm::Value *> x;
     llvm::Value *at = nullptr;  // a broadcast's operand index
     if (e.prim == P::BroadcastInDim) {
@@ -286,19 +307,10 @@ bool FuncEmitter::emitGroupBody(size_t first, size_t last, llvm::IRBuilder<> &lb
       }
     }
     for (const ir::Value *v : e.ins) x.push_back(load(v, at));
-    ir::DType outType = e.outs[0]->type.dtype;
-    ir::DType t = e.ins.empty() ? outType : e.ins.back()->type.dtype;  // select: the data operands
-    ScalarCtx c{*this, lb, e, x, t, outType, ir::isFloat(t), t == ir::DType::Bool};
-    llvm::Value *r = prims::rulesOf(e.prim).scalar(c);
+    llvm::Value *bits;
+    llvm::Value *r = compute(e, x, bits);
     if (!r) return false;
     const ir::Value *out = e.outs[0];
-    // An f16 / bf16 result, computed in f32, is rounded to its type (JAX on CPU rounds every
-    // operation's result, also inside a fusion); it is stored as bits and used as f32.
-    llvm::Value *bits = nullptr;
-    if (ir::isHalf(outType)) {
-      bits = f32ToHalf(lb, r, outType);
-      r = halfToF32(lb, bits, outType);
-    }
     elem[out] = r;
     if (storedByGroup(out)) {  // a one-element value read after the group: element 0
       llvm::Type *t = me.elemType(out->type.dtype);

@@ -9,6 +9,7 @@
 #include <llvm/IR/Constants.h>
 
 #include <algorithm>
+#include <queue>
 
 namespace shmapc::codegen {
 
@@ -58,23 +59,19 @@ void FuncEmitter::plan() {
   for (size_t i = 0; i < f.eqns.size(); ++i)
     for (const ir::Value *v : f.eqns[i].ins) lastRead[v] = i;
   for (const ir::Value *v : f.results) lastRead[v] = f.eqns.size();
-  auto storesBefore = [&](size_t first, size_t i) {  // of group [first, i), read after eqn i
-    size_t n = 0;
-    for (size_t k = first; k < i; ++k)
-      for (const ir::Value *v : f.eqns[k].outs) {
-        auto it = lastRead.find(v);
-        n += it != lastRead.end() && it->second > i;
-      }
-    return n;
-  };
+  for (const ir::Eqn &e : f.eqns)
+    if (e.prim == ir::Prim::Constant && isFusible(e)) splatConstants_[e.outs[0]] = &e;
+  // The last reads of the current group's values, soonest first: those past eqn i are the
+  // values the group stores for later eqns.
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> readLater;
   for (size_t i = 0; i < f.eqns.size(); ++i) {
     const ir::Eqn &e = f.eqns[i];
     if (!isFusible(e)) continue;
     const std::vector<int64_t> &shape = e.outs[0]->type.shape;
     bool unit = isUnit(e);
+    while (!readLater.empty() && readLater.top() <= i) readLater.pop();
     bool adjacent = !groups_.empty() && groups_.back().second + 1 == i &&
-                    i - groups_.back().first < kMaxGroupEqns &&
-                    storesBefore(groups_.back().first, i) < kMaxGroupStores;
+                    i - groups_.back().first < kMaxGroupEqns && readLater.size() < kMaxGroupStores;
     if (adjacent && (shape == groupShape.back() || unit || onlyUnits.back())) {
       groups_.back().second = i;
       if (!unit && onlyUnits.back()) groupShape.back() = shape;
@@ -83,16 +80,25 @@ void FuncEmitter::plan() {
       groups_.push_back({i, i});
       groupShape.push_back(shape);
       onlyUnits.push_back(unit);
+      readLater = {};
     }
     groupOf[i] = (int)groups_.size() - 1;
+    for (const ir::Value *v : e.outs) {
+      auto it = lastRead.find(v);
+      if (it != lastRead.end() && !splatConstants_.count(v)) readLater.push(it->second);  // (splats: recomputed where read)
+    }
   }
   // A value computed in a group needs a buffer only if something outside the group reads it.
+  // A splat constant read by another fused loop does not count: that loop recomputes it, so
+  // the constants a forward pass shares with its backward pass (`y * 1.0001` and the
+  // cotangent's `* 1.0001`) are not stored as arrays of one repeated value.
   std::unordered_map<const ir::Value *, int> definedIn;
   std::unordered_map<const ir::Value *, bool> usedOutside;
   for (size_t i = 0; i < f.eqns.size(); ++i) {
     for (const ir::Value *v : f.eqns[i].ins) {
       auto it = definedIn.find(v);
-      if (it != definedIn.end() && it->second != groupOf[i]) usedOutside[v] = true;
+      bool recomputed = groupOf[i] >= 0 && splatConstants_.count(v);
+      if (it != definedIn.end() && it->second != groupOf[i] && !recomputed) usedOutside[v] = true;
     }
     for (const ir::Value *v : f.eqns[i].outs) definedIn[v] = groupOf[i];
   }
