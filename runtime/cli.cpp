@@ -16,6 +16,14 @@
 #include <cstdlib>
 #include <cstring>
 
+// jemalloc's options (programs link it, README "Measured choices"): freed pages are kept for
+// reuse, never returned to the system after a delay, so a long training step does not fault
+// them in again (as glibc's trimming is turned off in runtime_main). Unused without jemalloc.
+extern "C" {
+extern const char *malloc_conf;
+const char *malloc_conf = "dirty_decay_ms:-1,muzzy_decay_ms:-1";
+}
+
 // The program's arguments (`arg lr: f32 = 0.1;`), emitted by shmapc as name/type/default
 // string triples; absent (null) in programs without any and in the unit tests.
 extern "C" __attribute__((weak)) const char *const shm_user_args_table[];
