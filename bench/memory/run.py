@@ -4,7 +4,9 @@ devices against a hand-written threaded C program doing the same (collectives.c:
 the input once, the result once). Two programs over N = 1e7 f32 values (40 MB) made on the
 host and split over the devices: their psum (the result f32[N/8], replicated) and their
 all_gather_invariant (the result f32[N], replicated). Prints the peak RSS of each (getrusage of the
-child, in MB) and the ratio shmapc / C, whose target is <= 1.3x.
+child, in MB) and the ratio shmapc / C, whose target is <= 1.3x; and the wall time of each
+whole run (start-up: the input made on the host and placed on the devices, the collective,
+the sum) against the C program's, as a ratio.
 
     python3 bench/memory/run.py --shmapc build/compiler/shmapc"""
 import os
@@ -14,7 +16,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from common import parser  # noqa: E402
+from common import parser, wall  # noqa: E402
 N = 10_000_000
 
 PROGRAMS = {
@@ -52,7 +54,8 @@ def main():
         cexe = os.path.join(tmp, "collectives")
         subprocess.run(["gcc", "-O2", os.path.join(HERE, "collectives.c"), "-o", cexe, "-lpthread"], check=True)
         print("peak resident memory, mesh of 8, N = %d f32 (%d MB) made on the host" % (N, N * 4 // 10**6))
-        print("%-12s %12s %12s %10s %8s" % ("", "shmapc MB", "C MB", "ratio", "target"))
+        print("%-12s %12s %12s %10s %8s %11s %8s %8s" % ("", "shmapc MB", "C MB", "ratio", "target",
+                                                        "shmapc ms", "C ms", "ratio"))
         for name, text in PROGRAMS.items():
             src = os.path.join(tmp, name + ".smp")
             with open(src, "w") as f:
@@ -61,7 +64,9 @@ def main():
             subprocess.run([a.shmapc, "compile", src, "-o", exe], check=True)
             s = min(peak_mb([exe]) for _ in range(a.repeats))
             c = min(peak_mb([cexe, name, str(N)]) for _ in range(a.repeats))
-            print("%-12s %12.1f %12.1f %9.2fx %8s" % (name, s, c, s / c, "<= 1.3x"))
+            ts = min(wall([exe]) for _ in range(a.repeats)) * 1e3
+            tc = min(wall([cexe, name, str(N)]) for _ in range(a.repeats)) * 1e3
+            print("%-12s %12.1f %12.1f %9.2fx %8s %11.1f %8.1f %7.2fx" % (name, s, c, s / c, "<= 1.3x", ts, tc, ts / tc))
 
 
 if __name__ == "__main__":
