@@ -1,6 +1,7 @@
 // Array kernels without communication. Layout changes (broadcast, transpose, slices) are all
 // one strided block copy (copy_strided in memory.cpp) with suitably chosen strides.
 #include "half.h"
+#include "pool.h"
 #include "shmap_runtime.h"
 #include "util.h"
 
@@ -474,19 +475,42 @@ bool dnnl_enabled() {
   return on;
 }
 
-// C[m, n] = op(A) @ op(B), row-major, C's leading dimension n.
-void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-           const float *b, int64_t ldb, float *c) {
-  if (m * n * k >= kDnnlMinMacs && dnnl_enabled()) {
-    // Each device thread is one core's worth of work: oneDNN's OpenMP team in it is that thread
-    // alone (the setting is per thread, made once).
+// Products of at least this many multiply-adds are computed in column panels of kPanel (the
+// last one up to twice as wide), which the cores of the thread's team share (run_on_team):
+// about 0.5 ms of work, against the tens of microseconds a hand-off costs.
+constexpr int64_t kPanelMinMacs = int64_t(1) << 22;
+constexpr int64_t kPanel = 256;
+
+// C[:, lo:hi] = op(A) @ op(B)[:, lo:hi], row-major, C's leading dimension n.
+void sgemm_columns(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                   const float *b, int64_t ldb, float *c, int64_t lo, int64_t hi) {
+  const float *bp = tb ? b + lo * ldb : b + lo;
+  if (m * (hi - lo) * k >= kDnnlMinMacs && dnnl_enabled()) {
+    // Each thread is one core's worth of work: oneDNN's OpenMP team in it is that thread alone
+    // (the setting is per thread, made once).
     static thread_local const bool one_thread = (omp_set_num_threads(1), true);
     (void)one_thread;
-    if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n) == dnnl_success)
+    if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, hi - lo, k, 1.0f, a, lda, bp, ldb, 0.0f, c + lo, n) ==
+        dnnl_success)
       return;
   }
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
-              (int)k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c, (int)n);
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)(hi - lo),
+              (int)k, 1.0f, a, (int)lda, bp, (int)ldb, 0.0f, c + lo, (int)n);
+}
+
+// C[m, n] = op(A) @ op(B). A large product is split into the same column panels whatever the
+// number of cores, so its result does not depend on it: oneDNN's result for a panel of
+// columns is not always the same as for the whole (a different blocking of k; 82 of 3,597
+// random shapes split in 2-4 differed in some bits), so the panels are the definition.
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+           const float *b, int64_t ldb, float *c) {
+  const int64_t panels = m * n * k >= kPanelMinMacs ? std::max<int64_t>(1, n / kPanel) : 1;
+  auto panel = [&](int64_t p) { return p == panels ? n : p * kPanel; };
+  const int parts = (int)std::min<int64_t>(shm::team_size(), panels);
+  shm::run_on_team(parts, [&](int i) {
+    for (int64_t p = panels * i / parts; p < panels * (i + 1) / parts; ++p)
+      sgemm_columns(ta, tb, m, n, k, a, lda, b, ldb, c, panel(p), panel(p + 1));
+  });
 }
 
 } // namespace
@@ -516,7 +540,9 @@ void shm_matmul(int32_t dtype, const void *lhs, const void *rhs, void *out, int6
     }
     return;
   }
-  for (int64_t b = 0; b < batch; ++b) {
+  if (dtype != SHM_F32 && dtype != SHM_F64 && dtype != SHM_I32 && dtype != SHM_I64)
+    fatalf("matmul: unsupported dtype %s", dtype_name(dtype));
+  auto product = [&](int64_t b) {
     const char *a = (const char *)lhs + b * m * k * es;
     const char *bb = (const char *)rhs + b * k * n * es;
     char *c = (char *)out + b * m * n * es;
@@ -529,10 +555,17 @@ void shm_matmul(int32_t dtype, const void *lhs, const void *rhs, void *out, int6
                   (const double *)bb, ldb, 0.0, (double *)c, (int)n);
       break;
     case SHM_I32: int_matmul<int32_t>(matmul_i32, a, bb, c, m, k, n, trans_lhs, trans_rhs); break;
-    case SHM_I64: int_matmul<int64_t>(matmul_i64, a, bb, c, m, k, n, trans_lhs, trans_rhs); break;
-    default: fatalf("matmul: unsupported dtype %s", dtype_name(dtype));
+    default: int_matmul<int64_t>(matmul_i64, a, bb, c, m, k, n, trans_lhs, trans_rhs); break;
     }
-  }
+  };
+  // A batch of products each too small to split (sgemm's panels), together large enough: the
+  // team's cores share the batch (each product computed whole, so the result is the same).
+  const int64_t macs = m * n * k;
+  const int parts = batch > 1 && macs < kPanelMinMacs && macs * batch >= kPanelMinMacs
+                        ? (int)std::min<int64_t>(team_size(), batch) : 1;
+  run_on_team(parts, [&](int i) {
+    for (int64_t b = batch * i / parts; b < batch * (i + 1) / parts; ++b) product(b);
+  });
   SHM_GUARD_END("matmul")
 }
 

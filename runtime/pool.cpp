@@ -19,14 +19,29 @@ namespace shm {
 static thread_local bool t_on_device = false;
 bool on_device_thread() { return t_on_device; }
 
+// The cores the current thread's own work may use (itself included): all usable cores on the
+// host, its share of them on a device thread (a mesh with fewer devices than cores leaves
+// some idle), one on a team worker. 0: not set yet (the host thread).
+static thread_local int t_team = 0;
+int team_size() { return t_team > 0 ? t_team : usable_cores(); }
+
 namespace {
 
-// Runs one job index with the "on a device thread" flag set.
-void run_job(const std::function<void(int)> &job, int i) {
+// Runs one job index with the "on a device thread" flag set and the thread's team size, both
+// restored afterwards (a device thread runs its team's job 0 itself).
+void run_job(const std::function<void(int)> &job, int i, int team) {
+  const bool was_on_device = t_on_device;
+  const int was_team = t_team;
   t_on_device = true;
+  t_team = team;
   job(i);
-  t_on_device = false;
+  t_on_device = was_on_device;
+  t_team = was_team;
 }
+
+// The share of `cores` that job i of n gets: cores / n, the remainder to the first jobs, at
+// least one.
+int share(int cores, int n, int i) { return std::max(1, cores / n + (i < cores % n ? 1 : 0)); }
 
 // Worker w runs job index w + 1 of every call that uses at least w + 2 threads. A call
 // hands each worker it needs the call's number (`go`) and wakes that worker alone, through
@@ -36,6 +51,9 @@ void run_job(const std::function<void(int)> &job, int i) {
 // while a worker is still busy with the previous one.
 class Pool {
 public:
+  // `teams`: each job's team size (share of the usable cores), or 1 for all (a team's workers).
+  explicit Pool(bool teams) : teams_(teams) {}
+
   void run(int n, const std::function<void(int)> &job) {
     {
       std::unique_lock<std::mutex> lk(m_);
@@ -46,12 +64,13 @@ public:
         threads_.emplace_back([this, w, index] { loop(*w, index); });
       }
       job_ = &job;
+      n_ = n;
       remaining_ = n - 1;
       ++call_;
       for (int w = 0; w < n - 1; ++w) workers_[(size_t)w]->go = call_;
     }
     for (int w = 0; w < n - 1; ++w) workers_[(size_t)w]->wake.notify_one();
-    run_job(job, 0);
+    run_job(job, 0, teamOf(0, n));
     std::unique_lock<std::mutex> lk(m_);
     done_cv_.wait(lk, [this] { return remaining_ == 0; });
     job_ = nullptr;
@@ -70,13 +89,17 @@ private:
       me.wake.wait(lk, [&] { return me.go != seen; });
       seen = me.go;
       const std::function<void(int)> *job = job_;
+      const int n = n_;
       lk.unlock();
-      run_job(*job, index);
+      run_job(*job, index, teamOf(index, n));
       lk.lock();
       if (--remaining_ == 0) done_cv_.notify_one();
     }
   }
 
+  int teamOf(int i, int n) const { return teams_ ? share(usable_cores(), n, i) : 1; }
+
+  const bool teams_;
   std::mutex m_;
   std::condition_variable done_cv_;
   // Only run() reads or grows these (it is serialised); a worker touches just its Worker.
@@ -84,18 +107,29 @@ private:
   std::vector<std::thread> threads_;
   uint64_t call_ = 0;
   int remaining_ = 0;
+  int n_ = 0;
   const std::function<void(int)> *job_ = nullptr;
 };
 
-Pool &pool() {
-  // Deliberately leaked: at exit() the workers are still blocked on the condition variable,
-  // and destroying it (or joinable std::threads) under them would be undefined / terminate.
-  // A forked child has no workers, so it gets a fresh pool (the unit tests fork for the
-  // death tests).
+// Pools are deliberately leaked: at exit() the workers are still blocked on the condition
+// variable, and destroying it (or joinable std::threads) under them would be undefined /
+// terminate. A forked child has no workers, so it gets fresh pools (the unit tests fork for
+// the death tests).
+Pool &pool() {  // the device threads
   static Pool *p = nullptr;
   static pid_t owner = 0;
   if (!p || owner != getpid()) {
-    p = new Pool;
+    p = new Pool(/*teams=*/true);
+    owner = getpid();
+  }
+  return *p;
+}
+
+Pool &team_pool() {  // the current device thread's own helpers
+  static thread_local Pool *p = nullptr;
+  static thread_local pid_t owner = 0;
+  if (!p || owner != getpid()) {
+    p = new Pool(/*teams=*/false);
     owner = getpid();
   }
   return *p;
@@ -113,15 +147,16 @@ bool spawn_mode() {
 
 void run_on_threads(int n, const std::function<void(int)> &job) {
   if (n <= 0) return;
+  const int cores = usable_cores();
   if (n == 1) {
-    run_job(job, 0);
+    run_job(job, 0, cores);
     return;
   }
   if (spawn_mode()) {
     std::vector<std::thread> ts;
     ts.reserve((size_t)n - 1);
-    for (int i = 1; i < n; ++i) ts.emplace_back([&job, i] { run_job(job, i); });
-    run_job(job, 0);
+    for (int i = 1; i < n; ++i) ts.emplace_back([&job, i, n, cores] { run_job(job, i, share(cores, n, i)); });
+    run_job(job, 0, share(cores, n, 0));
     for (auto &t : ts) t.join();
     return;
   }
@@ -130,6 +165,18 @@ void run_on_threads(int n, const std::function<void(int)> &job) {
   static std::mutex serial;
   std::lock_guard<std::mutex> lk(serial);
   pool().run(n, job);
+}
+
+void run_on_team(int parts, const std::function<void(int)> &job) {
+  if (parts <= 1) {
+    job(0);
+    return;
+  }
+  if (!on_device_thread()) {  // the host: the device pool is idle between shmap calls
+    run_on_threads(parts, job);
+    return;
+  }
+  team_pool().run(parts, job);
 }
 
 int usable_cores() {
@@ -150,11 +197,7 @@ extern "C" void shm_parallel_for(void (*fn)(void *, int64_t, int64_t), void *arg
   // ranges start at multiples of 64 elements so that each vector loop starts aligned as the
   // whole would.
   constexpr int64_t kGrain = 1 << 15;
-  int parts = (int)std::min<int64_t>(usable_cores(), n / kGrain);
-  if (parts <= 1 || on_device_thread()) {
-    fn(args, 0, n);
-    return;
-  }
+  const int parts = (int)std::max<int64_t>(1, std::min<int64_t>(team_size(), n / kGrain));
   auto bound = [&](int i) { return i == parts ? n : (n * i / parts) / 64 * 64; };
-  run_on_threads(parts, [&](int i) { fn(args, bound(i), bound(i + 1)); });
+  run_on_team(parts, [&](int i) { fn(args, bound(i), bound(i + 1)); });
 }

@@ -17,6 +17,18 @@ void run_on_threads(int n, const std::function<void(int)> &job);
 // The number of cores this process may use (its CPU affinity mask).
 int usable_cores();
 
+// The cores the current thread's work may use, itself included: every usable core on the
+// host; on a device thread its share of them (usable cores / devices of the call, at least
+// one), so a mesh with fewer devices than cores puts the idle ones to work; 1 on a helper.
+int team_size();
+
+// Runs job(i) for i in [0, parts) on the current thread's team (parts <= team_size()), the
+// calling thread running job(0): on the host the device pool, on a device thread helpers of
+// its own (a persistent pool per device thread). Every index runs on a distinct thread, so
+// results must not depend on how many there are: callers split work the same way for any
+// `parts` where results could differ (kernels.cpp's sgemm) or compute each element alone.
+void run_on_team(int parts, const std::function<void(int)> &job);
+
 // True while the current thread is executing a device job (used to reject nested shmaps).
 bool on_device_thread();
 

@@ -146,6 +146,8 @@ def main():
     print("%-8s %14s %22s %10s" % ("mesh", "shmapc ms", "JAX shard_map ms", "ratio"))
     for n, ms, jx in meshes:
         print("%-8d %14.3f %22s %10s" % (n, ms, "%.3f" % jx if jx else "-", ratio(ms, jx)))
+    print("a mesh of 1 on every core / on one core: %s (its one device uses the idle cores)"
+          % ratio(meshes[0][1], m1))
     print()
     print("issue 11's targets (this run)")
     print("%-46s %8s %8s" % ("measure", "now", "target"))

@@ -17,8 +17,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <mutex>
+#include <random>
+#include <set>
 #include <string>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -1399,7 +1403,7 @@ void mark_range(void *args, int64_t lo, int64_t hi) {
 }
 } // namespace
 
-TEST_CASE("shm_parallel_for covers [0, n) once, split on the host, whole on a device", "[pool]") {
+TEST_CASE("shm_parallel_for covers [0, n) once, split on the host, by its share on a device", "[pool]") {
   for (int64_t n : {0, 1, 100, 65535, 65536, 100003, 1 << 20}) {
     std::vector<std::atomic<int>> hits((size_t)n);
     shm_parallel_for(mark_range, &hits, n);
@@ -1418,7 +1422,8 @@ TEST_CASE("shm_parallel_for covers [0, n) once, split on the host, whole on a de
   CHECK(calls.load() == std::min(shm::usable_cores(), 32));
   for (auto &h : hits) h.store(0);
   calls.store(0);
-  // Inside a shmap body (a device thread) the loop runs whole on that thread.
+  // Inside a shmap body on as many devices as cores (2 here), each device has one core: the
+  // loop runs whole on its thread.
   shm::run_on_threads(2, [&](int i) {
     if (i != 0) return;
     shm_parallel_for([](void *a, int64_t lo, int64_t hi) { g_calls->fetch_add(1); mark_range(a, lo, hi); }, &hits,
@@ -1428,4 +1433,65 @@ TEST_CASE("shm_parallel_for covers [0, n) once, split on the host, whole on a de
   int64_t wrong = 0;
   for (auto &h : hits) wrong += h.load() != 1;
   CHECK(wrong == 0);
+}
+
+TEST_CASE("a device thread splits its loops over its share of the cores, on threads of its own", "[pool]") {
+  // A call on d devices gives each usable_cores / d of the cores (at least one): a mesh with
+  // fewer devices than cores puts the idle ones to work; with as many, each loop runs whole.
+  const int cores = shm::usable_cores();
+  for (int devices : {1, 2, 3}) {
+    // (Catch's CHECK is for the test's thread: the devices record, the test checks.)
+    std::vector<std::vector<std::thread::id>> ids((size_t)devices);
+    std::vector<int> teamBefore((size_t)devices), teamAfter((size_t)devices), onDeviceAfter((size_t)devices);
+    std::mutex m;
+    shm::run_on_threads(devices, [&](int d) {
+      teamBefore[(size_t)d] = shm::team_size();
+      struct Args {
+        std::vector<std::thread::id> *ids;
+        std::mutex *m;
+      } args{&ids[(size_t)d], &m};
+      shm_parallel_for([](void *a, int64_t, int64_t) {
+        auto *x = static_cast<Args *>(a);
+        std::lock_guard<std::mutex> lk(*x->m);
+        x->ids->push_back(std::this_thread::get_id());
+      }, &args, 1 << 20);
+      onDeviceAfter[(size_t)d] = shm::on_device_thread();  // still, after its team ran
+      teamAfter[(size_t)d] = shm::team_size();
+    });
+    for (int d = 0; d < devices; ++d) {
+      INFO("devices " << devices << ", device " << d);
+      const int share = std::max(1, cores / devices + (d < cores % devices ? 1 : 0));
+      CHECK(teamBefore[(size_t)d] == share);
+      CHECK(teamAfter[(size_t)d] == share);
+      CHECK(onDeviceAfter[(size_t)d] == 1);
+      std::set<std::thread::id> distinct(ids[(size_t)d].begin(), ids[(size_t)d].end());
+      CHECK(ids[(size_t)d].size() == (size_t)std::min(share, 32));
+      CHECK(distinct.size() == ids[(size_t)d].size());
+    }
+  }
+  CHECK(!shm::on_device_thread());
+}
+
+TEST_CASE("f32 matmul: the same bits on any number of cores", "[kernels][blas][pool]") {
+  // Large products are split into fixed column panels shared by the cores at hand, and a batch
+  // of small ones by product: computed on the host (every core) and on a device thread of a
+  // mesh of as many devices as cores (one core each), the bits must be the same.
+  std::mt19937 gen(7);
+  std::normal_distribution<float> normal;
+  struct Shape { int64_t batch, m, k, n; int32_t ta, tb; };
+  for (Shape sh : {Shape{1, 256, 512, 1024, 0, 0}, Shape{1, 1024, 256, 512, 1, 0}, Shape{1, 256, 1024, 1000, 0, 1},
+                   Shape{1, 300, 777, 1100, 1, 1}, Shape{1, 1141, 1100, 990, 1, 1}, Shape{64, 64, 64, 64, 0, 1}}) {
+    std::vector<float> a((size_t)(sh.batch * sh.m * sh.k)), b((size_t)(sh.batch * sh.k * sh.n));
+    for (float &x : a) x = normal(gen);
+    for (float &x : b) x = normal(gen);
+    const size_t outN = (size_t)(sh.batch * sh.m * sh.n);
+    std::vector<float> host(outN), device(outN);
+    shm_matmul(SHM_F32, a.data(), b.data(), host.data(), sh.batch, sh.m, sh.k, sh.n, sh.ta, sh.tb);
+    const int cores = shm::usable_cores();
+    shm::run_on_threads(cores, [&](int d) {
+      if (d == 0) shm_matmul(SHM_F32, a.data(), b.data(), device.data(), sh.batch, sh.m, sh.k, sh.n, sh.ta, sh.tb);
+    });
+    INFO("batch " << sh.batch << " m " << sh.m << " k " << sh.k << " n " << sh.n << " ta " << sh.ta << " tb " << sh.tb);
+    CHECK(std::memcmp(host.data(), device.data(), outN * sizeof(float)) == 0);
+  }
 }
