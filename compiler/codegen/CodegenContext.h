@@ -13,6 +13,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace llvm {
@@ -73,12 +74,13 @@ enum class StorageKind {
   Fused,    // no buffer: lives in registers inside a fused element-wise loop
   Stack,    // a small alloca in the entry block
   Heap,     // at an offset in the function's arena (FuncEmitter::planArena)
+  InPlace,  // written by a fused loop over the bytes of an input that dies there (FuncEmitter::donor)
 };
 
 struct Storage {
   StorageKind kind = StorageKind::Heap;
   int slot = -1;                       // Param / OutSlot index
-  const ir::Value *aliasOf = nullptr;  // Alias: the value whose buffer is shared
+  const ir::Value *aliasOf = nullptr;  // Alias, InPlace: the value whose buffer is shared
 };
 
 class FuncEmitter {
@@ -141,6 +143,8 @@ private:
   void plan();
   void allocateOuts(const ir::Eqn &e);
   void planArena(const std::vector<int> &groupOf);
+  const ir::Value *donor(size_t i, const ir::Value *v, const std::vector<int> &groupOf,
+                         const std::unordered_map<const ir::Value *, size_t> &lastRead);
   void emitResults();
 
   llvm::IRBuilder<> entry_;  // inserts allocas at the top of the entry block
@@ -154,6 +158,8 @@ private:
   // Constants of one repeated value, by output: every fused loop that reads one computes it
   // in place (a splat) instead of reading a buffer (FuncEmitter::plan).
   std::unordered_map<const ir::Value *, const ir::Eqn *> splatConstants_;
+  std::unordered_set<const ir::Value *> renamed_;  // inputs of a reshape / pbroadcast (another name for their bytes)
+  std::unordered_set<const ir::Value *> donated_;  // whose bytes an InPlace value took
 public:
   // A splat constant that a fused loop recomputes where it reads it: it has no buffer there.
   bool recomputedInLoops(const ir::Value *v) const {

@@ -158,7 +158,7 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
       if (!inGroup.count(v) && !recomputedInLoops(v)) touched.push_back(v);
     for (const ir::Value *v : f.eqns[i].outs) {
       inGroup[v] = true;
-      if (storedByGroup(v)) touched.push_back(v), written[v] = true, ++numStored;
+      if (storedByGroup(v)) touched.push_back(v), written[root(v)] = true, ++numStored;
     }
   }
   if (numStored == 0) return true;  // e.g. only dead values, or a pbroadcast alias
@@ -177,7 +177,7 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   // square; and since no two written buffers share a parameter, it has no pairs of accesses
   // to check against each other. Reads need no such care, and a call passes few arguments.
   auto viaArena = [&](const ir::Value *v) {
-    return !written.count(v) && storage(root(v)).kind == StorageKind::Heap;
+    return !written.count(root(v)) && storage(root(v)).kind == StorageKind::Heap;  // (in place: a parameter)
   };
   std::vector<llvm::Value *> bufs;                     // the pointer arguments, in order
   std::unordered_map<llvm::Value *, unsigned> paramOf;  // their parameter numbers

@@ -32,7 +32,8 @@ FuncEmitter::FuncEmitter(ModuleEmitter &me, const ir::Func &f)
 
 const ir::Value *FuncEmitter::root(const ir::Value *v) const {
   auto it = storage_.find(v);
-  if (it != storage_.end() && it->second.kind == StorageKind::Alias) return it->second.aliasOf;
+  if (it != storage_.end() && (it->second.kind == StorageKind::Alias || it->second.kind == StorageKind::InPlace))
+    return it->second.aliasOf;
   return v;
 }
 
@@ -59,8 +60,10 @@ void FuncEmitter::plan() {
   for (size_t i = 0; i < f.eqns.size(); ++i)
     for (const ir::Value *v : f.eqns[i].ins) lastRead[v] = i;
   for (const ir::Value *v : f.results) lastRead[v] = f.eqns.size();
-  for (const ir::Eqn &e : f.eqns)
+  for (const ir::Eqn &e : f.eqns) {
     if (e.prim == ir::Prim::Constant && isFusible(e)) splatConstants_[e.outs[0]] = &e;
+    if (e.prim == ir::Prim::Reshape || e.prim == ir::Prim::Pbroadcast) renamed_.insert(e.ins[0]);
+  }
   // The last reads of the current group's values, soonest first: those past eqn i are the
   // values the group stores for later eqns.
   std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> readLater;
@@ -117,6 +120,8 @@ void FuncEmitter::plan() {
         s.kind = StorageKind::Global;
       else if (v->type.byteSize() <= kStackBytes)
         s.kind = StorageKind::Stack;
+      else if (const ir::Value *x = groupOf[i] >= 0 ? donor(i, v, groupOf, lastRead) : nullptr)
+        s = {StorageKind::InPlace, -1, root(x)};  // (x may itself be in place)
       else
         s.kind = StorageKind::Heap;
       storage_[v] = s;
@@ -124,6 +129,39 @@ void FuncEmitter::plan() {
   }
 
   planArena(groupOf);
+}
+
+// In place: the value `v` that eqn i of a fused group stores may take the bytes of an input of
+// the group that dies there (`w = w - lr * g`: w's bytes become the new w's), which saves a
+// buffer and a pass of cache misses. The loop writes element j of v after reading element j
+// of the input and never reads the input at another index, so this is safe when the input is
+// an arena value (or itself in place) of v's size that no eqn reads after the group, read in the group only
+// element-wise (not through a broadcast, not a one-element value) and first read at or before
+// eqn i (a loop iteration loads each input once, at its first use), with no other name for
+// its bytes (a reshape or pbroadcast of it) and not already taken by another value.
+const ir::Value *FuncEmitter::donor(size_t i, const ir::Value *v, const std::vector<int> &groupOf,
+                                    const std::unordered_map<const ir::Value *, size_t> &lastRead) {
+  const auto &[first, last] = groups_[(size_t)groupOf[i]];
+  const int64_t n = v->type.numElements();
+  if (n <= 1) return nullptr;
+  for (size_t k = first; k <= i; ++k)
+    for (const ir::Value *x : f.eqns[k].ins) {
+      auto st = storage_.find(x);
+      if (st == storage_.end() || donated_.count(x) ||
+          (st->second.kind != StorageKind::Heap && st->second.kind != StorageKind::InPlace))
+        continue;
+      if (x->type.numElements() != n || x->type.byteSize() != v->type.byteSize()) continue;
+      auto lr = lastRead.find(x);
+      if (lr == lastRead.end() || lr->second > last || renamed_.count(x)) continue;
+      bool elementwise = true;
+      for (size_t j = first; j <= last && elementwise; ++j)
+        for (const ir::Value *y : f.eqns[j].ins)
+          elementwise = elementwise && !(y == x && f.eqns[j].prim == ir::Prim::BroadcastInDim);
+      if (!elementwise) continue;
+      donated_.insert(x);
+      return x;
+    }
+  return nullptr;
 }
 
 // The arena offsets of the Heap values. A value occupies its bytes from the first eqn of the
@@ -236,7 +274,8 @@ void FuncEmitter::allocateOuts(const ir::Eqn &e) {
     case StorageKind::OutSlot:  // loaded on entry
     case StorageKind::Global:   // set by emitConstant
     case StorageKind::Fused: break;
-    case StorageKind::Alias: buffers_[v] = buffer(s.aliasOf); break;
+    case StorageKind::Alias:
+    case StorageKind::InPlace: buffers_[v] = buffer(s.aliasOf); break;
     case StorageKind::Stack:
       buffers_[v] = entryAlloca(me.i8Ty, std::max<int64_t>(1, v->type.byteSize()), name.c_str());
       break;
