@@ -34,6 +34,9 @@ public:
   llvm::Module &mod;
   llvm::Type *voidTy, *ptrTy, *i8Ty, *i32Ty, *i64Ty;
   std::map<const ir::Func *, llvm::Function *> funcs;
+  // While bodies (used by one while alone) -> the carries they update in place
+  // (FuncEmitter::carriesInPlace): the caller passes one buffer for the carry's old and new value.
+  std::unordered_map<const ir::Func *, std::vector<bool>> carriesInPlace;
   std::string error;  // the first failure
 
   bool fail(const std::string &msg) {
@@ -145,6 +148,13 @@ private:
   void planArena(const std::vector<int> &groupOf);
   const ir::Value *donor(size_t i, const ir::Value *v, const std::vector<int> &groupOf,
                          const std::unordered_map<const ir::Value *, size_t> &lastRead);
+public:
+  static std::unordered_map<const ir::Value *, size_t> lastReads(const ir::Func &f);
+  static std::vector<int> fusionGroups(const ir::Func &f, const std::unordered_map<const ir::Value *, size_t> &lastRead,
+                                       std::vector<std::pair<size_t, size_t>> &groups);
+  // ControlFlow.cpp: which carries of a while body it may update in place
+  static std::vector<bool> carriesInPlace(const ir::Func &body);
+private:
   void emitResults();
 
   llvm::IRBuilder<> entry_;  // inserts allocas at the top of the entry block

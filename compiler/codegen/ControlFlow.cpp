@@ -174,6 +174,46 @@ bool FuncEmitter::emitLoop(const ir::Eqn &e) {
 // Carries are double-buffered as in emitLoop, but the trip count is known only at run time:
 // set A is the loop's own output buffers, set B scratch; the parity of the iteration count says
 // which holds the final carries, and one copy moves them into A when it is B.
+// A loop carry updated in place: the while body writes its new value over the old one, which
+// dies in the same fused loop (`w = w - lr * g`), so the loop keeps one buffer for the carry
+// where it would alternate between two (half the memory of a training loop's parameters and
+// optimizer state). Per carry j (param consts + j, result j): the result is computed by a
+// fused loop that reads the param only element-wise, first at or before computing the result,
+// and nothing reads the param after that loop; the param has no other name (reshape,
+// pbroadcast) and is not itself a result, and the result is returned once.
+std::vector<bool> FuncEmitter::carriesInPlace(const ir::Func &body) {
+  const size_t numCarries = body.results.size(), numConsts = body.params.size() - numCarries;
+  std::vector<bool> inPlace(numCarries, false);
+  std::unordered_map<const ir::Value *, size_t> lastRead = lastReads(body);
+  std::vector<std::pair<size_t, size_t>> groups;
+  std::vector<int> groupOf = fusionGroups(body, lastRead, groups);
+  std::unordered_map<const ir::Value *, size_t> definedBy, timesReturned;
+  for (size_t i = 0; i < body.eqns.size(); ++i)
+    for (const ir::Value *v : body.eqns[i].outs) definedBy[v] = i;
+  for (const ir::Value *v : body.results) ++timesReturned[v];
+  for (size_t j = 0; j < numCarries; ++j) {
+    const ir::Value *r = body.results[j], *p = body.params[numConsts + j];
+    auto def = definedBy.find(r);
+    if (def == definedBy.end() || groupOf[def->second] < 0 || timesReturned[r] != 1 || timesReturned.count(p) ||
+        r->type.numElements() <= 1)
+      continue;
+    const auto &[first, last] = groups[(size_t)groupOf[def->second]];
+    bool ok = true, readInGroup = false;
+    for (size_t k = 0; k < body.eqns.size() && ok; ++k)
+      for (const ir::Value *x : body.eqns[k].ins) {
+        if (x != p) continue;
+        const ir::Prim prim = body.eqns[k].prim;
+        if (prim == ir::Prim::Reshape || prim == ir::Prim::Pbroadcast || k > last) ok = false;
+        if (k >= first && k <= last) {
+          if (prim == ir::Prim::BroadcastInDim || (!readInGroup && k > def->second)) ok = false;
+          readInGroup = true;
+        }
+      }
+    inPlace[j] = ok;
+  }
+  return inPlace;
+}
+
 bool FuncEmitter::emitWhile(const ir::Eqn &e) {
   if (e.bodies.size() != 2) return fail("while: expected a predicate and a body");
   int64_t numConsts = e.intParam("num_consts");
@@ -181,10 +221,14 @@ bool FuncEmitter::emitWhile(const ir::Eqn &e) {
   if (numConsts < 0 || (size_t)numConsts + numCarries != e.ins.size())
     return fail("while: operand count does not match num_consts + carries");
 
+  // Two sets of carry buffers, A and B: an iteration reads one and writes the other, except
+  // for the carries its body updates in place (one buffer).
+  auto inPlace = me.carriesInPlace.find(e.bodies[1]);
+  auto isInPlace = [&](size_t j) { return inPlace != me.carriesInPlace.end() && inPlace->second[j]; };
   std::vector<llvm::Value *> setA, setB, consts;
-  for (const ir::Value *v : e.outs) {
-    setA.push_back(buffer(v));
-    setB.push_back(scratch(v->type));
+  for (size_t j = 0; j < numCarries; ++j) {
+    setA.push_back(buffer(e.outs[j]));
+    setB.push_back(isInPlace(j) ? setA[j] : scratch(e.outs[j]->type));
   }
   for (int64_t c = 0; c < numConsts; ++c) consts.push_back(buffer(e.ins[c]));
   for (size_t j = 0; j < numCarries; ++j)
@@ -221,7 +265,8 @@ bool FuncEmitter::emitWhile(const ir::Eqn &e) {
   b.SetInsertPoint(exit);
   b.CreateCondBr(inB, copyBack, done);
   b.SetInsertPoint(copyBack);
-  for (size_t j = 0; j < numCarries; ++j) copyBytes(setA[j], setB[j], e.outs[j]->type.byteSize());
+  for (size_t j = 0; j < numCarries; ++j)
+    if (!isInPlace(j)) copyBytes(setA[j], setB[j], e.outs[j]->type.byteSize());
   b.CreateBr(done);
   b.SetInsertPoint(done);
   return true;

@@ -37,6 +37,57 @@ const ir::Value *FuncEmitter::root(const ir::Value *v) const {
   return v;
 }
 
+// The last eqn reading each value (results: past the end).
+std::unordered_map<const ir::Value *, size_t> FuncEmitter::lastReads(const ir::Func &f) {
+  std::unordered_map<const ir::Value *, size_t> lastRead;
+  for (size_t i = 0; i < f.eqns.size(); ++i)
+    for (const ir::Value *v : f.eqns[i].ins) lastRead[v] = i;
+  for (const ir::Value *v : f.results) lastRead[v] = f.eqns.size();
+  return lastRead;
+}
+
+// Fusion groups: maximal runs of consecutive fusible eqns with one output shape. An eqn
+// with a one-element result (a scalar constant, the `c * 0.001` of `y * 1.5 + c * 0.001`
+// before its broadcast) joins any group: its value is the same in every iteration (LLVM
+// hoists it), so chains of `y = y * a + b` fuse into one loop. Returns each eqn's group (-1:
+// none); `groups` gets their eqn ranges.
+std::vector<int> FuncEmitter::fusionGroups(const ir::Func &f, const std::unordered_map<const ir::Value *, size_t> &lastRead,
+                                           std::vector<std::pair<size_t, size_t>> &groups) {
+  std::vector<int> groupOf(f.eqns.size(), -1);
+  std::vector<std::vector<int64_t>> groupShape;  // the loop's shape
+  std::vector<bool> onlyUnits;                   // a group of one-element results so far
+  auto isUnit = [](const ir::Eqn &e) { return e.outs[0]->type.numElements() == 1; };
+  // The last reads of the current group's values, soonest first: those past eqn i are the
+  // values the group stores for later eqns (splat constants are recomputed where read).
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> readLater;
+  for (size_t i = 0; i < f.eqns.size(); ++i) {
+    const ir::Eqn &e = f.eqns[i];
+    if (!isFusible(e)) continue;
+    const std::vector<int64_t> &shape = e.outs[0]->type.shape;
+    bool unit = isUnit(e);
+    while (!readLater.empty() && readLater.top() <= i) readLater.pop();
+    bool adjacent = !groups.empty() && groups.back().second + 1 == i &&
+                    i - groups.back().first < kMaxGroupEqns && readLater.size() < kMaxGroupStores;
+    if (adjacent && (shape == groupShape.back() || unit || onlyUnits.back())) {
+      groups.back().second = i;
+      if (!unit && onlyUnits.back()) groupShape.back() = shape;
+      onlyUnits.back() = onlyUnits.back() && unit;
+    } else {
+      groups.push_back({i, i});
+      groupShape.push_back(shape);
+      onlyUnits.push_back(unit);
+      readLater = {};
+    }
+    groupOf[i] = (int)groups.size() - 1;
+    if (e.prim == ir::Prim::Constant) continue;  // (fusible: a splat)
+    for (const ir::Value *v : e.outs) {
+      auto it = lastRead.find(v);
+      if (it != lastRead.end()) readLater.push(it->second);
+    }
+  }
+  return groupOf;
+}
+
 void FuncEmitter::plan() {
   for (size_t i = 0; i < f.params.size(); ++i)
     storage_[f.params[i]] = {StorageKind::Param, (int)i, nullptr};
@@ -46,50 +97,19 @@ void FuncEmitter::plan() {
     if (!storage_.count(f.results[i]))
       storage_[f.results[i]] = {StorageKind::OutSlot, (int)i, nullptr};
 
-  // Fusion groups: maximal runs of consecutive fusible eqns with one output shape. An eqn
-  // with a one-element result (a scalar constant, the `c * 0.001` of `y * 1.5 + c * 0.001`
-  // before its broadcast) joins any group: its value is the same in every iteration (LLVM
-  // hoists it), so chains of `y = y * a + b` fuse into one loop.
-  std::vector<int> groupOf(f.eqns.size(), -1);
-  std::vector<std::vector<int64_t>> groupShape;  // the loop's shape
-  std::vector<bool> onlyUnits;                   // a group of one-element results so far
-  auto isUnit = [](const ir::Eqn &e) { return e.outs[0]->type.numElements() == 1; };
-  // The last eqn reading each value (results: past the end), to count the values a group
-  // stores for later eqns.
-  std::unordered_map<const ir::Value *, size_t> lastRead;
-  for (size_t i = 0; i < f.eqns.size(); ++i)
-    for (const ir::Value *v : f.eqns[i].ins) lastRead[v] = i;
-  for (const ir::Value *v : f.results) lastRead[v] = f.eqns.size();
+  // A while body's carries updated in place: the result's bytes are the param's (the caller
+  // passes the same buffer for both).
+  auto carries = me.carriesInPlace.find(&f);
+  if (carries != me.carriesInPlace.end())
+    for (size_t j = 0; j < f.results.size(); ++j)
+      if (carries->second[j])
+        storage_[f.results[j]] = {StorageKind::InPlace, -1, f.params[f.params.size() - f.results.size() + j]};
+
+  std::unordered_map<const ir::Value *, size_t> lastRead = lastReads(f);
+  std::vector<int> groupOf = fusionGroups(f, lastRead, groups_);
   for (const ir::Eqn &e : f.eqns) {
     if (e.prim == ir::Prim::Constant && isFusible(e)) splatConstants_[e.outs[0]] = &e;
     if (e.prim == ir::Prim::Reshape || e.prim == ir::Prim::Pbroadcast) renamed_.insert(e.ins[0]);
-  }
-  // The last reads of the current group's values, soonest first: those past eqn i are the
-  // values the group stores for later eqns.
-  std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> readLater;
-  for (size_t i = 0; i < f.eqns.size(); ++i) {
-    const ir::Eqn &e = f.eqns[i];
-    if (!isFusible(e)) continue;
-    const std::vector<int64_t> &shape = e.outs[0]->type.shape;
-    bool unit = isUnit(e);
-    while (!readLater.empty() && readLater.top() <= i) readLater.pop();
-    bool adjacent = !groups_.empty() && groups_.back().second + 1 == i &&
-                    i - groups_.back().first < kMaxGroupEqns && readLater.size() < kMaxGroupStores;
-    if (adjacent && (shape == groupShape.back() || unit || onlyUnits.back())) {
-      groups_.back().second = i;
-      if (!unit && onlyUnits.back()) groupShape.back() = shape;
-      onlyUnits.back() = onlyUnits.back() && unit;
-    } else {
-      groups_.push_back({i, i});
-      groupShape.push_back(shape);
-      onlyUnits.push_back(unit);
-      readLater = {};
-    }
-    groupOf[i] = (int)groups_.size() - 1;
-    for (const ir::Value *v : e.outs) {
-      auto it = lastRead.find(v);
-      if (it != lastRead.end() && !splatConstants_.count(v)) readLater.push(it->second);  // (splats: recomputed where read)
-    }
   }
   // A value computed in a group needs a buffer only if something outside the group reads it.
   // A splat constant read by another fused loop does not count: that loop recomputes it, so
@@ -291,6 +311,7 @@ void FuncEmitter::emitResults() {
     const ir::Value *v = f.results[i];
     const Storage &s = storage_[v];
     if (s.kind == StorageKind::OutSlot && s.slot == (int)i) continue;
+    if (s.kind == StorageKind::InPlace && storage_[s.aliasOf].kind == StorageKind::Param) continue;  // a carry
     llvm::Value *dst = b.CreateLoad(me.ptrTy, b.CreateConstGEP1_64(me.ptrTy, outsArg, i));
     copyBytes(dst, buffer(v), v->type.byteSize());
   }

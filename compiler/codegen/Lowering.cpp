@@ -55,6 +55,15 @@ std::unique_ptr<llvm::Module> emitLLVM(const ir::Module &m, llvm::LLVMContext &c
     fn->setDoesNotThrow();
     me.funcs[f.get()] = fn;
   }
+  // Carries updated in place, decided before any body or caller is emitted (both follow it).
+  std::unordered_map<const ir::Func *, int> uses;
+  for (const auto &f : m.funcs)
+    for (const ir::Eqn &e : f->eqns)
+      for (const ir::Func *body : e.bodies) ++uses[body];
+  for (const auto &f : m.funcs)
+    for (const ir::Eqn &e : f->eqns)
+      if (e.prim == ir::Prim::While && e.bodies.size() == 2 && uses[e.bodies[1]] == 1)
+        me.carriesInPlace[e.bodies[1]] = FuncEmitter::carriesInPlace(*e.bodies[1]);
   for (const auto &f : m.funcs) {
     FuncEmitter fe(me, *f);
     if (!fe.emit()) {
