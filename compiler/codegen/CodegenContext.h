@@ -136,6 +136,7 @@ public:
 
   // Whether an eqn can be computed inside a fused element-wise loop (Elementwise.cpp).
   static bool isFusible(const ir::Eqn &e);
+  static bool readsAtOwnIndex(const ir::Eqn &e);
 
   const Storage &storage(const ir::Value *v) const { return storage_.at(v); }
   // The value whose buffer `v` uses (itself unless an Alias).

@@ -205,7 +205,7 @@ std::vector<bool> FuncEmitter::carriesInPlace(const ir::Func &body) {
         const ir::Prim prim = body.eqns[k].prim;
         if (prim == ir::Prim::Reshape || prim == ir::Prim::Pbroadcast || k > last) ok = false;
         if (k >= first && k <= last) {
-          if (prim == ir::Prim::BroadcastInDim || (!readInGroup && k > def->second)) ok = false;
+          if (!readsAtOwnIndex(body.eqns[k]) || (!readInGroup && k > def->second)) ok = false;
           readInGroup = true;
         }
       }

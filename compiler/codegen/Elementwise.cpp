@@ -45,13 +45,21 @@ static BroadcastRead broadcastRead(const ir::Eqn &e) {
 }
 
 // Whether an eqn can be computed inside a fused element-wise loop: it has a scalar rule, a
-// constant is one value repeated per element, and a broadcast reads its operand at an index
-// computed from the loop's (broadcastRead).
+// constant is one value repeated per element, a broadcast reads its operand at an index
+// computed from the loop's (broadcastRead), and so does a transpose (a strided gather, which
+// AVX-512 vectorizes). FuncEmitter::fusionGroups leaves a transpose that no eqn of its group
+// consumes to the runtime's kernel.
 bool FuncEmitter::isFusible(const ir::Eqn &e) {
   if (!prims::rulesOf(e.prim).scalar) return false;
   if (e.prim == P::Constant) return e.doublesParam("value").size() == 1;
   if (e.prim == P::BroadcastInDim) return broadcastRead(e) != BroadcastRead::None;
   return true;
+}
+
+// Whether a fused loop reads each operand of `e` at its own index (not a broadcast's or a
+// transpose's): what writing over an operand in place needs.
+bool FuncEmitter::readsAtOwnIndex(const ir::Eqn &e) {
+  return e.prim != P::BroadcastInDim && e.prim != P::Transpose;
 }
 
 llvm::Value *ScalarCtx::error(const std::string &why) {
@@ -298,6 +306,21 @@ bool FuncEmitter::emitGroupBody(size_t first, size_t last, llvm::IRBuilder<> &lb
       }
     std::vector<llvm::Value *> x;
     llvm::Value *at = nullptr;  // a broadcast's operand index
+    if (e.prim == P::Transpose) {
+      // output coordinates from the flat index, minor first; each strides the operand by
+      // the size of the dimensions after the one it comes from
+      const std::vector<int64_t> &perm = e.intsParam("permutation");
+      const std::vector<int64_t> &inShape = e.ins[0]->type.shape, &outShape = e.outs[0]->type.shape;
+      std::vector<int64_t> inStride(inShape.size(), 1);
+      for (size_t d = inShape.size(); d-- > 1;) inStride[d - 1] = inStride[d] * inShape[d];
+      llvm::Value *rest = idx;
+      at = i64(0);
+      for (size_t d = outShape.size(); d-- > 0;) {
+        llvm::Value *coord = d > 0 ? lb.CreateURem(rest, i64(outShape[d])) : rest;
+        if (d > 0) rest = lb.CreateUDiv(rest, i64(outShape[d]));
+        at = lb.CreateAdd(at, lb.CreateMul(coord, i64(inStride[(size_t)perm[d]])));
+      }
+    }
     if (e.prim == P::BroadcastInDim) {
       int64_t size = e.ins[0]->type.numElements();
       switch (broadcastRead(e)) {

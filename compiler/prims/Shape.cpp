@@ -104,7 +104,7 @@ template <> const Rules &define<Prim::Transpose>() {
                                     fe.buffer(e.outs[0])});
         return true;
       },
-      .scalar = nullptr,
+      .scalar = [](ScalarCtx &c) { return c.x[0]; },  // loaded at the permuted index (Elementwise.cpp)
   };
   return r;
 }
