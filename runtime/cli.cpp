@@ -1,6 +1,7 @@
 // What the executable's main() does: argument handling, running the program, the stats table.
 // Kept apart from main.cpp so the unit tests can call it (main.cpp holds only `main`, so a test
 // executable with its own main never pulls that object out of the static library).
+#include "ranks.h"
 #include "shmap_runtime.h"
 #include "stats.h"
 #include "util.h"
@@ -78,7 +79,7 @@ void usage(const char *prog) {
   std::printf("usage: %s [--stats]", prog);
   for (const ArgValue &a : g_args) std::printf(" [--%s=%s]", a.name, a.type);
   std::printf("\n  --stats   print the collective statistics table after the program's output\n"
-              "            (same as the environment variable SHMAP_STATS=1)\n");
+              "            (same as the environment variable SHMAP_STATS=1)\n%s", ranks_usage());
   for (const ArgValue &a : g_args)
     std::printf("  --%s=%s   (default %s)\n", a.name, a.type, a.text);
 }
@@ -108,6 +109,7 @@ int takeArg(const char *prog, const char *arg) {
 } // namespace
 
 int runtime_main(int argc, char **argv) {
+  ranks_init(&argc, &argv);
   const char *prog = argc > 0 && argv[0][0] ? argv[0] : "program";
   if (const char *slash = std::strrchr(prog, '/')) prog = slash[1] ? slash + 1 : prog;  // messages name the program, not its path
   g_args.clear();
@@ -124,8 +126,11 @@ int runtime_main(int argc, char **argv) {
       stats = true;
     } else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
       usage(prog);
+      ranks_finish();
       return 0;
     } else if (int taken = takeArg(prog, argv[i])) {
+      if (taken < 0) return 1;
+    } else if (int taken = ranks_take_arg(prog, argv[i])) {
       if (taken < 0) return 1;
     } else {
       std::fprintf(stderr, "%s: error: unknown argument '%s' (see %s --help)\n", prog, argv[i], prog);
@@ -141,16 +146,23 @@ int runtime_main(int argc, char **argv) {
   // at the largest value, and no trimming, the pages of one step serve the next.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  check_layout();
   stats_reset();
   shm_user_main(nullptr, nullptr, nullptr);
-  if (stats) stats_print(stdout);
+  if (stats) {
+    Stats all = stats_get();
+    sum_stats_over_ranks(all);  // (every rank counted its own devices)
+    if (writes_output()) stats_print(stdout, all);
+  }
   // A full disk or closed output must not pass for success (stdio keeps the error).
   const int err = std::fflush(stdout) != 0 ? errno : 0;
   if (err || std::ferror(stdout)) {
     std::fprintf(stderr, "shmap runtime error: cannot write the program's output: %s\n",
                  err ? std::strerror(err) : "write error");
+    if (rank_count() > 1) ranks_abort(2);
     return 2;
   }
+  ranks_finish();
   return 0;
 }
 

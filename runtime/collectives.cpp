@@ -11,6 +11,7 @@
 // Statistics (docs/runtime.md): bytes a device writes into other devices' buffers count as
 // sent, bytes it reads from other devices' buffers as received.
 #include "device.h"
+#include "ranks.h"
 #include "shmap_runtime.h"
 #include "util.h"
 
@@ -20,11 +21,18 @@
 namespace shm {
 namespace {
 
-void publish(shm_device *dev, const void *in, void *out) {
+// `bytes`: the size of every device's input. Under MPI with devices on other ranks, their
+// inputs are then copied to this rank (exchange_inputs, by the first local device) and read
+// from there; nothing writes into a remote device's buffers.
+void publish(shm_device *dev, const void *in, void *out, int64_t bytes) {
   MeshCall &c = *dev->call;
   c.slots[(size_t)dev->id].in = in;
   c.slots[(size_t)dev->id].out = out;
   c.barrier.arrive_and_wait();
+  if (c.nlocal < c.ndev) {
+    if (dev->id == c.first) exchange_inputs(c, bytes);
+    c.barrier.arrive_and_wait();
+  }
 }
 
 void finish(shm_device *dev, int kind, int64_t sent, int64_t received) {
@@ -141,13 +149,21 @@ void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char
   Group g = group_of(dev, axes, naxes, what);
   const int64_t es = dtype_size(dtype);
   if (n < 0) fatalf("%s: negative element count", what);
-  publish(dev, in, out);
+  publish(dev, in, out, n * es);
   // Chunk r of the flattened array is reduced by group member r (balanced split). A member
   // with no output (SHM_OUT_COLLECTIVE_ONLY: its result is not used) still reduces its chunk,
   // into scratch, for the others, and receives nothing.
   const int64_t lo = n * g.me / g.n, hi = n * (g.me + 1) / g.n;
   std::vector<const void *> srcs((size_t)g.n);
   for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = in_of(dev, g, j);
+  const int64_t moved = (int64_t)(g.n - 1) * (hi - lo) * es;
+  if (dev->call->nlocal < dev->call->ndev) {
+    // Devices on several ranks: each folds every chunk into its own output, in the same order
+    // (so the same bits as one process), from the inputs copied to its rank.
+    if (out) fold(dtype, op, g.n, srcs.data(), 0, out, n);
+    finish(dev, kind, moved, moved);
+    return;
+  }
   if (hi > lo) {
     // (the scratch from shm_alloc: a large one is reused from the block cache every step)
     char *mine = out ? (char *)out + lo * es : (char *)shm_alloc((hi - lo) * es);
@@ -157,7 +173,6 @@ void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char
         std::memcpy((char *)out_of(dev, g, j) + lo * es, mine, (size_t)((hi - lo) * es));
     if (!out) shm_free(mine);
   }
-  const int64_t moved = (int64_t)(g.n - 1) * (hi - lo) * es;
   finish(dev, kind, moved, moved);
 }
 
@@ -217,7 +232,7 @@ void shm_all_gather(shm_device *dev, int32_t dtype, const void *in, void *out, i
            tiled ? "tiled" : "untiled");
   const int64_t es = dtype_size(dtype);
   const int64_t outer = prod(in_shape, 0, axis), inner = prod(in_shape, axis, rank) * es;
-  publish(dev, in, out);
+  publish(dev, in, out, outer * inner);
   for (int j = 0; j < g.n && out; ++j) {  // no output (SHM_OUT_COLLECTIVE_ONLY): nothing to pull
     const char *src = (const char *)in_of(dev, g, j);
     char *dst = (char *)out + (int64_t)j * inner;
@@ -245,7 +260,7 @@ void shm_psum_scatter(shm_device *dev, int32_t dtype, const void *in, void *out,
   const int64_t es = dtype_size(dtype);
   const int64_t outer = prod(in_shape, 0, dim);
   const int64_t blk = in_shape[dim] / g.n * prod(in_shape, dim + 1, rank);
-  publish(dev, in, out);
+  publish(dev, in, out, prod(in_shape, 0, rank) * es);
   std::vector<const void *> srcs((size_t)g.n);
   for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = in_of(dev, g, j);
   for (int64_t o = 0; o < outer; ++o)
@@ -310,7 +325,7 @@ void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, i
     src_off = g.me * in_str[split_axis];
     dst_step = out_str[concat_axis];
   }
-  publish(dev, in, out);
+  publish(dev, in, out, prod(in_shape, 0, rank) * es);
   for (int j = 0; j < g.n; ++j) {
     const char *src = (const char *)in_of(dev, g, j) + src_off * es;
     char *dst = (char *)out + j * dst_step * es;
@@ -340,7 +355,7 @@ void shm_ppermute(shm_device *dev, int32_t dtype, const void *in, void *out, int
     if (d == g.me) from = s;
   }
   const int64_t bytes = n * dtype_size(dtype);
-  publish(dev, in, out);
+  publish(dev, in, out, bytes);
   int64_t received = 0;
   if (from < 0) {
     std::memset(out, 0, (size_t)bytes); // all-zero bits are 0 / 0.0 / false in every dtype

@@ -38,16 +38,20 @@ struct alignas(64) Slot {
   void *out = nullptr;
 };
 
-// State shared by all devices of one shm_run_shmap call.
+// State shared by the devices of one shm_run_shmap call that this process runs: all of them,
+// or under MPI this rank's [first, first + nlocal) (ranks.h).
 struct MeshCall {
   int32_t mesh_rank = 0;
   int64_t sizes[kMaxMeshRank] = {0};
   const char *const *axis_names = nullptr;
   int ndev = 0;
-  Barrier barrier;
-  std::vector<Slot> slots; // one per device
+  int first = 0, nlocal = 0;  // the devices this process runs
+  Barrier barrier;            // of the local devices
+  std::vector<Slot> slots;    // one per device of the mesh (remote ones: see exchange_inputs)
+  std::vector<char> mirror;   // the remote devices' inputs of the collective in progress
 
-  MeshCall(int n) : ndev(n), barrier(n), slots((size_t)n) {}
+  MeshCall(int n, int first_local, int n_local)
+      : ndev(n), first(first_local), nlocal(n_local), barrier(n_local), slots((size_t)n) {}
 };
 
 } // namespace shm

@@ -1,6 +1,7 @@
 // Buffers, copies, fatal errors and the small helpers of util.h.
 #include "shmap_runtime.h"
 #include "half.h"
+#include "ranks.h"
 #include "util.h"
 
 #include <cstdarg>
@@ -121,9 +122,9 @@ void shm_fatal(const char *msg) {
   static std::mutex once;
   once.lock();
   std::fflush(stdout);
-  std::fprintf(stderr, "shmap runtime error: %s\n", msg ? msg : "(null)");
+  std::fprintf(stderr, "shmap runtime error: %s%s\n", shm::rank_prefix(), msg ? msg : "(null)");
   std::fflush(stderr);
-  std::exit(2);
+  shm::ranks_abort(2);  // exit(2); under MPI the whole job, so no rank waits for this one
 }
 
 void *shm_alloc(int64_t bytes) {

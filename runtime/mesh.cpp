@@ -3,6 +3,7 @@
 // collectives use.
 #include "device.h"
 #include "pool.h"
+#include "ranks.h"
 #include "shmap_runtime.h"
 #include "util.h"
 
@@ -202,6 +203,45 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
     if (in_owned[i]) shm_free(bin[i]);
 }
 
+// Under MPI (ranks.h) each rank's devices wrote only their blocks of an output into the rank's
+// copy of the global array: the ranks exchange the blocks of their writer devices, so every
+// rank holds the whole array for the host code that runs on all of them.
+void share_output(const MeshCall &c, const ArrayPlan &p, void *out) {
+  if (p.block_bytes == 0) return;
+  auto coords_of = [&](int64_t id, int64_t *coords) {
+    for (int32_t a = c.mesh_rank - 1; a >= 0; --a) {
+      coords[a] = id % c.sizes[a];
+      id /= c.sizes[a];
+    }
+  };
+  const int ranks = rank_count(), per_rank = c.ndev / ranks;
+  std::vector<int64_t> counts((size_t)ranks, 0);
+  std::vector<int64_t> writers;  // in device order, so in rank order
+  int64_t coords[kMaxMeshRank];
+  for (int64_t id = 0; id < c.ndev; ++id) {
+    coords_of(id, coords);
+    if (!is_writer(p, c, coords)) continue;
+    writers.push_back(id);
+    counts[(size_t)(id / per_rank)] += p.block_bytes;
+  }
+  std::vector<char> mine((size_t)counts[(size_t)rank_id()]), all((size_t)p.block_bytes * writers.size());
+  char *at = mine.data();
+  for (int64_t id : writers) {
+    if (id < c.first || id >= c.first + c.nlocal) continue;
+    coords_of(id, coords);
+    copy_strided(p.esize, p.rank, p.bshape, (const char *)out + block_offset(p, c, coords) * p.esize, p.gstrides,
+                 at, p.bstrides);
+    at += p.block_bytes;
+  }
+  allgather_bytes(mine.data(), counts, all.data());
+  for (size_t w = 0; w < writers.size(); ++w) {
+    if (writers[w] >= c.first && writers[w] < c.first + c.nlocal) continue;
+    coords_of(writers[w], coords);
+    copy_strided(p.esize, p.rank, p.bshape, all.data() + w * p.block_bytes, p.bstrides,
+                 (char *)out + block_offset(p, c, coords) * p.esize, p.gstrides);
+  }
+}
+
 } // namespace
 } // namespace shm
 
@@ -223,7 +263,9 @@ extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
     ndev *= mesh_sizes[a];
     if (ndev > SHM_MAX_DEVICES) fatalf("shm_run_shmap: more than %d devices", SHM_MAX_DEVICES);
   }
-  MeshCall call((int)ndev);
+  int first = 0, nlocal = 0;
+  local_devices(ndev, &first, &nlocal);
+  MeshCall call((int)ndev, first, nlocal);
   call.mesh_rank = mesh_rank;
   call.axis_names = axis_names;
   for (int32_t a = 0; a < mesh_rank; ++a) call.sizes[a] = mesh_sizes[a];
@@ -232,9 +274,9 @@ extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
   for (int32_t i = 0; i < nin; ++i) inp.push_back(plan_array(call, in_descs[i], "input", i));
   for (int32_t i = 0; i < nout; ++i) outp.push_back(plan_array(call, out_descs[i], "output", i));
 
-  std::vector<shm_device> devs((size_t)ndev);
-  for (int64_t id = 0; id < ndev; ++id) {
-    shm_device &d = devs[(size_t)id];
+  std::vector<shm_device> devs((size_t)nlocal);
+  for (int64_t id = first; id < first + nlocal; ++id) {
+    shm_device &d = devs[(size_t)(id - first)];
     d.call = &call;
     d.id = (int)id;
     int64_t rest = id;
@@ -243,12 +285,14 @@ extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
       rest /= mesh_sizes[a];
     }
   }
-  run_on_threads((int)ndev, [&](int i) {
+  run_on_threads(nlocal, [&](int i) {
     SHM_GUARD_BEGIN
     run_device(call, devs[(size_t)i], body, inp, ins, outp, outs);
     SHM_GUARD_END("shmap device thread")
   });
   // The threads have finished (run_on_threads synchronises with them): merge their counters.
   for (const shm_device &d : devs) stats_merge(d.stats);
+  if (nlocal < ndev)
+    for (size_t i = 0; i < outp.size(); ++i) share_output(call, outp[i], outs[i]);
   SHM_GUARD_END("shm_run_shmap")
 }

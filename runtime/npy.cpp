@@ -12,6 +12,7 @@
 // half-written file under the final name; savez writes a stored (uncompressed) zip archive the
 // same way, with zlib's CRC-32s and without zip64 records (every member and offset below 4 GiB).
 #include "npy.h"
+#include "ranks.h"
 
 #include "device.h"
 #include "util.h"
@@ -852,7 +853,10 @@ extern "C" void shm_save_npy(const char *path, int32_t dtype, int32_t rank, cons
   SHM_GUARD_BEGIN
   std::string prefix = npyPrefix(dtype, rank, shape, "save");
   int64_t bytes = num_elements(rank, shape) * dtype_size(dtype);
-  writeAtomically(path, [&](FILE *f) { return put(f, prefix.data(), (int64_t)prefix.size()) && put(f, data, bytes); });
+  // Every rank runs the host code; rank 0 writes, and the others wait for the file.
+  if (shm::writes_output())
+    writeAtomically(path, [&](FILE *f) { return put(f, prefix.data(), (int64_t)prefix.size()) && put(f, data, bytes); });
+  shm::ranks_barrier();
   SHM_GUARD_END("save")
 }
 
@@ -932,7 +936,7 @@ extern "C" void shm_save_npz(const char *path, int32_t n, const char *const *key
   put32(end, (uint32_t)central.size());
   put32(end, (uint32_t)offset);
   put16(end, 0);  // comment length
-  writeAtomically(path, [&](FILE *f) {
+  auto write = [&](FILE *f) {
     for (int32_t i = 0; i < n; ++i) {
       const Entry &e = entries[(size_t)i];
       std::string local;
@@ -944,6 +948,9 @@ extern "C" void shm_save_npz(const char *path, int32_t n, const char *const *key
         return false;
     }
     return put(f, central.data(), (int64_t)central.size()) && put(f, end.data(), (int64_t)end.size());
-  });
+  };
+  // Every rank runs the host code; rank 0 writes, and the others wait for the file.
+  if (shm::writes_output()) writeAtomically(path, write);
+  shm::ranks_barrier();
   SHM_GUARD_END("savez")
 }

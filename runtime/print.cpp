@@ -1,6 +1,7 @@
 // shm_print: the fixed text format of docs/language.md "Printing" (specified precisely, with
 // examples, in docs/numerics.md).
 #include "half.h"
+#include "ranks.h"
 #include "shmap_runtime.h"
 #include "util.h"
 
@@ -44,6 +45,7 @@ extern "C" void shm_print(const char *label, int32_t dtype, int32_t rank, const 
                           const void *data) {
   SHM_GUARD_BEGIN
   check_rank(rank, "print");
+  if (!shm::writes_output()) return;  // every rank runs the host code; rank 0 prints
   std::string s;
   if (label && *label) {
     s += label;

@@ -16,12 +16,14 @@ const Stats &stats_get() { return g_stats; }
 void stats_reset() { g_stats = Stats(); }
 void stats_merge(const Stats &s) { g_stats.add(s); }
 
-void stats_print(std::FILE *f) {
+void stats_print(std::FILE *f) { stats_print(f, g_stats); }
+
+void stats_print(std::FILE *f, const Stats &s) {
   std::fprintf(f, "== shmap collective stats ==\n");
   std::fprintf(f, "%-15s %5s %12s %16s\n", "collective", "calls", "bytes_sent", "bytes_received");
   bool any = false;
   for (int k = 0; k < kNumKinds; ++k) {
-    const StatsRow &r = g_stats.rows[k];
+    const StatsRow &r = s.rows[k];
     if (r.calls == 0) continue;
     any = true;
     std::fprintf(f, "%-15s %5lld %12lld %16lld\n", kind_name(k), (long long)r.calls,

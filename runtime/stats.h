@@ -47,6 +47,7 @@ void stats_reset();
 void stats_merge(const Stats &s);
 // Prints the fixed-format table (docs/runtime.md).
 void stats_print(std::FILE *f);
+void stats_print(std::FILE *f, const Stats &s);
 
 // The body of the runtime's main(), returning the exit code (separate so tests can drive it).
 int runtime_main(int argc, char **argv);

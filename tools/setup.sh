@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES="cmake ninja-build g++ python3 python3-numpy python3-venv llvm-19-dev libzstd-dev libcli11-dev catch2 libopenblas-dev libeigen3-dev clang-19 libclang-rt-19-dev zlib1g-dev libdnnl-dev libjemalloc-dev"
+PACKAGES="cmake ninja-build g++ python3 python3-numpy python3-venv llvm-19-dev libzstd-dev libcli11-dev catch2 libopenblas-dev libeigen3-dev clang-19 libclang-rt-19-dev zlib1g-dev libdnnl-dev libjemalloc-dev openmpi-bin libopenmpi-dev"
 
 missing=""
 for p in $PACKAGES; do

@@ -32,6 +32,28 @@ static void emitProgramArgTable(ModuleEmitter &me, const ir::Module &m) {
                            llvm::ConstantInt::get(me.i32Ty, m.args.size()), "shm_user_args_count");
 }
 
+// The device counts of the meshes the program's shmaps run on, as shm_user_mesh_devices[i]
+// and their count, so an MPI job whose layout fits none of them stops before it starts
+// (runtime/ranks_mpi.cpp).
+static void emitMeshTable(ModuleEmitter &me, const ir::Module &m) {
+  std::vector<bool> used(m.meshes.size(), false);
+  for (const auto &f : m.funcs)
+    for (const ir::Eqn &e : f->eqns)
+      if (e.prim == ir::Prim::Shmap) {
+        int64_t i = e.intParam("mesh");
+        if (i >= 0 && i < (int64_t)used.size()) used[(size_t)i] = true;
+      }
+  std::vector<llvm::Constant *> counts;
+  for (size_t i = 0; i < m.meshes.size(); ++i)
+    if (used[i]) counts.push_back(llvm::ConstantInt::get(me.i64Ty, m.meshes[i]->numDevices()));
+  if (counts.empty()) return;
+  auto *table = llvm::ArrayType::get(me.i64Ty, counts.size());
+  new llvm::GlobalVariable(me.mod, table, true, llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantArray::get(table, counts), "shm_user_mesh_devices");
+  new llvm::GlobalVariable(me.mod, me.i32Ty, true, llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantInt::get(me.i32Ty, counts.size()), "shm_user_mesh_count");
+}
+
 std::unique_ptr<llvm::Module> emitLLVM(const ir::Module &m, llvm::LLVMContext &ctx,
                                        std::string &error) {
   auto mod = std::make_unique<llvm::Module>("shmapc", ctx);
@@ -45,6 +67,7 @@ std::unique_ptr<llvm::Module> emitLLVM(const ir::Module &m, llvm::LLVMContext &c
 
   ModuleEmitter me(m, ctx, *mod);
   emitProgramArgTable(me, m);
+  emitMeshTable(me, m);
   // Declare first: calls, loops, conds and shmaps refer to functions emitted later.
   for (const auto &f : m.funcs) {
     bool isMain = f.get() == m.main;

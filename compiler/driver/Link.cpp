@@ -31,12 +31,20 @@ int runProcess(const std::vector<std::string> &argv, std::string &error) {
   return -1;
 }
 
-bool linkExecutable(const std::string &object, const std::string &output, std::string &error) {
+bool linkExecutable(const std::string &object, const std::string &output, bool mpi, std::string &error) {
+  if (mpi && !*SHMAPC_RUNTIME_MPI_LIB) {
+    error = "this shmapc was built without MPI (Open MPI's libopenmpi-dev, or a sanitizer build): no --mpi";
+    return false;
+  }
   // g++ drives the link because the runtime is C++ (libstdc++, threads).
   // zlib: the runtime's .npz reader and writer (CRC-32, inflate); oneDNN: large f32 matmuls;
   // jemalloc (not in sanitizer builds): malloc for the program and its libraries.
-  std::vector<std::string> argv = {"g++", object, SHMAPC_RUNTIME_LIB, SHMAPC_BLAS_LIB, SHMAPC_DNNL_LIB,
-                                   SHMAPC_ZLIB_LIB, "-lgomp", "-lpthread", "-lmvec", "-lm", "-o", output};
+  std::vector<std::string> argv = {"g++", object, mpi ? SHMAPC_RUNTIME_MPI_LIB : SHMAPC_RUNTIME_LIB, SHMAPC_BLAS_LIB,
+                                   SHMAPC_DNNL_LIB, SHMAPC_ZLIB_LIB, "-lgomp", "-lpthread", "-lmvec", "-lm", "-o", output};
+  if (mpi) {
+    std::istringstream libs(SHMAPC_MPI_LIBS);
+    for (std::string lib; libs >> lib;) argv.insert(argv.end() - 2, lib);
+  }
   if (*SHMAPC_MALLOC_LIB) argv.insert(argv.begin() + 3, SHMAPC_MALLOC_LIB);  // before the libraries that call malloc
   std::istringstream sanitize(SHMAPC_SANITIZE_FLAGS);
   for (std::string flag; sanitize >> flag;) argv.push_back(flag);

@@ -9,7 +9,8 @@ namespace shmapc {
 // be started or was killed (then `error` says why).
 int runProcess(const std::vector<std::string> &argv, std::string &error);
 
-// Links `object` with the runtime into the executable `output`. Returns false on failure.
-bool linkExecutable(const std::string &object, const std::string &output, std::string &error);
+// Links `object` with the runtime into the executable `output`: the one-process runtime, or
+// with `mpi` the MPI one (runtime/ranks.h). Returns false on failure.
+bool linkExecutable(const std::string &object, const std::string &output, bool mpi, std::string &error);
 
 } // namespace shmapc

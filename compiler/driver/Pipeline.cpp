@@ -86,7 +86,7 @@ int emitMachineCode(const CompileOptions &opts, Diagnostics &diags, ir::Module &
     std::remove(obj.c_str());
     diags.fatal(DiagId::CannotWrite, Loc{}, error);
   }
-  bool linked = linkExecutable(obj, out, error);
+  bool linked = linkExecutable(obj, out, opts.mpi, error);
   std::remove(obj.c_str());
   if (!linked) diags.fatal(DiagId::LinkFailed, Loc{}, error);
   return 0;

@@ -41,6 +41,9 @@ void addCompileOptions(CLI::App *cmd, Args &a) {
                 "no automatic pbroadcast insertion: a variance mismatch is an error");
   cmd->add_flag("--no-check-vma", a.opts.noCheckVma,
                 "turn variance checking off (shard_map's behaviour before seed 000)");
+  cmd->add_flag("--mpi", a.opts.mpi,
+                "link the MPI runtime: run the program under mpirun, each rank running --devices-per-rank "
+                "of every mesh's devices (docs/runtime.md)");
   cmd->add_option("--transpose", a.transpose,
                   "optimal (default: seed 000's rules) or naive (psum defensively, for comparison)")
       ->check(CLI::IsMember({"optimal", "naive"}));
@@ -132,6 +135,11 @@ int main(int argc, char **argv) {
   } catch (const CLI::ParseError &e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     return reportParseError(app, e, argc, argv);
+  }
+  if (runCmd->parsed() && a.opts.mpi) {
+    std::cerr << "shmapc: error: an --mpi program runs under mpirun: 'shmapc compile prog.smp --mpi -o prog' "
+                 "then 'mpirun -np N ./prog'\n";
+    return 1;
   }
   if (compileCmd->count("-o") && a.opts.output.empty()) {
     std::cerr << "shmapc: error: -o needs a file name; see 'shmapc compile --help'\n";

@@ -1,0 +1,59 @@
+// The processes of a program (private header). A program compiled as usual is one process
+// that runs every device of a mesh as a thread (ranks_local.cpp). Compiled with `shmapc
+// compile --mpi`, it runs under mpirun as several MPI ranks, each running its share of every
+// mesh's devices as threads (ranks_mpi.cpp; docs/runtime.md, "Several processes"): devices
+// go to ranks in row-major mesh order, `--devices-per-rank` (default 1) to each. Host code
+// runs on every rank (the multi-controller model); output is written by rank 0.
+#ifndef SHMAP_RUNTIME_RANKS_H
+#define SHMAP_RUNTIME_RANKS_H
+#include <cstdint>
+#include <vector>
+
+namespace shm {
+
+struct MeshCall;
+struct Stats;
+
+// Starts the transport (MPI_Init) before the program's arguments are read.
+void ranks_init(int *argc, char ***argv);
+// A runtime argument of the transport (--devices-per-rank=N): 1 taken, 0 not one, -1 a bad
+// value (the message printed).
+int ranks_take_arg(const char *prog, const char *arg);
+// The usage lines of the transport's arguments ("" for one process).
+const char *ranks_usage();
+// Checks, before the program runs, that every mesh its shmaps use fits the job's layout
+// (ranks x devices per rank), naming the first that does not; nothing to check on one process.
+void check_layout();
+// Ends the transport after the program's output (MPI_Finalize).
+void ranks_finish();
+// Ends the whole job after a fatal error on this rank (MPI_Abort), so no rank waits for it.
+[[noreturn]] void ranks_abort(int code);
+
+int rank_id();     // this process's rank
+int rank_count();  // the number of processes
+// "rank R: " for messages of a job of several ranks.
+const char *rank_prefix();
+// Whether this rank writes the program's output (print, savez, --stats): rank 0.
+inline bool writes_output() { return rank_id() == 0; }
+
+// The devices of a mesh of `ndev` that this rank runs: [first, first + count). A mesh whose
+// device count is not ranks x devices per rank is a fatal error, named the same on every rank.
+void local_devices(int64_t ndev, int *first, int *count);
+
+// Called by the first local device between the barriers of a collective: makes every remote
+// device's input (`bytes` each) readable through its slot, from a copy of all of them
+// exchanged among the ranks. Nothing to do on one rank.
+void exchange_inputs(MeshCall &c, int64_t bytes);
+
+// Every rank's `mine` (counts[r] bytes from rank r, for all r) concatenated in rank order in
+// `all` (MPI_Allgatherv). On one rank: a copy.
+void allgather_bytes(const void *mine, const std::vector<int64_t> &counts, void *all);
+
+// Sums every rank's statistics into rank 0's (for --stats).
+void sum_stats_over_ranks(Stats &s);
+
+// Waits for every rank (after rank 0 wrote a file the others may read).
+void ranks_barrier();
+
+} // namespace shm
+#endif

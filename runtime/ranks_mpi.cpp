@@ -1,0 +1,164 @@
+// Several processes under MPI (ranks.h; `shmapc compile --mpi`): rank r runs devices
+// [r * d, (r + 1) * d) of every mesh as threads, d = --devices-per-rank (default 1). Only the
+// first local device's thread calls MPI, and it is the main thread (run_on_threads runs job 0
+// on the caller), so MPI_THREAD_FUNNELED is enough. Every rank makes the same calls in the same
+// order, as every device runs every collective in order.
+#include "ranks.h"
+
+#include "device.h"
+#include "stats.h"
+#include "util.h"
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mpi.h>
+#include <string>
+
+// The device counts of the meshes the program's shmaps use (emitted by shmapc; absent
+// without any).
+extern "C" __attribute__((weak)) const int64_t shm_user_mesh_devices[];
+extern "C" __attribute__((weak)) const int32_t shm_user_mesh_count;
+
+namespace shm {
+
+namespace {
+int g_rank = 0, g_ranks = 1, g_per_rank = 1;
+char g_prefix[32] = "";
+
+// MPI counts are ints: a transfer of more bytes goes in units of 1 KiB when it divides evenly.
+struct Count {
+  int n;
+  MPI_Datatype type;
+};
+MPI_Datatype kilobyte() {
+  static MPI_Datatype t = [] {
+    MPI_Datatype k;
+    MPI_Type_contiguous(1024, MPI_BYTE, &k);
+    MPI_Type_commit(&k);
+    return k;
+  }();
+  return t;
+}
+Count count_of(int64_t bytes, bool in_kilobytes) {
+  const int64_t n = in_kilobytes ? bytes / 1024 : bytes;
+  if (n > INT_MAX) fatalf("a transfer between ranks of %lld bytes is too large for MPI", (long long)bytes);
+  return {(int)n, in_kilobytes ? kilobyte() : MPI_BYTE};
+}
+
+void check(int rc, const char *what) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  fatalf("%s: %s", what, msg);
+}
+} // namespace
+
+void ranks_init(int *argc, char ***argv) {
+  int provided = 0;
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    std::fprintf(stderr, "shmap runtime error: MPI_Init_thread failed\n");
+    std::exit(2);
+  }
+  // Errors come back as codes (check() names them), not as MPI's own abort.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_ranks);
+  std::snprintf(g_prefix, sizeof g_prefix, "rank %d: ", g_rank);
+}
+
+int ranks_take_arg(const char *prog, const char *arg) {
+  const char *flag = "--devices-per-rank=";
+  if (std::strncmp(arg, flag, std::strlen(flag)) != 0) return 0;
+  const char *v = arg + std::strlen(flag);
+  char *end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (*v == '\0' || *end != '\0' || n < 1 || n > SHM_MAX_DEVICES) {
+    std::fprintf(stderr, "%s: error: --devices-per-rank=%s is not a number of devices from 1 to %d\n", prog, v,
+                 SHM_MAX_DEVICES);
+    return -1;
+  }
+  g_per_rank = (int)n;
+  return 1;
+}
+
+const char *ranks_usage() {
+  return "  --devices-per-rank=N   mesh devices each MPI rank runs as threads (default 1); every mesh\n"
+         "            must have (ranks x N) devices\n";
+}
+
+void check_layout() {
+  if (!&shm_user_mesh_count) return;  // no shmap
+  for (int32_t i = 0; i < shm_user_mesh_count; ++i) {
+    int first, count;
+    local_devices(shm_user_mesh_devices[i], &first, &count);
+  }
+}
+
+void ranks_finish() { MPI_Finalize(); }
+void ranks_abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+int rank_id() { return g_rank; }
+int rank_count() { return g_ranks; }
+const char *rank_prefix() { return g_prefix; }
+
+void local_devices(int64_t ndev, int *first, int *count) {
+  if (ndev != (int64_t)g_ranks * g_per_rank)
+    fatalf("the mesh has %lld devices, but the job runs %d ranks x %d devices per rank = %d: start it with "
+           "mpirun -np R and --devices-per-rank=D where R x D = %lld",
+           (long long)ndev, g_ranks, g_per_rank, g_ranks * g_per_rank, (long long)ndev);
+  *first = g_rank * g_per_rank;
+  *count = g_per_rank;
+}
+
+// Every device's input, rank by rank, in one Allgather: simple and exact (each rank then reads
+// any member's input); the per-axis communicators of docs/runtime.md move fewer bytes.
+void exchange_inputs(MeshCall &c, int64_t bytes) {
+  if (bytes == 0) return;
+  c.mirror.resize((size_t)(bytes * c.ndev));
+  for (int i = 0; i < c.nlocal; ++i)
+    std::memcpy(c.mirror.data() + (int64_t)(c.first + i) * bytes, c.slots[(size_t)(c.first + i)].in, (size_t)bytes);
+  const int64_t per_rank = bytes * c.nlocal;
+  const Count n = count_of(per_rank, per_rank > INT_MAX && per_rank % 1024 == 0);
+  check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, c.mirror.data(), n.n, n.type, MPI_COMM_WORLD),
+        "exchanging a collective's inputs between ranks");
+  for (int id = 0; id < c.ndev; ++id)
+    if (id < c.first || id >= c.first + c.nlocal) c.slots[(size_t)id].in = c.mirror.data() + (int64_t)id * bytes;
+}
+
+void allgather_bytes(const void *mine, const std::vector<int64_t> &counts, void *all) {
+  std::vector<int> n((size_t)g_ranks), at((size_t)g_ranks);
+  int64_t total = 0;
+  for (int r = 0; r < g_ranks; ++r) {
+    if (total > INT_MAX || counts[(size_t)r] > INT_MAX)
+      fatalf("an output of %lld bytes is too large to share between ranks with MPI", (long long)total);
+    at[(size_t)r] = (int)total;
+    n[(size_t)r] = (int)counts[(size_t)r];
+    total += counts[(size_t)r];
+  }
+  check(MPI_Allgatherv(mine, n[(size_t)g_rank], MPI_BYTE, all, n.data(), at.data(), MPI_BYTE, MPI_COMM_WORLD),
+        "sharing a shmap's output between ranks");
+}
+
+void sum_stats_over_ranks(Stats &s) {
+  int64_t v[3 * kNumKinds];
+  for (int k = 0; k < kNumKinds; ++k) {
+    v[3 * k] = s.rows[k].calls;
+    v[3 * k + 1] = s.rows[k].bytes_sent;
+    v[3 * k + 2] = s.rows[k].bytes_received;
+  }
+  check(MPI_Allreduce(MPI_IN_PLACE, v, 3 * kNumKinds, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD), "summing --stats");
+  for (int k = 0; k < kNumKinds; ++k) {
+    s.rows[k].calls = v[3 * k];
+    s.rows[k].bytes_sent = v[3 * k + 1];
+    s.rows[k].bytes_received = v[3 * k + 2];
+  }
+}
+
+void ranks_barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "waiting for the other ranks"); }
+
+} // namespace shm

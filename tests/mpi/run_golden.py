@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""The golden run tests under mpirun (issue 12): every program of samples/ and tests/run/,
+compiled with `shmapc compile --mpi`, must print exactly its .expected output when run as MPI
+ranks, in two layouts:
+
+  one device per rank       mpirun -np N prog            (N = the mesh's device count)
+  several devices per rank  mpirun -np N/D prog --devices-per-rank=D
+                            (D = the smallest divisor of N above 1), over TCP
+                            (--mca btl self,tcp: the network path, not shared memory)
+
+A program without a mesh runs on 2 ranks. A program whose meshes have different device counts
+cannot run as one job layout and is skipped (counted). A program expected to fail must print
+the same output and exit with the same status; its error message comes from a rank
+(`shmap runtime error: rank R: ...`).
+
+    python3 tests/mpi/run_golden.py --shmapc build/compiler/shmapc [PROGRAMS...]"""
+import argparse
+import glob
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import golden  # noqa: E402
+
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
+          # more ranks than cores: a waiting rank yields its core instead of spinning
+          "--mca", "mpi_yield_when_idle", "1"]
+
+
+def mesh_sizes(path, seen=None):
+    """The device counts of the meshes the program and the modules it imports declare."""
+    seen = seen if seen is not None else set()
+    seen.add(os.path.abspath(path))
+    text = open(path).read()
+    sizes = set()
+    for axes in re.findall(r"^\s*mesh\s+\w+\s*=\s*<\[(.*?)\]>", text, re.M):
+        sizes.add(math.prod(int(n) for n in re.findall(r"=\s*(\d+)", axes)) if axes.strip() else 1)
+    for name in re.findall(r"^\s*import\s+([\w.]+)\s*;", text, re.M):
+        for folder in (os.path.dirname(path), os.path.join(ROOT, "stdlib")):
+            module = os.path.join(folder, *name.split(".")) + ".smp"
+            if os.path.exists(module) and os.path.abspath(module) not in seen:
+                sizes |= mesh_sizes(module, seen)
+                break
+    return sizes
+
+
+def layouts(path):
+    """(ranks, devices per rank, extra mpirun flags) for each run, or None to skip."""
+    sizes = mesh_sizes(path)
+    if not sizes:
+        return [(2, 1, []), (1, 1, ["--mca", "btl", "self,tcp"])]
+    if len(sizes) > 1:
+        return None
+    n = sizes.pop()
+    runs = [(n, 1, [])]
+    d = next((k for k in range(2, n + 1) if n % k == 0), None)
+    runs.append((n // d, d, ["--mca", "btl", "self,tcp"]) if d else (1, 1, ["--mca", "btl", "self,tcp"]))
+    return runs
+
+
+def split_expected(text):
+    """(stdout, exit status, error messages) of an expected output."""
+    if "\n[exit status " not in "\n" + text:
+        return text, 0, []
+    i = ("\n" + text).index("\n[exit status ")
+    out, rest = text[:i], text[i:]
+    status = int(re.match(r"\[exit status (\d+)\]", rest).group(1))
+    return out, status, [line for line in rest.splitlines()[1:] if line]
+
+
+def check(shmapc, path):
+    runs = layouts(path)
+    if runs is None:
+        return None
+    expected_out, expected_status, messages = split_expected(open(os.path.splitext(path)[0] + ".expected").read())
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = os.path.join(tmp, "prog")
+        c = subprocess.run([shmapc, "compile", path, "--mpi", "-o", exe] + golden.compile_flags(path),
+                           capture_output=True, text=True, timeout=300)
+        if c.returncode != 0:
+            return ["compile failed: " + c.stderr]
+        problems = []
+        for ranks, per_rank, flags in runs:
+            cmd = MPIRUN + flags + ["-np", str(ranks), exe] + golden.program_args(path)
+            if per_rank > 1:
+                cmd.append("--devices-per-rank=%d" % per_rank)
+            data = os.path.join(os.path.dirname(os.path.abspath(path)), "data")
+            if os.path.isdir(data) and not os.path.exists(os.path.join(tmp, "data")):
+                os.symlink(data, os.path.join(tmp, "data"))
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp)
+            layout = "%d ranks x %d devices%s" % (ranks, per_rank, " over TCP" if flags else "")
+            if r.stdout != expected_out or (r.returncode != 0) != (expected_status != 0):
+                problems.append("%s: status %d (expected %d)\n--- expected\n%s--- actual\n%s%s" % (
+                    layout, r.returncode, expected_status, expected_out, r.stdout, r.stderr[-2000:]))
+                continue
+            for m in messages:
+                prefix = "shmap runtime error: "
+                ranked = re.escape(prefix) + r"rank \d+: " + re.escape(m[len(prefix):]) if m.startswith(prefix) else None
+                if ranked and not re.search(ranked, r.stderr):
+                    problems.append("%s: no rank reported: %s\nstderr:\n%s" % (layout, m, r.stderr[-2000:]))
+        return problems
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shmapc", required=True)
+    ap.add_argument("programs", nargs="*")
+    a = ap.parse_args()
+    shmapc = os.path.abspath(a.shmapc)
+    os.chdir(ROOT)
+    progs = a.programs or golden.run_programs()
+    failed, skipped = [], []
+    for p in progs:
+        problems = check(shmapc, p)
+        if problems is None:
+            skipped.append(p)
+        elif problems:
+            failed.append(p)
+            print("FAIL %s\n%s" % (p, "\n".join(problems)))
+    print("%d programs under mpirun: %d passed, %d failed, %d skipped (meshes of different sizes: %s)" % (
+        len(progs), len(progs) - len(failed) - len(skipped), len(failed), len(skipped), " ".join(skipped) or "none"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
