@@ -21,16 +21,19 @@
 namespace shm {
 namespace {
 
-// `bytes`: the size of every device's input. Under MPI with devices on other ranks, their
+// `bytes`: the size of every device's input; `kind`, `axes`: what the collective is. Under MPI with devices on other ranks, their
 // inputs are then copied to this rank (exchange_inputs, by the first local device) and read
 // from there; nothing writes into a remote device's buffers.
-void publish(shm_device *dev, const void *in, void *out, int64_t bytes) {
+void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind, const int32_t *axes,
+             int32_t naxes) {
   MeshCall &c = *dev->call;
   c.slots[(size_t)dev->id].in = in;
   c.slots[(size_t)dev->id].out = out;
   c.barrier.arrive_and_wait();
   if (c.nlocal < c.ndev) {
-    if (dev->id == c.first) exchange_inputs(c, bytes);
+    CollectiveSig sig{kind, bytes, 0};
+    for (int32_t k = 0; k < naxes; ++k) sig.axes |= int64_t(1) << axes[k];
+    if (dev->id == c.first) exchange_inputs(c, sig);
     c.barrier.arrive_and_wait();
   }
 }
@@ -149,7 +152,7 @@ void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char
   Group g = group_of(dev, axes, naxes, what);
   const int64_t es = dtype_size(dtype);
   if (n < 0) fatalf("%s: negative element count", what);
-  publish(dev, in, out, n * es);
+  publish(dev, in, out, n * es, kind, axes, naxes);
   // Chunk r of the flattened array is reduced by group member r (balanced split). A member
   // with no output (SHM_OUT_COLLECTIVE_ONLY: its result is not used) still reduces its chunk,
   // into scratch, for the others, and receives nothing.
@@ -232,7 +235,7 @@ void shm_all_gather(shm_device *dev, int32_t dtype, const void *in, void *out, i
            tiled ? "tiled" : "untiled");
   const int64_t es = dtype_size(dtype);
   const int64_t outer = prod(in_shape, 0, axis), inner = prod(in_shape, axis, rank) * es;
-  publish(dev, in, out, outer * inner);
+  publish(dev, in, out, outer * inner, kAllGather, axes, naxes);
   for (int j = 0; j < g.n && out; ++j) {  // no output (SHM_OUT_COLLECTIVE_ONLY): nothing to pull
     const char *src = (const char *)in_of(dev, g, j);
     char *dst = (char *)out + (int64_t)j * inner;
@@ -260,7 +263,7 @@ void shm_psum_scatter(shm_device *dev, int32_t dtype, const void *in, void *out,
   const int64_t es = dtype_size(dtype);
   const int64_t outer = prod(in_shape, 0, dim);
   const int64_t blk = in_shape[dim] / g.n * prod(in_shape, dim + 1, rank);
-  publish(dev, in, out, prod(in_shape, 0, rank) * es);
+  publish(dev, in, out, prod(in_shape, 0, rank) * es, kPsumScatter, axes, naxes);
   std::vector<const void *> srcs((size_t)g.n);
   for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = in_of(dev, g, j);
   for (int64_t o = 0; o < outer; ++o)
@@ -325,7 +328,7 @@ void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, i
     src_off = g.me * in_str[split_axis];
     dst_step = out_str[concat_axis];
   }
-  publish(dev, in, out, prod(in_shape, 0, rank) * es);
+  publish(dev, in, out, prod(in_shape, 0, rank) * es, kAllToAll, axes, naxes);
   for (int j = 0; j < g.n; ++j) {
     const char *src = (const char *)in_of(dev, g, j) + src_off * es;
     char *dst = (char *)out + j * dst_step * es;
@@ -355,7 +358,7 @@ void shm_ppermute(shm_device *dev, int32_t dtype, const void *in, void *out, int
     if (d == g.me) from = s;
   }
   const int64_t bytes = n * dtype_size(dtype);
-  publish(dev, in, out, bytes);
+  publish(dev, in, out, bytes, kPpermute, axes, naxes);
   int64_t received = 0;
   if (from < 0) {
     std::memset(out, 0, (size_t)bytes); // all-zero bits are 0 / 0.0 / false in every dtype

@@ -40,10 +40,18 @@ inline bool writes_output() { return rank_id() == 0; }
 // device count is not ranks x devices per rank is a fatal error, named the same on every rank.
 void local_devices(int64_t ndev, int *first, int *count);
 
+// What a collective is, for --check-collectives: its kind (stats.h), input bytes per device
+// and the mesh axes it runs over (a bit per axis).
+struct CollectiveSig {
+  int64_t kind = 0, bytes = 0, axes = 0;
+};
+
 // Called by the first local device between the barriers of a collective: makes every remote
-// device's input (`bytes` each) readable through its slot, from a copy of all of them
-// exchanged among the ranks. Nothing to do on one rank.
-void exchange_inputs(MeshCall &c, int64_t bytes);
+// device's input (`sig.bytes` each) readable through its slot, from a copy of all of them
+// exchanged among the ranks. Nothing to do on one rank. With --check-collectives the ranks
+// first compare their collectives (a device-varying branch that skipped one would make them
+// disagree) and a mismatch is a fatal error naming the ranks.
+void exchange_inputs(MeshCall &c, const CollectiveSig &sig);
 
 // Every rank's `mine` (counts[r] bytes from rank r, for all r) concatenated in rank order in
 // `all` (MPI_Allgatherv). On one rank: a copy.

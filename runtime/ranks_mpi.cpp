@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mpi.h>
+#include <algorithm>
 #include <string>
 
 // The device counts of the meshes the program's shmaps use (emitted by shmapc; absent
@@ -25,6 +26,7 @@ namespace shm {
 
 namespace {
 int g_rank = 0, g_ranks = 1, g_per_rank = 1;
+bool g_check = false;  // --check-collectives
 char g_prefix[32] = "";
 
 // MPI counts are ints: a transfer of more bytes goes in units of 1 KiB when it divides evenly.
@@ -67,9 +69,15 @@ void ranks_init(int *argc, char ***argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_ranks);
   std::snprintf(g_prefix, sizeof g_prefix, "rank %d: ", g_rank);
+  const char *check = std::getenv("SHMAP_CHECK_COLLECTIVES");
+  g_check = check && std::strcmp(check, "1") == 0;
 }
 
 int ranks_take_arg(const char *prog, const char *arg) {
+  if (std::strcmp(arg, "--check-collectives") == 0) {
+    g_check = true;
+    return 1;
+  }
   const char *flag = "--devices-per-rank=";
   if (std::strncmp(arg, flag, std::strlen(flag)) != 0) return 0;
   const char *v = arg + std::strlen(flag);
@@ -86,7 +94,9 @@ int ranks_take_arg(const char *prog, const char *arg) {
 
 const char *ranks_usage() {
   return "  --devices-per-rank=N   mesh devices each MPI rank runs as threads (default 1); every mesh\n"
-         "            must have (ranks x N) devices\n";
+         "            must have (ranks x N) devices\n"
+         "  --check-collectives   the ranks compare each collective before running it (a mismatch is\n"
+         "            an error naming the ranks, not a hang)\n";
 }
 
 void check_layout() {
@@ -115,9 +125,30 @@ void local_devices(int64_t ndev, int *first, int *count) {
   *count = g_per_rank;
 }
 
+// --check-collectives: every rank's collective, compared with rank 0's.
+static void check_same_collective(const CollectiveSig &sig) {
+  std::vector<int64_t> all((size_t)(3 * g_ranks));
+  int64_t mine[3] = {sig.kind, sig.bytes, sig.axes};
+  check(MPI_Allgather(mine, 3, MPI_INT64_T, all.data(), 3, MPI_INT64_T, MPI_COMM_WORLD), "--check-collectives");
+  auto describe = [&](int r) {
+    const int64_t *s = &all[(size_t)(3 * r)];
+    std::string axes;
+    for (int a = 0; a < 63; ++a)
+      if (s[2] >> a & 1) axes += (axes.empty() ? "" : ", ") + std::to_string(a);
+    return "rank " + std::to_string(r) + " runs " + kind_name((int)s[0]) + " over mesh axes (" + axes + ") of " +
+           std::to_string(s[1]) + " bytes a device";
+  };
+  for (int r = 1; r < g_ranks; ++r)
+    if (!std::equal(&all[0], &all[3], &all[(size_t)(3 * r)]))
+      fatalf("--check-collectives: the ranks disagree on a collective: %s, %s", describe(0).c_str(),
+             describe(r).c_str());
+}
+
 // Every device's input, rank by rank, in one Allgather: simple and exact (each rank then reads
 // any member's input); the per-axis communicators of docs/runtime.md move fewer bytes.
-void exchange_inputs(MeshCall &c, int64_t bytes) {
+void exchange_inputs(MeshCall &c, const CollectiveSig &sig) {
+  if (g_check) check_same_collective(sig);
+  const int64_t bytes = sig.bytes;
   if (bytes == 0) return;
   c.mirror.resize((size_t)(bytes * c.ndev));
   for (int i = 0; i < c.nlocal; ++i)

@@ -29,7 +29,9 @@ import golden  # noqa: E402
 
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
           # more ranks than cores: a waiting rank yields its core instead of spinning
-          "--mca", "mpi_yield_when_idle", "1"]
+          "--mca", "mpi_yield_when_idle", "1",
+          # the ranks compare every collective before running it
+          "-x", "SHMAP_CHECK_COLLECTIVES=1"]
 
 
 def mesh_sizes(path, seen=None):

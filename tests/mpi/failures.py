@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Failures under mpirun (issue 12) end the whole job with a message naming the rank, never a
+hang (each job has a deadline here):
+
+  one rank fails     tests/mpi/one_rank_fails.smp: only device 1 indexes out of range; rank 0
+                     waits for it in a psum. Status 2, rank 1's message, the output before it.
+  a rank is killed   tests/mpi/long_loop.smp runs psums; rank 1's process gets SIGKILL. mpirun
+                     ends with a non-zero status and names rank 1.
+  mismatch           tests/mpi/mismatch.cpp runs psum on rank 0 and pmax on rank 1; with
+                     --check-collectives the job stops with both named.
+
+    python3 tests/mpi/failures.py --shmapc build/compiler/shmapc --mismatch build/tests/mpi_mismatch"""
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1"]
+FAILED = []
+
+
+def expect(what, ok, detail=""):
+    print("%s %s" % ("ok  " if ok else "FAIL", what))
+    if not ok:
+        FAILED.append(what)
+        print(detail)
+
+
+def rank_pids(exe):
+    """{rank: pid} of the processes running exe, from their environment (Open MPI sets
+    OMPI_COMM_WORLD_RANK)."""
+    ranks = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            if os.readlink("/proc/%s/exe" % pid) != exe:
+                continue
+            env = open("/proc/%s/environ" % pid, "rb").read().split(b"\0")
+        except OSError:
+            continue
+        for kv in env:
+            if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
+                ranks[int(kv.split(b"=")[1])] = int(pid)
+    return ranks
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shmapc", required=True)
+    ap.add_argument("--mismatch", required=True)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        # one rank fails
+        exe = os.path.join(tmp, "one_rank_fails")
+        subprocess.run([a.shmapc, "compile", os.path.join(HERE, "one_rank_fails.smp"), "--mpi", "-o", exe], check=True)
+        r = subprocess.run(MPIRUN + ["-np", "2", exe], capture_output=True, text=True, timeout=120)
+        expect("one rank fails: status 2, its output so far, rank 1 named",
+               r.returncode == 2 and r.stdout == "x: f32[3]\n[0, 1, 2]\n" and
+               "shmap runtime error: rank 1: take: index 3 is out of range for an axis of size 3" in r.stderr
+               and "shmap runtime error: rank 0" not in r.stderr,
+               "status %d\nstdout:\n%s\nstderr:\n%s" % (r.returncode, r.stdout, r.stderr))
+
+        # a rank is killed
+        exe = os.path.realpath(os.path.join(tmp, "long_loop"))
+        subprocess.run([a.shmapc, "compile", os.path.join(HERE, "long_loop.smp"), "--mpi", "-o", exe], check=True)
+        job = subprocess.Popen(MPIRUN + ["-np", "2", exe], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        ranks = {}
+        deadline = time.time() + 60
+        while len(ranks) < 2 and time.time() < deadline and job.poll() is None:
+            time.sleep(0.2)
+            ranks = rank_pids(exe)
+        time.sleep(1.0)  # well into the loop
+        if 1 in ranks:
+            os.kill(ranks[1], signal.SIGKILL)
+        try:
+            out, err = job.communicate(timeout=60)
+            ended = True
+        except subprocess.TimeoutExpired:
+            job.kill()
+            out, err = job.communicate()
+            ended = False
+        expect("a killed rank ends the job, named",
+               1 in ranks and ended and job.returncode != 0 and "rank 1" in err,
+               "ranks found %s, ended %s, status %s\nstderr:\n%s" % (ranks, ended, job.returncode, err))
+
+        # mismatched collectives
+        r = subprocess.run(MPIRUN + ["-np", "2", a.mismatch, "--check-collectives"], capture_output=True, text=True,
+                           timeout=120)
+        want = ("--check-collectives: the ranks disagree on a collective: rank 0 runs psum over mesh axes (0) of "
+                "16 bytes a device, rank 1 runs pmax over mesh axes (0) of 16 bytes a device")
+        expect("mismatched collectives stop the job, both named", r.returncode != 0 and want in r.stderr,
+               "status %d\nstderr:\n%s" % (r.returncode, r.stderr))
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
