@@ -21,6 +21,26 @@
 namespace shm {
 namespace {
 
+// Under MPI with one device per rank the collectives run "direct": each is MPI calls among the
+// ranks of its group (ranks.h), moving each byte once to the member that needs it, with the
+// same arithmetic in the same order as in one process (so the same bits).
+bool direct(const shm_device *dev) { return dev->call->nlocal == 1 && dev->call->ndev > 1; }
+
+// A collective's communicator under MPI (ranks.h): the mesh's sizes, then its axes.
+std::vector<int64_t> comm_key(const shm_device *dev, const int32_t *axes, int32_t naxes) {
+  const MeshCall &c = *dev->call;
+  std::vector<int64_t> key(c.sizes, c.sizes + c.mesh_rank);
+  key.push_back(-1);
+  key.insert(key.end(), axes, axes + naxes);
+  return key;
+}
+
+int64_t axis_bits(const int32_t *axes, int32_t naxes) {
+  int64_t bits = 0;
+  for (int32_t k = 0; k < naxes; ++k) bits |= int64_t(1) << axes[k];
+  return bits;
+}
+
 // `bytes`: the size of every device's input; `kind`, `axes`: what the collective is. Under MPI with devices on other ranks, their
 // inputs are then copied to this rank (exchange_inputs, by the first local device) and read
 // from there; nothing writes into a remote device's buffers.
@@ -31,8 +51,8 @@ void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind
   c.slots[(size_t)dev->id].out = out;
   c.barrier.arrive_and_wait();
   if (c.nlocal < c.ndev) {
-    CollectiveSig sig{kind, bytes, 0};
-    for (int32_t k = 0; k < naxes; ++k) sig.axes |= int64_t(1) << axes[k];
+    CollectiveSig sig{kind, bytes, axis_bits(axes, naxes)};
+    if (direct(dev)) return check_collective(sig);
     if (dev->id == c.first) exchange_inputs(c, sig);
     c.barrier.arrive_and_wait();
   }
@@ -160,6 +180,21 @@ void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char
   std::vector<const void *> srcs((size_t)g.n);
   for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = in_of(dev, g, j);
   const int64_t moved = (int64_t)(g.n - 1) * (hi - lo) * es;
+  if (direct(dev)) {
+    // Member r reduces chunk r of every member's input (MPI_Alltoallv brings them), in member
+    // order as above, and the reduced chunks go to every member (MPI_Allgatherv).
+    std::vector<int64_t> chunk((size_t)g.n), mine((size_t)g.n, (hi - lo) * es);
+    for (int r = 0; r < g.n; ++r) chunk[(size_t)r] = (n * (r + 1) / g.n - n * r / g.n) * es;
+    std::vector<char> parts((size_t)(g.n * (hi - lo) * es));
+    group_alltoallv(g, comm_key(dev, axes, naxes), in, chunk, parts.data(), mine);
+    char *result = out ? (char *)out : (char *)shm_alloc(n * es);
+    for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = parts.data() + j * (hi - lo) * es;
+    if (hi > lo) fold(dtype, op, g.n, srcs.data(), 0, result + lo * es, hi - lo);
+    group_allgatherv(g, comm_key(dev, axes, naxes), result, chunk);
+    if (!out) shm_free(result);
+    finish(dev, kind, moved, moved);
+    return;
+  }
   if (dev->call->nlocal < dev->call->ndev) {
     // Devices on several ranks: each folds every chunk into its own output, in the same order
     // (so the same bits as one process), from the inputs copied to its rank.
@@ -236,6 +271,17 @@ void shm_all_gather(shm_device *dev, int32_t dtype, const void *in, void *out, i
   const int64_t es = dtype_size(dtype);
   const int64_t outer = prod(in_shape, 0, axis), inner = prod(in_shape, axis, rank) * es;
   publish(dev, in, out, outer * inner, kAllGather, axes, naxes);
+  if (direct(dev)) {  // every member's input (MPI_Allgatherv), then into place along the axis
+    std::vector<char> all((size_t)(g.n * outer * inner));
+    std::memcpy(all.data() + g.me * outer * inner, in, (size_t)(outer * inner));
+    group_allgatherv(g, comm_key(dev, axes, naxes), all.data(), std::vector<int64_t>((size_t)g.n, outer * inner));
+    for (int j = 0; j < g.n && out; ++j)
+      for (int64_t o = 0; o < outer; ++o)
+        std::memcpy((char *)out + (int64_t)j * inner + o * g.n * inner, all.data() + (j * outer + o) * inner,
+                    (size_t)inner);
+    finish(dev, kAllGather, 0, (int64_t)(g.n - 1) * outer * inner);
+    return;
+  }
   for (int j = 0; j < g.n && out; ++j) {  // no output (SHM_OUT_COLLECTIVE_ONLY): nothing to pull
     const char *src = (const char *)in_of(dev, g, j);
     char *dst = (char *)out + (int64_t)j * inner;
@@ -264,6 +310,24 @@ void shm_psum_scatter(shm_device *dev, int32_t dtype, const void *in, void *out,
   const int64_t outer = prod(in_shape, 0, dim);
   const int64_t blk = in_shape[dim] / g.n * prod(in_shape, dim + 1, rank);
   publish(dev, in, out, prod(in_shape, 0, rank) * es, kPsumScatter, axes, naxes);
+  if (direct(dev)) {
+    // Member k gets [:, k, :] of every member's input (packed, MPI_Alltoallv) and folds them
+    // in member order.
+    const int64_t part = outer * blk * es;
+    std::vector<char> send((size_t)(g.n * part)), parts((size_t)(g.n * part));
+    for (int k = 0; k < g.n; ++k)
+      for (int64_t o = 0; o < outer; ++o)
+        std::memcpy(send.data() + k * part + o * blk * es, (const char *)in + (o * g.n + k) * blk * es,
+                    (size_t)(blk * es));
+    const std::vector<int64_t> parts_bytes((size_t)g.n, part);
+    group_alltoallv(g, comm_key(dev, axes, naxes), send.data(), parts_bytes, parts.data(), parts_bytes);
+    std::vector<const void *> srcs((size_t)g.n);
+    for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = parts.data() + j * part;
+    for (int64_t o = 0; o < outer; ++o)
+      fold(dtype, SHM_REDUCE_SUM, g.n, srcs.data(), o * blk, (char *)out + o * blk * es, blk);
+    finish(dev, kPsumScatter, 0, (int64_t)(g.n - 1) * outer * blk * es);
+    return;
+  }
   std::vector<const void *> srcs((size_t)g.n);
   for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = in_of(dev, g, j);
   for (int64_t o = 0; o < outer; ++o)
@@ -329,12 +393,31 @@ void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, i
     dst_step = out_str[concat_axis];
   }
   publish(dev, in, out, prod(in_shape, 0, rank) * es, kAllToAll, axes, naxes);
+  const int64_t block_elems = num_elements(brank, bshape);
+  if (direct(dev)) {
+    // The block for member k (the one k would pull: at k's offset) packed for MPI_Alltoallv;
+    // the block from member j unpacked at position j along concat_axis.
+    const int64_t part = block_elems * es;
+    int64_t packed[kMaxRank];
+    row_major_strides(brank, bshape, packed);
+    std::vector<char> send((size_t)(g.n * part)), parts((size_t)(g.n * part));
+    const int64_t step = tiled ? bshape[split_axis] * in_str[split_axis] : in_str[split_axis];
+    for (int k = 0; k < g.n; ++k)
+      copy_strided(es, brank, bshape, (const char *)in + (src_off - g.me * step + k * step) * es, bsrc,
+                   send.data() + k * part, packed);
+    const std::vector<int64_t> parts_bytes((size_t)g.n, part);
+    group_alltoallv(g, comm_key(dev, axes, naxes), send.data(), parts_bytes, parts.data(), parts_bytes);
+    for (int j = 0; j < g.n; ++j)
+      copy_strided(es, brank, bshape, parts.data() + j * part, packed, (char *)out + j * dst_step * es, bdst);
+    finish(dev, kAllToAll, 0, (int64_t)(g.n - 1) * block_elems * es);
+    return;
+  }
   for (int j = 0; j < g.n; ++j) {
     const char *src = (const char *)in_of(dev, g, j) + src_off * es;
     char *dst = (char *)out + j * dst_step * es;
     copy_strided(es, brank, bshape, src, bsrc, dst, bdst);
   }
-  finish(dev, kAllToAll, 0, (int64_t)(g.n - 1) * num_elements(brank, bshape) * es);
+  finish(dev, kAllToAll, 0, (int64_t)(g.n - 1) * block_elems * es);
   SHM_GUARD_END("all_to_all")
 }
 
@@ -360,6 +443,20 @@ void shm_ppermute(shm_device *dev, int32_t dtype, const void *in, void *out, int
   const int64_t bytes = n * dtype_size(dtype);
   publish(dev, in, out, bytes, kPpermute, axes, naxes);
   int64_t received = 0;
+  if (direct(dev)) {
+    int to = -1;
+    for (int32_t p = 0; p < npairs; ++p)
+      if (pairs[2 * p] == g.me) to = (int)pairs[2 * p + 1];
+    if (to == g.me || from == g.me) {  // to itself: a copy
+      if (from == g.me) std::memcpy(out, in, (size_t)bytes);
+      if (to == g.me) to = -1;
+    }
+    group_sendrecv(g, comm_key(dev, axes, naxes), in, to, out, from == g.me ? -1 : (int)from, bytes);
+    if (from < 0) std::memset(out, 0, (size_t)bytes);
+    if (from >= 0 && from != g.me) received = bytes;
+    finish(dev, kPpermute, 0, received);
+    return;
+  }
   if (from < 0) {
     std::memset(out, 0, (size_t)bytes); // all-zero bits are 0 / 0.0 / false in every dtype
   } else {

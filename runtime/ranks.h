@@ -13,6 +13,7 @@ namespace shm {
 
 struct MeshCall;
 struct Stats;
+struct Group;
 
 // Starts the transport (MPI_Init) before the program's arguments are read.
 void ranks_init(int *argc, char ***argv);
@@ -52,6 +53,21 @@ struct CollectiveSig {
 // first compare their collectives (a device-varying branch that skipped one would make them
 // disagree) and a mismatch is a fatal error naming the ranks.
 void exchange_inputs(MeshCall &c, const CollectiveSig &sig);
+
+// With one device per rank, a collective runs among the ranks of its group (its devices' ranks)
+// on a communicator per mesh and set of axes (`key`: the mesh's sizes and the axes, the same on
+// every rank), made at its first use: the data moves once, between the members that need it
+// (collectives.cpp, "direct").
+// Member j receives bytes[j] from send + (the sum of bytes before j); this rank receives
+// from each member j recv_bytes[j] bytes, stored in member order.
+void group_alltoallv(const Group &g, const std::vector<int64_t> &key, const void *send, const std::vector<int64_t> &bytes, void *recv,
+                     const std::vector<int64_t> &recv_bytes);
+// Member j's bytes[j] bytes at buf + (the sum of bytes before j), this rank's already there.
+void group_allgatherv(const Group &g, const std::vector<int64_t> &key, void *buf, const std::vector<int64_t> &bytes);
+// Sends `bytes` to member `to` and receives as many from member `from` (-1: none).
+void group_sendrecv(const Group &g, const std::vector<int64_t> &key, const void *send, int to, void *recv, int from, int64_t bytes);
+// --check-collectives in direct mode (exchange_inputs checks otherwise).
+void check_collective(const CollectiveSig &sig);
 
 // Every rank's `mine` (counts[r] bytes from rank r, for all r) concatenated in rank order in
 // `all` (MPI_Allgatherv). On one rank: a copy.

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <mpi.h>
 #include <algorithm>
+#include <map>
 #include <string>
 
 // The device counts of the meshes the program's shmaps use (emitted by shmapc; absent
@@ -159,6 +160,68 @@ void exchange_inputs(MeshCall &c, const CollectiveSig &sig) {
         "exchanging a collective's inputs between ranks");
   for (int id = 0; id < c.ndev; ++id)
     if (id < c.first || id >= c.first + c.nlocal) c.slots[(size_t)id].in = c.mirror.data() + (int64_t)id * bytes;
+}
+
+void check_collective(const CollectiveSig &sig) {
+  if (g_check) check_same_collective(sig);
+}
+
+namespace {
+
+// The communicator of this rank's group for `key` (a mesh and axes; one device per rank, so a
+// group's members are ranks g.member[0..n), in group order). Made by MPI_Comm_split at the
+// first collective with this key, which every rank reaches together (every rank then finds
+// or makes it, so the split is collective).
+MPI_Comm group_comm(const Group &g, const std::vector<int64_t> &key) {
+  static std::map<std::vector<int64_t>, MPI_Comm> comms;
+  auto it = comms.find(key);
+  if (it != comms.end()) return it->second;
+  MPI_Comm comm;
+  check(MPI_Comm_split(MPI_COMM_WORLD, g.member[0], g.me, &comm), "making a communicator for a mesh axis group");
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  comms[key] = comm;
+  return comm;
+}
+
+// Byte counts and displacements as MPI's ints.
+void ints(const std::vector<int64_t> &bytes, std::vector<int> &n, std::vector<int> &at, const char *what) {
+  n.resize(bytes.size());
+  at.resize(bytes.size());
+  int64_t total = 0;
+  for (size_t j = 0; j < bytes.size(); ++j) {
+    if (total > INT_MAX || bytes[j] > INT_MAX)
+      fatalf("%s: %lld bytes are too many for one MPI call", what, (long long)(total + bytes[j]));
+    at[j] = (int)total;
+    n[j] = (int)bytes[j];
+    total += bytes[j];
+  }
+}
+
+} // namespace
+
+void group_alltoallv(const Group &g, const std::vector<int64_t> &key, const void *send, const std::vector<int64_t> &bytes, void *recv,
+                     const std::vector<int64_t> &recv_bytes) {
+  std::vector<int> sn, sat, rn, rat;
+  ints(bytes, sn, sat, "a collective");
+  ints(recv_bytes, rn, rat, "a collective");
+  check(MPI_Alltoallv(send, sn.data(), sat.data(), MPI_BYTE, recv, rn.data(), rat.data(), MPI_BYTE,
+                      group_comm(g, key)),
+        "a collective between ranks (MPI_Alltoallv)");
+}
+
+void group_allgatherv(const Group &g, const std::vector<int64_t> &key, void *buf, const std::vector<int64_t> &bytes) {
+  std::vector<int> n, at;
+  ints(bytes, n, at, "a collective");
+  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, n.data(), at.data(), MPI_BYTE, group_comm(g, key)),
+        "a collective between ranks (MPI_Allgatherv)");
+}
+
+void group_sendrecv(const Group &g, const std::vector<int64_t> &key, const void *send, int to, void *recv, int from, int64_t bytes) {
+  if (bytes > INT_MAX) fatalf("ppermute: %lld bytes are too many for one MPI call", (long long)bytes);
+  check(MPI_Sendrecv(send, to < 0 ? 0 : (int)bytes, MPI_BYTE, to < 0 ? MPI_PROC_NULL : to, 0, recv,
+                     from < 0 ? 0 : (int)bytes, MPI_BYTE, from < 0 ? MPI_PROC_NULL : from, 0, group_comm(g, key),
+                     MPI_STATUS_IGNORE),
+        "ppermute between ranks (MPI_Sendrecv)");
 }
 
 void allgather_bytes(const void *mine, const std::vector<int64_t> &counts, void *all) {
