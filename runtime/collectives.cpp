@@ -271,6 +271,12 @@ void shm_all_gather(shm_device *dev, int32_t dtype, const void *in, void *out, i
   const int64_t es = dtype_size(dtype);
   const int64_t outer = prod(in_shape, 0, axis), inner = prod(in_shape, axis, rank) * es;
   publish(dev, in, out, outer * inner, kAllGather, axes, naxes);
+  if (direct(dev) && outer == 1 && out) {  // gathered along the first axis: in place
+    std::memcpy((char *)out + g.me * inner, in, (size_t)inner);
+    group_allgatherv(g, comm_key(dev, axes, naxes), out, std::vector<int64_t>((size_t)g.n, inner));
+    finish(dev, kAllGather, 0, (int64_t)(g.n - 1) * outer * inner);
+    return;
+  }
   if (direct(dev)) {  // every member's input (MPI_Allgatherv), then into place along the axis
     std::vector<char> all((size_t)(g.n * outer * inner));
     std::memcpy(all.data() + g.me * outer * inner, in, (size_t)(outer * inner));
@@ -400,14 +406,17 @@ void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, i
     const int64_t part = block_elems * es;
     int64_t packed[kMaxRank];
     row_major_strides(brank, bshape, packed);
-    std::vector<char> send((size_t)(g.n * part)), parts((size_t)(g.n * part));
+    // (split and concatenated along the first axis, the blocks are already packed in place)
+    const bool send_in_place = tiled && split_axis == 0, receive_in_place = tiled && concat_axis == 0;
+    std::vector<char> send(send_in_place ? 0 : (size_t)(g.n * part)), parts(receive_in_place ? 0 : (size_t)(g.n * part));
     const int64_t step = tiled ? bshape[split_axis] * in_str[split_axis] : in_str[split_axis];
-    for (int k = 0; k < g.n; ++k)
+    for (int k = 0; k < g.n && !send_in_place; ++k)
       copy_strided(es, brank, bshape, (const char *)in + (src_off - g.me * step + k * step) * es, bsrc,
                    send.data() + k * part, packed);
     const std::vector<int64_t> parts_bytes((size_t)g.n, part);
-    group_alltoallv(g, comm_key(dev, axes, naxes), send.data(), parts_bytes, parts.data(), parts_bytes);
-    for (int j = 0; j < g.n; ++j)
+    group_alltoallv(g, comm_key(dev, axes, naxes), send_in_place ? in : send.data(), parts_bytes,
+                    receive_in_place ? out : parts.data(), parts_bytes);
+    for (int j = 0; j < g.n && !receive_in_place; ++j)
       copy_strided(es, brank, bshape, parts.data() + j * part, packed, (char *)out + j * dst_step * es, bdst);
     finish(dev, kAllToAll, 0, (int64_t)(g.n - 1) * block_elems * es);
     return;

@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""Issue 12's benchmark: each collective through shmapc's MPI backend against the same
+collective written by hand with MPI (collectives_mpi.c: MPI_Allreduce, MPI_Allgather,
+MPI_Reduce_scatter_block, MPI_Alltoall, MPI_Sendrecv), timed in the same run. A shmapc program
+runs the collective `steps` times inside one shmap (so the time is the collective's, not the
+shmap call's), each step's result scaled by 0.5 and fed to the next, on N f32 per rank; the
+time per step is (time of S2 steps - time of S1 steps) / (S2 - S1), the best of --repeats.
+Prints microseconds per step and the ratio shmapc / hand-written, whose target is <= 1.1x.
+
+    python3 bench/mpi/run.py --shmapc build/compiler/shmapc [--ranks 2] [--n 262144]"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from common import parser  # noqa: E402
+
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1"]
+
+
+def step(kind, r, n):
+    """The collective on x (f32[n] per device) and the next x (f32[n]) from its result y."""
+    ring = ", ".join("(%d, %d)" % (i, (i + 1) % r) for i in range(r))
+    return {
+        "psum": ('psum(x, "i")', "y"),
+        "all_gather": ('all_gather(x[0:%d], "i", axis=0, tiled=true)' % (n // r), "y"),
+        "psum_scatter": ('psum_scatter(x, "i", scatter_dimension=0, tiled=true)',
+                         "concatenate([%s], axis=0)" % ", ".join(["y"] * r)),
+        "all_to_all": ('all_to_all(x, "i", 0, 0, tiled=true)', "y"),
+        "ppermute": ('ppermute(x, "i", perm=[%s])' % ring, "y"),
+    }[kind]
+
+
+def program(kind, r, n):
+    collective, nxt = step(kind, r, n)
+    return """arg steps: i32 = 10;
+mesh m = <["i"={r}]>;
+
+@shmap(mesh=m, in_specs=(P("i"), P()), out_specs=P("i"))
+def bench(x0: f32[{n}], count: i32[]) -> f32[{n}] {{
+  let x = x0;
+  let s = 0;
+  while s < count {{
+    let y = {collective};
+    x = {nxt} * 0.5;
+    s = s + 1;
+  }}
+  return x;
+}}
+
+def main() {{
+  let x = iota(f32[{total}]) * 0.001;
+  print("sum", sum(bench(x, steps)));
+}}
+""".format(r=r, n=n, total=r * n, collective=collective, nxt=nxt)
+
+
+def best(cmd, repeats):
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def per_step(cmd_for, s1, s2, repeats):
+    return (best(cmd_for(s2), repeats) - best(cmd_for(s1), repeats)) / (s2 - s1)
+
+
+def main():
+    ap = parser(__doc__)
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--n", type=int, default=1 << 18)
+    ap.add_argument("--steps", type=int, default=200)
+    a = ap.parse_args()
+    r, n = a.ranks, a.n
+    print("collectives over %d MPI ranks, %d f32 per rank (microseconds per step, best of %d)" % (r, n, a.repeats))
+    print("%-14s %12s %14s %8s %8s" % ("", "shmapc --mpi", "hand-written", "ratio", "target"))
+    with tempfile.TemporaryDirectory() as tmp:
+        cexe = os.path.join(tmp, "collectives_mpi")
+        subprocess.run(["mpicc", "-O3", "-march=native", os.path.join(HERE, "collectives_mpi.c"), "-o", cexe], check=True)
+        for kind in ("psum", "all_gather", "psum_scatter", "all_to_all", "ppermute"):
+            src = os.path.join(tmp, kind + ".smp")
+            with open(src, "w") as f:
+                f.write(program(kind, r, n))
+            exe = os.path.join(tmp, kind)
+            subprocess.run([a.shmapc, "compile", src, "--mpi", "-o", exe], check=True)
+            s = per_step(lambda k: MPIRUN + ["-np", str(r), exe, "--steps=%d" % k], 10, 10 + a.steps, a.repeats)
+            c = per_step(lambda k: MPIRUN + ["-np", str(r), cexe, kind, str(n), str(k)], 10, 10 + a.steps,
+                         a.repeats)
+            print("%-14s %12.1f %14.1f %7.2fx %8s" % (kind, s * 1e6, c * 1e6, s / c, "<= 1.1x"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
