@@ -66,6 +66,17 @@ void finish(shm_device *dev, int kind, int64_t sent, int64_t received) {
   dev->call->barrier.arrive_and_wait();
 }
 
+// A buffer for a collective's data between ranks, from the runtime's block cache (reused
+// every step, and not zeroed as a std::vector would be).
+struct Scratch {
+  char *p;
+  explicit Scratch(int64_t bytes) : p((char *)shm_alloc(bytes)) {}
+  ~Scratch() { shm_free(p); }
+  Scratch(const Scratch &) = delete;
+  Scratch &operator=(const Scratch &) = delete;
+  char *data() const { return p; }
+};
+
 const void *in_of(shm_device *dev, const Group &g, int j) {
   return dev->call->slots[(size_t)g.member[(size_t)j]].in;
 }
@@ -185,7 +196,7 @@ void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char
     // order as above, and the reduced chunks go to every member (MPI_Allgatherv).
     std::vector<int64_t> chunk((size_t)g.n), mine((size_t)g.n, (hi - lo) * es);
     for (int r = 0; r < g.n; ++r) chunk[(size_t)r] = (n * (r + 1) / g.n - n * r / g.n) * es;
-    std::vector<char> parts((size_t)(g.n * (hi - lo) * es));
+    Scratch parts(g.n * (hi - lo) * es);
     group_alltoallv(g, comm_key(dev, axes, naxes), in, chunk, parts.data(), mine);
     char *result = out ? (char *)out : (char *)shm_alloc(n * es);
     for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = parts.data() + j * (hi - lo) * es;
@@ -278,7 +289,7 @@ void shm_all_gather(shm_device *dev, int32_t dtype, const void *in, void *out, i
     return;
   }
   if (direct(dev)) {  // every member's input (MPI_Allgatherv), then into place along the axis
-    std::vector<char> all((size_t)(g.n * outer * inner));
+    Scratch all(g.n * outer * inner);
     std::memcpy(all.data() + g.me * outer * inner, in, (size_t)(outer * inner));
     group_allgatherv(g, comm_key(dev, axes, naxes), all.data(), std::vector<int64_t>((size_t)g.n, outer * inner));
     for (int j = 0; j < g.n && out; ++j)
@@ -320,7 +331,7 @@ void shm_psum_scatter(shm_device *dev, int32_t dtype, const void *in, void *out,
     // Member k gets [:, k, :] of every member's input (packed, MPI_Alltoallv) and folds them
     // in member order.
     const int64_t part = outer * blk * es;
-    std::vector<char> send((size_t)(g.n * part)), parts((size_t)(g.n * part));
+    Scratch send(g.n * part), parts(g.n * part);
     for (int k = 0; k < g.n; ++k)
       for (int64_t o = 0; o < outer; ++o)
         std::memcpy(send.data() + k * part + o * blk * es, (const char *)in + (o * g.n + k) * blk * es,
@@ -408,7 +419,7 @@ void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, i
     row_major_strides(brank, bshape, packed);
     // (split and concatenated along the first axis, the blocks are already packed in place)
     const bool send_in_place = tiled && split_axis == 0, receive_in_place = tiled && concat_axis == 0;
-    std::vector<char> send(send_in_place ? 0 : (size_t)(g.n * part)), parts(receive_in_place ? 0 : (size_t)(g.n * part));
+    Scratch send(send_in_place ? 0 : g.n * part), parts(receive_in_place ? 0 : g.n * part);
     const int64_t step = tiled ? bshape[split_axis] * in_str[split_axis] : in_str[split_axis];
     for (int k = 0; k < g.n && !send_in_place; ++k)
       copy_strided(es, brank, bshape, (const char *)in + (src_off - g.me * step + k * step) * es, bsrc,
