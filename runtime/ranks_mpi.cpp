@@ -15,8 +15,10 @@
 #include <cstring>
 #include <mpi.h>
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 
 // The device counts of the meshes the program's shmaps use (emitted by shmapc; absent
 // without any).
@@ -110,6 +112,9 @@ void check_layout() {
 
 void ranks_finish() { MPI_Finalize(); }
 void ranks_abort(int code) {
+  // An error in host code happens on every rank at once: the others give rank 0 (which writes
+  // the program's output, flushed before this) a moment to report first, as one process would.
+  if (g_rank != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }
