@@ -6,6 +6,8 @@ runs the collective `steps` times inside one shmap (so the time is the collectiv
 shmap call's), each step's result scaled by 0.5 and fed to the next, on N f32 per rank; the
 time per step is (time of S2 steps - time of S1 steps) / (S2 - S1), the best of --repeats.
 Prints microseconds per step and the ratio shmapc / hand-written, whose target is <= 1.1x.
+Then the MLP training step of bench/train_step on meshes of 1, 2 and 4 devices, as that many
+MPI ranks and as threads of one process.
 
     python3 bench/mpi/run.py --shmapc build/compiler/shmapc [--ranks 2] [--n 262144]"""
 import os
@@ -17,6 +19,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from common import parser  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "train_step"))
+from run import PROGRAM as MLP  # noqa: E402  (bench/train_step/run.py)
 
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1"]
 
@@ -93,6 +97,18 @@ def main():
             c = per_step(lambda k: MPIRUN + ["-np", str(r), cexe, kind, str(n), str(k)], 10, 10 + a.steps,
                          a.repeats)
             print("%-14s %12.1f %14.1f %7.2fx %8s" % (kind, s * 1e6, c * 1e6, s / c, "<= 1.1x"))
+        print()
+        print("MLP training step (bench/train_step), ms per step: a mesh of N as N MPI ranks / as N threads")
+        for m in (1, 2, 4):
+            src = os.path.join(tmp, "mlp%d.smp" % m)
+            with open(src, "w") as f:
+                f.write(MLP.format(n=m, rows=256 // m))
+            threads, ranks = os.path.join(tmp, "mlp%d" % m), os.path.join(tmp, "mlp%d_mpi" % m)
+            subprocess.run([a.shmapc, "compile", src, "-o", threads], check=True)
+            subprocess.run([a.shmapc, "compile", src, "--mpi", "-o", ranks], check=True)
+            t = per_step(lambda k: [threads, "--steps=%d" % k], 2, 22, a.repeats)
+            q = per_step(lambda k: MPIRUN + ["-np", str(m), ranks, "--steps=%d" % k], 2, 22, a.repeats)
+            print("%-8d %10.2f ranks %10.2f threads %7.2fx" % (m, q * 1e3, t * 1e3, q / t))
 
 
 if __name__ == "__main__":
