@@ -7,6 +7,7 @@
 #include "shmap_runtime.h"
 #include "util.h"
 
+#include <algorithm>
 #include <immintrin.h>
 #include <thread>
 
@@ -85,6 +86,7 @@ struct ArrayPlan {
   bool whole = true;                  // no dimension split: the block is the global array
   bool contiguous = true;             // every device's block is one run of the global array
   bool collective_only = false;       // written only by an all-reduce or all_gather (SHM_OUT_...)
+  bool same_elsewhere = false;        // SHM_OUT_SAME_ELSEWHERE
   int64_t block_bytes = 0;
 };
 
@@ -133,6 +135,7 @@ ArrayPlan plan_array(const MeshCall &c, const shm_array_desc &d, const char *kin
   }
   p.block_bytes = num_elements(p.rank, p.bshape) * p.esize;
   p.collective_only = (d.flags & SHM_OUT_COLLECTIVE_ONLY) != 0;
+  p.same_elsewhere = (d.flags & SHM_OUT_SAME_ELSEWHERE) != 0;
   return p;
 }
 
@@ -152,6 +155,44 @@ bool is_writer(const ArrayPlan &p, const MeshCall &c, const int64_t *coords) {
   for (int32_t a = 0; a < c.mesh_rank; ++a)
     if (!p.mentioned[a] && coords[a] != 0) return false;
   return true;
+}
+
+void coords_of(const MeshCall &c, int64_t id, int64_t *coords) {
+  for (int32_t a = c.mesh_rank - 1; a >= 0; --a) {
+    coords[a] = id % c.sizes[a];
+    id /= c.sizes[a];
+  }
+}
+
+// Under MPI, a block the same on every device along the unmentioned axes (SHM_OUT_SAME_ELSEWHERE)
+// is written on each rank that has one of those devices, by the first of them: the rank then
+// needs no copy of it from the writer's rank. Otherwise the writer above.
+bool writes_block(const ArrayPlan &p, const MeshCall &c, const shm_device &dev) {
+  if (!p.same_elsewhere || c.nlocal == c.ndev) return is_writer(p, c, dev.coords);
+  const int64_t mine = block_offset(p, c, dev.coords);
+  int64_t coords[kMaxMeshRank];
+  for (int64_t id = c.first; id < dev.id; ++id) {
+    coords_of(c, id, coords);
+    if (block_offset(p, c, coords) == mine) return false;
+  }
+  return true;
+}
+
+// Whether this rank's devices hold every block of a SHM_OUT_SAME_ELSEWHERE output (a
+// replicated one, say), so the ranks need not exchange it.
+bool all_blocks_local(const ArrayPlan &p, const MeshCall &c) {
+  if (!p.same_elsewhere) return false;
+  int64_t blocks = 1;
+  for (int32_t a = 0; a < c.mesh_rank; ++a)
+    if (p.mentioned[a]) blocks *= c.sizes[a];
+  std::vector<int64_t> offsets;
+  int64_t coords[kMaxMeshRank];
+  for (int64_t id = c.first; id < c.first + c.nlocal; ++id) {
+    coords_of(c, id, coords);
+    offsets.push_back(block_offset(p, c, coords));
+  }
+  std::sort(offsets.begin(), offsets.end());
+  return (int64_t)(std::unique(offsets.begin(), offsets.end()) - offsets.begin()) == blocks;
 }
 
 void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<ArrayPlan> &inp,
@@ -181,10 +222,11 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
     const ArrayPlan &p = outp[i];
     // The writer of a block that is one run of the global array (all of it, for an unsplit
     // output) produces it in place; the blocks of different writers are disjoint.
-    out_direct[i] = p.contiguous && is_writer(p, c, dev.coords);
+    const bool writer = writes_block(p, c, dev);
+    out_direct[i] = p.contiguous && writer;
     if (out_direct[i])
       bout[i] = (char *)outs[i] + block_offset(p, c, dev.coords) * p.esize;
-    else if (p.collective_only && !is_writer(p, c, dev.coords))
+    else if (p.collective_only && !writer)
       bout[i] = nullptr;  // the collective skips this device (SHM_OUT_COLLECTIVE_ONLY)
     else
       bout[i] = shm_alloc(p.block_bytes);
@@ -193,7 +235,7 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
   for (size_t i = 0; i < outp.size(); ++i) {
     const ArrayPlan &p = outp[i];
     if (out_direct[i] || !bout[i]) continue;
-    if (is_writer(p, c, dev.coords)) {
+    if (writes_block(p, c, dev)) {
       char *dst = (char *)outs[i] + block_offset(p, c, dev.coords) * p.esize;
       copy_strided(p.esize, p.rank, p.bshape, bout[i], p.bstrides, dst, p.gstrides);
     }
@@ -208,18 +250,12 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
 // rank holds the whole array for the host code that runs on all of them.
 void share_output(const MeshCall &c, const ArrayPlan &p, void *out) {
   if (p.block_bytes == 0) return;
-  auto coords_of = [&](int64_t id, int64_t *coords) {
-    for (int32_t a = c.mesh_rank - 1; a >= 0; --a) {
-      coords[a] = id % c.sizes[a];
-      id /= c.sizes[a];
-    }
-  };
   const int ranks = rank_count(), per_rank = c.ndev / ranks;
   std::vector<int64_t> counts((size_t)ranks, 0);
   std::vector<int64_t> writers;  // in device order, so in rank order
   int64_t coords[kMaxMeshRank];
   for (int64_t id = 0; id < c.ndev; ++id) {
-    coords_of(id, coords);
+    coords_of(c, id, coords);
     if (!is_writer(p, c, coords)) continue;
     writers.push_back(id);
     counts[(size_t)(id / per_rank)] += p.block_bytes;
@@ -228,7 +264,7 @@ void share_output(const MeshCall &c, const ArrayPlan &p, void *out) {
   char *at = mine.data();
   for (int64_t id : writers) {
     if (id < c.first || id >= c.first + c.nlocal) continue;
-    coords_of(id, coords);
+    coords_of(c, id, coords);
     copy_strided(p.esize, p.rank, p.bshape, (const char *)out + block_offset(p, c, coords) * p.esize, p.gstrides,
                  at, p.bstrides);
     at += p.block_bytes;
@@ -236,7 +272,7 @@ void share_output(const MeshCall &c, const ArrayPlan &p, void *out) {
   allgather_bytes(mine.data(), counts, all.data());
   for (size_t w = 0; w < writers.size(); ++w) {
     if (writers[w] >= c.first && writers[w] < c.first + c.nlocal) continue;
-    coords_of(writers[w], coords);
+    coords_of(c, writers[w], coords);
     copy_strided(p.esize, p.rank, p.bshape, all.data() + w * p.block_bytes, p.bstrides,
                  (char *)out + block_offset(p, c, coords) * p.esize, p.gstrides);
   }
@@ -293,6 +329,7 @@ extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
   // The threads have finished (run_on_threads synchronises with them): merge their counters.
   for (const shm_device &d : devs) stats_merge(d.stats);
   if (nlocal < ndev)
-    for (size_t i = 0; i < outp.size(); ++i) share_output(call, outp[i], outs[i]);
+    for (size_t i = 0; i < outp.size(); ++i)
+      if (!all_blocks_local(outp[i], call)) share_output(call, outp[i], outs[i]);
   SHM_GUARD_END("shm_run_shmap")
 }

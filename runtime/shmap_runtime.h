@@ -46,7 +46,7 @@ typedef struct {
   const int64_t *shape;   /* global shape */
   int32_t dtype;
   const int32_t *spec;    /* encoded partition spec, see above */
-  int32_t flags;          /* outputs: SHM_OUT_COLLECTIVE_ONLY or 0 */
+  int32_t flags;          /* outputs: SHM_OUT_COLLECTIVE_ONLY | SHM_OUT_SAME_ELSEWHERE, or 0 */
 } shm_array_desc;
 
 /* An output the body writes only as the result of an all-reduce (shm_psum, shm_pmax,
@@ -54,6 +54,10 @@ typedef struct {
  * writer, see above) gets a null buffer for it, and the collective then gives that device
  * nothing, so the mesh holds the result once per writer instead of once per device. */
 enum { SHM_OUT_COLLECTIVE_ONLY = 1 };
+/* An output whose blocks are the same on every device that differs only along the mesh axes
+ * its spec leaves out (the variance checker proved it: check_vma on). Under MPI each rank then
+ * takes such a block from one of its own devices instead of from the writer's rank. */
+enum { SHM_OUT_SAME_ELSEWHERE = 2 };
 
 void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes, const char *const *axis_names,
                    shm_fn body, int32_t nin, void **ins, const shm_array_desc *in_descs,

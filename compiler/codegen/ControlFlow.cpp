@@ -96,6 +96,7 @@ bool FuncEmitter::emitShmap(const ir::Eqn &e) {
       const ir::Type &t = vals[i]->type;
       if ((int64_t)specs[i].dims.size() > t.rank()) ok = false;
       int flags = outputs && writtenOnlyByCollective(body, i) ? 1 /* SHM_OUT_COLLECTIVE_ONLY */ : 0;
+      if (outputs && body.checkVma) flags |= 2;  // SHM_OUT_SAME_ELSEWHERE (CheckOutSpecs proved it)
       elems.push_back(llvm::ConstantStruct::get(
           descTy, {llvm::ConstantInt::get(me.i32Ty, t.rank()),
                    me.i64Array(t.shape), llvm::ConstantInt::get(me.i32Ty, (int)t.dtype),
