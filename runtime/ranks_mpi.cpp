@@ -9,14 +9,14 @@
 #include "stats.h"
 #include "util.h"
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mpi.h>
-#include <algorithm>
-#include <chrono>
 #include <map>
+#include <mpi.h>
 #include <string>
 #include <thread>
 
