@@ -137,6 +137,20 @@ public:
   // Whether an eqn can be computed inside a fused element-wise loop (Elementwise.cpp).
   static bool isFusible(const ir::Eqn &e);
   static bool readsAtOwnIndex(const ir::Eqn &e);
+  // Fusion groups, and what writing in place over a value needs (FuncEmitter.cpp).
+  static std::unordered_map<const ir::Value *, size_t> lastReads(const ir::Func &f);
+  static std::vector<int> fusionGroups(const ir::Func &f, const std::unordered_map<const ir::Value *, size_t> &lastRead,
+                                       std::vector<std::pair<size_t, size_t>> &groups);
+  static std::unordered_set<const ir::Value *> renamedValues(const ir::Func &f);
+  static bool overwritable(const ir::Func &f, size_t first, size_t last, size_t i, const ir::Value *x,
+                           const std::unordered_map<const ir::Value *, size_t> &lastRead,
+                           const std::unordered_set<const ir::Value *> &renamed);
+  // ControlFlow.cpp: which carries of a while body it may update in place
+  static std::vector<bool> carriesInPlace(const ir::Func &body);
+  // A splat constant that a fused loop recomputes where it reads it: it has no buffer there.
+  bool recomputedInLoops(const ir::Value *v) const {
+    return splatConstants_.count(v) && storage(v).kind == StorageKind::Fused;
+  }
 
   const Storage &storage(const ir::Value *v) const { return storage_.at(v); }
   // The value whose buffer `v` uses (itself unless an Alias).
@@ -149,13 +163,6 @@ private:
   void planArena(const std::vector<int> &groupOf);
   const ir::Value *donor(size_t i, const ir::Value *v, const std::vector<int> &groupOf,
                          const std::unordered_map<const ir::Value *, size_t> &lastRead);
-public:
-  static std::unordered_map<const ir::Value *, size_t> lastReads(const ir::Func &f);
-  static std::vector<int> fusionGroups(const ir::Func &f, const std::unordered_map<const ir::Value *, size_t> &lastRead,
-                                       std::vector<std::pair<size_t, size_t>> &groups);
-  // ControlFlow.cpp: which carries of a while body it may update in place
-  static std::vector<bool> carriesInPlace(const ir::Func &body);
-private:
   void emitResults();
 
   llvm::IRBuilder<> entry_;  // inserts allocas at the top of the entry block
@@ -171,12 +178,6 @@ private:
   std::unordered_map<const ir::Value *, const ir::Eqn *> splatConstants_;
   std::unordered_set<const ir::Value *> renamed_;  // inputs of a reshape / pbroadcast (another name for their bytes)
   std::unordered_set<const ir::Value *> donated_;  // whose bytes an InPlace value took
-public:
-  // A splat constant that a fused loop recomputes where it reads it: it has no buffer there.
-  bool recomputedInLoops(const ir::Value *v) const {
-    return splatConstants_.count(v) && storage(v).kind == StorageKind::Fused;
-  }
-private:
   std::vector<llvm::Value *> scratch_;             // heap scratch, freed before returning
 };
 

@@ -172,22 +172,19 @@ bool FuncEmitter::emitLoop(const ir::Eqn &e) {
   return true;
 }
 
-// Carries are double-buffered as in emitLoop, but the trip count is known only at run time:
-// set A is the loop's own output buffers, set B scratch; the parity of the iteration count says
-// which holds the final carries, and one copy moves them into A when it is B.
 // A loop carry updated in place: the while body writes its new value over the old one, which
 // dies in the same fused loop (`w = w - lr * g`), so the loop keeps one buffer for the carry
 // where it would alternate between two (half the memory of a training loop's parameters and
 // optimizer state). Per carry j (param consts + j, result j): the result is computed by a
-// fused loop that reads the param only element-wise, first at or before computing the result,
-// and nothing reads the param after that loop; the param has no other name (reshape,
-// pbroadcast) and is not itself a result, and the result is returned once.
+// fused loop that may overwrite the param (overwritable), the param is not itself a result,
+// and the result is returned once.
 std::vector<bool> FuncEmitter::carriesInPlace(const ir::Func &body) {
   const size_t numCarries = body.results.size(), numConsts = body.params.size() - numCarries;
   std::vector<bool> inPlace(numCarries, false);
   std::unordered_map<const ir::Value *, size_t> lastRead = lastReads(body);
   std::vector<std::pair<size_t, size_t>> groups;
   std::vector<int> groupOf = fusionGroups(body, lastRead, groups);
+  const std::unordered_set<const ir::Value *> renamed = renamedValues(body);
   std::unordered_map<const ir::Value *, size_t> definedBy, timesReturned;
   for (size_t i = 0; i < body.eqns.size(); ++i)
     for (const ir::Value *v : body.eqns[i].outs) definedBy[v] = i;
@@ -199,22 +196,14 @@ std::vector<bool> FuncEmitter::carriesInPlace(const ir::Func &body) {
         r->type.numElements() <= 1)
       continue;
     const auto &[first, last] = groups[(size_t)groupOf[def->second]];
-    bool ok = true, readInGroup = false;
-    for (size_t k = 0; k < body.eqns.size() && ok; ++k)
-      for (const ir::Value *x : body.eqns[k].ins) {
-        if (x != p) continue;
-        const ir::Prim prim = body.eqns[k].prim;
-        if (prim == ir::Prim::Reshape || prim == ir::Prim::Pbroadcast || k > last) ok = false;
-        if (k >= first && k <= last) {
-          if (!readsAtOwnIndex(body.eqns[k]) || (!readInGroup && k > def->second)) ok = false;
-          readInGroup = true;
-        }
-      }
-    inPlace[j] = ok;
+    inPlace[j] = overwritable(body, first, last, def->second, p, lastRead, renamed);
   }
   return inPlace;
 }
 
+// Carries are double-buffered as in emitLoop, but the trip count is known only at run time:
+// set A is the loop's own output buffers, set B scratch; the parity of the iteration count says
+// which holds the final carries, and one copy moves them into A when it is B.
 bool FuncEmitter::emitWhile(const ir::Eqn &e) {
   if (e.bodies.size() != 2) return fail("while: expected a predicate and a body");
   int64_t numConsts = e.intParam("num_consts");

@@ -97,13 +97,14 @@ std::vector<int> FuncEmitter::fusionGroups(const ir::Func &f, const std::unorder
   // against 1.66 at 256^2), so a group of nothing but transposes (and splats) is no group.
   std::vector<std::pair<size_t, size_t>> kept;
   for (const auto &[first, last] : groups) {
-    bool onlyTransposes = true;
-    for (size_t i = first; i <= last; ++i)
+    bool anyTranspose = false, onlyTransposes = true;
+    for (size_t i = first; i <= last; ++i) {
+      anyTranspose = anyTranspose || f.eqns[i].prim == ir::Prim::Transpose;
       onlyTransposes = onlyTransposes && (f.eqns[i].prim == ir::Prim::Transpose || f.eqns[i].prim == ir::Prim::Constant);
-    bool anyTranspose = false;
-    for (size_t i = first; i <= last; ++i) anyTranspose = anyTranspose || f.eqns[i].prim == ir::Prim::Transpose;
-    for (size_t i = first; i <= last; ++i) groupOf[i] = onlyTransposes && anyTranspose ? -1 : (int)kept.size();
-    if (!(onlyTransposes && anyTranspose)) kept.push_back({first, last});
+    }
+    const bool lone = anyTranspose && onlyTransposes;
+    for (size_t i = first; i <= last; ++i) groupOf[i] = lone ? -1 : (int)kept.size();
+    if (!lone) kept.push_back({first, last});
   }
   groups = std::move(kept);
   return groupOf;
@@ -128,10 +129,9 @@ void FuncEmitter::plan() {
 
   std::unordered_map<const ir::Value *, size_t> lastRead = lastReads(f);
   std::vector<int> groupOf = fusionGroups(f, lastRead, groups_);
-  for (const ir::Eqn &e : f.eqns) {
+  renamed_ = renamedValues(f);
+  for (const ir::Eqn &e : f.eqns)
     if (e.prim == ir::Prim::Constant && isFusible(e)) splatConstants_[e.outs[0]] = &e;
-    if (e.prim == ir::Prim::Reshape || e.prim == ir::Prim::Pbroadcast) renamed_.insert(e.ins[0]);
-  }
   // A value computed in a group needs a buffer only if something outside the group reads it.
   // A splat constant read by another fused loop does not count: that loop recomputes it, so
   // the constants a forward pass shares with its backward pass (`y * 1.0001` and the
@@ -172,14 +172,39 @@ void FuncEmitter::plan() {
   planArena(groupOf);
 }
 
+// The values a reshape or pbroadcast gives another name for their bytes.
+std::unordered_set<const ir::Value *> FuncEmitter::renamedValues(const ir::Func &f) {
+  std::unordered_set<const ir::Value *> renamed;
+  for (const ir::Eqn &e : f.eqns)
+    if (e.prim == ir::Prim::Reshape || e.prim == ir::Prim::Pbroadcast) renamed.insert(e.ins[0]);
+  return renamed;
+}
+
+// Whether the fused loop of eqns [first, last] may write the value eqn i computes over the
+// bytes of x. The loop writes element j after reading element j of x, so it is safe when no
+// eqn reads x after the loop, the loop reads x only at its own index (not through a broadcast
+// or a transpose), first at or before eqn i (an iteration loads each input once, at its first
+// use), and x has no other name (a reshape or pbroadcast of it). Used for values in the arena
+// (donor) and for while carries (carriesInPlace).
+bool FuncEmitter::overwritable(const ir::Func &f, size_t first, size_t last, size_t i, const ir::Value *x,
+                               const std::unordered_map<const ir::Value *, size_t> &lastRead,
+                               const std::unordered_set<const ir::Value *> &renamed) {
+  auto lr = lastRead.find(x);
+  if ((lr != lastRead.end() && lr->second > last) || renamed.count(x)) return false;
+  bool read = false;
+  for (size_t k = first; k <= last; ++k)
+    for (const ir::Value *y : f.eqns[k].ins) {
+      if (y != x) continue;
+      if (!readsAtOwnIndex(f.eqns[k]) || (!read && k > i)) return false;
+      read = true;
+    }
+  return true;
+}
+
 // In place: the value `v` that eqn i of a fused group stores may take the bytes of an input of
 // the group that dies there (`w = w - lr * g`: w's bytes become the new w's), which saves a
-// buffer and a pass of cache misses. The loop writes element j of v after reading element j
-// of the input and never reads the input at another index, so this is safe when the input is
-// an arena value (or itself in place) of v's size that no eqn reads after the group, read in the group only
-// element-wise (not through a broadcast, not a one-element value) and first read at or before
-// eqn i (a loop iteration loads each input once, at its first use), with no other name for
-// its bytes (a reshape or pbroadcast of it) and not already taken by another value.
+// buffer and a pass of cache misses: an arena value (or itself in place) of v's size, not a
+// one-element value, that the loop may overwrite (overwritable) and that no other value took.
 const ir::Value *FuncEmitter::donor(size_t i, const ir::Value *v, const std::vector<int> &groupOf,
                                     const std::unordered_map<const ir::Value *, size_t> &lastRead) {
   const auto &[first, last] = groups_[(size_t)groupOf[i]];
@@ -192,13 +217,7 @@ const ir::Value *FuncEmitter::donor(size_t i, const ir::Value *v, const std::vec
           (st->second.kind != StorageKind::Heap && st->second.kind != StorageKind::InPlace))
         continue;
       if (x->type.numElements() != n || x->type.byteSize() != v->type.byteSize()) continue;
-      auto lr = lastRead.find(x);
-      if (lr == lastRead.end() || lr->second > last || renamed_.count(x)) continue;
-      bool elementwise = true;
-      for (size_t j = first; j <= last && elementwise; ++j)
-        for (const ir::Value *y : f.eqns[j].ins)
-          elementwise = elementwise && !(y == x && !readsAtOwnIndex(f.eqns[j]));
-      if (!elementwise) continue;
+      if (!overwritable(f, first, last, i, x, lastRead, renamed_)) continue;
       donated_.insert(x);
       return x;
     }
