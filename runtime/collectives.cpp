@@ -41,9 +41,9 @@ int64_t axis_bits(const int32_t *axes, int32_t naxes) {
   return bits;
 }
 
-// `bytes`: the size of every device's input; `kind`, `axes`: what the collective is. Under MPI with devices on other ranks, their
-// inputs are then copied to this rank (exchange_inputs, by the first local device) and read
-// from there; nothing writes into a remote device's buffers.
+// `bytes`: the size of every device's input; `kind`, `axes`: what the collective is. Under MPI
+// with devices on other ranks, their inputs are then copied to this rank (exchange_inputs, by
+// the first local device) and read from there; nothing writes into a remote device's buffers.
 void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind, const int32_t *axes,
              int32_t naxes) {
   MeshCall &c = *dev->call;
@@ -188,24 +188,25 @@ void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char
   // with no output (SHM_OUT_COLLECTIVE_ONLY: its result is not used) still reduces its chunk,
   // into scratch, for the others, and receives nothing.
   const int64_t lo = n * g.me / g.n, hi = n * (g.me + 1) / g.n;
-  std::vector<const void *> srcs((size_t)g.n);
-  for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = in_of(dev, g, j);
   const int64_t moved = (int64_t)(g.n - 1) * (hi - lo) * es;
+  std::vector<const void *> srcs((size_t)g.n);
   if (direct(dev)) {
     // Member r reduces chunk r of every member's input (MPI_Alltoallv brings them), in member
-    // order as above, and the reduced chunks go to every member (MPI_Allgatherv).
+    // order as below, and the reduced chunks go to every member (MPI_Allgatherv).
+    const std::vector<int64_t> key = comm_key(dev, axes, naxes);
     std::vector<int64_t> chunk((size_t)g.n), mine((size_t)g.n, (hi - lo) * es);
     for (int r = 0; r < g.n; ++r) chunk[(size_t)r] = (n * (r + 1) / g.n - n * r / g.n) * es;
     Scratch parts(g.n * (hi - lo) * es);
-    group_alltoallv(g, comm_key(dev, axes, naxes), in, chunk, parts.data(), mine);
+    group_alltoallv(g, key, in, chunk, parts.data(), mine);
     char *result = out ? (char *)out : (char *)shm_alloc(n * es);
     for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = parts.data() + j * (hi - lo) * es;
     if (hi > lo) fold(dtype, op, g.n, srcs.data(), 0, result + lo * es, hi - lo);
-    group_allgatherv(g, comm_key(dev, axes, naxes), result, chunk);
+    group_allgatherv(g, key, result, chunk);
     if (!out) shm_free(result);
     finish(dev, kind, moved, moved);
     return;
   }
+  for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = in_of(dev, g, j);
   if (dev->call->nlocal < dev->call->ndev) {
     // Devices on several ranks: each folds every chunk into its own output, in the same order
     // (so the same bits as one process), from the inputs copied to its rank.

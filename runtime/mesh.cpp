@@ -157,6 +157,7 @@ bool is_writer(const ArrayPlan &p, const MeshCall &c, const int64_t *coords) {
   return true;
 }
 
+// A device's coordinates: the digits of its id, row-major over the mesh axes.
 void coords_of(const MeshCall &c, int64_t id, int64_t *coords) {
   for (int32_t a = c.mesh_rank - 1; a >= 0; --a) {
     coords[a] = id % c.sizes[a];
@@ -250,15 +251,14 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
 // rank holds the whole array for the host code that runs on all of them.
 void share_output(const MeshCall &c, const ArrayPlan &p, void *out) {
   if (p.block_bytes == 0) return;
-  const int ranks = rank_count(), per_rank = c.ndev / ranks;
-  std::vector<int64_t> counts((size_t)ranks, 0);
+  std::vector<int64_t> counts((size_t)rank_count(), 0);
   std::vector<int64_t> writers;  // in device order, so in rank order
   int64_t coords[kMaxMeshRank];
   for (int64_t id = 0; id < c.ndev; ++id) {
     coords_of(c, id, coords);
     if (!is_writer(p, c, coords)) continue;
     writers.push_back(id);
-    counts[(size_t)(id / per_rank)] += p.block_bytes;
+    counts[(size_t)(id / c.nlocal)] += p.block_bytes;  // (every rank runs nlocal devices)
   }
   std::vector<char> mine((size_t)counts[(size_t)rank_id()]), all((size_t)p.block_bytes * writers.size());
   char *at = mine.data();
@@ -315,11 +315,7 @@ extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
     shm_device &d = devs[(size_t)(id - first)];
     d.call = &call;
     d.id = (int)id;
-    int64_t rest = id;
-    for (int32_t a = mesh_rank - 1; a >= 0; --a) {
-      d.coords[a] = rest % mesh_sizes[a];
-      rest /= mesh_sizes[a];
-    }
+    coords_of(call, id, d.coords);
   }
   run_on_threads(nlocal, [&](int i) {
     SHM_GUARD_BEGIN
