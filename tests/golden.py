@@ -53,12 +53,17 @@ def compile_flags(path):
     return header(path, "FLAGS")
 
 
-def run_program(exe, path, args, tmp):
-    """Runs a compiled program in the empty directory `tmp` (what it saves lands there), with
-    the program folder's data/ (fixture files) linked in."""
+def link_data(path, tmp):
+    """Links the program folder's data/ (fixture files) into the directory `tmp`."""
     data = os.path.join(os.path.dirname(os.path.abspath(path)), "data")
     if os.path.isdir(data) and not os.path.exists(os.path.join(tmp, "data")):
         os.symlink(data, os.path.join(tmp, "data"))
+
+
+def run_program(exe, path, args, tmp):
+    """Runs a compiled program in the empty directory `tmp` (what it saves lands there), with
+    the program folder's data/ linked in."""
+    link_data(path, tmp)
     return subprocess.run([exe] + args, capture_output=True, text=True, timeout=300, cwd=tmp)
 
 

@@ -14,11 +14,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from common import parser  # noqa: E402
+from common import parser, seconds_per_step, wall  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "train_step"))
 from run import PROGRAM as MLP  # noqa: E402  (bench/train_step/run.py)
 
@@ -62,17 +61,11 @@ def main() {{
 """.format(r=r, n=n, total=r * n, collective=collective, nxt=nxt)
 
 
-def best(cmd, repeats):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
-
-def per_step(cmd_for, s1, s2, repeats):
-    return (best(cmd_for(s2), repeats) - best(cmd_for(s1), repeats)) / (s2 - s1)
+def c_per_step(cmd_for, s1, s2, repeats):
+    """The hand-written program's time per step, measured as seconds_per_step measures shmapc's."""
+    a = min(wall(cmd_for(s1)) for _ in range(repeats))
+    b = min(wall(cmd_for(s2)) for _ in range(repeats))
+    return (b - a) / (s2 - s1)
 
 
 def main():
@@ -93,9 +86,9 @@ def main():
                 f.write(program(kind, r, n))
             exe = os.path.join(tmp, kind)
             subprocess.run([a.shmapc, "compile", src, "--mpi", "-o", exe], check=True)
-            s = per_step(lambda k: MPIRUN + ["-np", str(r), exe, "--steps=%d" % k], 10, 10 + a.steps, a.repeats)
-            c = per_step(lambda k: MPIRUN + ["-np", str(r), cexe, kind, str(n), str(k)], 10, 10 + a.steps,
-                         a.repeats)
+            s = seconds_per_step(exe, MPIRUN + ["-np", str(r)], a.repeats, 10, 10 + a.steps)
+            c = c_per_step(lambda k: MPIRUN + ["-np", str(r), cexe, kind, str(n), str(k)], 10, 10 + a.steps,
+                           a.repeats)
             print("%-14s %12.1f %14.1f %7.2fx %8s" % (kind, s * 1e6, c * 1e6, s / c, "<= 1.1x"))
         print()
         print("MLP training step (bench/train_step), ms per step: a mesh of N as N MPI ranks / as N threads")
@@ -106,8 +99,8 @@ def main():
             threads, ranks = os.path.join(tmp, "mlp%d" % m), os.path.join(tmp, "mlp%d_mpi" % m)
             subprocess.run([a.shmapc, "compile", src, "-o", threads], check=True)
             subprocess.run([a.shmapc, "compile", src, "--mpi", "-o", ranks], check=True)
-            t = per_step(lambda k: [threads, "--steps=%d" % k], 2, 22, a.repeats)
-            q = per_step(lambda k: MPIRUN + ["-np", str(m), ranks, "--steps=%d" % k], 2, 22, a.repeats)
+            t = seconds_per_step(threads, [], a.repeats, 2, 22)
+            q = seconds_per_step(ranks, MPIRUN + ["-np", str(m)], a.repeats, 2, 22)
             print("%-8d %10.2f ranks %10.2f threads %7.2fx" % (m, q * 1e3, t * 1e3, q / t))
 
 

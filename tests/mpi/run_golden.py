@@ -91,9 +91,7 @@ def check(shmapc, path):
             cmd = MPIRUN + flags + ["-np", str(ranks), exe] + golden.program_args(path)
             if per_rank > 1:
                 cmd.append("--devices-per-rank=%d" % per_rank)
-            data = os.path.join(os.path.dirname(os.path.abspath(path)), "data")
-            if os.path.isdir(data) and not os.path.exists(os.path.join(tmp, "data")):
-                os.symlink(data, os.path.join(tmp, "data"))
+            golden.link_data(path, tmp)
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp)
             layout = "%d ranks x %d devices%s" % (ranks, per_rank, " over TCP" if flags else "")
             if r.stdout != expected_out or (r.returncode != 0) != (expected_status != 0):
