@@ -8,7 +8,11 @@
 #include "util.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <immintrin.h>
+#include <memory>
 #include <thread>
 
 namespace shm {
@@ -87,6 +91,7 @@ struct ArrayPlan {
   bool contiguous = true;             // every device's block is one run of the global array
   bool collective_only = false;       // written only by an all-reduce or all_gather (SHM_OUT_...)
   bool same_elsewhere = false;        // SHM_OUT_SAME_ELSEWHERE
+  bool stays_split = false;           // SHM_OUT_STAYS_SPLIT
   int64_t block_bytes = 0;
 };
 
@@ -136,17 +141,24 @@ ArrayPlan plan_array(const MeshCall &c, const shm_array_desc &d, const char *kin
   p.block_bytes = num_elements(p.rank, p.bshape) * p.esize;
   p.collective_only = (d.flags & SHM_OUT_COLLECTIVE_ONLY) != 0;
   p.same_elsewhere = (d.flags & SHM_OUT_SAME_ELSEWHERE) != 0;
+  p.stays_split = (d.flags & SHM_OUT_STAYS_SPLIT) != 0;
   return p;
+}
+
+// Where a device's block starts in each dimension of the global array.
+void block_start(const ArrayPlan &p, const MeshCall &c, const int64_t *coords, int64_t *start) {
+  for (int32_t dim = 0; dim < p.rank; ++dim) {
+    int64_t b = 0;
+    for (int j = 0; j < p.naxes[dim]; ++j) b = b * c.sizes[p.axes[dim][j]] + coords[p.axes[dim][j]];
+    start[dim] = b * p.bshape[dim];
+  }
 }
 
 // Element offset of a device's block inside the global array.
 int64_t block_offset(const ArrayPlan &p, const MeshCall &c, const int64_t *coords) {
-  int64_t off = 0;
-  for (int32_t dim = 0; dim < p.rank; ++dim) {
-    int64_t b = 0;
-    for (int j = 0; j < p.naxes[dim]; ++j) b = b * c.sizes[p.axes[dim][j]] + coords[p.axes[dim][j]];
-    off += b * p.bshape[dim] * p.gstrides[dim];
-  }
+  int64_t start[kMaxRank], off = 0;
+  block_start(p, c, coords, start);
+  for (int32_t dim = 0; dim < p.rank; ++dim) off += start[dim] * p.gstrides[dim];
   return off;
 }
 
@@ -249,8 +261,9 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
 // Under MPI (ranks.h) each rank's devices wrote only their blocks of an output into the rank's
 // copy of the global array: the ranks exchange the blocks of their writer devices, so every
 // rank holds the whole array for the host code that runs on all of them.
-void share_output(const MeshCall &c, const ArrayPlan &p, void *out) {
-  if (p.block_bytes == 0) return;
+// Returns the bytes this rank received.
+int64_t share_output(const MeshCall &c, const ArrayPlan &p, void *out) {
+  if (p.block_bytes == 0) return 0;
   std::vector<int64_t> counts((size_t)rank_count(), 0);
   std::vector<int64_t> writers;  // in device order, so in rank order
   int64_t coords[kMaxMeshRank];
@@ -270,12 +283,41 @@ void share_output(const MeshCall &c, const ArrayPlan &p, void *out) {
     at += p.block_bytes;
   }
   allgather_bytes(mine.data(), counts, all.data());
+  int64_t received = 0;
   for (size_t w = 0; w < writers.size(); ++w) {
     if (writers[w] >= c.first && writers[w] < c.first + c.nlocal) continue;
     coords_of(c, writers[w], coords);
     copy_strided(p.esize, p.rank, p.bshape, all.data() + w * p.block_bytes, p.bstrides,
                  (char *)out + block_offset(p, c, coords) * p.esize, p.gstrides);
+    received += p.block_bytes;
   }
+  return received;
+}
+
+// SHMAP_LOG_RANKS=1 in a job of several ranks: each rank says on stderr what host arrays
+// cost it between ranks and files (docs/runtime.md).
+bool log_ranks() {
+  static const bool on = rank_count() > 1 && std::getenv("SHMAP_LOG_RANKS") &&
+                         std::strcmp(std::getenv("SHMAP_LOG_RANKS"), "1") == 0;
+  return on;
+}
+
+// The devices of a mesh this process runs (all of them, or under MPI the rank's share).
+std::unique_ptr<MeshCall> local_call(int32_t mesh_rank, const int64_t *mesh_sizes, const char *what) {
+  if (mesh_rank < 0 || mesh_rank > kMaxMeshRank)
+    fatalf("%s: mesh rank %d is out of the supported range 0..%d", what, (int)mesh_rank, kMaxMeshRank);
+  int64_t ndev = 1;
+  for (int32_t a = 0; a < mesh_rank; ++a) {
+    if (mesh_sizes[a] < 1) fatalf("%s: mesh axis %d has size %lld", what, (int)a, (long long)mesh_sizes[a]);
+    ndev *= mesh_sizes[a];
+    if (ndev > SHM_MAX_DEVICES) fatalf("%s: more than %d devices", what, SHM_MAX_DEVICES);
+  }
+  int first = 0, nlocal = 0;
+  local_devices(ndev, &first, &nlocal);
+  auto call = std::make_unique<MeshCall>((int)ndev, first, nlocal);
+  call->mesh_rank = mesh_rank;
+  for (int32_t a = 0; a < mesh_rank; ++a) call->sizes[a] = mesh_sizes[a];
+  return call;
 }
 
 } // namespace
@@ -283,28 +325,58 @@ void share_output(const MeshCall &c, const ArrayPlan &p, void *out) {
 
 using namespace shm;
 
+extern "C" void shm_load_npy_split(const char *path, const char *key, int32_t dtype, int32_t rank,
+                                   const int64_t *shape, int32_t mesh_rank, const int64_t *mesh_sizes,
+                                   const int32_t *spec, void *out) {
+  SHM_GUARD_BEGIN
+  const std::unique_ptr<MeshCall> local = local_call(mesh_rank, mesh_sizes, "load");
+  const MeshCall &call = *local;
+  const shm_array_desc d{rank, shape, dtype, spec, 0};
+  const ArrayPlan p = plan_array(call, d, "load of", 0);
+  if (call.nlocal == call.ndev || p.whole) {
+    if (key) shm_load_npz(path, key, dtype, rank, shape, out);
+    else shm_load_npy(path, dtype, rank, shape, out);
+    return;
+  }
+  // The distinct blocks of the rank's devices, each read into its place.
+  std::vector<int64_t> read;
+  int64_t coords[kMaxMeshRank], start[kMaxRank];
+  for (int64_t id = call.first; id < call.first + call.nlocal; ++id) {
+    coords_of(call, id, coords);
+    const int64_t off = block_offset(p, call, coords);
+    if (std::find(read.begin(), read.end(), off) != read.end()) continue;
+    read.push_back(off);
+    block_start(p, call, coords, start);
+    char *dst = (char *)out + off * p.esize;
+    if (p.contiguous) {
+      shm_load_npy_block(path, key, dtype, rank, shape, start, p.bshape, dst);
+      continue;
+    }
+    void *block = shm_alloc(p.block_bytes);
+    shm_load_npy_block(path, key, dtype, rank, shape, start, p.bshape, block);
+    copy_strided(p.esize, p.rank, p.bshape, block, p.bstrides, dst, p.gstrides);
+    shm_free(block);
+  }
+  if (log_ranks())
+    std::fprintf(stderr, "shmap ranks: rank %d: load %s%s%s: %lld of %lld bytes (%zu blocks)\n", rank_id(), path,
+                 key ? " key " : "", key ? key : "", (long long)(p.block_bytes * (int64_t)read.size()),
+                 (long long)(num_elements(p.rank, p.gshape) * p.esize), read.size());
+  SHM_GUARD_END("load")
+}
+
 extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
                               const char *const *axis_names, shm_fn body, int32_t nin, void **ins,
                               const shm_array_desc *in_descs, int32_t nout, void **outs,
                               const shm_array_desc *out_descs) {
   SHM_GUARD_BEGIN
   if (on_device_thread()) fatalf("shm_run_shmap: a shmap may not run inside a shmap body");
-  if (mesh_rank < 0 || mesh_rank > kMaxMeshRank)
-    fatalf("shm_run_shmap: mesh rank %d is out of the supported range 0..%d", (int)mesh_rank, kMaxMeshRank);
   if (!body) fatalf("shm_run_shmap: no body");
   if (nin < 0 || nout < 0) fatalf("shm_run_shmap: negative argument count");
-  int64_t ndev = 1;
-  for (int32_t a = 0; a < mesh_rank; ++a) {
-    if (mesh_sizes[a] < 1) fatalf("shm_run_shmap: mesh axis %d has size %lld", (int)a, (long long)mesh_sizes[a]);
-    ndev *= mesh_sizes[a];
-    if (ndev > SHM_MAX_DEVICES) fatalf("shm_run_shmap: more than %d devices", SHM_MAX_DEVICES);
-  }
-  int first = 0, nlocal = 0;
-  local_devices(ndev, &first, &nlocal);
-  MeshCall call((int)ndev, first, nlocal);
-  call.mesh_rank = mesh_rank;
+  const std::unique_ptr<MeshCall> local = local_call(mesh_rank, mesh_sizes, "shm_run_shmap");
+  MeshCall &call = *local;
   call.axis_names = axis_names;
-  for (int32_t a = 0; a < mesh_rank; ++a) call.sizes[a] = mesh_sizes[a];
+  const int first = call.first, nlocal = call.nlocal;
+  const int64_t ndev = call.ndev;
 
   std::vector<ArrayPlan> inp, outp;
   for (int32_t i = 0; i < nin; ++i) inp.push_back(plan_array(call, in_descs[i], "input", i));
@@ -324,8 +396,23 @@ extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
   });
   // The threads have finished (run_on_threads synchronises with them): merge their counters.
   for (const shm_device &d : devs) stats_merge(d.stats);
-  if (nlocal < ndev)
-    for (size_t i = 0; i < outp.size(); ++i)
-      if (!all_blocks_local(outp[i], call)) share_output(call, outp[i], outs[i]);
+  if (nlocal < ndev) {
+    int64_t split = 0, shared = 0, received = 0;
+    for (size_t i = 0; i < outp.size(); ++i) {
+      if (all_blocks_local(outp[i], call)) continue;
+      if (outp[i].stays_split) {
+        ++split;
+        continue;
+      }
+      ++shared;
+      received += share_output(call, outp[i], outs[i]);
+    }
+    if (log_ranks())
+      std::fprintf(stderr,
+                   "shmap ranks: rank %d: a shmap's %zu outputs: %lld whole here, %lld stay split, %lld shared "
+                   "(%lld bytes received)\n",
+                   rank_id(), outp.size(), (long long)((int64_t)outp.size() - split - shared), (long long)split,
+                   (long long)shared, (long long)received);
+  }
   SHM_GUARD_END("shm_run_shmap")
 }

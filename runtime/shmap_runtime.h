@@ -46,7 +46,8 @@ typedef struct {
   const int64_t *shape;   /* global shape */
   int32_t dtype;
   const int32_t *spec;    /* encoded partition spec, see above */
-  int32_t flags;          /* outputs: SHM_OUT_COLLECTIVE_ONLY | SHM_OUT_SAME_ELSEWHERE, or 0 */
+  int32_t flags;          /* outputs: SHM_OUT_COLLECTIVE_ONLY | SHM_OUT_SAME_ELSEWHERE |
+                             SHM_OUT_STAYS_SPLIT, or 0 */
 } shm_array_desc;
 
 /* An output the body writes only as the result of an all-reduce (shm_psum, shm_pmax,
@@ -58,6 +59,10 @@ enum { SHM_OUT_COLLECTIVE_ONLY = 1 };
  * its spec leaves out (the variance checker proved it: check_vma on). Under MPI each rank then
  * takes such a block from one of its own devices instead of from the writer's rank. */
 enum { SHM_OUT_SAME_ELSEWHERE = 2 };
+/* An output that nothing but shmaps read, with this mesh and spec, and that each rank's own
+ * devices write the blocks of (shmapc proved it): under MPI the ranks keep only their blocks
+ * instead of exchanging them. */
+enum { SHM_OUT_STAYS_SPLIT = 4 };
 
 void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes, const char *const *axis_names,
                    shm_fn body, int32_t nin, void **ins, const shm_array_desc *in_descs,
@@ -170,6 +175,13 @@ void shm_load_npy_block(const char *path, const char *key, int32_t dtype, int32_
 void shm_load_npy_sharded(shm_device *dev, const char *path, const char *key, int32_t dtype,
                           int32_t rank, const int64_t *global_shape, const int32_t *spec,
                           void *out);
+/* On the host, an array that only shmaps read, as partition spec `spec` (encoded as above) of
+ * the mesh (mesh_rank axes of mesh_sizes) splits it: under MPI each rank reads the blocks of
+ * its own devices into their places in `out` (the global shape), and leaves the rest; one
+ * process reads it whole. key: NULL for a .npy file. */
+void shm_load_npy_split(const char *path, const char *key, int32_t dtype, int32_t rank,
+                        const int64_t *shape, int32_t mesh_rank, const int64_t *mesh_sizes,
+                        const int32_t *spec, void *out);
 void shm_save_npy(const char *path, int32_t dtype, int32_t rank, const int64_t *shape,
                   const void *data);
 /* numpy's savez: a stored zip archive of members keys[i].npy (arrays i: dtypes[i], ranks[i],

@@ -25,6 +25,13 @@ namespace shmapc::codegen {
 // Creates the host TargetMachine (PIC, host CPU); null with `error` set on failure.
 std::unique_ptr<llvm::TargetMachine> createHostTargetMachine(int optLevel, std::string &error);
 
+// A shmap operand's layout: the mesh (an index into ir::Module::meshes) and the in_spec.
+struct ShmapLayout {
+  int64_t mesh = -1;
+  ir::PartitionSpec spec;
+  bool operator==(const ShmapLayout &o) const;  // (P("x") is P("x", None))
+};
+
 class ModuleEmitter {
 public:
   ModuleEmitter(const ir::Module &irm, llvm::LLVMContext &ctx, llvm::Module &mod);
@@ -38,6 +45,13 @@ public:
   // (FuncEmitter::carriesInPlace): the caller passes one buffer for the carry's old and new value.
   std::unordered_map<const ir::Func *, std::vector<bool>> carriesInPlace;
   std::string error;  // the first failure
+
+  // SplitUses.cpp: the host values (eqn results) that only shmaps read, each in one layout,
+  // directly or through the bodies of calls, loops and conds they are passed to unchanged.
+  void findSplitLayouts();
+  // The layout every read of `v` uses, or null if something reads it whole (host code, a
+  // result, a carry, two layouts) or nothing reads it (`unread` then set).
+  const ShmapLayout *splitLayout(const ir::Value *v, bool *unread = nullptr) const;
 
   bool fail(const std::string &msg) {
     if (error.empty()) error = msg;
@@ -62,6 +76,8 @@ public:
   llvm::Constant *dataArray(ir::DType t, const std::vector<double> &values);
 
 private:
+  std::unordered_map<const ir::Value *, ShmapLayout> splitLayouts_;
+  std::unordered_set<const ir::Value *> unread_;
   std::map<std::vector<int64_t>, llvm::Constant *> i64Arrays_;
   std::map<std::vector<int32_t>, llvm::Constant *> i32Arrays_;
   std::map<std::string, llvm::Constant *> strings_;
@@ -124,6 +140,7 @@ public:
   // ControlFlow.cpp: the higher-order primitives' lowerings
   bool emitCall(const ir::Eqn &e);
   bool emitShmap(const ir::Eqn &e);
+  bool staysSplit(const ir::Eqn &e, size_t k) const;  // SHM_OUT_STAYS_SPLIT for output k
   bool emitLoop(const ir::Eqn &e);
   bool emitWhile(const ir::Eqn &e);
   bool emitCond(const ir::Eqn &e);

@@ -64,6 +64,24 @@ static bool writtenOnlyByCollective(const ir::Func &body, size_t i) {
   return byCollective;
 }
 
+// Whether every rank may keep only the blocks of output k that its own devices write
+// (SHM_OUT_STAYS_SPLIT): nothing reads it, or only shmaps on this mesh with this spec, which
+// read on each rank the blocks of the rank's devices. A rank has each of those when its own
+// devices write it: the output is the same along the axes its spec leaves out (check_vma, so
+// each rank writes its devices' blocks), or the spec names every axis (each device its own).
+bool FuncEmitter::staysSplit(const ir::Eqn &e, size_t k) const {
+  bool unread = false;
+  const ShmapLayout *layout = me.splitLayout(e.outs[k], &unread);
+  if (unread) return true;
+  const ir::PartitionSpec &spec = e.specsParam("out_specs")[k];
+  if (!layout || !(*layout == ShmapLayout{e.intParam("mesh"), spec})) return false;
+  if (e.bodies[0]->checkVma) return true;
+  const ir::Mesh &mesh = *me.irm.meshes[(size_t)e.intParam("mesh")];
+  for (size_t a = 0; a < mesh.sizes.size(); ++a)
+    if (mesh.sizes[a] > 1 && !(spec.axes() >> a & 1)) return false;
+  return true;
+}
+
 bool FuncEmitter::emitShmap(const ir::Eqn &e) {
   int64_t meshIndex = e.intParam("mesh");
   if (meshIndex < 0 || meshIndex >= (int64_t)me.irm.meshes.size())
@@ -97,6 +115,7 @@ bool FuncEmitter::emitShmap(const ir::Eqn &e) {
       if ((int64_t)specs[i].dims.size() > t.rank()) ok = false;
       int flags = outputs && writtenOnlyByCollective(body, i) ? 1 /* SHM_OUT_COLLECTIVE_ONLY */ : 0;
       if (outputs && body.checkVma) flags |= 2;  // SHM_OUT_SAME_ELSEWHERE (CheckOutSpecs proved it)
+      if (outputs && staysSplit(e, i)) flags |= 4;  // SHM_OUT_STAYS_SPLIT
       elems.push_back(llvm::ConstantStruct::get(
           descTy, {llvm::ConstantInt::get(me.i32Ty, t.rank()),
                    me.i64Array(t.shape), llvm::ConstantInt::get(me.i32Ty, (int)t.dtype),

@@ -87,6 +87,7 @@ std::unique_ptr<llvm::Module> emitLLVM(const ir::Module &m, llvm::LLVMContext &c
     for (const ir::Eqn &e : f->eqns)
       if (e.prim == ir::Prim::While && e.bodies.size() == 2 && uses[e.bodies[1]] == 1)
         me.carriesInPlace[e.bodies[1]] = FuncEmitter::carriesInPlace(*e.bodies[1]);
+  me.findSplitLayouts();
   for (const auto &f : m.funcs) {
     FuncEmitter fe(me, *f);
     if (!fe.emit()) {

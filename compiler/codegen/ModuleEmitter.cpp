@@ -81,6 +81,7 @@ const RuntimeSig kRuntime[] = {
     {"shm_save_npy", "vpiipp"},
     {"shm_load_npz", "vppiipp"},
     {"shm_load_npy_sharded", "vpppiippp"},
+    {"shm_load_npy_split", "vppiipippp"},
     {"shm_save_npz", "vpippppp"},
     {"shm_parallel_for", "vppl"},
 };

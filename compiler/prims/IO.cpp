@@ -185,6 +185,15 @@ template <> const Rules &define<Prim::Load>() {
                                              fe.buffer(e.outs[0])});
           return true;
         }
+        if (const codegen::ShmapLayout *layout = fe.me.splitLayout(e.outs[0])) {
+          // Only shmaps read it: under MPI each rank reads its devices' blocks (SplitUses.cpp).
+          const ir::Mesh &mesh = *fe.me.irm.meshes[(size_t)layout->mesh];
+          fe.callRt("shm_load_npy_split",
+                    {pathArg(fe, e), key, fe.dtypeCode(t.dtype), fe.i32(t.rank()), fe.me.i64Array(t.shape),
+                     fe.i32((int64_t)mesh.sizes.size()), fe.me.i64Array(mesh.sizes),
+                     fe.me.i32Array(encodeSpec(layout->spec, t.rank())), fe.buffer(e.outs[0])});
+          return true;
+        }
         std::vector<llvm::Value *> args = fileArgs(fe, e, t);
         if (e.has("key")) args.insert(args.begin() + 1, key);
         args.push_back(fe.buffer(e.outs[0]));

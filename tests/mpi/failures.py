@@ -21,15 +21,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1"]
-FAILED = []
-
-
-def expect(what, ok, detail=""):
-    print("%s %s" % ("ok  " if ok else "FAIL", what))
-    if not ok:
-        FAILED.append(what)
-        print(detail)
+sys.path.insert(0, HERE)
+from checks import FAILED, MPIRUN, expect  # noqa: E402
 
 
 def rank_pids(exe):

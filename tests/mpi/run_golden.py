@@ -27,11 +27,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import golden  # noqa: E402
 
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
-          # more ranks than cores: a waiting rank yields its core instead of spinning
-          "--mca", "mpi_yield_when_idle", "1",
-          # the ranks compare every collective before running it
-          "-x", "SHMAP_CHECK_COLLECTIVES=1"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import checks  # noqa: E402
+
+# (the ranks compare every collective before running it)
+MPIRUN = checks.MPIRUN + ["-x", "SHMAP_CHECK_COLLECTIVES=1"]
 
 
 def mesh_sizes(path, seen=None):
