@@ -15,7 +15,9 @@
 #include "shmap_runtime.h"
 #include "util.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 namespace shm {
@@ -41,11 +43,75 @@ int64_t axis_bits(const int32_t *axes, int32_t naxes) {
   return bits;
 }
 
+// Under MPI with several devices per rank, the "ranked" mode: a rank's devices share memory,
+// and the ranks exchange only the pieces of data that a device of another rank reads
+// (exchange_pieces, by the first local device, the thread that calls MPI), each once per rank.
+bool ranked(const shm_device *dev) { return dev->call->nlocal < dev->call->ndev && !direct(dev); }
+
+int rank_of(const MeshCall &c, int id) { return id / c.nlocal; }
+bool is_local(const MeshCall &c, int id) { return id >= c.first && id < c.first + c.nlocal; }
+
+// Ranked mode: each device's group over `axes`, and the ranks other than its own that hold
+// members of it (ascending). Sets c.region: where in c.mirror this rank keeps the data of each
+// remote device in a group with a local one (`bytes` each; -1 for the others).
+std::vector<std::vector<int>> partner_ranks(MeshCall &c, const int32_t *axes, int32_t naxes, int64_t bytes,
+                                            std::vector<Group> &groups) {
+  std::vector<std::vector<int>> partners((size_t)c.ndev);
+  groups.resize((size_t)c.ndev);
+  c.region.assign((size_t)c.ndev, -1);
+  int64_t used = 0;
+  int64_t coords[kMaxMeshRank];
+  for (int id = 0; id < c.ndev; ++id) {
+    coords_of(c, id, coords);
+    groups[(size_t)id] = group_at(c, coords, axes, naxes);
+    std::vector<int> &p = partners[(size_t)id];
+    for (int m : groups[(size_t)id].member)
+      if (rank_of(c, m) != rank_of(c, id)) p.push_back(rank_of(c, m));
+    std::sort(p.begin(), p.end());
+    p.erase(std::unique(p.begin(), p.end()), p.end());
+    if (!is_local(c, id) && std::binary_search(p.begin(), p.end(), rank_id())) {
+      c.region[(size_t)id] = used;
+      used += bytes;
+    }
+  }
+  if ((int64_t)c.mirror.size() < used) c.mirror.resize((size_t)used);
+  return partners;
+}
+
+// exchange_pieces, and under SHMAP_LOG_RANKS=1 what this rank sent and received.
+void move_pieces(int kind, const char *what, const std::vector<Piece> &pieces) {
+  exchange_pieces(pieces);
+  if (!log_ranks()) return;
+  int64_t sent = 0, received = 0;
+  for (const Piece &p : pieces) {
+    if (p.from == rank_id()) sent += p.bytes;
+    if (p.to == rank_id()) received += p.bytes;
+  }
+  std::fprintf(stderr, "shmap ranks: rank %d: %s %s: %lld bytes sent, %lld received\n", rank_id(), kind_name(kind), what,
+               (long long)sent, (long long)received);
+}
+
+// Ranked mode: every device's input (`bytes`) to the ranks of the other members of its group,
+// once per rank; slots[id].in of such a remote device then points at this rank's copy.
+void exchange_inputs(MeshCall &c, int kind, int64_t bytes, const int32_t *axes, int32_t naxes) {
+  std::vector<Group> groups;
+  std::vector<std::vector<int>> partners = partner_ranks(c, axes, naxes, bytes, groups);
+  std::vector<Piece> pieces;
+  for (int id = 0; id < c.ndev; ++id)
+    for (int to : partners[(size_t)id])
+      pieces.push_back({rank_of(c, id), to, is_local(c, id) ? c.slots[(size_t)id].in : nullptr,
+                        to == rank_id() ? c.mirror.data() + c.region[(size_t)id] : nullptr, bytes});
+  move_pieces(kind, "inputs", pieces);
+  for (int id = 0; id < c.ndev; ++id)
+    if (c.region[(size_t)id] >= 0) c.slots[(size_t)id].in = c.mirror.data() + c.region[(size_t)id];
+}
+
 // `bytes`: the size of every device's input; `kind`, `axes`: what the collective is. Under MPI
-// with devices on other ranks, their inputs are then copied to this rank (exchange_inputs, by
-// the first local device) and read from there; nothing writes into a remote device's buffers.
+// the ranks may first compare their collectives (--check-collectives). In ranked mode the
+// inputs other ranks read are then copied to them, unless the caller moves its own data
+// (`exchange` false); nothing writes into a remote device's buffers.
 void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind, const int32_t *axes,
-             int32_t naxes) {
+             int32_t naxes, bool exchange = true) {
   MeshCall &c = *dev->call;
   c.slots[(size_t)dev->id].in = in;
   c.slots[(size_t)dev->id].out = out;
@@ -53,7 +119,9 @@ void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind
   if (c.nlocal < c.ndev) {
     CollectiveSig sig{kind, bytes, axis_bits(axes, naxes)};
     if (direct(dev)) return check_collective(sig);
-    if (dev->id == c.first) exchange_inputs(c, sig);
+    if (dev->id == c.first) check_collective(sig);
+    if (!exchange) return;
+    if (dev->id == c.first) exchange_inputs(c, kind, bytes, axes, naxes);
     c.barrier.arrive_and_wait();
   }
 }
@@ -178,12 +246,78 @@ void fold(int32_t dtype, int32_t op, int nsrc, const void *const *srcs, int64_t 
 
 // ---- all-reduce: reduce-scatter by chunks, then each device pushes its chunk to all --------
 
+// Chunk r of n elements for a group of `members`: [n r / members, n (r + 1) / members).
+int64_t chunk_lo(int64_t n, int r, int members) { return n * r / members; }
+
+// Ranked mode (several devices per rank): member r reduces chunk r as in one process, with
+// chunk r of each remote member's input brought to its rank first (one piece per member); the
+// reduced chunk then goes once to each other rank of the group, whose devices copy it.
+void all_reduce_ranked(shm_device *dev, const Group &g, int32_t dtype, int32_t op, int kind, const void *in,
+                       void *out, int64_t n, const int32_t *axes, int32_t naxes) {
+  MeshCall &c = *dev->call;
+  const int64_t es = dtype_size(dtype);
+  const int64_t lo = chunk_lo(n, g.me, g.n), hi = chunk_lo(n, g.me + 1, g.n);
+  const int64_t moved = (int64_t)(g.n - 1) * (hi - lo) * es;
+  char *mine = out ? (char *)out + lo * es : (char *)shm_alloc((hi - lo) * es);
+  c.slots[(size_t)dev->id].reduced = mine;
+  publish(dev, in, out, n * es, kind, axes, naxes, false);
+  std::vector<Group> groups;
+  if (dev->id == c.first) {  // chunk r of every member's input to member r's rank
+    std::vector<std::vector<int>> partners = partner_ranks(c, axes, naxes, n * es, groups);
+    std::vector<Piece> pieces;
+    for (int id = 0; id < c.ndev; ++id) {
+      const Group &gi = groups[(size_t)id];
+      for (int r = 0; r < gi.n; ++r) {
+        const int to = rank_of(c, gi.member[(size_t)r]);
+        const int64_t rlo = chunk_lo(n, r, gi.n) * es, bytes = chunk_lo(n, r + 1, gi.n) * es - rlo;
+        if (to == rank_of(c, id) || bytes == 0) continue;
+        pieces.push_back({rank_of(c, id), to, is_local(c, id) ? (const char *)c.slots[(size_t)id].in + rlo : nullptr,
+                          to == rank_id() ? c.mirror.data() + c.region[(size_t)id] + rlo : nullptr, bytes});
+      }
+    }
+    move_pieces(kind, "input chunks", pieces);
+    for (int id = 0; id < c.ndev; ++id)
+      if (c.region[(size_t)id] >= 0) c.slots[(size_t)id].in = c.mirror.data() + c.region[(size_t)id];
+    // The reduced chunks, below, go to the same ranks: keep the partners.
+    c.partners = std::move(partners);
+  }
+  c.barrier.arrive_and_wait();
+  std::vector<const void *> srcs((size_t)g.n);
+  for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = in_of(dev, g, j);
+  if (hi > lo) fold(dtype, op, g.n, srcs.data(), lo, mine, hi - lo);
+  for (int j = 0; j < g.n; ++j)  // to the other members on this rank, as in one process
+    if (j != g.me && is_local(c, g.member[(size_t)j]) && out_of(dev, g, j) && hi > lo)
+      std::memcpy((char *)out_of(dev, g, j) + lo * es, mine, (size_t)((hi - lo) * es));
+  c.barrier.arrive_and_wait();
+  if (dev->id == c.first) {  // each reduced chunk once to every other rank of its group
+    std::vector<Piece> pieces;
+    for (int id = 0; id < c.ndev; ++id) {
+      const Group &gi = groups[(size_t)id];
+      const int64_t rlo = chunk_lo(n, gi.me, gi.n) * es, bytes = chunk_lo(n, gi.me + 1, gi.n) * es - rlo;
+      for (int to : c.partners[(size_t)id])
+        if (bytes > 0)
+          pieces.push_back({rank_of(c, id), to, is_local(c, id) ? c.slots[(size_t)id].reduced : nullptr,
+                            to == rank_id() ? c.mirror.data() + c.region[(size_t)id] + rlo : nullptr, bytes});
+    }
+    move_pieces(kind, "reduced chunks", pieces);
+  }
+  c.barrier.arrive_and_wait();
+  for (int j = 0; j < g.n && out; ++j) {  // the chunks of members on other ranks
+    const int m = g.member[(size_t)j];
+    const int64_t jlo = chunk_lo(n, j, g.n), jhi = chunk_lo(n, j + 1, g.n);
+    if (!is_local(c, m) && jhi > jlo)
+      std::memcpy((char *)out + jlo * es, c.mirror.data() + c.region[(size_t)m] + jlo * es, (size_t)((jhi - jlo) * es));
+  }
+  finish(dev, kind, moved, moved);
+  if (!out) shm_free(mine);
+}
+
 void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char *what,
                 const void *in, void *out, int64_t n, const int32_t *axes, int32_t naxes) {
   Group g = group_of(dev, axes, naxes, what);
   const int64_t es = dtype_size(dtype);
   if (n < 0) fatalf("%s: negative element count", what);
-  publish(dev, in, out, n * es, kind, axes, naxes);
+  if (!ranked(dev)) publish(dev, in, out, n * es, kind, axes, naxes);
   // Chunk r of the flattened array is reduced by group member r (balanced split). A member
   // with no output (SHM_OUT_COLLECTIVE_ONLY: its result is not used) still reduces its chunk,
   // into scratch, for the others, and receives nothing.
@@ -206,14 +340,8 @@ void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char
     finish(dev, kind, moved, moved);
     return;
   }
+  if (ranked(dev)) return all_reduce_ranked(dev, g, dtype, op, kind, in, out, n, axes, naxes);
   for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = in_of(dev, g, j);
-  if (dev->call->nlocal < dev->call->ndev) {
-    // Devices on several ranks: each folds every chunk into its own output, in the same order
-    // (so the same bits as one process), from the inputs copied to its rank.
-    if (out) fold(dtype, op, g.n, srcs.data(), 0, out, n);
-    finish(dev, kind, moved, moved);
-    return;
-  }
   if (hi > lo) {
     // (the scratch from shm_alloc: a large one is reused from the block cache every step)
     char *mine = out ? (char *)out + lo * es : (char *)shm_alloc((hi - lo) * es);

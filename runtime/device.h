@@ -36,6 +36,7 @@ private:
 struct alignas(64) Slot {
   const void *in = nullptr;
   void *out = nullptr;
+  const void *reduced = nullptr;  // an all-reduce over several ranks: this member's reduced chunk
 };
 
 // State shared by the devices of one shm_run_shmap call that this process runs: all of them,
@@ -47,8 +48,10 @@ struct MeshCall {
   int ndev = 0;
   int first = 0, nlocal = 0;  // the devices this process runs
   Barrier barrier;            // of the local devices
-  std::vector<Slot> slots;    // one per device of the mesh (remote ones: see exchange_inputs)
-  std::vector<char> mirror;   // the remote devices' inputs of the collective in progress
+  std::vector<Slot> slots;    // one per device of the mesh (remote ones: see collectives.cpp)
+  std::vector<char> mirror;   // what this rank received of remote devices' data (collectives.cpp)
+  std::vector<int64_t> region;             // ... where each remote device's is in it (-1: none)
+  std::vector<std::vector<int>> partners;  // the ranks of each device's group, but its own
 
   MeshCall(int n, int first_local, int n_local)
       : ndev(n), first(first_local), nlocal(n_local), barrier(n_local), slots((size_t)n) {}
@@ -76,6 +79,10 @@ struct Group {
 };
 // Validates the axis list (indices in range, no repeats) and computes the group.
 Group group_of(const shm_device *dev, const int32_t *axes, int32_t naxes, const char *what);
+// The group over (valid) `axes` of the device at `coords`.
+Group group_at(const MeshCall &c, const int64_t *coords, const int32_t *axes, int32_t naxes);
+// A device's coordinates: the digits of its id, row-major over the mesh axes.
+void coords_of(const MeshCall &c, int64_t id, int64_t *coords);
 // shm_fatal("collective outside a shmap") when dev is NULL.
 void require_device(const shm_device *dev, const char *what);
 

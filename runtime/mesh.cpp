@@ -51,16 +51,20 @@ Group group_of(const shm_device *dev, const int32_t *axes, int32_t naxes, const 
     if (used[a]) fatalf("%s: mesh axis '%s' listed twice", what, c.axis_names ? c.axis_names[a] : "?");
     used[a] = true;
   }
+  return group_at(c, dev->coords, axes, naxes);
+}
+
+Group group_at(const MeshCall &c, const int64_t *at, const int32_t *axes, int32_t naxes) {
   Group g;
   g.n = 1;
   g.me = 0;
   for (int32_t k = 0; k < naxes; ++k) {
-    g.me = g.me * (int)c.sizes[axes[k]] + (int)dev->coords[axes[k]];
+    g.me = g.me * (int)c.sizes[axes[k]] + (int)at[axes[k]];
     g.n *= (int)c.sizes[axes[k]];
   }
   g.member.resize((size_t)g.n);
   int64_t coords[kMaxMeshRank];
-  for (int32_t a = 0; a < c.mesh_rank; ++a) coords[a] = dev->coords[a];
+  for (int32_t a = 0; a < c.mesh_rank; ++a) coords[a] = at[a];
   for (int j = 0; j < g.n; ++j) {
     // Decode j row-major over the listed axes (last listed fastest).
     int rest = j;
@@ -73,6 +77,19 @@ Group group_of(const shm_device *dev, const int32_t *axes, int32_t naxes, const 
     g.member[(size_t)j] = (int)id;
   }
   return g;
+}
+
+bool log_ranks() {
+  static const bool on = rank_count() > 1 && std::getenv("SHMAP_LOG_RANKS") &&
+                         std::strcmp(std::getenv("SHMAP_LOG_RANKS"), "1") == 0;
+  return on;
+}
+
+void coords_of(const MeshCall &c, int64_t id, int64_t *coords) {
+  for (int32_t a = c.mesh_rank - 1; a >= 0; --a) {
+    coords[a] = id % c.sizes[a];
+    id /= c.sizes[a];
+  }
 }
 
 namespace {
@@ -167,14 +184,6 @@ bool is_writer(const ArrayPlan &p, const MeshCall &c, const int64_t *coords) {
   for (int32_t a = 0; a < c.mesh_rank; ++a)
     if (!p.mentioned[a] && coords[a] != 0) return false;
   return true;
-}
-
-// A device's coordinates: the digits of its id, row-major over the mesh axes.
-void coords_of(const MeshCall &c, int64_t id, int64_t *coords) {
-  for (int32_t a = c.mesh_rank - 1; a >= 0; --a) {
-    coords[a] = id % c.sizes[a];
-    id /= c.sizes[a];
-  }
 }
 
 // Under MPI, a block the same on every device along the unmentioned axes (SHM_OUT_SAME_ELSEWHERE)
@@ -292,14 +301,6 @@ int64_t share_output(const MeshCall &c, const ArrayPlan &p, void *out) {
     received += p.block_bytes;
   }
   return received;
-}
-
-// SHMAP_LOG_RANKS=1 in a job of several ranks: each rank says on stderr what host arrays
-// cost it between ranks and files (docs/runtime.md).
-bool log_ranks() {
-  static const bool on = rank_count() > 1 && std::getenv("SHMAP_LOG_RANKS") &&
-                         std::strcmp(std::getenv("SHMAP_LOG_RANKS"), "1") == 0;
-  return on;
 }
 
 // The devices of a mesh this process runs (all of them, or under MPI the rank's share).

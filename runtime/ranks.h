@@ -34,6 +34,9 @@ int rank_id();     // this process's rank
 int rank_count();  // the number of processes
 // "rank R: " for messages of a job of several ranks.
 const char *rank_prefix();
+// SHMAP_LOG_RANKS=1 in a job of several ranks: each rank says on stderr what it reads of files
+// and moves between ranks (docs/runtime.md, "Several processes").
+bool log_ranks();
 // Whether this rank writes the program's output (print, savez, --stats): rank 0.
 inline bool writes_output() { return rank_id() == 0; }
 
@@ -47,12 +50,19 @@ struct CollectiveSig {
   int64_t kind = 0, bytes = 0, axes = 0;
 };
 
-// Called by the first local device between the barriers of a collective: makes every remote
-// device's input (`sig.bytes` each) readable through its slot, from a copy of all of them
-// exchanged among the ranks. Nothing to do on one rank. With --check-collectives the ranks
-// first compare their collectives (a device-varying branch that skipped one would make them
-// disagree) and a mismatch is a fatal error naming the ranks.
-void exchange_inputs(MeshCall &c, const CollectiveSig &sig);
+// A piece of a collective's data moving between ranks: `bytes` from rank `from` (read at
+// `send` there) to rank `to` (written at `recv` there).
+struct Piece {
+  int from = 0, to = 0;
+  const void *send = nullptr;
+  void *recv = nullptr;
+  int64_t bytes = 0;
+};
+// With several devices per rank, called by the first local device between the barriers of a
+// collective: moves the pieces with this rank at one end, in one MPI_Alltoallv over all ranks.
+// Every rank passes the same list (its pointers set where it is an end), so each knows what
+// to send and expect; an empty list (every group within a rank) calls nothing.
+void exchange_pieces(const std::vector<Piece> &pieces);
 
 // With one device per rank, a collective runs among the ranks of its group (its devices' ranks)
 // on a communicator per mesh and set of axes (`key`: the mesh's sizes and the axes, the same on
@@ -66,7 +76,8 @@ void group_alltoallv(const Group &g, const std::vector<int64_t> &key, const void
 void group_allgatherv(const Group &g, const std::vector<int64_t> &key, void *buf, const std::vector<int64_t> &bytes);
 // Sends `bytes` to member `to` and receives as many from member `from` (-1: none).
 void group_sendrecv(const Group &g, const std::vector<int64_t> &key, const void *send, int to, void *recv, int from, int64_t bytes);
-// --check-collectives in direct mode (exchange_inputs checks otherwise).
+// With --check-collectives the ranks first compare their collectives (a device-varying branch
+// that skipped one would make them disagree): a mismatch is a fatal error naming the ranks.
 void check_collective(const CollectiveSig &sig);
 
 // Every rank's `mine` (counts[r] bytes from rank r, for all r) concatenated in rank order in

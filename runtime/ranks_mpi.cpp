@@ -32,26 +32,6 @@ int g_rank = 0, g_ranks = 1, g_per_rank = 1;
 bool g_check = false;  // --check-collectives
 char g_prefix[32] = "";
 
-// MPI counts are ints: a transfer of more bytes goes in units of 1 KiB when it divides evenly.
-struct Count {
-  int n;
-  MPI_Datatype type;
-};
-MPI_Datatype kilobyte() {
-  static MPI_Datatype t = [] {
-    MPI_Datatype k;
-    MPI_Type_contiguous(1024, MPI_BYTE, &k);
-    MPI_Type_commit(&k);
-    return k;
-  }();
-  return t;
-}
-Count count_of(int64_t bytes, bool in_kilobytes) {
-  const int64_t n = in_kilobytes ? bytes / 1024 : bytes;
-  if (n > INT_MAX) fatalf("a transfer between ranks of %lld bytes is too large for MPI", (long long)bytes);
-  return {(int)n, in_kilobytes ? kilobyte() : MPI_BYTE};
-}
-
 void check(int rc, const char *what) {
   if (rc == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING];
@@ -150,22 +130,6 @@ static void check_same_collective(const CollectiveSig &sig) {
              describe(r).c_str());
 }
 
-// Every device's input, rank by rank, in one Allgather: simple and exact (each rank then reads
-// any member's input); the per-axis communicators of docs/runtime.md move fewer bytes.
-void exchange_inputs(MeshCall &c, const CollectiveSig &sig) {
-  if (g_check) check_same_collective(sig);
-  const int64_t bytes = sig.bytes;
-  if (bytes == 0) return;
-  c.mirror.resize((size_t)(bytes * c.ndev));
-  for (int i = 0; i < c.nlocal; ++i)
-    std::memcpy(c.mirror.data() + (int64_t)(c.first + i) * bytes, c.slots[(size_t)(c.first + i)].in, (size_t)bytes);
-  const int64_t per_rank = bytes * c.nlocal;
-  const Count n = count_of(per_rank, per_rank > INT_MAX && per_rank % 1024 == 0);
-  check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, c.mirror.data(), n.n, n.type, MPI_COMM_WORLD),
-        "exchanging a collective's inputs between ranks");
-  for (int id = 0; id < c.ndev; ++id)
-    if (id < c.first || id >= c.first + c.nlocal) c.slots[(size_t)id].in = c.mirror.data() + (int64_t)id * bytes;
-}
 
 void check_collective(const CollectiveSig &sig) {
   if (g_check) check_same_collective(sig);
@@ -203,6 +167,36 @@ void ints(const std::vector<int64_t> &bytes, std::vector<int> &n, std::vector<in
 }
 
 } // namespace
+
+void exchange_pieces(const std::vector<Piece> &pieces) {
+  if (pieces.empty()) return;
+  std::vector<int64_t> out_bytes((size_t)g_ranks, 0), in_bytes((size_t)g_ranks, 0);
+  for (const Piece &p : pieces) {
+    if (p.from == g_rank) out_bytes[(size_t)p.to] += p.bytes;
+    if (p.to == g_rank) in_bytes[(size_t)p.from] += p.bytes;
+  }
+  std::vector<int> sn, sat, rn, rat;
+  ints(out_bytes, sn, sat, "a collective between ranks");
+  ints(in_bytes, rn, rat, "a collective between ranks");
+  // Packed by destination rank, each rank's pieces in list order (which its receiver shares).
+  std::vector<char> sendbuf((size_t)(sat.empty() ? 0 : sat.back() + sn.back())),
+      recvbuf((size_t)(rat.empty() ? 0 : rat.back() + rn.back()));
+  std::vector<int64_t> at(sat.begin(), sat.end());
+  for (const Piece &p : pieces)
+    if (p.from == g_rank && p.bytes > 0) {
+      std::memcpy(sendbuf.data() + at[(size_t)p.to], p.send, (size_t)p.bytes);
+      at[(size_t)p.to] += p.bytes;
+    }
+  check(MPI_Alltoallv(sendbuf.data(), sn.data(), sat.data(), MPI_BYTE, recvbuf.data(), rn.data(), rat.data(),
+                      MPI_BYTE, MPI_COMM_WORLD),
+        "a collective between ranks (MPI_Alltoallv)");
+  at.assign(rat.begin(), rat.end());
+  for (const Piece &p : pieces)
+    if (p.to == g_rank && p.bytes > 0) {
+      std::memcpy(p.recv, recvbuf.data() + at[(size_t)p.from], (size_t)p.bytes);
+      at[(size_t)p.from] += p.bytes;
+    }
+}
 
 void group_alltoallv(const Group &g, const std::vector<int64_t> &key, const void *send, const std::vector<int64_t> &bytes, void *recv,
                      const std::vector<int64_t> &recv_bytes) {

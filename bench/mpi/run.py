@@ -6,8 +6,8 @@ runs the collective `steps` times inside one shmap (so the time is the collectiv
 shmap call's), each step's result scaled by 0.5 and fed to the next, on N f32 per rank; the
 time per step is (time of S2 steps - time of S1 steps) / (S2 - S1), the best of --repeats.
 Prints microseconds per step and the ratio shmapc / hand-written, whose target is <= 1.1x.
-Then the MLP training step of bench/train_step on meshes of 1, 2 and 4 devices, as that many
-MPI ranks and as threads of one process.
+Then the MLP training step of bench/train_step on meshes of 1, 2, 4 and 8 devices, as that
+many MPI ranks, as 2 ranks of several devices (4 and 8) and as threads of one process.
 
     python3 bench/mpi/run.py --shmapc build/compiler/shmapc [--ranks 2] [--n 262144]"""
 import os
@@ -91,8 +91,10 @@ def main():
                            a.repeats)
             print("%-14s %12.1f %14.1f %7.2fx %8s" % (kind, s * 1e6, c * 1e6, s / c, "<= 1.1x"))
         print()
-        print("MLP training step (bench/train_step), ms per step: a mesh of N as N MPI ranks / as N threads")
-        for m in (1, 2, 4):
+        print("MLP training step (bench/train_step), ms per step, a mesh of N devices: as N MPI ranks, as 2 ranks")
+        print("of N/2 devices each (--devices-per-rank), and as N threads of one process (the ratios)")
+        print("%-6s %10s %10s %10s %9s %9s" % ("N", "N ranks", "2 ranks", "threads", "N ranks", "2 ranks"))
+        for m in (1, 2, 4, 8):
             src = os.path.join(tmp, "mlp%d.smp" % m)
             with open(src, "w") as f:
                 f.write(MLP.format(n=m, rows=256 // m))
@@ -101,7 +103,12 @@ def main():
             subprocess.run([a.shmapc, "compile", src, "--mpi", "-o", ranks], check=True)
             t = seconds_per_step(threads, [], a.repeats, 2, 22)
             q = seconds_per_step(ranks, MPIRUN + ["-np", str(m)], a.repeats, 2, 22)
-            print("%-8d %10.2f ranks %10.2f threads %7.2fx" % (m, q * 1e3, t * 1e3, q / t))
+            if m >= 4:
+                q2 = seconds_per_step(ranks, MPIRUN + ["-np", "2"], a.repeats, 2, 22,
+                                      args=["--devices-per-rank=%d" % (m // 2)])
+                print("%-6d %10.2f %10.2f %10.2f %8.2fx %8.2fx" % (m, q * 1e3, q2 * 1e3, t * 1e3, q / t, q2 / t))
+            else:
+                print("%-6d %10.2f %10s %10.2f %8.2fx %9s" % (m, q * 1e3, "", t * 1e3, q / t, ""))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ ranks, in two layouts:
                             (--mca btl self,tcp: the network path, not shared memory)
 
 A program without a mesh runs on 2 ranks. A program whose meshes have different device counts
-cannot run as one job layout and is skipped (counted). A program expected to fail must print
+cannot run as one job layout (docs/runtime.md): it must stop at start-up on as many ranks as
+its smallest mesh has devices, naming a mesh that does not fit. A program expected to fail must print
 the same output and exit with the same status; its error message comes from a rank
 (`shmap runtime error: rank R: ...`).
 
@@ -52,7 +53,7 @@ def mesh_sizes(path, seen=None):
 
 
 def layouts(path):
-    """(ranks, devices per rank, extra mpirun flags) for each run, or None to skip."""
+    """(ranks, devices per rank, extra mpirun flags) for each run, or None: no layout fits."""
     sizes = mesh_sizes(path)
     if not sizes:
         return [(2, 1, []), (1, 1, ["--mca", "btl", "self,tcp"])]
@@ -75,10 +76,29 @@ def split_expected(text):
     return out, status, [line for line in rest.splitlines()[1:] if line]
 
 
+def check_refused(shmapc, path):
+    """A program whose meshes differ in size runs on no job layout: started on as many ranks
+    as its smallest mesh has devices, it stops before it runs, saying why."""
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = os.path.join(tmp, "prog")
+        subprocess.run([shmapc, "compile", path, "--mpi", "-o", exe] + golden.compile_flags(path), check=True,
+                       capture_output=True, timeout=300)
+        ranks = min(mesh_sizes(path))
+        r = subprocess.run(MPIRUN + ["-np", str(ranks), exe] + golden.program_args(path), capture_output=True,
+                           text=True, timeout=120, cwd=tmp)
+        want = re.compile(r"shmap runtime error: rank 0: the mesh has (\d+) devices, but the job runs %d ranks x 1 "
+                          r"devices per rank = %d: start it with mpirun -np R and --devices-per-rank=D" % (ranks, ranks))
+        m = want.search(r.stderr)
+        if r.returncode != 0 and r.stdout == "" and m and int(m.group(1)) in mesh_sizes(path):
+            return []
+        return ["meshes of different sizes on %d ranks: status %d, expected a refusal at start-up\nstdout:\n%s"
+                "stderr:\n%s" % (ranks, r.returncode, r.stdout, r.stderr[-2000:])]
+
+
 def check(shmapc, path):
     runs = layouts(path)
     if runs is None:
-        return None
+        return check_refused(shmapc, path)
     expected_out, expected_status, messages = split_expected(open(os.path.splitext(path)[0] + ".expected").read())
     with tempfile.TemporaryDirectory() as tmp:
         exe = os.path.join(tmp, "prog")
@@ -114,16 +134,17 @@ def main():
     shmapc = os.path.abspath(a.shmapc)
     os.chdir(ROOT)
     progs = a.programs or golden.run_programs()
-    failed, skipped = [], []
+    failed, refused = [], []
     for p in progs:
+        if layouts(p) is None:
+            refused.append(p)
         problems = check(shmapc, p)
-        if problems is None:
-            skipped.append(p)
-        elif problems:
+        if problems:
             failed.append(p)
             print("FAIL %s\n%s" % (p, "\n".join(problems)))
-    print("%d programs under mpirun: %d passed, %d failed, %d skipped (meshes of different sizes: %s)" % (
-        len(progs), len(progs) - len(failed) - len(skipped), len(failed), len(skipped), " ".join(skipped) or "none"))
+    print("%d programs under mpirun: %d passed (%d of them refused at start-up as they should be, their meshes "
+          "differing in size: %s), %d failed" % (len(progs), len(progs) - len(failed), len(refused),
+                                                 " ".join(refused) or "none", len(failed)))
     return 1 if failed else 0
 
 

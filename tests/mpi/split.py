@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Host arrays that only shmaps read stay split across MPI ranks (issue 12; docs/runtime.md,
-"Several processes"), checked with SHMAP_LOG_RANKS=1, on which each rank reports every file
-it loads (bytes read of the file's) and every shmap's outputs (whole on the rank, kept split,
-or shared and the bytes received):
+"""What moves between MPI ranks (issue 12; docs/runtime.md, "Several processes"), checked with
+SHMAP_LOG_RANKS=1, on which each rank reports every file it loads (bytes read of the file's),
+every shmap's outputs (whole on the rank, kept split, or shared and the bytes received) and,
+with several devices per rank, what each collective sends and receives:
 
   tests/run/stays_split.smp   each case of the analysis (compiler/codegen/SplitUses.cpp) on a
                               2 x 2 mesh, as 4 ranks and as 2 ranks of 2 devices: its output
                               is its .expected file, and rank 1 reports what the comments of
                               EXPECTED below derive.
+  tests/run/ranked_collectives.smp  collectives within a rank and across ranks, on 2 ranks
+                              of 2 devices: each piece crosses to a rank once (RANKED_EXPECTED).
   samples/transformer.smp     data-parallel (and tensor-parallel) training on 4 ranks, each
                               reading its rows of the token file (144 of 288 bytes), the
                               forward shmap's residuals kept split for the backward shmap;
@@ -51,12 +53,36 @@ def stays_split_expected(ranks):
         kept, sums,        # d = doubled(grid), read as rows over x by row_sums; its sums printed
         rows,              # e = doubled(grid): host code reads e[7]
         rows,              # f = doubled(grid), read in two layouts
+    ] + ([] if ranks == 4 else [
+        # total(f)'s psum of one f32 (4 bytes) over a group of 4, 2 on each rank: member 3
+        # (here) reduces it from the others' inputs, then sends it to rank 0
+        "psum input chunks: 0 bytes sent, 8 received", "psum reduced chunks: 4 bytes sent, 0 received",
+    ]) + [
         outputs(1, 0, 0, 0),  # total(f): a replicated scalar, on every rank
         sums,              # row_sums(f)
         kept, sums, sums, sums,  # g, passed to a while loop's row_sums three times
         kept, sums,        # h, passed to both branches of an if
         rows, sums,        # doubled_unchecked: the block of y = 0 only, so shared
     ]
+
+
+# ranked_collectives.smp on 2 ranks of 2 devices, rank 1 (devices x = 1, y = 0 and 1), f32[8]
+# (32 bytes) a device: an all-reduce moves chunk r of each member's input to member r's rank
+# (each member's own, unreduced: one process adds them in member order, and so must the ranks
+# for the same bits), then each reduced chunk once to each other rank of its group; all_gather
+# each input once to each other rank of its group.
+RANKED_EXPECTED = [
+    # psum over y: both members of each group on one rank, nothing moves
+    "psum input chunks: 0 bytes sent, 0 received", "psum reduced chunks: 0 bytes sent, 0 received",
+    # over x: 2 groups with a member on each rank; each member sends the other its half (16 bytes)
+    "psum input chunks: 32 bytes sent, 32 received", "psum reduced chunks: 32 bytes sent, 32 received",
+    # over both: one group of 4; each member here sends the other rank's 2 members a quarter
+    # (8 bytes) each; the 2 chunks reduced here (8 bytes each) go to rank 0 once
+    "psum input chunks: 32 bytes sent, 32 received", "psum reduced chunks: 16 bytes sent, 16 received",
+    # all_gather over x: each input once to the other rank
+    "all_gather inputs: 64 bytes sent, 64 received",
+    outputs(3, 0, 1, 32),  # the psum over y is split over x: rank 0's block comes from it
+]
 
 
 def rank_lines(stderr, rank):
@@ -91,6 +117,15 @@ def main():
             expect("stays_split on %d ranks x %d: what rank 1 keeps, reads and receives" % (ranks, per_rank),
                    got == stays_split_expected(ranks),
                    "got:\n  %s\nwanted:\n  %s" % ("\n  ".join(got), "\n  ".join(stays_split_expected(ranks))))
+
+        # Collectives with several devices per rank: each piece crosses to a rank once.
+        src = os.path.join(ROOT, "tests", "run", "ranked_collectives.smp")
+        r = run(a, tmp, src, 2, 2)
+        got = rank_lines(r.stderr, 1)
+        expect("ranked_collectives on 2 ranks x 2: output as one process",
+               r.returncode == 0 and r.stdout == open(src[:-4] + ".expected").read(), r.stdout + r.stderr)
+        expect("ranked_collectives on 2 ranks x 2: what rank 1 sends and receives", got == RANKED_EXPECTED,
+               "got:\n  %s\nwanted:\n  %s" % ("\n  ".join(got), "\n  ".join(RANKED_EXPECTED)))
 
         # The Transformer: the threaded run, then 4 ranks, then 2 ranks of 2 devices.
         src = os.path.join(ROOT, "samples", "transformer.smp")
