@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstdio>
 #include <cstring>
 
@@ -91,27 +92,84 @@ void move_pieces(int kind, const char *what, const std::vector<Piece> &pieces) {
                (long long)sent, (long long)received);
 }
 
-// Ranked mode: every device's input (`bytes`) to the ranks of the other members of its group,
-// once per rank; slots[id].in of such a remote device then points at this rank's copy.
-void exchange_inputs(MeshCall &c, int kind, int64_t bytes, const int32_t *axes, int32_t naxes) {
+// What group member k reads of member j's input in a collective: nothing, all of it, or a box
+// (offsets, shape and strides in elements of `esize` bytes).
+struct Read {
+  enum Kind { Nothing, Whole, Box } kind = Whole;
+  int64_t offset = 0;
+  int32_t rank = 0;
+  int64_t shape[kMaxRank] = {0}, strides[kMaxRank] = {0};
+  int64_t esize = 1;
+  int64_t bytes() const { return num_elements(rank, shape) * esize; }
+};
+using ReadOf = std::function<Read(int j, int k)>;
+
+// Ranked mode: what each device of another rank reads of a device's input goes to that rank,
+// once: a whole input once per rank, a box once per member that reads it (packed for the
+// trip). slots[id].in of such a remote device then points at this rank's copy, in which
+// everything a local device reads is in its place. `read` null: every member reads all of
+// every member's input (`bytes`).
+void exchange_inputs(MeshCall &c, int kind, int64_t bytes, const int32_t *axes, int32_t naxes, const ReadOf *read) {
   std::vector<Group> groups;
   std::vector<std::vector<int>> partners = partner_ranks(c, axes, naxes, bytes, groups);
   std::vector<Piece> pieces;
-  for (int id = 0; id < c.ndev; ++id)
-    for (int to : partners[(size_t)id])
-      pieces.push_back({rank_of(c, id), to, is_local(c, id) ? c.slots[(size_t)id].in : nullptr,
-                        to == rank_id() ? c.mirror.data() + c.region[(size_t)id] : nullptr, bytes});
+  std::vector<std::vector<char>> packed;
+  struct Unpack {
+    const char *from;
+    char *to;
+    Read read;
+  };
+  std::vector<Unpack> unpack;
+  for (int id = 0; id < c.ndev; ++id) {
+    const Group &g = groups[(size_t)id];
+    const int from = rank_of(c, id);
+    const char *in = is_local(c, id) ? (const char *)c.slots[(size_t)id].in : nullptr;
+    char *copy = c.region[(size_t)id] >= 0 ? c.mirror.data() + c.region[(size_t)id] : nullptr;
+    std::vector<bool> whole_to((size_t)rank_count(), false);
+    for (int k = 0; k < g.n; ++k) {
+      const int to = rank_of(c, g.member[(size_t)k]);
+      if (to == from) continue;
+      const Read r = read ? (*read)(g.me, k) : Read{};
+      if (r.kind == Read::Nothing) continue;
+      if (r.kind == Read::Whole) {
+        if (!whole_to[(size_t)to]) pieces.push_back({from, to, in, to == rank_id() ? copy : nullptr, bytes});
+        whole_to[(size_t)to] = true;
+        continue;
+      }
+      int64_t dense[kMaxRank];
+      row_major_strides(r.rank, r.shape, dense);
+      const char *send = nullptr;
+      char *recv = nullptr;
+      if (from == rank_id()) {
+        packed.emplace_back((size_t)r.bytes());
+        copy_strided(r.esize, r.rank, r.shape, in + r.offset * r.esize, r.strides, packed.back().data(), dense);
+        send = packed.back().data();
+      }
+      if (to == rank_id()) {
+        packed.emplace_back((size_t)r.bytes());
+        recv = packed.back().data();
+        unpack.push_back({recv, copy, r});
+      }
+      pieces.push_back({from, to, send, recv, r.bytes()});
+    }
+  }
   move_pieces(kind, "inputs", pieces);
+  for (const Unpack &u : unpack) {
+    int64_t dense[kMaxRank];
+    row_major_strides(u.read.rank, u.read.shape, dense);
+    copy_strided(u.read.esize, u.read.rank, u.read.shape, u.from, dense, u.to + u.read.offset * u.read.esize,
+                 u.read.strides);
+  }
   for (int id = 0; id < c.ndev; ++id)
     if (c.region[(size_t)id] >= 0) c.slots[(size_t)id].in = c.mirror.data() + c.region[(size_t)id];
 }
 
 // `bytes`: the size of every device's input; `kind`, `axes`: what the collective is. Under MPI
-// the ranks may first compare their collectives (--check-collectives). In ranked mode the
-// inputs other ranks read are then copied to them, unless the caller moves its own data
-// (`exchange` false); nothing writes into a remote device's buffers.
+// the ranks may first compare their collectives (--check-collectives). In ranked mode what
+// other ranks read of the inputs (`read`: exchange_inputs) is then copied to them, unless the
+// caller moves its own data (`exchange` false); nothing writes into a remote device's buffers.
 void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind, const int32_t *axes,
-             int32_t naxes, bool exchange = true) {
+             int32_t naxes, bool exchange = true, const ReadOf *read = nullptr) {
   MeshCall &c = *dev->call;
   c.slots[(size_t)dev->id].in = in;
   c.slots[(size_t)dev->id].out = out;
@@ -121,7 +179,7 @@ void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind
     if (direct(dev)) return check_collective(sig);
     if (dev->id == c.first) check_collective(sig);
     if (!exchange) return;
-    if (dev->id == c.first) exchange_inputs(c, kind, bytes, axes, naxes);
+    if (dev->id == c.first) exchange_inputs(c, kind, bytes, axes, naxes, read);
     c.barrier.arrive_and_wait();
   }
 }
@@ -455,7 +513,18 @@ void shm_psum_scatter(shm_device *dev, int32_t dtype, const void *in, void *out,
   const int64_t es = dtype_size(dtype);
   const int64_t outer = prod(in_shape, 0, dim);
   const int64_t blk = in_shape[dim] / g.n * prod(in_shape, dim + 1, rank);
-  publish(dev, in, out, prod(in_shape, 0, rank) * es, kPsumScatter, axes, naxes);
+  // (member k reads [:, k, :] of every input)
+  const ReadOf read = [&](int, int k) {
+    Read r;
+    r.kind = Read::Box;
+    r.esize = es;
+    r.rank = 2;
+    r.offset = k * blk;
+    r.shape[0] = outer, r.shape[1] = blk;
+    r.strides[0] = g.n * blk, r.strides[1] = 1;
+    return r;
+  };
+  publish(dev, in, out, prod(in_shape, 0, rank) * es, kPsumScatter, axes, naxes, true, &read);
   if (direct(dev)) {
     // Member k gets [:, k, :] of every member's input (packed, MPI_Alltoallv) and folds them
     // in member order.
@@ -538,7 +607,18 @@ void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, i
     src_off = g.me * in_str[split_axis];
     dst_step = out_str[concat_axis];
   }
-  publish(dev, in, out, prod(in_shape, 0, rank) * es, kAllToAll, axes, naxes);
+  // (member k reads the block at k's offset of every input)
+  const int64_t step = tiled ? bshape[split_axis] * in_str[split_axis] : in_str[split_axis];
+  const ReadOf read = [&](int, int k) {
+    Read r;
+    r.kind = Read::Box;
+    r.esize = es;
+    r.rank = brank;
+    r.offset = k * step;
+    for (int32_t d = 0; d < brank; ++d) r.shape[d] = bshape[d], r.strides[d] = bsrc[d];
+    return r;
+  };
+  publish(dev, in, out, prod(in_shape, 0, rank) * es, kAllToAll, axes, naxes, true, &read);
   const int64_t block_elems = num_elements(brank, bshape);
   if (direct(dev)) {
     // The block for member k (the one k would pull: at k's offset) packed for MPI_Alltoallv;
@@ -549,7 +629,6 @@ void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, i
     // (split and concatenated along the first axis, the blocks are already packed in place)
     const bool send_in_place = tiled && split_axis == 0, receive_in_place = tiled && concat_axis == 0;
     Scratch send(send_in_place ? 0 : g.n * part), parts(receive_in_place ? 0 : g.n * part);
-    const int64_t step = tiled ? bshape[split_axis] * in_str[split_axis] : in_str[split_axis];
     for (int k = 0; k < g.n && !send_in_place; ++k)
       copy_strided(es, brank, bshape, (const char *)in + (src_off - g.me * step + k * step) * es, bsrc,
                    send.data() + k * part, packed);
@@ -590,7 +669,15 @@ void shm_ppermute(shm_device *dev, int32_t dtype, const void *in, void *out, int
     if (d == g.me) from = s;
   }
   const int64_t bytes = n * dtype_size(dtype);
-  publish(dev, in, out, bytes, kPpermute, axes, naxes);
+  // (member k reads the input of the member that sends to it)
+  const ReadOf read = [&](int j, int k) {
+    Read r;
+    r.kind = Read::Nothing;
+    for (int32_t p = 0; p < npairs; ++p)
+      if (pairs[2 * p] == j && pairs[2 * p + 1] == k) r.kind = Read::Whole;
+    return r;
+  };
+  publish(dev, in, out, bytes, kPpermute, axes, naxes, true, &read);
   int64_t received = 0;
   if (direct(dev)) {
     int to = -1;

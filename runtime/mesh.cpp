@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <immintrin.h>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -268,38 +269,56 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
 }
 
 // Under MPI (ranks.h) each rank's devices wrote only their blocks of an output into the rank's
-// copy of the global array: the ranks exchange the blocks of their writer devices, so every
-// rank holds the whole array for the host code that runs on all of them.
-// Returns the bytes this rank received.
+// copy of the global array, for host code that reads it whole on every rank: each block goes
+// from its writer's rank to each rank without it (exchange_pieces). A rank holds a block its
+// writer is on, and, for an output the same along the axes its spec leaves out, any block of
+// its devices (writes_block). Returns the bytes this rank received.
 int64_t share_output(const MeshCall &c, const ArrayPlan &p, void *out) {
   if (p.block_bytes == 0) return 0;
-  std::vector<int64_t> counts((size_t)rank_count(), 0);
-  std::vector<int64_t> writers;  // in device order, so in rank order
+  const int ranks = rank_count(), me = rank_id();
+  std::map<int64_t, std::vector<bool>> held;  // by block offset: the ranks holding it
+  std::vector<std::pair<int64_t, int64_t>> writers;  // (device, block offset), in device order
   int64_t coords[kMaxMeshRank];
   for (int64_t id = 0; id < c.ndev; ++id) {
     coords_of(c, id, coords);
-    if (!is_writer(p, c, coords)) continue;
-    writers.push_back(id);
-    counts[(size_t)(id / c.nlocal)] += p.block_bytes;  // (every rank runs nlocal devices)
+    const int64_t off = block_offset(p, c, coords);
+    std::vector<bool> &h = held[off];
+    h.resize((size_t)ranks, false);
+    const bool writer = is_writer(p, c, coords);
+    if (writer) writers.push_back({id, off});
+    if (writer || p.same_elsewhere) h[(size_t)(id / c.nlocal)] = true;  // (every rank runs nlocal devices)
   }
-  std::vector<char> mine((size_t)counts[(size_t)rank_id()]), all((size_t)p.block_bytes * writers.size());
-  char *at = mine.data();
-  for (int64_t id : writers) {
-    if (id < c.first || id >= c.first + c.nlocal) continue;
-    coords_of(c, id, coords);
-    copy_strided(p.esize, p.rank, p.bshape, (const char *)out + block_offset(p, c, coords) * p.esize, p.gstrides,
-                 at, p.bstrides);
-    at += p.block_bytes;
+  // A block in one run of the array moves in place; another is packed first.
+  std::vector<std::vector<char>> packed;
+  packed.reserve(writers.size() * (size_t)ranks);
+  std::vector<Piece> pieces;
+  std::vector<std::pair<const char *, int64_t>> unpack;  // (packed block, offset) received
+  for (const auto &[id, off] : writers) {
+    const int from = (int)(id / c.nlocal);
+    char *at = (char *)out + off * p.esize;
+    const char *send = at;
+    if (from == me && !p.contiguous) {
+      packed.emplace_back((size_t)p.block_bytes);
+      copy_strided(p.esize, p.rank, p.bshape, at, p.gstrides, packed.back().data(), p.bstrides);
+      send = packed.back().data();
+    }
+    for (int to = 0; to < ranks; ++to) {
+      if (held[off][(size_t)to]) continue;
+      char *recv = at;
+      if (to == me && !p.contiguous) {
+        packed.emplace_back((size_t)p.block_bytes);
+        recv = packed.back().data();
+        unpack.push_back({recv, off});
+      }
+      pieces.push_back({from, to, from == me ? send : nullptr, to == me ? recv : nullptr, p.block_bytes});
+    }
   }
-  allgather_bytes(mine.data(), counts, all.data());
+  exchange_pieces(pieces);
+  for (const auto &[block, off] : unpack)
+    copy_strided(p.esize, p.rank, p.bshape, block, p.bstrides, (char *)out + off * p.esize, p.gstrides);
   int64_t received = 0;
-  for (size_t w = 0; w < writers.size(); ++w) {
-    if (writers[w] >= c.first && writers[w] < c.first + c.nlocal) continue;
-    coords_of(c, writers[w], coords);
-    copy_strided(p.esize, p.rank, p.bshape, all.data() + w * p.block_bytes, p.bstrides,
-                 (char *)out + block_offset(p, c, coords) * p.esize, p.gstrides);
-    received += p.block_bytes;
-  }
+  for (const Piece &piece : pieces)
+    if (piece.to == me) received += piece.bytes;
   return received;
 }
 

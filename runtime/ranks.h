@@ -80,10 +80,6 @@ void group_sendrecv(const Group &g, const std::vector<int64_t> &key, const void 
 // that skipped one would make them disagree): a mismatch is a fatal error naming the ranks.
 void check_collective(const CollectiveSig &sig);
 
-// Every rank's `mine` (counts[r] bytes from rank r, for all r) concatenated in rank order in
-// `all` (MPI_Allgatherv). On one rank: a copy.
-void allgather_bytes(const void *mine, const std::vector<int64_t> &counts, void *all);
-
 // Sums every rank's statistics into rank 0's (for --stats).
 void sum_stats_over_ranks(Stats &s);
 

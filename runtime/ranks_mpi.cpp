@@ -223,20 +223,6 @@ void group_sendrecv(const Group &g, const std::vector<int64_t> &key, const void 
         "ppermute between ranks (MPI_Sendrecv)");
 }
 
-void allgather_bytes(const void *mine, const std::vector<int64_t> &counts, void *all) {
-  std::vector<int> n((size_t)g_ranks), at((size_t)g_ranks);
-  int64_t total = 0;
-  for (int r = 0; r < g_ranks; ++r) {
-    if (total > INT_MAX || counts[(size_t)r] > INT_MAX)
-      fatalf("an output of %lld bytes is too large to share between ranks with MPI", (long long)total);
-    at[(size_t)r] = (int)total;
-    n[(size_t)r] = (int)counts[(size_t)r];
-    total += counts[(size_t)r];
-  }
-  check(MPI_Allgatherv(mine, n[(size_t)g_rank], MPI_BYTE, all, n.data(), at.data(), MPI_BYTE, MPI_COMM_WORLD),
-        "sharing a shmap's output between ranks");
-}
-
 void sum_stats_over_ranks(Stats &s) {
   int64_t v[3 * kNumKinds];
   for (int k = 0; k < kNumKinds; ++k) {

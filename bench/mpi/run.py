@@ -22,6 +22,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "train_step"))
 from run import PROGRAM as MLP  # noqa: E402  (bench/train_step/run.py)
 
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1"]
+# The training step's ranks may use every core, as the threads of one process do (a rank that
+# Open MPI binds to one core runs a device's team on it alone: docs/runtime.md, "Binding").
+MLP_MPIRUN = MPIRUN + ["--bind-to", "none"]
 
 
 def step(kind, r, n):
@@ -102,9 +105,9 @@ def main():
             subprocess.run([a.shmapc, "compile", src, "-o", threads], check=True)
             subprocess.run([a.shmapc, "compile", src, "--mpi", "-o", ranks], check=True)
             t = seconds_per_step(threads, [], a.repeats, 2, 22)
-            q = seconds_per_step(ranks, MPIRUN + ["-np", str(m)], a.repeats, 2, 22)
+            q = seconds_per_step(ranks, MLP_MPIRUN + ["-np", str(m)], a.repeats, 2, 22)
             if m >= 4:
-                q2 = seconds_per_step(ranks, MPIRUN + ["-np", "2"], a.repeats, 2, 22,
+                q2 = seconds_per_step(ranks, MLP_MPIRUN + ["-np", "2"], a.repeats, 2, 22,
                                       args=["--devices-per-rank=%d" % (m // 2)])
                 print("%-6d %10.2f %10.2f %10.2f %8.2fx %8.2fx" % (m, q * 1e3, q2 * 1e3, t * 1e3, q / t, q2 / t))
             else:

@@ -41,13 +41,14 @@ def outputs(whole, split, shared, received):
 # stays_split.smp's reports on rank 1, by layout (ranks, devices per rank). Rank 1 runs device
 # 1 (x = 0, y = 1) on 4 ranks, devices 2 and 3 (x = 1) on 2 ranks. The rows of x are 4 of the
 # grid's 8 (64 of its 128 bytes); a block of `doubled` is 64 bytes, of `row_sums` 16. Sharing
-# brings a rank the block of each writer (the device at y = 0) of another rank: both writers'
-# on 4 ranks, one on 2.
+# brings a rank each block it does not hold: with variance checking a rank holds the block of
+# each of its devices, so rank 1 lacks 1 of 2; without it (doubled_unchecked) only the block
+# of a writer (the device at y = 0), so on 4 ranks rank 1 lacks both.
 def stays_split_expected(ranks):
-    blocks_received = 2 if ranks == 4 else 1
     kept = outputs(0, 1, 0, 0)
-    sums = outputs(0, 0, 1, 16 * blocks_received)
-    rows = outputs(0, 0, 1, 64 * blocks_received)
+    sums = outputs(0, 0, 1, 16)
+    rows = outputs(0, 0, 1, 64)
+    unchecked = outputs(0, 0, 1, 128 if ranks == 4 else 64)
     return [
         "load data/grid_8x4.npy: 64 of 128 bytes (1 blocks)",  # only shmaps read it, as rows over x
         kept, sums,        # d = doubled(grid), read as rows over x by row_sums; its sums printed
@@ -62,7 +63,7 @@ def stays_split_expected(ranks):
         sums,              # row_sums(f)
         kept, sums, sums, sums,  # g, passed to a while loop's row_sums three times
         kept, sums,        # h, passed to both branches of an if
-        rows, sums,        # doubled_unchecked: the block of y = 0 only, so shared
+        unchecked, sums,   # doubled_unchecked: the block of y = 0 only, so shared
     ]
 
 
@@ -81,7 +82,15 @@ RANKED_EXPECTED = [
     "psum input chunks: 32 bytes sent, 32 received", "psum reduced chunks: 16 bytes sent, 16 received",
     # all_gather over x: each input once to the other rank
     "all_gather inputs: 64 bytes sent, 64 received",
-    outputs(3, 0, 1, 32),  # the psum over y is split over x: rank 0's block comes from it
+    outputs(3, 0, 1, 32),  # the psum over y is split over x: rank 0's block (32 bytes) comes here
+    # psum_scatter and all_to_all over x: member 0 (on rank 0) reads a half (16 bytes) of each
+    # input here, member 1 (here) a half of each there
+    "psum_scatter inputs: 32 bytes sent, 32 received",
+    "all_to_all inputs: 32 bytes sent, 32 received",
+    # ppermute over x: each input (32 bytes) to the member it goes to, on the other rank
+    "ppermute inputs: 64 bytes sent, 64 received",
+    # the three are split over both axes: rank 0's two blocks of each (16, 32, 32 bytes) come here
+    outputs(0, 0, 3, 2 * (16 + 32 + 32)),
 ]
 
 
