@@ -307,9 +307,20 @@ void fold(int32_t dtype, int32_t op, int nsrc, const void *const *srcs, int64_t 
 // Chunk r of n elements for a group of `members`: [n r / members, n (r + 1) / members).
 int64_t chunk_lo(int64_t n, int r, int members) { return n * r / members; }
 
+// A group's first member (in member order) on rank `r`; -1 if none.
+int first_on_rank(const MeshCall &c, const Group &g, int r) {
+  for (int m : g.member)
+    if (rank_of(c, m) == r) return m;
+  return -1;
+}
+
 // Ranked mode (several devices per rank): member r reduces chunk r as in one process, with
 // chunk r of each remote member's input brought to its rank first (one piece per member); the
-// reduced chunk then goes once to each other rank of the group, whose devices copy it.
+// reduced chunk then goes once to each other rank of the group, whose devices copy it. With
+// --reduce-locally-first each rank sends chunk r of the sum of its members instead, and member
+// r adds its rank's members, then the other ranks' sums: k times fewer bytes for k members on
+// a rank, the same result for every run of a layout, but float sums in another order than one
+// process's (so possibly other roundings).
 void all_reduce_ranked(shm_device *dev, const Group &g, int32_t dtype, int32_t op, int kind, const void *in,
                        void *out, int64_t n, const int32_t *axes, int32_t naxes) {
   MeshCall &c = *dev->call;
@@ -320,7 +331,37 @@ void all_reduce_ranked(shm_device *dev, const Group &g, int32_t dtype, int32_t o
   c.slots[(size_t)dev->id].reduced = mine;
   publish(dev, in, out, n * es, kind, axes, naxes, false);
   std::vector<Group> groups;
-  if (dev->id == c.first) {  // chunk r of every member's input to member r's rank
+  const bool local_first = reduce_locally_first();
+  if (dev->id == c.first && local_first) {
+    // Chunk r of the sum of each rank's members to member r's rank, at the place of the rank's
+    // first member of the group.
+    c.partners = partner_ranks(c, axes, naxes, n * es, groups);
+    std::vector<Piece> pieces;
+    std::vector<std::vector<char>> partials;
+    partials.reserve((size_t)c.ndev);
+    for (int id = 0; id < c.ndev; ++id) {
+      const Group &gi = groups[(size_t)id];
+      if (first_on_rank(c, gi, rank_of(c, id)) != id) continue;
+      for (int r = 0; r < gi.n; ++r) {
+        const int to = rank_of(c, gi.member[(size_t)r]);
+        const int64_t rlo = chunk_lo(n, r, gi.n), len = chunk_lo(n, r + 1, gi.n) - rlo;
+        if (to == rank_of(c, id) || len == 0) continue;
+        const char *send = nullptr;
+        if (is_local(c, id)) {
+          std::vector<const void *> mine_here;
+          for (int m : gi.member)
+            if (is_local(c, m)) mine_here.push_back(c.slots[(size_t)m].in);
+          partials.emplace_back((size_t)(len * es));
+          fold(dtype, op, (int)mine_here.size(), mine_here.data(), rlo, partials.back().data(), len);
+          send = partials.back().data();
+        }
+        pieces.push_back({rank_of(c, id), to, send,
+                          to == rank_id() ? c.mirror.data() + c.region[(size_t)id] + rlo * es : nullptr, len * es});
+      }
+    }
+    move_pieces(kind, "input chunks added up on their rank", pieces);
+  }
+  if (dev->id == c.first && !local_first) {  // chunk r of every member's input to member r's rank
     std::vector<std::vector<int>> partners = partner_ranks(c, axes, naxes, n * es, groups);
     std::vector<Piece> pieces;
     for (int id = 0; id < c.ndev; ++id) {
@@ -340,9 +381,17 @@ void all_reduce_ranked(shm_device *dev, const Group &g, int32_t dtype, int32_t o
     c.partners = std::move(partners);
   }
   c.barrier.arrive_and_wait();
-  std::vector<const void *> srcs((size_t)g.n);
-  for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = in_of(dev, g, j);
-  if (hi > lo) fold(dtype, op, g.n, srcs.data(), lo, mine, hi - lo);
+  std::vector<const void *> srcs;
+  if (local_first) {  // this rank's members in member order, then each other rank's sum
+    for (int m : g.member)
+      if (is_local(c, m)) srcs.push_back(c.slots[(size_t)m].in);
+    for (int m : g.member)
+      if (!is_local(c, m) && first_on_rank(c, g, rank_of(c, m)) == m)
+        srcs.push_back(c.mirror.data() + c.region[(size_t)m]);
+  } else {
+    for (int j = 0; j < g.n; ++j) srcs.push_back(in_of(dev, g, j));
+  }
+  if (hi > lo) fold(dtype, op, (int)srcs.size(), srcs.data(), lo, mine, hi - lo);
   for (int j = 0; j < g.n; ++j)  // to the other members on this rank, as in one process
     if (j != g.me && is_local(c, g.member[(size_t)j]) && out_of(dev, g, j) && hi > lo)
       std::memcpy((char *)out_of(dev, g, j) + lo * es, mine, (size_t)((hi - lo) * es));

@@ -37,6 +37,9 @@ const char *rank_prefix();
 // SHMAP_LOG_RANKS=1 in a job of several ranks: each rank says on stderr what it reads of files
 // and moves between ranks (docs/runtime.md, "Several processes").
 bool log_ranks();
+// --reduce-locally-first (or SHMAP_REDUCE_LOCALLY_FIRST=1): with several devices per rank, an
+// all-reduce adds up a rank's members first (collectives.cpp, all_reduce_ranked).
+bool reduce_locally_first();
 // Whether this rank writes the program's output (print, savez, --stats): rank 0.
 inline bool writes_output() { return rank_id() == 0; }
 

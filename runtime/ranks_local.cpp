@@ -15,6 +15,7 @@ const char *ranks_usage() { return ""; }
 void check_layout() {}
 void ranks_finish() {}
 void ranks_abort(int code) { std::exit(code); }
+bool reduce_locally_first() { return false; }
 int rank_id() { return 0; }
 int rank_count() { return 1; }
 const char *rank_prefix() { return ""; }

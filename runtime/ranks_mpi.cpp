@@ -29,7 +29,8 @@ namespace shm {
 
 namespace {
 int g_rank = 0, g_ranks = 1, g_per_rank = 1;
-bool g_check = false;  // --check-collectives
+bool g_check = false;        // --check-collectives
+bool g_local_first = false;  // --reduce-locally-first
 char g_prefix[32] = "";
 
 void check(int rc, const char *what) {
@@ -54,11 +55,17 @@ void ranks_init(int *argc, char ***argv) {
   std::snprintf(g_prefix, sizeof g_prefix, "rank %d: ", g_rank);
   const char *check = std::getenv("SHMAP_CHECK_COLLECTIVES");
   g_check = check && std::strcmp(check, "1") == 0;
+  const char *local_first = std::getenv("SHMAP_REDUCE_LOCALLY_FIRST");
+  g_local_first = local_first && std::strcmp(local_first, "1") == 0;
 }
 
 int ranks_take_arg(const char *prog, const char *arg) {
   if (std::strcmp(arg, "--check-collectives") == 0) {
     g_check = true;
+    return 1;
+  }
+  if (std::strcmp(arg, "--reduce-locally-first") == 0) {
+    g_local_first = true;
     return 1;
   }
   const char *flag = "--devices-per-rank=";
@@ -79,7 +86,10 @@ const char *ranks_usage() {
   return "  --devices-per-rank=N   mesh devices each MPI rank runs as threads (default 1); every mesh\n"
          "            must have (ranks x N) devices\n"
          "  --check-collectives   the ranks compare each collective before running it (a mismatch is\n"
-         "            an error naming the ranks, not a hang)\n";
+         "            an error naming the ranks, not a hang)\n"
+         "  --reduce-locally-first   with several devices per rank, an all-reduce adds up each rank's\n"
+         "            devices before their data travels: less traffic, but float sums may round\n"
+         "            differently from one process (the same for every run of one layout)\n";
 }
 
 void check_layout() {
@@ -98,6 +108,7 @@ void ranks_abort(int code) {
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }
+bool reduce_locally_first() { return g_local_first; }
 int rank_id() { return g_rank; }
 int rank_count() { return g_ranks; }
 const char *rank_prefix() { return g_prefix; }

@@ -9,7 +9,9 @@ with several devices per rank, what each collective sends and receives:
                               is its .expected file, and rank 1 reports what the comments of
                               EXPECTED below derive.
   tests/run/ranked_collectives.smp  collectives within a rank and across ranks, on 2 ranks
-                              of 2 devices: each piece crosses to a rank once (RANKED_EXPECTED).
+                              of 2 devices: each piece crosses to a rank once (RANKED_EXPECTED),
+                              and with --reduce-locally-first a rank's sum instead of each
+                              member's input (RANKED_LOCALLY_FIRST).
   samples/transformer.smp     data-parallel (and tensor-parallel) training on 4 ranks, each
                               reading its rows of the token file (144 of 288 bytes), the
                               forward shmap's residuals kept split for the backward shmap;
@@ -94,6 +96,14 @@ RANKED_EXPECTED = [
 ]
 
 
+# With --reduce-locally-first rank 1 sends, for the psum over both axes, chunks 0 and 1 (8 bytes
+# each) of the sum of its 2 members, not of each: half the bytes. Groups with one member on
+# a rank move what they did.
+RANKED_LOCALLY_FIRST = [line.replace("psum input chunks:", "psum input chunks added up on their rank:")
+                        for line in RANKED_EXPECTED]
+RANKED_LOCALLY_FIRST[4] = "psum input chunks added up on their rank: 16 bytes sent, 16 received"
+
+
 def rank_lines(stderr, rank):
     prefix = "shmap ranks: rank %d: " % rank
     return [l[len(prefix):] for l in stderr.splitlines() if l.startswith(prefix)]
@@ -135,6 +145,14 @@ def main():
                r.returncode == 0 and r.stdout == open(src[:-4] + ".expected").read(), r.stdout + r.stderr)
         expect("ranked_collectives on 2 ranks x 2: what rank 1 sends and receives", got == RANKED_EXPECTED,
                "got:\n  %s\nwanted:\n  %s" % ("\n  ".join(got), "\n  ".join(RANKED_EXPECTED)))
+
+        # ... and with the members of a rank added up before they travel.
+        r = run(a, tmp, src, 2, 2, ["--reduce-locally-first"])
+        got = rank_lines(r.stderr, 1)
+        expect("ranked_collectives on 2 ranks x 2, --reduce-locally-first: output as one process (sums of integers)",
+               r.returncode == 0 and r.stdout == open(src[:-4] + ".expected").read(), r.stdout + r.stderr)
+        expect("ranked_collectives on 2 ranks x 2, --reduce-locally-first: what rank 1 sends and receives",
+               got == RANKED_LOCALLY_FIRST, "got:\n  %s\nwanted:\n  %s" % ("\n  ".join(got), "\n  ".join(RANKED_LOCALLY_FIRST)))
 
         # The Transformer: the threaded run, then 4 ranks, then 2 ranks of 2 devices.
         src = os.path.join(ROOT, "samples", "transformer.smp")
