@@ -4,13 +4,27 @@
 
 #include "util.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 namespace shm {
 
 void ranks_init(int *, char ***) {}
-int ranks_take_arg(const char *, const char *) { return 0; }
+// The arguments of the MPI build are refused by name, with what to do.
+int ranks_take_arg(const char *prog, const char *arg) {
+  for (const char *flag : {"--devices-per-rank", "--check-collectives", "--reduce-locally-first"}) {
+    const size_t n = std::strlen(flag);
+    if (std::strncmp(arg, flag, n) == 0 && (arg[n] == '\0' || arg[n] == '=')) {
+      std::fprintf(stderr,
+                   "%s: error: %s is an argument of programs compiled for several processes: compile with "
+                   "`shmapc compile --mpi` and start with mpirun\n",
+                   prog, flag);
+      return -1;
+    }
+  }
+  return 0;
+}
 const char *ranks_usage() { return ""; }
 void check_layout() {}
 void ranks_finish() {}
