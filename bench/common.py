@@ -55,3 +55,17 @@ def venv_python():
         except (subprocess.CalledProcessError, FileNotFoundError):
             continue
     return None
+
+
+def per_step_interleaved(cmds_for, repeats, s1, s2):
+    """The time per step of several programs with a step count, each `cmds_for[i](k)` the
+    command running program i for k steps: (quickest run of s2 steps - quickest of s1) /
+    (s2 - s1), with the programs' runs interleaved, so that load coming and going on a shared
+    machine falls on all of them alike."""
+    best = [[float("inf"), float("inf")] for _ in cmds_for]
+    for _ in range(repeats):
+        for j, k in enumerate((s1, s2)):
+            for i, cmd_for in enumerate(cmds_for):
+                best[i][j] = min(best[i][j], wall(cmd_for(k)))
+    return [(b - a) / (s2 - s1) for a, b in best]
+

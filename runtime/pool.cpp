@@ -1,5 +1,7 @@
 // Device threads: a persistent pool (default) or one std::thread per device and call.
 #include "pool.h"
+
+#include "ranks.h"
 #include "shmap_runtime.h"
 #include "util.h"
 
@@ -180,11 +182,13 @@ void run_on_team(int parts, const std::function<void(int)> &job) {
 }
 
 int usable_cores() {
-  // The CPUs this process may run on (taskset, cgroups' cpusets), not all the machine has.
+  // The CPUs this process may run on (taskset, cgroups' cpusets), not all the machine has,
+  // shared with the other MPI ranks here that may run on the same ones (unbound ranks).
   static const int n = [] {
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-    return std::max(1, (int)std::thread::hardware_concurrency());
+    const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                                  : (int)std::thread::hardware_concurrency();
+    return std::max(1, cores / ranks_sharing_cores());
   }();
   return n;
 }

@@ -30,6 +30,10 @@ void ranks_finish();
 // Ends the whole job after a fatal error on this rank (MPI_Abort), so no rank waits for it.
 [[noreturn]] void ranks_abort(int code);
 
+// How many processes of the job (this one included) run on this machine with the same CPU
+// affinity mask: unbound ranks share the machine's cores (pool.cpp divides them). 1 for one
+// process.
+int ranks_sharing_cores();
 int rank_id();     // this process's rank
 int rank_count();  // the number of processes
 // "rank R: " for messages of a job of several ranks.

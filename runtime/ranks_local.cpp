@@ -30,6 +30,7 @@ void check_layout() {}
 void ranks_finish() {}
 void ranks_abort(int code) { std::exit(code); }
 bool reduce_locally_first() { return false; }
+int ranks_sharing_cores() { return 1; }
 int rank_id() { return 0; }
 int rank_count() { return 1; }
 const char *rank_prefix() { return ""; }

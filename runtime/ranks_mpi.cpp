@@ -17,6 +17,7 @@
 #include <cstring>
 #include <map>
 #include <mpi.h>
+#include <sched.h>
 #include <string>
 #include <thread>
 
@@ -31,6 +32,7 @@ namespace {
 int g_rank = 0, g_ranks = 1, g_per_rank = 1;
 bool g_check = false;        // --check-collectives
 bool g_local_first = false;  // --reduce-locally-first
+int g_sharing = 1;           // ranks_sharing_cores()
 char g_prefix[32] = "";
 
 void check(int rc, const char *what) {
@@ -53,6 +55,19 @@ void ranks_init(int *argc, char ***argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_ranks);
   std::snprintf(g_prefix, sizeof g_prefix, "rank %d: ", g_rank);
+  // The ranks on this machine (a shared-memory communicator) with this rank's affinity mask.
+  MPI_Comm node;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    int n = 1;
+    MPI_Comm_size(node, &n);
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    sched_getaffinity(0, sizeof mine, &mine);
+    std::vector<cpu_set_t> all((size_t)n);
+    if (MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all.data(), (int)sizeof mine, MPI_BYTE, node) == MPI_SUCCESS)
+      g_sharing = (int)std::count_if(all.begin(), all.end(), [&](const cpu_set_t &s) { return CPU_EQUAL(&s, &mine); });
+    MPI_Comm_free(&node);
+  }
   const char *check = std::getenv("SHMAP_CHECK_COLLECTIVES");
   g_check = check && std::strcmp(check, "1") == 0;
   const char *local_first = std::getenv("SHMAP_REDUCE_LOCALLY_FIRST");
@@ -109,6 +124,7 @@ void ranks_abort(int code) {
   std::_Exit(code);
 }
 bool reduce_locally_first() { return g_local_first; }
+int ranks_sharing_cores() { return g_sharing; }
 int rank_id() { return g_rank; }
 int rank_count() { return g_ranks; }
 const char *rank_prefix() { return g_prefix; }

@@ -4,7 +4,8 @@ collective written by hand with MPI (collectives_mpi.c: MPI_Allreduce, MPI_Allga
 MPI_Reduce_scatter_block, MPI_Alltoall, MPI_Sendrecv), timed in the same run. A shmapc program
 runs the collective `steps` times inside one shmap (so the time is the collective's, not the
 shmap call's), each step's result scaled by 0.5 and fed to the next, on N f32 per rank; the
-time per step is (time of S2 steps - time of S1 steps) / (S2 - S1), the best of --repeats.
+time per step is (time of S2 steps - time of S1 steps) / (S2 - S1), the best of --repeats,
+the runs of the programs compared interleaved (load on a shared machine falls on each alike).
 Prints microseconds per step and the ratio shmapc / hand-written, whose target is <= 1.1x.
 Then the MLP training step of bench/train_step on meshes of 1, 2, 4 and 8 devices, as that
 many MPI ranks, as 2 ranks of several devices (4 and 8) and as threads of one process.
@@ -17,7 +18,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from common import parser, seconds_per_step, wall  # noqa: E402
+from common import parser, per_step_interleaved  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "train_step"))
 from run import PROGRAM as MLP  # noqa: E402  (bench/train_step/run.py)
 
@@ -64,13 +65,6 @@ def main() {{
 """.format(r=r, n=n, total=r * n, collective=collective, nxt=nxt)
 
 
-def c_per_step(cmd_for, s1, s2, repeats):
-    """The hand-written program's time per step, measured as seconds_per_step measures shmapc's."""
-    a = min(wall(cmd_for(s1)) for _ in range(repeats))
-    b = min(wall(cmd_for(s2)) for _ in range(repeats))
-    return (b - a) / (s2 - s1)
-
-
 def main():
     ap = parser(__doc__)
     ap.add_argument("--ranks", type=int, default=2)
@@ -89,9 +83,9 @@ def main():
                 f.write(program(kind, r, n))
             exe = os.path.join(tmp, kind)
             subprocess.run([a.shmapc, "compile", src, "--mpi", "-o", exe], check=True)
-            s = seconds_per_step(exe, MPIRUN + ["-np", str(r)], a.repeats, 10, 10 + a.steps)
-            c = c_per_step(lambda k: MPIRUN + ["-np", str(r), cexe, kind, str(n), str(k)], 10, 10 + a.steps,
-                           a.repeats)
+            s, c = per_step_interleaved(
+                [lambda k: MPIRUN + ["-np", str(r), exe, "--steps=%d" % k],
+                 lambda k: MPIRUN + ["-np", str(r), cexe, kind, str(n), str(k)]], a.repeats, 10, 10 + a.steps)
             print("%-14s %12.1f %14.1f %7.2fx %8s" % (kind, s * 1e6, c * 1e6, s / c, "<= 1.1x"))
         print()
         print("MLP training step (bench/train_step), ms per step, a mesh of N devices: as N MPI ranks, as 2 ranks")
@@ -104,11 +98,14 @@ def main():
             threads, ranks = os.path.join(tmp, "mlp%d" % m), os.path.join(tmp, "mlp%d_mpi" % m)
             subprocess.run([a.shmapc, "compile", src, "-o", threads], check=True)
             subprocess.run([a.shmapc, "compile", src, "--mpi", "-o", ranks], check=True)
-            t = seconds_per_step(threads, [], a.repeats, 2, 22)
-            q = seconds_per_step(ranks, MLP_MPIRUN + ["-np", str(m)], a.repeats, 2, 22)
+            runs = [lambda k: [threads, "--steps=%d" % k],
+                    lambda k: MLP_MPIRUN + ["-np", str(m), ranks, "--steps=%d" % k]]
             if m >= 4:
-                q2 = seconds_per_step(ranks, MLP_MPIRUN + ["-np", "2"], a.repeats, 2, 22,
-                                      args=["--devices-per-rank=%d" % (m // 2)])
+                runs.append(lambda k: MLP_MPIRUN + ["-np", "2", ranks, "--steps=%d" % k,
+                                                    "--devices-per-rank=%d" % (m // 2)])
+            t, q, *q2 = per_step_interleaved(runs, a.repeats, 2, 22)
+            if m >= 4:
+                q2 = q2[0]
                 print("%-6d %10.2f %10.2f %10.2f %8.2fx %8.2fx" % (m, q * 1e3, q2 * 1e3, t * 1e3, q / t, q2 / t))
             else:
                 print("%-6d %10.2f %10s %10.2f %8.2fx %9s" % (m, q * 1e3, "", t * 1e3, q / t, ""))
