@@ -109,9 +109,44 @@ private:
     line(2, s);
   }
 
+  static std::string shardingText(const ShardingExpr &sh) {
+    auto ref = [](const AxisRefExpr &a) {
+      return quoted(a.name) + (a.size ? ":(" + std::to_string(a.preSize) + ")" + std::to_string(a.size) : "");
+    };
+    std::string s = "(sharding " + (sh.mesh.empty() ? "P" : "@" + sh.mesh);
+    for (const DimShardingExpr &d : sh.dims) {
+      s += " {";
+      for (size_t i = 0; i < d.axes.size(); ++i) s += (i ? " " : "") + ref(d.axes[i]);
+      s += d.open ? (d.axes.empty() ? "?}" : " ?}") : "}";
+      if (d.priority >= 0) s += "p" + std::to_string(d.priority);
+    }
+    if (!sh.replicated.empty()) {
+      s += " (replicated";
+      for (const AxisRefExpr &a : sh.replicated) s += " " + ref(a);
+      s += ")";
+    }
+    return s + ")";
+  }
+
+  void jit(const JitAttrs &a) {
+    std::string s = "(jit (mesh " + a.mesh + ")";
+    if (a.hasIn) {
+      s += " (in_shardings";
+      for (const ShardingExpr &sh : a.inShardings) s += " " + shardingText(sh);
+      s += ")";
+    }
+    if (a.hasOut) {
+      s += " (out_shardings";
+      for (const ShardingExpr &sh : a.outShardings) s += " " + shardingText(sh);
+      s += ")";
+    }
+    line(2, s + ")");
+  }
+
   void func(const FuncDecl &f) {
     line(1, "(def " + (f.module.empty() ? "" : f.module + ".") + f.name);
     if (f.shmap) shmap(*f.shmap);
+    if (f.jit) jit(*f.jit);
     std::string params = "(params";
     for (const Param &p : f.params)
       params += p.type ? " (" + p.name + " " + typeText(*p.type) + ")" : " " + p.name;

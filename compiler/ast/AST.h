@@ -124,6 +124,40 @@ struct ShmapAttrs {
   bool autoPbroadcast = true;
 };
 
+// Shardy's sharding (seed 001; ir::Sharding): `sharding<@m, [{"x"}, {"z", "y", ?}p1],
+// replicated={"w"}>`, or the shorthand P(...) (closed dimensions, on the jit function's mesh).
+struct AxisRefExpr {
+  Loc loc;
+  std::string name;
+  int64_t preSize = 0, size = 0;  // `"x":(m)k`; 0, 0: the whole axis
+};
+struct DimShardingExpr {
+  Loc loc;  // the '{'
+  std::vector<AxisRefExpr> axes;
+  bool open = false;
+  int64_t priority = -1;  // `}p1`
+  Loc priorityLoc;
+};
+struct ShardingExpr {
+  Loc loc;
+  std::string mesh;  // empty for P(...): the jit function's mesh
+  Loc meshLoc;
+  std::vector<DimShardingExpr> dims;
+  std::vector<AxisRefExpr> replicated;
+  Loc replicatedLoc;
+};
+
+// `@jit(mesh=M, in_shardings=..., out_shardings=...)`: a function on global arrays whose
+// shardings the compiler propagates (issue 13). Each sharding list may be left out.
+struct JitAttrs {
+  Loc loc;
+  std::string mesh;
+  Loc meshLoc;
+  std::vector<ShardingExpr> inShardings, outShardings;
+  bool hasIn = false, hasOut = false;
+  Loc inLoc, outLoc;
+};
+
 struct FuncDecl {
   Loc loc;          // the function name
   std::string name;
@@ -132,6 +166,7 @@ struct FuncDecl {
   std::vector<TypeExpr> results;  // checked against what the body returns, when written
   bool hasResultArrow = false;
   std::optional<ShmapAttrs> shmap;
+  std::optional<JitAttrs> jit;
   Block body;
 };
 

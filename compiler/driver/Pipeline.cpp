@@ -115,6 +115,7 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
   if (opts.emit == Emit::AST) return emitText(ast::printAST(*modules.programs[0]));
 
   std::unique_ptr<ir::Module> m = sema::buildModule(modules.units(), diags);
+  if (opts.emit == Emit::Sharded) return emitText(ir::printShardings(*m));
   applyShmapFlags(opts, *m);
   if (opts.verifyEach && !verifyAfter(*m, "sema")) return 2;
   for (const passes::Pass &pass : passes::pipeline()) {

@@ -10,7 +10,7 @@
 namespace shmapc {
 
 // Comm: the static communication report (ir/Comm.h), printed after the IR passes.
-enum class Emit { Tokens, AST, IR, Comm, LLVM, Asm, Obj, Exe };
+enum class Emit { Tokens, AST, IR, Comm, Sharded, LLVM, Asm, Obj, Exe };
 
 struct CompileOptions {
   std::string input;

@@ -17,6 +17,7 @@ namespace {
 
 const std::map<std::string, Emit> kEmits = {{"tokens", Emit::Tokens}, {"ast", Emit::AST},
                                             {"ir", Emit::IR},         {"comm", Emit::Comm},
+                                            {"sharded", Emit::Sharded},
                                             {"llvm", Emit::LLVM},     {"asm", Emit::Asm},
                                             {"obj", Emit::Obj},       {"exe", Emit::Exe}};
 
@@ -30,9 +31,9 @@ struct Args {
 void addCompileOptions(CLI::App *cmd, Args &a) {
   cmd->add_option("file", a.opts.input, "the .smp program")->required();
   cmd->add_option("--emit", a.emit,
-                  "stop after a stage and print it: tokens|ast|ir|comm|llvm|asm|obj|exe "
-                  "(comm: the static communication report)")
-      ->check(CLI::IsMember({"tokens", "ast", "ir", "comm", "llvm", "asm", "obj", "exe"}));
+                  "stop after a stage and print it: tokens|ast|ir|comm|sharded|llvm|asm|obj|exe "
+                  "(comm: the static communication report; sharded: the jit functions' shardings)")
+      ->check(CLI::IsMember({"tokens", "ast", "ir", "comm", "sharded", "llvm", "asm", "obj", "exe"}));
   cmd->add_option("-O", a.opts.optLevel, "optimisation level 0..3 (default 2)")
       ->check(CLI::Range(0, 3));
   cmd->add_option("-I", a.opts.includeDirs, "add a folder to the module search path");

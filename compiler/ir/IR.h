@@ -143,14 +143,73 @@ struct ProgramArg {
   std::string name, type, defaultText;  // type: f32, f64, f16, bf16, i32, i64, bool or str
 };
 
+// ---- Shardy's sharding representation (seed 001; functions in Sharding.cpp), bound to a
+// named mesh: for each dimension of a global array, the mesh axes (or sub-axes) it is sharded
+// along, major to minor, whether propagation may shard it further (open) or not (closed), and
+// the priority of that choice; and the axes along which the array is explicitly replicated
+// (never to be sharded). Every axis not named is implicitly replicated. `P("x", None)` is the
+// shorthand for closed dimensions with no priorities and nothing explicitly replicated.
+
+// A mesh axis or a sub-axis of it: `"x"` (preSize 1, size = the axis's) or `"x":(m)k`, the
+// size-k part of "x" after the sub-axes of total size m to its left (seed 001: m and k divide
+// the axis's size n, and so does m k).
+struct AxisRef {
+  int axis = -1;
+  int64_t preSize = 1, size = 0;
+
+  bool isFull(const Mesh &mesh) const { return preSize == 1 && size == mesh.sizes[(size_t)axis]; }
+  // Whether the two share a part of one axis ("x":(1)4 and "x":(2)4 do).
+  bool overlaps(const AxisRef &o) const {
+    return axis == o.axis && preSize < o.preSize * o.size && o.preSize < preSize * size;
+  }
+  bool operator==(const AxisRef &o) const { return axis == o.axis && preSize == o.preSize && size == o.size; }
+};
+
+struct DimSharding {
+  std::vector<AxisRef> axes;  // major to minor
+  bool open = false;          // `{"x", ?}`: propagation may shard it further
+  int64_t priority = -1;      // `{"x"}p1`; -1: none written (priority 0)
+};
+
+struct Sharding {
+  int mesh = -1;  // index into Module::meshes
+  std::vector<DimSharding> dims;
+  std::vector<AxisRef> replicated;  // explicit, in mesh order (a sub-axis's parts by preSize)
+};
+
+// The number of devices a dimension is split over: the product of its axes' sizes.
+int64_t shardCount(const DimSharding &d);
+// The shape on one device: each dimension's size divided by its shard count, rounded up (an
+// uneven dimension is padded to a multiple of it; the padding is never visible to programs).
+std::vector<int64_t> localShape(const Sharding &s, const std::vector<int64_t> &global);
+// Shardy's notation: `sharding<@m, [{"x"}, {"z", "y", ?}p1], replicated={"w"}>`.
+std::string shardingToString(const Sharding &s, const Mesh &mesh);
+std::string axisRefToString(const AxisRef &a, const Mesh &mesh);
+
+// JIT functions (`@jit`): the mesh and the shardings of the parameters and results as
+// written (before propagation).
+struct JitFunc {
+  std::string name;
+  Loc loc;
+  int mesh = -1;
+  std::vector<std::string> paramNames;
+  std::vector<Type> paramTypes, resultTypes;
+  std::vector<Sharding> inShardings, outShardings;  // empty: none written
+};
+
+
 struct Module {
   std::vector<std::unique_ptr<Mesh>> meshes;
   std::vector<ProgramArg> args;
   std::vector<std::unique_ptr<Func>> funcs;  // every Func, nested bodies included
   Func *main = nullptr;
   bool naiveTranspose = false;  // --transpose=naive: transpose shmaps as before seed 000
+  std::vector<JitFunc> jits;    // the @jit functions, as declared
   Func *newFunc(const std::string &name);
 };
+
+// --emit=sharded: every jit function's values with their shardings and local shapes.
+std::string printShardings(const Module &m);
 
 // broadcast_in_dim, reshape, convert, transpose: equations that change only the shape or dtype
 // of their one operand (a pbroadcast commutes with them).

@@ -46,6 +46,7 @@ const char *tokName(Tok t) {
   case Tok::Colon: return "':'";
   case Tok::Dot: return "'.'";
   case Tok::At: return "'@'";
+  case Tok::Question: return "'?'";
   case Tok::Arrow: return "'->'";
   case Tok::Assign: return "'='";
   case Tok::Plus: return "'+'";
@@ -107,6 +108,7 @@ static const char *kindName(Tok t) {
   case Tok::Colon: return "Colon";
   case Tok::Dot: return "Dot";
   case Tok::At: return "At";
+  case Tok::Question: return "Question";
   case Tok::Arrow: return "Arrow";
   case Tok::Assign: return "Assign";
   case Tok::Plus: return "Plus";
@@ -156,6 +158,7 @@ const Keyword puncts[] = {
     {":", Tok::Colon},   {".", Tok::Dot},       {"@", Tok::At},        {"=", Tok::Assign},
     {"+", Tok::Plus},    {"-", Tok::Minus},     {"*", Tok::Star},      {"/", Tok::Slash},
     {"%", Tok::Percent}, {"<", Tok::Lt},        {">", Tok::Gt},        {"!", Tok::Bang},
+    {"?", Tok::Question},
 };
 
 bool isDigit(char c) { return c >= '0' && c <= '9'; }

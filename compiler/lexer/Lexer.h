@@ -16,6 +16,7 @@ enum class Tok {
   // punctuation / operators
   LParen, RParen, LBracket, RBracket, LBrace, RBrace, Comma, Semi, Colon, Dot, At, Arrow,
   Assign, Plus, Minus, Star, StarStar, Slash, SlashSlash, Percent, EqEq, NotEq, Lt, Le, Gt, Ge, AndAnd, OrOr, Bang,
+  Question,  // `?`: an open dimension of a sharding
 };
 const char *tokName(Tok t);  // for messages: "'('", "identifier", ...
 

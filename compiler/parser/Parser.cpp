@@ -66,8 +66,28 @@ private:
   Param parseParam();
   void parseResults(FuncDecl &fn);
   ShmapAttrs parseShmapAttrs();
+  JitAttrs parseJitAttrs();
+  std::vector<ShardingExpr> parseShardings();
+  ShardingExpr parseSharding();
+  DimShardingExpr parseDimSharding();
+  AxisRefExpr parseAxisRef();
   void parseShmapAttr(ShmapAttrs &attrs, bool &sawMesh, bool &sawIn, bool &sawOut,
                       bool &sawCheck, bool &sawAuto);
+  // one | "(" [ one { "," one } [ "," ] ] ")": a single item or a parenthesised tuple of them.
+  template <typename T>
+  std::vector<T> parseOneOrTuple(T (Parser::*one)(), DiagId id, const char *expected, const char *hint) {
+    std::vector<T> out;
+    if (!accept(Tok::LParen)) {
+      out.push_back((this->*one)());
+      return out;
+    }
+    while (!at(Tok::RParen)) {
+      out.push_back((this->*one)());
+      if (!accept(Tok::Comma)) break;
+    }
+    if (!accept(Tok::RParen)) fail(id, expected, hint);
+    return out;
+  }
   std::vector<PartitionSpecExpr> parseSpecs();
   PartitionSpecExpr parseSpec();
   void parseSpecDim(PartitionSpecExpr &spec);
@@ -197,7 +217,7 @@ Program Parser::parseProgram() {
     else if (at(Tok::KwMesh)) prog.meshes.push_back(parseMesh());
     else if (at(Tok::KwDef) || at(Tok::At)) prog.funcs.push_back(parseFunc());
     else
-      fail(DiagId::ExpectedToken, "'import', 'mesh', 'def' or '@shmap' at top level",
+      fail(DiagId::ExpectedToken, "'import', 'mesh', 'def', '@shmap' or '@jit' at top level",
            "statements belong inside a function body, e.g. 'def main() { ... }'");
   }
   return prog;
@@ -284,9 +304,10 @@ void Parser::parseMeshAxis(MeshDecl &m) {
 //            [ "->" results ] block ;
 std::unique_ptr<FuncDecl> Parser::parseFunc() {
   auto fn = std::make_unique<FuncDecl>();
-  if (at(Tok::At)) fn->shmap = parseShmapAttrs();
-  expect(Tok::KwDef, fn->shmap ? "after @shmap(...)" : "",
-         "an @shmap(...) attribute must be followed by a function definition");
+  if (at(Tok::At) && atIdent("jit", 1)) fn->jit = parseJitAttrs();
+  else if (at(Tok::At)) fn->shmap = parseShmapAttrs();
+  expect(Tok::KwDef, fn->shmap ? "after @shmap(...)" : fn->jit ? "after @jit(...)" : "",
+         "an attribute must be followed by a function definition");
   const Token &name = expectIdent("for the function after 'def'");
   fn->loc = name.loc;
   fn->name = name.text;
@@ -330,7 +351,7 @@ ShmapAttrs Parser::parseShmapAttrs() {
   ShmapAttrs a;
   a.loc = take().loc;  // '@'
   if (!atIdent("shmap"))
-    fail(DiagId::BadShmapAttr, "'shmap' after '@'", "the only attribute is @shmap(...)");
+    fail(DiagId::BadShmapAttr, "'shmap' or 'jit' after '@'", "the attributes are @shmap(...) and @jit(...)");
   take();
   expect(Tok::LParen, "after '@shmap'", "write '@shmap(mesh=M, in_specs=..., out_specs=...)'");
   bool sawMesh = false, sawIn = false, sawOut = false, sawCheck = false, sawAuto = false;
@@ -386,6 +407,130 @@ void Parser::parseShmapAttr(ShmapAttrs &a, bool &sawMesh, bool &sawIn, bool &saw
   }
 }
 
+// jitAttrs = "@" "jit" "(" jitAttr { "," jitAttr } ")" ;
+// jitAttr = "mesh" "=" IDENT | "in_shardings" "=" shardings | "out_shardings" "=" shardings ;
+JitAttrs Parser::parseJitAttrs() {
+  JitAttrs a;
+  a.loc = take().loc;  // '@'
+  take();              // 'jit'
+  const char *known = "the attributes are mesh, in_shardings, out_shardings";
+  expect(Tok::LParen, "after '@jit'", "write '@jit(mesh=M, in_shardings=..., out_shardings=...)'");
+  bool sawMesh = false;
+  do {
+    if (!at(Tok::Ident) && !at(Tok::KwMesh)) fail(DiagId::BadJitAttr, "an attribute name in @jit(...)", known);
+    const Token &key = take();
+    bool *seen = key.text == "mesh" ? &sawMesh : key.text == "in_shardings" ? &a.hasIn
+                 : key.text == "out_shardings" ? &a.hasOut : nullptr;
+    if (!seen) diags_.fatal(DiagId::BadJitAttr, key.loc, "unknown @jit attribute '" + key.text + "'", known);
+    if (*seen) diags_.fatal(DiagId::BadJitAttr, key.loc, "@jit attribute '" + key.text + "' given twice", "remove one of them");
+    *seen = true;
+    expect(Tok::Assign, "after '" + key.text + "'", "write " + key.text + "=...");
+    if (seen == &sawMesh) {
+      const Token &mesh = expectIdent("of a mesh after 'mesh='");
+      a.mesh = mesh.text;
+      a.meshLoc = mesh.loc;
+    } else if (seen == &a.hasIn) {
+      a.inLoc = peek().loc;
+      a.inShardings = parseShardings();
+    } else {
+      a.outLoc = peek().loc;
+      a.outShardings = parseShardings();
+    }
+  } while (accept(Tok::Comma));
+  if (!at(Tok::RParen)) fail(DiagId::BadJitAttr, "',' or ')' in @jit(...)", "separate attributes with ','");
+  Loc close = take().loc;
+  if (!sawMesh) diags_.fatal(DiagId::BadJitAttr, close, "@jit is missing 'mesh='", "add mesh=M: the mesh its shardings use");
+  return a;
+}
+
+// shardings = sharding | "(" [ sharding { "," sharding } [ "," ] ] ")" ;
+std::vector<ShardingExpr> Parser::parseShardings() {
+  return parseOneOrTuple(&Parser::parseSharding, DiagId::BadSharding, "',' or ')' in the tuple of shardings",
+                         "write a tuple of shardings as (P(\"x\"), P())");
+}
+
+// sharding = spec
+//          | "sharding" "<" "@" IDENT "," "[" [ dimSharding { "," dimSharding } ] "]"
+//            [ "," "replicated" "=" "{" [ axisRef { "," axisRef } ] "}" ] ">" ;
+ShardingExpr Parser::parseSharding() {
+  ShardingExpr s;
+  if (atIdent("P")) {  // the shorthand: closed dimensions
+    PartitionSpecExpr spec = parseSpec();
+    s.loc = spec.loc;
+    for (size_t d = 0; d < spec.dims.size(); ++d) {
+      DimShardingExpr dim;
+      dim.loc = spec.loc;
+      for (size_t j = 0; j < spec.dims[d].size(); ++j) dim.axes.push_back({spec.dimLocs[d][j], spec.dims[d][j], 0, 0});
+      s.dims.push_back(std::move(dim));
+    }
+    return s;
+  }
+  const char *shape = "write sharding<@m, [{\"x\"}, {}]> or P(\"x\", None)";
+  if (!atIdent("sharding")) fail(DiagId::BadSharding, "a sharding: sharding<...> or P(...)", shape);
+  s.loc = take().loc;
+  if (!accept(Tok::Lt)) fail(DiagId::BadSharding, "'<' after 'sharding'", shape);
+  if (!accept(Tok::At)) fail(DiagId::BadSharding, "'@' and the mesh's name", shape);
+  const Token &mesh = expectIdent("of a mesh after '@'");
+  s.mesh = mesh.text;
+  s.meshLoc = mesh.loc;
+  if (!accept(Tok::Comma)) fail(DiagId::BadSharding, "',' after the mesh", shape);
+  if (!accept(Tok::LBracket)) fail(DiagId::BadSharding, "'[' to start the dimension shardings", shape);
+  while (!at(Tok::RBracket)) {
+    s.dims.push_back(parseDimSharding());
+    if (!accept(Tok::Comma)) break;
+  }
+  if (!accept(Tok::RBracket)) fail(DiagId::BadSharding, "',' or ']' after a dimension sharding", shape);
+  if (accept(Tok::Comma)) {
+    if (!atIdent("replicated")) fail(DiagId::BadSharding, "'replicated={...}' or '>'", shape);
+    s.replicatedLoc = take().loc;
+    if (!accept(Tok::Assign) || !accept(Tok::LBrace))
+      fail(DiagId::BadSharding, "'={' after 'replicated'", "write replicated={\"y\"}");
+    while (at(Tok::String)) {
+      s.replicated.push_back(parseAxisRef());
+      if (!accept(Tok::Comma)) break;
+    }
+    if (!accept(Tok::RBrace)) fail(DiagId::BadSharding, "an axis name or '}' in replicated={...}", "write replicated={\"y\"}");
+  }
+  if (!accept(Tok::Gt)) fail(DiagId::BadSharding, "'>' to close the sharding", shape);
+  return s;
+}
+
+// dimSharding = "{" [ axisRef { "," axisRef } ] [ [ "," ] "?" ] "}" [ PRIORITY ] ;  PRIORITY: p0, p1, ...
+DimShardingExpr Parser::parseDimSharding() {
+  DimShardingExpr d;
+  const char *hint = "a dimension is {} (unsharded), {\"x\", \"y\"} (closed) or {\"x\", ?} (open), maybe with a priority: {\"x\"}p1";
+  d.loc = peek().loc;
+  if (!accept(Tok::LBrace)) fail(DiagId::BadSharding, "'{' to start a dimension sharding", hint);
+  while (at(Tok::String)) {
+    d.axes.push_back(parseAxisRef());
+    if (!accept(Tok::Comma)) break;
+  }
+  if (accept(Tok::Question)) d.open = true;
+  if (!accept(Tok::RBrace)) fail(DiagId::BadSharding, "an axis name, '?' or '}' in a dimension sharding", hint);
+  if (at(Tok::Ident) && peek().text.size() > 1 && peek().text[0] == 'p') {
+    const std::string digits = peek().text.substr(1);
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9)
+      fail(DiagId::BadSharding, "a priority p0, p1, ... after the dimension", hint);
+    d.priorityLoc = take().loc;
+    d.priority = std::stoll(digits);
+  }
+  return d;
+}
+
+// axisRef = STRING [ ":" "(" INT ")" INT ] ;
+AxisRefExpr Parser::parseAxisRef() {
+  AxisRefExpr a;
+  a.loc = peek().loc;
+  a.name = take().text;
+  if (!accept(Tok::Colon)) return a;
+  const char *sub = "write a sub-axis as \"x\":(m)k: the part of size k after sub-axes of total size m";
+  if (!accept(Tok::LParen) || !at(Tok::Int)) fail(DiagId::BadSharding, "'(' and the sub-axis's pre-size", sub);
+  a.preSize = take().intValue;
+  if (!accept(Tok::RParen) || !at(Tok::Int)) fail(DiagId::BadSharding, "')' and the sub-axis's size", sub);
+  a.size = take().intValue;
+  return a;
+}
+
 // boolLit = "true" | "false" ;
 bool Parser::parseBoolLit(const std::string &attr) {
   if (accept(Tok::KwTrue)) return true;
@@ -395,19 +540,8 @@ bool Parser::parseBoolLit(const std::string &attr) {
 
 // specs = spec | "(" [ spec { "," spec } [ "," ] ] ")" ;
 std::vector<PartitionSpecExpr> Parser::parseSpecs() {
-  std::vector<PartitionSpecExpr> specs;
-  if (!accept(Tok::LParen)) {
-    specs.push_back(parseSpec());
-    return specs;
-  }
-  while (!at(Tok::RParen)) {
-    specs.push_back(parseSpec());
-    if (!accept(Tok::Comma)) break;
-  }
-  if (!accept(Tok::RParen))
-    fail(DiagId::BadSpec, "',' or ')' in the tuple of partition specs",
-         "write a tuple of specs as (P(\"x\"), P())");
-  return specs;
+  return parseOneOrTuple(&Parser::parseSpec, DiagId::BadSpec, "',' or ')' in the tuple of partition specs",
+                         "write a tuple of specs as (P(\"x\"), P())");
 }
 
 // spec = "P" "(" [ specDim { "," specDim } ] ")" ;

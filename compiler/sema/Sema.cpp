@@ -206,6 +206,10 @@ std::vector<SVal> Sema::callFunctionWith(const ast::FuncDecl &decl, const Unit &
                                          const std::vector<SVal> &args, Loc callLoc) {
   checkArgCount(decl, args.size(), callLoc);
   if (decl.shmap) return callShmap(decl, unit, args, callLoc);
+  if (decl.jit && cur_->mesh)
+    failWithNote(DiagId::JitInsideShmap, callLoc, "the jit function " + decl.name + " is called inside a shmap body",
+                 "call it from host code: a jit function partitions itself over its mesh", decl.loc,
+                 decl.name + " is defined here");
 
   std::vector<ArgDesc> descs;
   std::vector<ir::Value *> ins;
@@ -214,6 +218,12 @@ std::vector<SVal> Sema::callFunctionWith(const ast::FuncDecl &decl, const Unit &
     const SVal &a = args[i];
     ArgDesc d;
     if (a.kind == SVal::Axes) {
+      if (decl.jit)
+        failWithNote(DiagId::ArgType, a.loc,
+                     "argument " + std::to_string(i) + " of the jit function " + decl.name + " is the axis names " +
+                         describe(a),
+                     "a jit function takes arrays; it names mesh axes only in its shardings", p.loc,
+                     "parameter " + p.name + " is declared here");
       if (p.type)
         failWithNote(DiagId::ArgType, a.loc,
                      "argument " + std::to_string(i) + " of " + decl.name +
@@ -341,6 +351,7 @@ const Instance &Sema::instantiate(const ast::FuncDecl &decl, const Unit &unit,
   active_.pop_back();
   cur_ = savedCtx;
   scope_ = savedScope;
+  if (decl.jit) recordJit(decl, *f, inst.results);
   return instances_.emplace(key, inst).first->second;
 }
 
@@ -356,8 +367,8 @@ std::unique_ptr<ir::Module> Sema::run() {
   if (!main.params.empty())
     fail(DiagId::NoMain, main.loc, "main must not take parameters",
          "remove main's parameters; it runs once on the host");
-  if (main.shmap)
-    fail(DiagId::NoMain, main.loc, "main cannot be a @shmap function",
+  if (main.shmap || main.jit)
+    fail(DiagId::NoMain, main.loc, std::string("main cannot be a @") + (main.shmap ? "shmap" : "jit") + " function",
          "put the per-device code in another function and call it from main");
   if (main.hasResultArrow && !main.results.empty())
     fail(DiagId::MainReturnsValue, main.loc, "main must not declare results",

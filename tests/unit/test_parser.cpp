@@ -752,9 +752,28 @@ TEST_CASE("parser errors: functions and types", "[parser][errors]") {
   expectError("def f() {} }", DiagId::ExpectedToken, 1, 12);
 }
 
+TEST_CASE("parser errors: jit attributes and shardings", "[parser][errors]") {
+  const std::string def = " def f(x) {}";
+  expectError("@jit def f() {}", DiagId::ExpectedToken, 1, 6);
+  expectError("@jit(in_shardings=P())" + def, DiagId::BadJitAttr, 1, 22);
+  expectError("@jit(mesh=m, foo=P())" + def, DiagId::BadJitAttr, 1, 14);
+  expectError("@jit(mesh=m, mesh=m)" + def, DiagId::BadJitAttr, 1, 14);
+  expectError("@jit(mesh=m in_shardings=P())" + def, DiagId::BadJitAttr, 1, 13);
+  expectError("@jit(mesh=m, in_shardings=Q())" + def, DiagId::BadSharding, 1, 27);
+  expectError("@jit(mesh=m, in_shardings=sharding<m, []>)" + def, DiagId::BadSharding, 1, 36);
+  expectError("@jit(mesh=m, in_shardings=sharding<@m [{}]>)" + def, DiagId::BadSharding, 1, 39);
+  expectError("@jit(mesh=m, in_shardings=sharding<@m, {}>)" + def, DiagId::BadSharding, 1, 40);
+  expectError("@jit(mesh=m, in_shardings=sharding<@m, [\"x\"]>)" + def, DiagId::BadSharding, 1, 41);
+  expectError("@jit(mesh=m, in_shardings=sharding<@m, [{\"x\"}pq]>)" + def, DiagId::BadSharding, 1, 46);
+  expectError("@jit(mesh=m, in_shardings=sharding<@m, [{\"x\":(2}]>)" + def, DiagId::BadSharding, 1, 48);
+  expectError("@jit(mesh=m, in_shardings=sharding<@m, [{}], repl={}>)" + def, DiagId::BadSharding, 1, 46);
+  expectError("@jit(mesh=m, in_shardings=sharding<@m, [{}], replicated={3}>)" + def, DiagId::BadSharding, 1, 58);
+  expectError("@jit(mesh=m, in_shardings=sharding<@m, [{}]" + def, DiagId::BadSharding, 1, 45);
+}
+
 TEST_CASE("parser errors: shmap attributes and specs", "[parser][errors]") {
   const std::string def = " def f(x) {}";
-  expectError("@jit def f() {}", DiagId::BadShmapAttr, 1, 2);
+  expectError("@pmap def f() {}", DiagId::BadShmapAttr, 1, 2);
   expectError("@shmap mesh=m def f() {}", DiagId::ExpectedToken, 1, 8);
   expectError("@shmap(mesh=m, in_specs=P(), out_specs=P(), foo=1)" + def, DiagId::BadShmapAttr, 1, 45);
   expectError("@shmap(in_specs=P(), out_specs=P())" + def, DiagId::BadShmapAttr, 1, 35);

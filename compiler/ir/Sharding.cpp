@@ -1,0 +1,82 @@
+// Shardy's sharding representation (IR.h): shard counts, local shapes, and its notation.
+#include "ir/IR.h"
+
+namespace shmapc::ir {
+
+int64_t shardCount(const DimSharding &d) {
+  int64_t n = 1;
+  for (const AxisRef &a : d.axes) n *= a.size;
+  return n;
+}
+
+std::vector<int64_t> localShape(const Sharding &s, const std::vector<int64_t> &global) {
+  std::vector<int64_t> local = global;
+  for (size_t d = 0; d < s.dims.size() && d < local.size(); ++d) {
+    const int64_t n = shardCount(s.dims[d]);
+    local[d] = (local[d] + n - 1) / n;
+  }
+  return local;
+}
+
+std::string axisRefToString(const AxisRef &a, const Mesh &mesh) {
+  std::string s = "\"" + mesh.axes[(size_t)a.axis] + "\"";
+  if (!a.isFull(mesh)) s += ":(" + std::to_string(a.preSize) + ")" + std::to_string(a.size);
+  return s;
+}
+
+std::string shardingToString(const Sharding &s, const Mesh &mesh) {
+  std::string out = "sharding<@" + mesh.name + ", [";
+  for (size_t d = 0; d < s.dims.size(); ++d) {
+    const DimSharding &dim = s.dims[d];
+    out += d ? ", {" : "{";
+    for (size_t i = 0; i < dim.axes.size(); ++i) out += (i ? ", " : "") + axisRefToString(dim.axes[i], mesh);
+    if (dim.open) out += dim.axes.empty() ? "?" : ", ?";
+    out += "}";
+    if (dim.priority >= 0) out += "p" + std::to_string(dim.priority);
+  }
+  out += "]";
+  if (!s.replicated.empty()) {
+    out += ", replicated={";
+    for (size_t i = 0; i < s.replicated.size(); ++i) out += (i ? ", " : "") + axisRefToString(s.replicated[i], mesh);
+    out += "}";
+  }
+  return out + ">";
+}
+
+namespace {
+
+std::string shapeText(const Type &t, const std::vector<int64_t> &shape) {
+  std::string s = dtypeName(t.dtype) + std::string("[");
+  for (size_t d = 0; d < shape.size(); ++d) s += (d ? "," : "") + std::to_string(shape[d]);
+  return s + "]";
+}
+
+// `name: f32[4,8] sharding<...> local f32[2,1]` (unsharded: "no sharding written").
+std::string valueLine(const std::string &name, const Type &t, const std::vector<Sharding> &shardings, size_t i,
+                      const Module &m) {
+  std::string s = "  " + name + ": " + shapeText(t, t.shape);
+  if (i >= shardings.size()) return s + " (no sharding written)\n";
+  const Sharding &sh = shardings[i];
+  std::vector<int64_t> local = localShape(sh, t.shape);
+  s += " " + shardingToString(sh, *m.meshes[(size_t)sh.mesh]) + " local " + shapeText(t, local);
+  bool padded = false;
+  for (size_t d = 0; d < sh.dims.size() && d < t.shape.size(); ++d)
+    padded = padded || t.shape[d] % shardCount(sh.dims[d]) != 0;
+  if (padded) s += " (padded)";
+  return s + "\n";
+}
+
+} // namespace
+
+std::string printShardings(const Module &m) {
+  std::string out;
+  for (const JitFunc &j : m.jits) {
+    out += "jit @" + j.name + " mesh " + m.meshes[(size_t)j.mesh]->name + "\n";
+    for (size_t i = 0; i < j.paramTypes.size(); ++i) out += valueLine(j.paramNames[i], j.paramTypes[i], j.inShardings, i, m);
+    for (size_t i = 0; i < j.resultTypes.size(); ++i)
+      out += valueLine("result " + std::to_string(i), j.resultTypes[i], j.outShardings, i, m);
+  }
+  return out;
+}
+
+} // namespace shmapc::ir
