@@ -115,12 +115,13 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
   if (opts.emit == Emit::AST) return emitText(ast::printAST(*modules.programs[0]));
 
   std::unique_ptr<ir::Module> m = sema::buildModule(modules.units(), diags);
-  if (opts.emit == Emit::Sharded) return emitText(ir::printShardings(*m));
   applyShmapFlags(opts, *m);
   if (opts.verifyEach && !verifyAfter(*m, "sema")) return 2;
   for (const passes::Pass &pass : passes::pipeline()) {
     pass.run(*m, diags);
     if (opts.verifyEach && !verifyAfter(*m, pass.name)) return 2;
+    if (opts.emit == Emit::Sharded && std::string(pass.name) == "propagate-shardings")
+      return emitText(ir::printShardings(*m));
   }
   if (opts.emit == Emit::IR) return emitText(ir::printModule(*m));
   if (opts.emit == Emit::Comm) return emitText(ir::printCommReport(ir::analyzeCommunication(*m), &sm));

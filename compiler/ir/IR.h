@@ -195,6 +195,9 @@ struct JitFunc {
   std::vector<std::string> paramNames;
   std::vector<Type> paramTypes, resultTypes;
   std::vector<Sharding> inShardings, outShardings;  // empty: none written
+  Func *func = nullptr;  // the instance (null once inlined into its callers)
+  // Every value's sharding after propagation (passes/PropagateShardings.cpp).
+  std::map<const Value *, Sharding> propagated;
 };
 
 

@@ -51,30 +51,46 @@ std::string shapeText(const Type &t, const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
-// `name: f32[4,8] sharding<...> local f32[2,1]` (unsharded: "no sharding written").
-std::string valueLine(const std::string &name, const Type &t, const std::vector<Sharding> &shardings, size_t i,
-                      const Module &m) {
+// `name: f32[4,8] sharding<...> local f32[2,1]`, or for a value no sharding reaches
+// "(no sharding)".
+std::string valueLine(const std::string &name, const Type &t, const Sharding *sh, const Module &m) {
   std::string s = "  " + name + ": " + shapeText(t, t.shape);
-  if (i >= shardings.size()) return s + " (no sharding written)\n";
-  const Sharding &sh = shardings[i];
-  std::vector<int64_t> local = localShape(sh, t.shape);
-  s += " " + shardingToString(sh, *m.meshes[(size_t)sh.mesh]) + " local " + shapeText(t, local);
+  if (!sh) return s + " (no sharding)\n";
+  std::vector<int64_t> local = localShape(*sh, t.shape);
+  s += " " + shardingToString(*sh, *m.meshes[(size_t)sh->mesh]) + " local " + shapeText(t, local);
   bool padded = false;
-  for (size_t d = 0; d < sh.dims.size() && d < t.shape.size(); ++d)
-    padded = padded || t.shape[d] % shardCount(sh.dims[d]) != 0;
+  for (size_t d = 0; d < sh->dims.size() && d < t.shape.size(); ++d)
+    padded = padded || t.shape[d] % shardCount(sh->dims[d]) != 0;
   if (padded) s += " (padded)";
   return s + "\n";
 }
 
+std::string valueName(const Value *v) { return v->hint.empty() ? "%" + std::to_string(v->id) : v->hint; }
+
 } // namespace
 
+// Each jit function: after propagation every parameter, equation result and result with its
+// sharding; a function inlined away (or before propagation) with the shardings written.
 std::string printShardings(const Module &m) {
   std::string out;
   for (const JitFunc &j : m.jits) {
     out += "jit @" + j.name + " mesh " + m.meshes[(size_t)j.mesh]->name + "\n";
-    for (size_t i = 0; i < j.paramTypes.size(); ++i) out += valueLine(j.paramNames[i], j.paramTypes[i], j.inShardings, i, m);
+    auto written = [](const std::vector<Sharding> &list, size_t i) { return i < list.size() ? &list[i] : nullptr; };
+    auto propagated = [&](const Value *v) {
+      auto it = j.propagated.find(v);
+      return it == j.propagated.end() ? nullptr : &it->second;
+    };
+    const bool after = j.func && !j.propagated.empty();
+    for (size_t i = 0; i < j.paramTypes.size(); ++i)
+      out += valueLine(j.paramNames[i], j.paramTypes[i],
+                       after ? propagated(j.func->params[i]) : written(j.inShardings, i), m);
+    if (after)
+      for (const Eqn &e : j.func->eqns)
+        for (const Value *v : e.outs)
+          out += valueLine(valueName(v) + " = " + primName(e.prim), v->type, propagated(v), m);
     for (size_t i = 0; i < j.resultTypes.size(); ++i)
-      out += valueLine("result " + std::to_string(i), j.resultTypes[i], j.outShardings, i, m);
+      out += valueLine("result " + std::to_string(i), j.resultTypes[i],
+                       after ? propagated(j.func->results[i]) : written(j.outShardings, i), m);
   }
   return out;
 }

@@ -110,6 +110,11 @@ void removeUnreachableFuncs(Module &m) {
   for (auto &f : m.funcs)
     if (live.count(f.get())) kept.push_back(std::move(f));
   m.funcs = std::move(kept);
+  for (JitFunc &j : m.jits)  // (a jit function inlined into its callers is gone)
+    if (!live.count(j.func)) {
+      j.func = nullptr;
+      j.propagated.clear();
+    }
 }
 
 void inlineCalls(ir::Module &m, Diagnostics &) {

@@ -19,6 +19,8 @@ const std::vector<Pass> &pipeline();
 void removeUnreachableFuncs(ir::Module &m);
 
 // The passes (each in its own file).
+// Gives every value of each @jit function a sharding (Shardy's propagation; issue 13).
+void propagateShardings(ir::Module &m, Diagnostics &diags);
 void inlineCalls(ir::Module &m, Diagnostics &diags);
 // Infers every value's variance set inside shmap bodies (seed 000's typing rules), inserting
 // pbroadcasts where operands disagree (unless a body says auto_pbroadcast=false, where a

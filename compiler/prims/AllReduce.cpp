@@ -42,6 +42,7 @@ template <> const Rules &define<Prim::Psum>() {
       .transpose = [](TransposeCtx &c) { c.accumulate(0, c.apply(Prim::Psum, c.c, c.e.params, c.xt)); },
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAllReduce(fe, i, "shm_psum"); },
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -54,6 +55,7 @@ template <> const Rules &define<Prim::Psum2>() {
       .transpose = [](TransposeCtx &c) { c.accumulate(0, c.apply(Prim::Pbroadcast, c.c, c.e.params, c.xt)); },
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAllReduce(fe, i, "shm_psum"); },
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -70,6 +72,7 @@ template <> const Rules &define<Prim::Pbroadcast>() {
         return FuncEmitter::isFusible(e) ? fe.emitElementwiseGroup(i, i) : fe.emitCopy(e);
       },
       .scalar = [](ScalarCtx &c) { return c.x[0]; },
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -82,6 +85,7 @@ template <> const Rules &define<Prim::Pmax>() {
       .transpose = notLinear,
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAllReduce(fe, i, "shm_pmax"); },
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -94,6 +98,7 @@ template <> const Rules &define<Prim::Pmin>() {
       .transpose = notLinear,
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAllReduce(fe, i, "shm_pmin"); },
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }

@@ -11,6 +11,16 @@ namespace shmapc::prims {
 // A constant with a full value list is a constant global; it is used in place (values are
 // never written after they are defined) unless it must land in the caller's result buffer.
 // A splat (one value) is fused into the loops that read it.
+namespace {
+
+// A splat is the same everywhere: any sharding of it is computed where it is used, with no
+// communication. A constant array is indexed by position: whole on every device.
+FactorRule constantFactors(const Eqn &e) {
+  return FactorRule{e.doublesParam("value").size() == 1 ? FactorRule::Free : FactorRule::Replicated, {}};
+}
+
+} // namespace
+
 template <> const Rules &define<Prim::Constant>() {
   static const Rules r{
       .shape = [](ShapeCtx &c) {  // the declared type; one value (a splat) or one per element
@@ -60,6 +70,7 @@ template <> const Rules &define<Prim::Constant>() {
         }
         return nullptr;
       },
+      .sharding = constantFactors,
   };
   return r;
 }
@@ -83,6 +94,7 @@ template <> const Rules &define<Prim::Iota>() {
         return true;
       },
       .scalar = nullptr,
+      .sharding = replicatedFactors,
   };
   return r;
 }
@@ -118,6 +130,7 @@ template <> const Rules &define<Prim::RandomNormal>() {
       .transpose = notLinear,
       .lower = [](FuncEmitter &fe, size_t i) { return lowerRandom(fe, i, 0); },
       .scalar = nullptr,
+      .sharding = replicatedFactors,
   };
   return r;
 }
@@ -130,6 +143,7 @@ template <> const Rules &define<Prim::RandomUniform>() {
       .transpose = notLinear,
       .lower = [](FuncEmitter &fe, size_t i) { return lowerRandom(fe, i, 1); },
       .scalar = nullptr,
+      .sharding = replicatedFactors,
   };
   return r;
 }

@@ -51,6 +51,7 @@ template <> const Rules &define<Prim::AllToAll>() {
         return true;
       },
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -90,6 +91,7 @@ template <> const Rules &define<Prim::Ppermute>() {
         return true;
       },
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -111,6 +113,7 @@ template <> const Rules &define<Prim::AxisIndex>() {
         return true;
       },
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }

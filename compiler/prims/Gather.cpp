@@ -67,6 +67,7 @@ template <> const Rules &define<Prim::AllGather>() {
       },
       .lower = lowerAllGather,
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -95,6 +96,7 @@ template <> const Rules &define<Prim::PsumScatter>() {
         return true;
       },
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -112,6 +114,7 @@ template <> const Rules &define<Prim::AllGatherInvariant>() {
       },
       .lower = lowerAllGather,
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -150,6 +153,7 @@ template <> const Rules &define<Prim::Pscatter>() {
         return true;
       },
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }

@@ -49,6 +49,7 @@ template <> const Rules &define<Prim::Call>() {
       .transpose = notLinear,
       .lower = [](FuncEmitter &fe, size_t i) { return fe.emitCall(fe.f.eqns[i]); },
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -91,6 +92,7 @@ template <> const Rules &define<Prim::Shmap>() {
       .transpose = [](TransposeCtx &c) { c.T.shmapRule(c.le); },
       .lower = [](FuncEmitter &fe, size_t i) { return fe.emitShmap(fe.f.eqns[i]); },
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -115,6 +117,7 @@ template <> const Rules &define<Prim::Loop>() {
       .transpose = [](TransposeCtx &c) { c.T.loopRule(c.le); },
       .lower = [](FuncEmitter &fe, size_t i) { return fe.emitLoop(fe.f.eqns[i]); },
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -141,6 +144,7 @@ template <> const Rules &define<Prim::While>() {
       .transpose = notLinear,
       .lower = [](FuncEmitter &fe, size_t i) { return fe.emitWhile(fe.f.eqns[i]); },
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -163,6 +167,7 @@ template <> const Rules &define<Prim::Cond>() {
       .transpose = [](TransposeCtx &c) { c.T.condRule(c.le); },
       .lower = [](FuncEmitter &fe, size_t i) { return fe.emitCond(fe.f.eqns[i]); },
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -189,6 +194,7 @@ template <> const Rules &define<Prim::Jvp>() {
       .transpose = notLinear,
       .lower = transformReachedCodegen,
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -225,6 +231,7 @@ template <> const Rules &define<Prim::Vjp>() {
       .transpose = notLinear,
       .lower = transformReachedCodegen,
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }

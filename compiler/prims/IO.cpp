@@ -67,6 +67,7 @@ template <> const Rules &define<Prim::Print>() {
         return true;
       },
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -86,6 +87,7 @@ template <> const Rules &define<Prim::Save>() {
         return true;
       },
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -135,6 +137,7 @@ template <> const Rules &define<Prim::SaveNpz>() {
         return true;
       },
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -201,6 +204,7 @@ template <> const Rules &define<Prim::Load>() {
         return true;
       },
       .scalar = nullptr,
+      .sharding = unsupportedInJit,
   };
   return r;
 }
@@ -234,6 +238,7 @@ template <> const Rules &define<Prim::ArgValue>() {
         return true;
       },
       .scalar = nullptr,
+      .sharding = replicatedFactors,
   };
   return r;
 }

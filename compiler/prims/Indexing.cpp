@@ -91,6 +91,7 @@ template <> const Rules &define<Prim::Gather>() {
         return true;
       },
       .scalar = nullptr,
+      .sharding = replicatedFactors,
   };
   return r;
 }
@@ -127,6 +128,7 @@ template <> const Rules &define<Prim::ScatterAdd>() {
         return true;
       },
       .scalar = nullptr,
+      .sharding = replicatedFactors,
   };
   return r;
 }
@@ -146,6 +148,7 @@ template <> const Rules &define<Prim::Argmax>() {
       .transpose = notLinear,
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAlongAxis(fe, i, "shm_argmax", "is_min"); },
       .scalar = nullptr,
+      .sharding = replicatedFactors,
   };
   return r;
 }
@@ -166,6 +169,7 @@ template <> const Rules &define<Prim::Cumsum>() {
       },
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAlongAxis(fe, i, "shm_cumsum", "reverse"); },
       .scalar = nullptr,
+      .sharding = replicatedFactors,
   };
   return r;
 }
@@ -183,6 +187,7 @@ template <> const Rules &define<Prim::Argsort>() {
       .transpose = notLinear,
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAlongAxis(fe, i, "shm_argsort", "descending"); },
       .scalar = nullptr,
+      .sharding = replicatedFactors,
   };
   return r;
 }

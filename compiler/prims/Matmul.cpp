@@ -28,6 +28,20 @@ std::vector<int64_t> swapLastTwo(int64_t rank) {
   return perm;
 }
 
+// [B..., m, k] @ [B..., k, n]: each batch dimension, m, n, and k (reduced: a psum).
+FactorRule matmulFactors(const Eqn &e) {
+  const int rank = (int)e.outs[0]->type.rank();
+  const bool tl = e.has("transpose_lhs") && e.intParam("transpose_lhs"), tr = e.has("transpose_rhs") && e.intParam("transpose_rhs");
+  FactorRule r;
+  for (int d = 0; d < rank - 2; ++d) r.factors.push_back({{{0, d}, {1, d}}, {{0, d}}});
+  const int m = tl ? rank - 1 : rank - 2, kl = tl ? rank - 2 : rank - 1;
+  const int kr = tr ? rank - 1 : rank - 2, n = tr ? rank - 2 : rank - 1;
+  r.factors.push_back({{{0, m}}, {{0, rank - 2}}});
+  r.factors.push_back({{{1, n}}, {{0, rank - 1}}});
+  r.factors.push_back({{{0, kl}, {1, kr}}, {}, Prim::Psum});
+  return r;
+}
+
 } // namespace
 
 template <> const Rules &define<Prim::Matmul>() {
@@ -83,6 +97,7 @@ template <> const Rules &define<Prim::Matmul>() {
         return true;
       },
       .scalar = nullptr,
+      .sharding = matmulFactors,
   };
   return r;
 }

@@ -26,7 +26,8 @@ constexpr Rules elementwise(bool (*shape)(ShapeCtx &), void (*jvp)(JvpCtx &), vo
                .jvp = jvp,
                .transpose = transpose,
                .lower = lowerFused,
-               .scalar = scalar};
+               .scalar = scalar,
+               .sharding = elementwiseFactors};
 }
 
 // A collective's mesh axes as runtime arguments: (pointer to an i32 array, count).

@@ -53,6 +53,20 @@ void extremumJvp(JvpCtx &c) {
   c.set(c.linear(Prim::ReduceSum, {c.scaled(c.t[0], w)}, c.ty, {{"axes", axes}}));
 }
 
+// The kept dimensions are the result's; each reduced one a factor finished by psum / pmax /
+// pmin.
+FactorRule reduceFactors(const Eqn &e) {
+  const std::vector<int64_t> &axes = e.intsParam("axes");
+  const Prim combine = e.prim == Prim::ReduceSum ? Prim::Psum : e.prim == Prim::ReduceMax ? Prim::Pmax : Prim::Pmin;
+  FactorRule r;
+  int out = 0;
+  for (int d = 0; d < (int)e.ins[0]->type.rank(); ++d) {
+    if (std::find(axes.begin(), axes.end(), d) != axes.end()) r.factors.push_back({{{0, d}}, {}, combine});
+    else r.factors.push_back({{{0, d}}, {{0, out++}}});
+  }
+  return r;
+}
+
 } // namespace
 
 template <> const Rules &define<Prim::ReduceSum>() {
@@ -67,6 +81,7 @@ template <> const Rules &define<Prim::ReduceSum>() {
       },
       .lower = [](FuncEmitter &fe, size_t i) { return lowerReduce(fe, i, 0); },
       .scalar = nullptr,
+      .sharding = reduceFactors,
   };
   return r;
 }
@@ -79,6 +94,7 @@ template <> const Rules &define<Prim::ReduceMax>() {
       .transpose = notLinear,
       .lower = [](FuncEmitter &fe, size_t i) { return lowerReduce(fe, i, 1); },
       .scalar = nullptr,
+      .sharding = reduceFactors,
   };
   return r;
 }
@@ -91,6 +107,7 @@ template <> const Rules &define<Prim::ReduceMin>() {
       .transpose = notLinear,
       .lower = [](FuncEmitter &fe, size_t i) { return lowerReduce(fe, i, 2); },
       .scalar = nullptr,
+      .sharding = reduceFactors,
   };
   return r;
 }

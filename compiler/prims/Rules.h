@@ -22,6 +22,8 @@
 #include "passes/VarianceRules.h"
 
 #include <cstddef>
+#include <utility>
+#include <vector>
 
 namespace llvm {
 class Value;
@@ -38,6 +40,25 @@ struct ScalarCtx;
 namespace shmapc::prims {
 
 struct ShapeCtx;  // ShapeRules.h
+
+// How a primitive's operands and results may be sharded alike (issue 13; Shardy's factor-based
+// rules; passes/PropagateShardings.cpp): each factor is a set of dimensions, of operands and of
+// results, that are one dimension of the computation and so take one sharding; a factor with
+// no result dimension is reduced (matmul's contracting dimension, a reduction's axes): each
+// device computes a partial result from its shards and `combine` (psum, pmax, pmin) finishes it.
+struct Factor {
+  std::vector<std::pair<int, int>> ins, outs;  // (operand, dimension), (result, dimension)
+  ir::Prim combine = ir::Prim::Psum;           // a reduced factor's collective
+};
+struct FactorRule {
+  enum Kind {
+    Factors,      // the factors below; a dimension in none of them is unsharded
+    Free,         // every result dimension may take any sharding, with no communication (a splat)
+    Replicated,   // computed whole on every device: operands and results unsharded
+    Unsupported,  // not in a jit function (yet): collectives, effects, loops, conditionals
+  } kind = Factors;
+  std::vector<Factor> factors;
+};
 
 struct Rules {
   // The abstract evaluation: from the operands' types (c.in(i)) and the params, each result's
@@ -61,6 +82,8 @@ struct Rules {
   // One element of the result from the operands' elements, inside a fused element-wise loop;
   // null for a primitive that is never fused (codegen::FuncEmitter::isFusible).
   llvm::Value *(*scalar)(codegen::ScalarCtx &c);
+  // Its dimensions' factors in a jit function (FactorRule above).
+  FactorRule (*sharding)(const ir::Eqn &e);
 };
 
 template <ir::Prim P>
@@ -82,6 +105,9 @@ std::string shapeProblem(const ir::Eqn &e, const ir::Func &f);
 std::vector<std::string> verifyModule(const ir::Module &m);
 
 // Shared rules.
+FactorRule elementwiseFactors(const ir::Eqn &e);  // every dimension one factor for all
+FactorRule replicatedFactors(const ir::Eqn &e);
+FactorRule unsupportedInJit(const ir::Eqn &e);
 void noTangent(passes::ad::JvpCtx &c);      // constants, integer and boolean results
 void linearJvp(passes::ad::JvpCtx &c);      // linear in its first operand: the same primitive
 void notLinear(passes::ad::TransposeCtx &c);  // never taped as linear

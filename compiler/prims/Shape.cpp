@@ -10,6 +10,36 @@ namespace shmapc::prims {
 // Operand dim i -> out dim broadcast_dimensions[i]. Transpose: sum over the dimensions the
 // broadcast added or stretched from size 1. A broadcast of one element is fused into the
 // loops that read it; otherwise a runtime kernel.
+namespace {
+
+// Operand dimension i is result dimension bd[i] where their sizes agree (a size-1 dimension
+// stretched is not); the result's other dimensions repeat the operand, so any sharding of
+// them needs no communication: they are factors of the result alone.
+FactorRule broadcastFactors(const Eqn &e) {
+  const std::vector<int64_t> &bd = e.intsParam("broadcast_dimensions");
+  const ir::Type &in = e.ins[0]->type, &out = e.outs[0]->type;
+  FactorRule r;
+  std::vector<bool> mapped((size_t)out.rank(), false);
+  for (size_t i = 0; i < bd.size(); ++i)
+    if (in.shape[i] == out.shape[(size_t)bd[i]]) {
+      r.factors.push_back({{{0, (int)i}}, {{0, (int)bd[i]}}});
+      mapped[(size_t)bd[i]] = true;
+    }
+  for (int d = 0; d < (int)out.rank(); ++d)
+    if (!mapped[(size_t)d]) r.factors.push_back({{}, {{0, d}}});
+  return r;
+}
+
+// Result dimension i is operand dimension perm[i].
+FactorRule transposeFactors(const Eqn &e) {
+  const std::vector<int64_t> &perm = e.intsParam("permutation");
+  FactorRule r;
+  for (size_t i = 0; i < perm.size(); ++i) r.factors.push_back({{{0, (int)perm[i]}}, {{0, (int)i}}});
+  return r;
+}
+
+} // namespace
+
 template <> const Rules &define<Prim::BroadcastInDim>() {
   static const Rules r{
       .shape = [](ShapeCtx &c) {
@@ -50,7 +80,8 @@ template <> const Rules &define<Prim::BroadcastInDim>() {
                    fe.me.i64Array(e.intsParam("broadcast_dimensions"))});
         return true;
       },
-      .scalar = [](ScalarCtx &c) { return c.x[0]; },  // the one element, loaded once
+      .scalar = [](ScalarCtx &c) { return c.x[0]; },  // the one element, loaded once,
+      .sharding = broadcastFactors,
   };
   return r;
 }
@@ -69,6 +100,7 @@ template <> const Rules &define<Prim::Reshape>() {
       .transpose = [](TransposeCtx &c) { c.accumulate(0, c.b.reshape(c.c, c.xt.shape)); },
       .lower = [](FuncEmitter &fe, size_t i) { return fe.emitCopy(fe.f.eqns[i]); },
       .scalar = nullptr,
+      .sharding = replicatedFactors,
   };
   return r;
 }
@@ -104,7 +136,8 @@ template <> const Rules &define<Prim::Transpose>() {
                                     fe.buffer(e.outs[0])});
         return true;
       },
-      .scalar = [](ScalarCtx &c) { return c.x[0]; },  // loaded at the permuted index (Elementwise.cpp)
+      .scalar = [](ScalarCtx &c) { return c.x[0]; },  // loaded at the permuted index (Elementwise.cpp),
+      .sharding = transposeFactors,
   };
   return r;
 }
@@ -165,6 +198,7 @@ template <> const Rules &define<Prim::Concatenate>() {
         return true;
       },
       .scalar = nullptr,
+      .sharding = replicatedFactors,
   };
   return r;
 }

@@ -72,6 +72,7 @@ template <> const Rules &define<Prim::Slice>() {
         return true;
       },
       .scalar = nullptr,
+      .sharding = replicatedFactors,
   };
   return r;
 }
@@ -118,6 +119,7 @@ template <> const Rules &define<Prim::DynamicSlice>() {
         return true;
       },
       .scalar = nullptr,
+      .sharding = replicatedFactors,
   };
   return r;
 }
@@ -171,6 +173,7 @@ template <> const Rules &define<Prim::DynamicUpdateSlice>() {
         return true;
       },
       .scalar = nullptr,
+      .sharding = replicatedFactors,
   };
   return r;
 }

@@ -26,4 +26,21 @@ AxesArg axesOf(FuncEmitter &fe, const Eqn &e) {
   return {fe.i32List(axes), fe.i32((int64_t)axes.size())};
 }
 
+// Every dimension of the operands and the result is one factor (operands of one shape).
+FactorRule elementwiseFactors(const Eqn &e) {
+  FactorRule r;
+  const int64_t rank = e.outs[0]->type.rank();
+  for (int64_t d = 0; d < rank; ++d) {
+    Factor f;
+    for (size_t i = 0; i < e.ins.size(); ++i)
+      if (e.ins[i]->type.rank() == rank) f.ins.push_back({(int)i, (int)d});
+    f.outs.push_back({0, (int)d});
+    r.factors.push_back(f);
+  }
+  return r;
+}
+
+FactorRule replicatedFactors(const Eqn &) { return FactorRule{FactorRule::Replicated, {}}; }
+FactorRule unsupportedInJit(const Eqn &) { return FactorRule{FactorRule::Unsupported, {}}; }
+
 } // namespace shmapc::prims

@@ -125,11 +125,12 @@ ir::Sharding Sema::convertSharding(const ast::ShardingExpr &s, int jitMesh, cons
 
 // Records a jit function's instance with its shardings, checked against its parameters'
 // and results' types.
-void Sema::recordJit(const ast::FuncDecl &decl, const ir::Func &f, const std::vector<ir::Type> &results) {
+void Sema::recordJit(const ast::FuncDecl &decl, ir::Func &f, const std::vector<ir::Type> &results) {
   const ast::JitAttrs &jit = *decl.jit;
   ir::JitFunc j;
   j.name = f.name;
   j.loc = decl.loc;
+  j.func = &f;
   j.mesh = meshIndex(jit.mesh, jit.meshLoc);
   for (size_t i = 0; i < decl.params.size(); ++i) {
     j.paramNames.push_back(decl.params[i].name);

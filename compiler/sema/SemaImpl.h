@@ -374,7 +374,7 @@ public:
   ir::AxisRef convertAxisRef(const ast::AxisRefExpr &a, const ir::Mesh &mesh);
   // `what` names the value in messages ("parameter x", "result 0").
   ir::Sharding convertSharding(const ast::ShardingExpr &s, int jitMesh, const ir::Type &t, const std::string &what);
-  void recordJit(const ast::FuncDecl &decl, const ir::Func &f, const std::vector<ir::Type> &results);
+  void recordJit(const ast::FuncDecl &decl, ir::Func &f, const std::vector<ir::Type> &results);
 
   // ---- statements (Statements.cpp)
   void lowerFunctionBody(const ast::FuncDecl &decl, Instance &inst);

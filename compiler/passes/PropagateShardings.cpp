@@ -1,0 +1,198 @@
+// propagateShardings (issue 13): gives every value of each @jit function a sharding, from the
+// ones written on its parameters and results, through each equation's factor rule
+// (prims/Rules.h, FactorRule: the dimensions of operands and results that are one factor take
+// one sharding), as Shardy propagates:
+//
+// - Priorities first: the written dimension shardings of priority 0 (those without one are 0)
+//   propagate through the whole function to a fixed point before those of priority 1 join, and
+//   so on, so a lower priority never overrides a higher one's choice.
+// - At each equation, forward and backward: a factor whose dimensions include one with a
+//   sharding gives it to those without one (an open dimension with nothing yet), unless an
+//   axis it uses is already used by another dimension of that value or another factor of the
+//   equation.
+// - Conflicts (a factor's dimensions with different shardings) stay: the partitioner moves
+//   the operand. Which sharding the factor keeps is the stated rule: a closed (written)
+//   dimension's over a propagated one's, then the larger array's (moving the smaller moves
+//   fewer bytes), then the first operand's.
+// - An axis a value's sharding names as explicitly replicated never shards it.
+// - A dimension nothing reaches is unsharded; a replicated primitive (computed whole on each
+//   device) passes nothing through. (Still to come: an open dimension that has axes, {"x", ?},
+//   taking further ones.)
+#include "passes/Passes.h"
+#include "prims/Rules.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace shmapc::passes {
+
+namespace {
+
+using namespace ir;
+
+// A dimension's state during propagation.
+struct DimState {
+  bool known = false;     // has a sharding (written or propagated)
+  bool closed = false;    // written closed: never changes
+  bool reserved = false;  // written, of a priority not yet propagated: nothing else assigns it
+  std::vector<AxisRef> axes;
+};
+
+class Propagation {
+public:
+  explicit Propagation(JitFunc &j) : j_(j), f_(*j.func) {}
+
+  void run() {
+    for (Value *p : f_.params) state(p);
+    for (const Eqn &e : f_.eqns)
+      for (const Value *v : e.outs) state(v);
+    std::set<int64_t> levels = {0};
+    for (const auto &sh : j_.inShardings)
+      for (const DimSharding &d : sh.dims) levels.insert(std::max<int64_t>(0, d.priority));
+    for (const auto &sh : j_.outShardings)
+      for (const DimSharding &d : sh.dims) levels.insert(std::max<int64_t>(0, d.priority));
+    for (int64_t level : levels) {
+      seed(level);
+      for (int round = 0; round < 64 && sweep(); ++round) {
+      }
+    }
+    // A value with a written sharding keeps what was written of it (open dimensions, their
+    // priorities, explicit replication) with the axes propagation found.
+    std::map<const Value *, const Sharding *> written;
+    for (size_t i = 0; i < j_.inShardings.size(); ++i) written[f_.params[i]] = &j_.inShardings[i];
+    for (size_t i = 0; i < j_.outShardings.size(); ++i) written[f_.results[i]] = &j_.outShardings[i];
+    for (auto &[v, dims] : states_) {
+      Sharding s;
+      s.mesh = j_.mesh;
+      auto w = written.find(v);
+      if (w != written.end()) s = *w->second;
+      s.dims.resize(dims.size());
+      for (size_t d = 0; d < dims.size(); ++d) s.dims[d].axes = dims[d].axes;
+      j_.propagated[v] = s;
+    }
+  }
+
+private:
+  std::vector<DimState> &state(const Value *v) {
+    auto it = states_.find(v);
+    if (it != states_.end()) return it->second;
+    return states_[v] = std::vector<DimState>((size_t)v->type.rank());
+  }
+
+  // The written shardings of priority <= level (a dimension without a priority is 0).
+  void seed(int64_t level) {
+    auto apply = [&](const Value *v, const Sharding &s) {
+      std::vector<DimState> &st = state(v);
+      replicated_[v] = s.replicated;
+      for (size_t d = 0; d < s.dims.size() && d < st.size(); ++d) {
+        const DimSharding &dim = s.dims[d];
+        if (st[d].known || (dim.axes.empty() && dim.open)) continue;  // (`{?}`: nothing to give)
+        st[d].reserved = std::max<int64_t>(0, dim.priority) > level;
+        if (st[d].reserved) continue;
+        st[d].known = true;
+        st[d].closed = !dim.open;
+        st[d].axes = dim.axes;
+      }
+    };
+    for (size_t i = 0; i < j_.inShardings.size(); ++i) apply(f_.params[i], j_.inShardings[i]);
+    for (size_t i = 0; i < j_.outShardings.size(); ++i) apply(f_.results[i], j_.outShardings[i]);
+  }
+
+  // One pass over the equations, forward then backward; whether anything changed.
+  bool sweep() {
+    bool changed = false;
+    for (const Eqn &e : f_.eqns) changed |= propagate(e);
+    for (auto it = f_.eqns.rbegin(); it != f_.eqns.rend(); ++it) changed |= propagate(*it);
+    return changed;
+  }
+
+  struct Entry {
+    const Value *v;
+    int dim;
+  };
+
+  // The sharding a factor's known dimensions give it (the stated rule above), or null.
+  const DimState *chosen(const std::vector<Entry> &entries) {
+    const DimState *best = nullptr;
+    int64_t bestBytes = -1;
+    for (const Entry &en : entries) {
+      const DimState &d = state(en.v)[(size_t)en.dim];
+      if (!d.known) continue;
+      const int64_t bytes = en.v->type.byteSize();
+      if (!best || (d.closed && !best->closed) || (d.closed == best->closed && bytes > bestBytes)) {
+        best = &d;
+        bestBytes = bytes;
+      }
+    }
+    return best;
+  }
+
+  bool propagate(const Eqn &e) {
+    const prims::FactorRule rule = prims::rulesOf(e.prim).sharding(e);
+    if (rule.kind != prims::FactorRule::Factors) return false;
+    // The axes each factor uses now, so a factor does not take an axis another one has.
+    std::vector<std::vector<Entry>> entries;
+    for (const prims::Factor &f : rule.factors) {
+      std::vector<Entry> es;
+      for (auto [i, d] : f.ins) es.push_back({e.ins[(size_t)i], d});
+      for (auto [o, d] : f.outs) es.push_back({e.outs[(size_t)o], d});
+      entries.push_back(es);
+    }
+    bool changed = false;
+    for (size_t k = 0; k < entries.size(); ++k) {
+      const DimState *from = chosen(entries[k]);
+      if (!from || from->axes.empty()) continue;
+      const std::vector<AxisRef> axes = from->axes;  // (copied: assigning may move states)
+      for (const Entry &en : entries[k]) {
+        const DimState &to = state(en.v)[(size_t)en.dim];
+        if (to.known || to.reserved || !fits(axes, en, entries, k)) continue;
+        DimState &d = state(en.v)[(size_t)en.dim];
+        d.known = true;
+        d.axes = axes;
+        changed = true;
+      }
+    }
+    return changed;
+  }
+
+  // Whether `axes` may shard dimension en: no other dimension of the value, and no other
+  // factor of the equation, uses any of them.
+  bool fits(const std::vector<AxisRef> &axes, const Entry &en, const std::vector<std::vector<Entry>> &entries,
+            size_t factor) {
+    auto clash = [&](const std::vector<AxisRef> &used) {
+      for (const AxisRef &a : axes)
+        for (const AxisRef &b : used)
+          if (a.overlaps(b)) return true;
+      return false;
+    };
+    auto forbidden = replicated_.find(en.v);  // explicitly replicated: never sharded along
+    if (forbidden != replicated_.end() && clash(forbidden->second)) return false;
+    const std::vector<DimState> &st = state(en.v);
+    for (size_t d = 0; d < st.size(); ++d)
+      if ((int)d != en.dim && clash(st[d].axes)) return false;
+    for (size_t k = 0; k < entries.size(); ++k) {
+      if (k == factor) continue;
+      for (const Entry &other : entries[k])
+        if (clash(state(other.v)[(size_t)other.dim].axes)) return false;
+    }
+    return true;
+  }
+
+  JitFunc &j_;
+  Func &f_;
+  std::map<const Value *, std::vector<DimState>> states_;
+  std::map<const Value *, std::vector<AxisRef>> replicated_;
+};
+
+} // namespace
+
+void propagateShardings(Module &m, Diagnostics &) {
+  for (JitFunc &j : m.jits) {
+    if (!j.func) continue;
+    j.propagated.clear();
+    Propagation(j).run();
+  }
+}
+
+} // namespace shmapc::passes
