@@ -196,6 +196,9 @@ struct JitFunc {
   std::vector<Type> paramTypes, resultTypes;
   std::vector<Sharding> inShardings, outShardings;  // empty: none written
   Func *func = nullptr;  // the instance (null once inlined into its callers)
+  // Why it is not partitioned (runs whole, on the host), if it is not: what partitioning
+  // does not do yet (sub-axes, uneven dimensions, a primitive it cannot place).
+  std::string notPartitioned;
   // Every value's sharding after propagation (passes/PropagateShardings.cpp).
   std::map<const Value *, Sharding> propagated;
 };

@@ -91,6 +91,8 @@ std::string printShardings(const Module &m) {
     for (size_t i = 0; i < j.resultTypes.size(); ++i)
       out += valueLine("result " + std::to_string(i), j.resultTypes[i],
                        after ? propagated(j.func->results[i]) : written(j.outShardings, i), m);
+    if (!j.notPartitioned.empty())
+      out += "  not partitioned (" + j.notPartitioned + " is not supported yet): runs whole on the host\n";
   }
   return out;
 }

@@ -21,6 +21,7 @@ public:
   void run() {
     if (m_.main) inlineInto(*m_.main);
   }
+  void runOn(Func &f) { inlineInto(f); }
 
 private:
   // Inlines all calls in `f` and in the bodies its equations hold (once per Func).
@@ -116,6 +117,8 @@ void removeUnreachableFuncs(Module &m) {
       j.propagated.clear();
     }
 }
+
+void inlineCallsIn(ir::Module &m, ir::Func &f) { Inliner(m).runOn(f); }
 
 void inlineCalls(ir::Module &m, Diagnostics &) {
   Inliner(m).run();

@@ -2,13 +2,15 @@
 
 namespace shmapc::passes {
 
-// The passes, in order: the shardings of jit functions propagated, calls inlined, variance inferred (pbroadcasts inserted), programs
+// The passes, in order: the shardings of jit functions propagated and the functions partitioned
+// into shmaps, calls inlined, variance inferred (pbroadcasts inserted), programs
 // differentiated with the variance types in hand, out_specs checked (on the transposed
 // shmaps too), every array's size checked against the runtime's limits, and matmuls of
 // transposed operands made to read them through BLAS's transpose flags.
 const std::vector<Pass> &pipeline() {
   static const std::vector<Pass> passes = {
       {"propagate-shardings", propagateShardings},
+      {"partition-jit", partitionJit},
       {"inline-calls", inlineCalls},
       {"insert-pbroadcasts", insertPbroadcasts},
       {"differentiate", differentiate},

@@ -22,6 +22,11 @@ void removeUnreachableFuncs(ir::Module &m);
 // Gives every value of each @jit function a sharding (Shardy's propagation; issue 13).
 void propagateShardings(ir::Module &m, Diagnostics &diags);
 void inlineCalls(ir::Module &m, Diagnostics &diags);
+// Inlines the calls in `f` alone (a jit function, before its shardings propagate).
+void inlineCallsIn(ir::Module &m, ir::Func &f);
+// Rewrites each @jit function whose shardings propagated into a shmap of the local
+// computation, with the collectives its shardings need (PartitionJit.cpp).
+void partitionJit(ir::Module &m, Diagnostics &diags);
 // Infers every value's variance set inside shmap bodies (seed 000's typing rules), inserting
 // pbroadcasts where operands disagree (unless a body says auto_pbroadcast=false, where a
 // mismatch is an error), and rewrites the user-level psum into psum2.

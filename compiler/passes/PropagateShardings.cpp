@@ -187,11 +187,34 @@ private:
 
 } // namespace
 
+namespace {
+
+// What keeps partitioning from placing j (PartitionJit.cpp), or "".
+std::string whyNotPartitioned(const Module &m, const JitFunc &j) {
+  for (const Eqn &e : j.func->eqns)
+    if (prims::rulesOf(e.prim).sharding(e).kind == prims::FactorRule::Unsupported)
+      return std::string(primName(e.prim)) + " in a jit function";
+  const Mesh &mesh = *m.meshes[(size_t)j.mesh];
+  for (const auto &[v, s] : j.propagated)
+    for (size_t d = 0; d < s.dims.size(); ++d) {
+      for (const AxisRef &a : s.dims[d].axes)
+        if (!a.isFull(mesh)) return "the sub-axis " + axisRefToString(a, mesh);
+      if (v->type.shape[d] % shardCount(s.dims[d]) != 0)
+        return "an uneven dimension (" + std::to_string(v->type.shape[d]) + " over " +
+               std::to_string(shardCount(s.dims[d])) + " devices)";
+    }
+  return "";
+}
+
+} // namespace
+
 void propagateShardings(Module &m, Diagnostics &) {
   for (JitFunc &j : m.jits) {
     if (!j.func) continue;
+    inlineCallsIn(m, *j.func);  // (the functions it calls are computed in its shardings too)
     j.propagated.clear();
     Propagation(j).run();
+    j.notPartitioned = whyNotPartitioned(m, j);
   }
 }
 

@@ -399,6 +399,22 @@ def collective_matmul_grad():
 
 # ---- numpy twins of tests/run programs, compared exactly as printed text
 
+def jit_layers():
+    """samples/jit_layers.smp: each jit function computes what the unsharded function does;
+    the gradients of the mean of y*y, y = tanh(x w1) w2, by hand."""
+    x = iota(128).reshape(8, 16) * f32(0.01)
+    w = iota(512).reshape(16, 32) * f32(0.001) - f32(0.2)
+    w2 = iota(128).reshape(32, 4) * f32(0.01) - f32(0.6)
+    h = np.tanh(x @ w)
+    y = h @ w2
+    dy = 2 * y / y.size
+    dh = dy @ w2.T
+    g1 = x.T @ (dh * (1 - h * h))
+    a = iota(32).reshape(8, 4)
+    return {"layer row 0": (x @ w)[0], "loss": (y * y).mean(), "grad w1 row 3": g1[3], "grad w2": h.T @ dy,
+            "moved": a + a * f32(10)}
+
+
 def int_arith_numpy():
     i32, f64 = np.int32, np.float64
     a = np.array([-7, -7, 7, 7, 0, -1, 5, -2**31], i32)

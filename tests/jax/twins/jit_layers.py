@@ -1,0 +1,44 @@
+"""samples/jit_layers.smp: the jit functions under jax.jit with the same shardings (NamedSharding
+on a 2 x 2 mesh of host devices), values and gradients (f32: rtol 1e-4, atol 1e-5 leaves room
+for reassociation in the partitioned matmuls and psums)."""
+import os, sys; sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import twin
+from twin import jax, jnp, P, iota
+from jax.sharding import NamedSharding
+
+PROGRAM = "samples/jit_layers.smp"
+m = twin.mesh(("X", 2), ("Y", 2))
+
+
+def S(*spec):
+    return NamedSharding(m, P(*spec))
+
+
+layer = jax.jit(lambda x, w: x @ w, in_shardings=(S("X", "Y"), S("Y", None)), out_shardings=S("X", None))
+
+
+def mlp_loss_fn(x, w1, w2):
+    h = jnp.tanh(x @ w1)
+    y = h @ w2
+    return jnp.mean(y * y)
+
+
+mlp_loss = jax.jit(mlp_loss_fn, in_shardings=(S("X", None), S(None, "Y"), S("Y", None)), out_shardings=S())
+add_moved = jax.jit(lambda a, b: a + b, in_shardings=(S("X", None), S("Y", None)))
+
+
+def check(t):
+    x = iota(128).reshape(8, 16) * 0.01
+    w = iota(512).reshape(16, 32) * 0.001 - 0.2
+    w2 = iota(128).reshape(32, 4) * 0.01 - 0.6
+    t.close("layer row 0", layer(x, w)[0])
+    t.close("loss", mlp_loss(x, w, w2))
+    g1, g2 = jax.grad(mlp_loss, argnums=(1, 2))(x, w, w2)
+    t.close("grad w1 row 3", g1[3])
+    t.close("grad w2", g2)
+    a = iota(32).reshape(8, 4)
+    t.close("moved", add_moved(a, a * 10.0))
+
+
+if __name__ == "__main__":
+    twin.main(PROGRAM, check)
