@@ -40,7 +40,7 @@ ir::AxisRef Sema::convertAxisRef(const ast::AxisRefExpr &a, const ir::Mesh &mesh
     return r;
   }
   const int64_t m = a.preSize, k = a.size;
-  if (m < 1 || k < 2 || n % m != 0 || n % k != 0 || n % (m * k) != 0)
+  if (m < 1 || k < 2 || m > n || k > n || n % m != 0 || n % k != 0 || n % (m * k) != 0)  // (m, k <= n: no overflow)
     fail(DiagId::BadSubAxis, a.loc,
          "sub-axis " + refText(a) + " does not fit axis \"" + a.name + "\" of size " + std::to_string(n),
          "a sub-axis \"x\":(m)k needs m >= 1, k > 1, and m, k and m*k each dividing the axis's size (here " +
