@@ -1,0 +1,126 @@
+"""The communication of shmapc's partitioned jit functions against XLA's (issue 13): each jit
+function of samples/jit_layers.smp is compiled by jax.jit with the same shardings, and the
+collectives of XLA's compiled (SPMD-partitioned) HLO are compared with those shmapc reports
+for its shmap (`--emit=comm`), by the bytes each device puts into collectives (its input to
+each: an all-gather's block, an all-reduce's array). shmapc must never put in more than XLA;
+the report says where it puts in fewer.
+
+    PY=$(tests/jax/venv.sh); XLA_FLAGS=--xla_force_host_platform_device_count=8 \\
+        $PY tests/jax/jit_vs_xla.py --shmapc build/compiler/shmapc"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROGRAM = os.path.join(ROOT, "samples", "jit_layers.smp")
+MESH = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("X", "Y"))
+BYTES = {"f32": 4, "f64": 8, "s32": 4, "i32": 4, "pred": 1, "bool": 1, "f16": 2, "bf16": 2, "s64": 8, "i64": 8}
+
+
+def S(*spec):
+    return NamedSharding(MESH, P(*spec))
+
+
+def f32(*shape):
+    return jax.ShapeDtypeStruct(shape, jnp.float32)
+
+
+def mlp_loss(x, w1, w2):
+    y = jnp.tanh(x @ w1) @ w2
+    return jnp.mean(y * y)
+
+
+# name in jit_layers.smp -> (function, in_shardings, out_shardings or None, argument shapes)
+CASES = {
+    "layer": (lambda x, w: x @ w, (S("X", "Y"), S("Y", None)), S("X", None), (f32(8, 16), f32(16, 32))),
+    "mlp_loss": (mlp_loss, (S("X", None), S(None, "Y"), S("Y", None)), S(), (f32(8, 16), f32(16, 32), f32(32, 4))),
+    # (no out_shardings in jit_layers.smp: propagation gives the sum a's P("X", None), given
+    # to XLA too, which would otherwise choose a replicated result)
+    "add_moved": (lambda a, b: a + b, (S("X", None), S("Y", None)), S("X", None), (f32(8, 4), f32(8, 4))),
+}
+
+
+def nbytes(dtype, dims):
+    return BYTES[dtype] * int(np.prod([int(d) for d in dims.split(",") if d] or [1]))
+
+
+def group_size(line):
+    """The devices in each replica group of an HLO collective: replica_groups={{0,1},{2,3}},
+    or the mesh form replica_groups=mesh['axis_0'=2,'axis_1'=2] {'axis_0'} (the listed axes)."""
+    groups = re.search(r"replica_groups=\{\{([\d,]*)\}", line)
+    if groups:
+        return len(groups.group(1).split(","))
+    mesh = re.search(r"replica_groups=mesh\[([^\]]*)\][^{]*\{([^}]*)\}", line)
+    if mesh:
+        sizes = dict((k, int(v)) for k, v in re.findall(r"'(\w+)'=(\d+)", mesh.group(1)))
+        return int(np.prod([sizes[a] for a in re.findall(r"'(\w+)'", mesh.group(2))] or [1]))
+    return 1
+
+
+def xla_collectives(fn, ins, out, args):
+    """(op, bytes a device puts in) of each collective in XLA's compiled HLO."""
+    jitted = jax.jit(fn, in_shardings=ins, out_shardings=out) if out is not None else jax.jit(fn, in_shardings=ins)
+    text = jitted.lower(*args).compile().as_text()
+    found = []
+    for line in text.splitlines():
+        m = re.search(r"= (\w+)\[([\d,]*)\]\S* (all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)"
+                      r"(-start)?\(", line)
+        if not m:
+            continue
+        dtype, dims, op = m.group(1), m.group(2), m.group(3)
+        n = group_size(line)
+        b = nbytes(dtype, dims)
+        found.append((op, b // n if op == "all-gather" else b * n if op == "reduce-scatter" else b))
+    return found
+
+
+def shmapc_collectives(shmapc):
+    """shmap name -> (op, bytes a device puts in) of each collective --emit=comm lists."""
+    text = subprocess.run([shmapc, "compile", PROGRAM, "--emit=comm"], check=True, capture_output=True,
+                          text=True).stdout
+    out, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"shmap @(\w+) ", line)
+        if m:
+            cur = out.setdefault(m.group(1), [])
+            continue
+        m = re.match(r"\s+(\w+)\[.*?\] (\w+)\[([\d,]*)\]", line)
+        if m and cur is not None:
+            cur.append((m.group(1), nbytes(m.group(2), m.group(3))))
+        m = re.match(r"\s+per device and call: sent (\d+)(\.\.\d+)? B, received (\d+)(\.\.\d+)? B", line)
+        if (m and cur and not any(int(g.strip(".")) for g in m.groups() if g)) or (
+                cur and line.strip().startswith("no communication")):
+            cur.pop()  # moves nothing (pscatter: each device keeps its block)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shmapc", required=True)
+    a = ap.parse_args()
+    ours = shmapc_collectives(a.shmapc)
+    failed = 0
+    for name, (fn, ins, out, args) in CASES.items():
+        xla = xla_collectives(fn, ins, out, args)
+        mine = ours.get(name + "_partitioned", [])
+        xb, mb = sum(b for _, b in xla), sum(b for _, b in mine)
+        verdict = "FAIL" if mb > xb else "ok  "
+        failed += mb > xb
+        print("%s %-10s shmapc %5d B a device in %s; XLA %5d B in %s%s" % (
+            verdict, name, mb, [op for op, _ in mine], xb, [op for op, _ in xla],
+            " (fewer)" if mb < xb else ""))
+    print("%d of %d jit functions put more into collectives than XLA" % (failed, len(CASES)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
