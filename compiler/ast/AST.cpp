@@ -255,6 +255,7 @@ public:  // also used by typeText
       for (const Expr::KwArg &kw : e.kwargs) s += " (kw " + kw.name + " " + expr(*kw.value) + ")";
       return s + ")";
     }
+    case Expr::ShardingLit: return shardingText(*e.sharding);
     case Expr::Index: {
       std::string s = "(index " + expr(*e.items[0]);
       for (const IndexItem &it : e.indices) s += " " + indexItem(it);

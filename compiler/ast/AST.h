@@ -34,6 +34,8 @@ struct IndexItem {
   ExprPtr start, stop, step;                // Slice: each may be null
 };
 
+struct ShardingExpr;
+
 struct Expr {
   enum Kind {
     IntLit,      // intValue
@@ -51,6 +53,7 @@ struct Expr {
                  // with `callee` set, an application of a function-valued expression:
                  // `grad(f)(x)` is a Call whose callee is the Call `grad(f)`
     Index,       // items[0] = base, indices
+    ShardingLit, // `sharding<@m, [...]>` as an argument (sharding_constraint): sharding
   } kind;
   Loc loc;
   int64_t intValue = 0;
@@ -69,6 +72,7 @@ struct Expr {
   std::vector<KwArg> kwargs;
   std::vector<IndexItem> indices;
   std::optional<TypeExpr> type;
+  std::shared_ptr<ShardingExpr> sharding;  // ShardingLit
 };
 
 struct Stmt;

@@ -44,7 +44,7 @@ bool runtimeCollective(Prim p, CommKind &kind) {
   case Prim::FloorDiv: case Prim::Rem: case Prim::Max: case Prim::Min: case Prim::Pow:
   case Prim::And: case Prim::Or: case Prim::Eq: case Prim::Ne: case Prim::Lt: case Prim::Le:
   case Prim::Gt: case Prim::Ge: case Prim::Select: case Prim::BroadcastInDim:
-  case Prim::Reshape: case Prim::Transpose: case Prim::ReduceSum: case Prim::ReduceMax:
+  case Prim::Reshape: case Prim::ShardingConstraint: case Prim::Transpose: case Prim::ReduceSum: case Prim::ReduceMax:
   case Prim::ReduceMin: case Prim::Matmul: case Prim::Slice: case Prim::DynamicSlice:
   case Prim::DynamicUpdateSlice: case Prim::Concatenate: case Prim::Gather: case Prim::ScatterAdd:
   case Prim::Argmax: case Prim::Cumsum: case Prim::Argsort: case Prim::Call: case Prim::Shmap:

@@ -185,6 +185,9 @@ std::vector<int64_t> localShape(const Sharding &s, const std::vector<int64_t> &g
 // Shardy's notation: `sharding<@m, [{"x"}, {"z", "y", ?}p1], replicated={"w"}>`.
 std::string shardingToString(const Sharding &s, const Mesh &mesh);
 std::string axisRefToString(const AxisRef &a, const Mesh &mesh);
+// A sharding as an equation's integer-list param (sharding_constraint), and back.
+std::vector<int64_t> encodeSharding(const Sharding &s);
+Sharding decodeSharding(const std::vector<int64_t> &v);
 
 // JIT functions (`@jit`): the mesh and the shardings of the parameters and results as
 // written (before propagation).

@@ -1,6 +1,8 @@
 // Shardy's sharding representation (IR.h): shard counts, local shapes, and its notation.
 #include "ir/IR.h"
 
+#include <algorithm>
+
 namespace shmapc::ir {
 
 int64_t shardCount(const DimSharding &d) {
@@ -16,6 +18,47 @@ std::vector<int64_t> localShape(const Sharding &s, const std::vector<int64_t> &g
     local[d] = (local[d] + n - 1) / n;
   }
   return local;
+}
+
+// [mesh, dims, per dimension (open, priority, axes, per axis (axis, preSize, size)),
+//  replicated, per axis (axis, preSize, size)]
+std::vector<int64_t> encodeSharding(const Sharding &s) {
+  std::vector<int64_t> v = {s.mesh, (int64_t)s.dims.size()};
+  auto refs = [&](const std::vector<AxisRef> &axes) {
+    v.push_back((int64_t)axes.size());
+    for (const AxisRef &a : axes) v.insert(v.end(), {a.axis, a.preSize, a.size});
+  };
+  for (const DimSharding &d : s.dims) {
+    v.push_back(d.open);
+    v.push_back(d.priority);
+    refs(d.axes);
+  }
+  refs(s.replicated);
+  return v;
+}
+
+Sharding decodeSharding(const std::vector<int64_t> &v) {
+  Sharding s;
+  size_t at = 0;
+  auto next = [&]() { return at < v.size() ? v[at++] : 0; };
+  auto refs = [&]() {
+    std::vector<AxisRef> axes((size_t)std::max<int64_t>(0, next()));
+    for (AxisRef &a : axes) {
+      a.axis = (int)next();
+      a.preSize = next();
+      a.size = next();
+    }
+    return axes;
+  };
+  s.mesh = (int)next();
+  s.dims.resize((size_t)std::max<int64_t>(0, next()));
+  for (DimSharding &d : s.dims) {
+    d.open = next() != 0;
+    d.priority = next();
+    d.axes = refs();
+  }
+  s.replicated = refs();
+  return s;
 }
 
 std::string axisRefToString(const AxisRef &a, const Mesh &mesh) {

@@ -1048,7 +1048,13 @@ ExprPtr Parser::parsePrimary() {
     e->name = t.text;
     return e;
   }
-  case Tok::Ident: return parseNameOrCall();
+  case Tok::Ident:
+    if (t.text == "sharding" && at(Tok::Lt, 1) && at(Tok::At, 2)) {
+      ExprPtr e = makeExpr(Expr::ShardingLit, t.loc);
+      e->sharding = std::make_shared<ShardingExpr>(parseSharding());
+      return e;
+    }
+    return parseNameOrCall();
   case Tok::LBracket: return parseArrayLit();
   case Tok::LParen: return parseParenOrTuple();
   default: break;

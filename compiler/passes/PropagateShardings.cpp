@@ -52,6 +52,10 @@ public:
       for (const DimSharding &d : sh.dims) levels.insert(std::max<int64_t>(0, d.priority));
     for (const auto &sh : j_.outShardings)
       for (const DimSharding &d : sh.dims) levels.insert(std::max<int64_t>(0, d.priority));
+    for (const Eqn &e : f_.eqns)
+      if (e.prim == Prim::ShardingConstraint)
+        for (const DimSharding &d : decodeSharding(e.intsParam("sharding")).dims)
+          levels.insert(std::max<int64_t>(0, d.priority));
     for (int64_t level : levels) {
       seed(level);
       for (int round = 0; round < 64 && sweep(); ++round) {
@@ -59,14 +63,16 @@ public:
     }
     // A value with a written sharding keeps what was written of it (open dimensions, their
     // priorities, explicit replication) with the axes propagation found.
-    std::map<const Value *, const Sharding *> written;
-    for (size_t i = 0; i < j_.inShardings.size(); ++i) written[f_.params[i]] = &j_.inShardings[i];
-    for (size_t i = 0; i < j_.outShardings.size(); ++i) written[f_.results[i]] = &j_.outShardings[i];
+    std::map<const Value *, Sharding> written;
+    for (size_t i = 0; i < j_.inShardings.size(); ++i) written[f_.params[i]] = j_.inShardings[i];
+    for (size_t i = 0; i < j_.outShardings.size(); ++i) written[f_.results[i]] = j_.outShardings[i];
+    for (const Eqn &e : f_.eqns)
+      if (e.prim == Prim::ShardingConstraint) written[e.outs[0]] = decodeSharding(e.intsParam("sharding"));
     for (auto &[v, dims] : states_) {
       Sharding s;
       s.mesh = j_.mesh;
       auto w = written.find(v);
-      if (w != written.end()) s = *w->second;
+      if (w != written.end()) s = w->second;
       s.dims.resize(dims.size());
       for (size_t d = 0; d < dims.size(); ++d) s.dims[d].axes = dims[d].axes;
       j_.propagated[v] = s;
@@ -97,6 +103,8 @@ private:
     };
     for (size_t i = 0; i < j_.inShardings.size(); ++i) apply(f_.params[i], j_.inShardings[i]);
     for (size_t i = 0; i < j_.outShardings.size(); ++i) apply(f_.results[i], j_.outShardings[i]);
+    for (const Eqn &e : f_.eqns)  // sharding_constraint: its result is held as written
+      if (e.prim == Prim::ShardingConstraint) apply(e.outs[0], decodeSharding(e.intsParam("sharding")));
   }
 
   // One pass over the equations, forward then backward; whether anything changed.

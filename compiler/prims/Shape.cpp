@@ -40,6 +40,25 @@ FactorRule transposeFactors(const Eqn &e) {
 
 } // namespace
 
+// sharding_constraint(x, S) (seed 002's with_sharding_constraint): the identity; in a jit
+// function its result is held in S (propagation starts from it, and the partitioner moves x
+// there).
+template <> const Rules &define<Prim::ShardingConstraint>() {
+  static const Rules r{
+      .shape = sameAsFirstOperand,
+      .variance = VarianceRule::SameAsOperands,
+      .jvp = linearJvp,
+      .transpose = [](TransposeCtx &c) { c.accumulate(0, c.c); },
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        return FuncEmitter::isFusible(e) ? fe.emitElementwiseGroup(i, i) : fe.emitCopy(e);
+      },
+      .scalar = [](ScalarCtx &c) { return c.x[0]; },
+      .sharding = elementwiseFactors,
+  };
+  return r;
+}
+
 template <> const Rules &define<Prim::BroadcastInDim>() {
   static const Rules r{
       .shape = [](ShapeCtx &c) {

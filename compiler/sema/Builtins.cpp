@@ -75,6 +75,8 @@ const std::map<std::string, Sema::BuiltinFn> &Sema::builtins() {
       {"ppermute", &Sema::bPpermute},
       {"axis_index", &Sema::bAxisIndex},
       {"axis_size", &Sema::bAxisSize},
+      // jit functions (Jit.cpp)
+      {"sharding_constraint", &Sema::bShardingConstraint},
   };
   return table;
 }

@@ -38,6 +38,9 @@ SVal Sema::eval(const ast::Expr &e) {
   case ast::Expr::TypeArg:
     fail(DiagId::BadArgument, e.loc, "a type is not a value",
          "types are arguments of builtins such as zeros(f32[4]) or cast(x, f32)");
+  case ast::Expr::ShardingLit:
+    fail(DiagId::BadArgument, e.loc, "a sharding is not a value",
+         "shardings are arguments of @jit(...) and of sharding_constraint(x, sharding<...>)");
   case ast::Expr::Name:
     if (!e.module.empty() && arrayNamed(e.module)) {
       if (e.name == "ndim" || e.name == "size") return SVal::lit((double)*staticIntOpt(e), false, e.loc);

@@ -123,6 +123,36 @@ ir::Sharding Sema::convertSharding(const ast::ShardingExpr &s, int jitMesh, cons
   return out;
 }
 
+// sharding_constraint(x, S) in a jit function (seed 002's with_sharding_constraint): x, held
+// in S. S is sharding<@m, ...> or P(...) on the function's mesh.
+SVal Sema::bShardingConstraint(const ast::Expr &c) {
+  auto a = bindArgs(c, {"x", "sharding"}, 2);
+  const ast::FuncDecl *jit = nullptr;
+  for (auto it = active_.rbegin(); it != active_.rend() && !jit; ++it)
+    if ((*it)->jit) jit = *it;
+  if (!jit || cur_->mesh)
+    fail(DiagId::ConstraintOutsideJit, c.loc, "sharding_constraint is only for the body of a @jit function",
+         "in a shmap body a value's layout is its block; in host code nothing is sharded");
+  ir::Value *x = evalArray(*a[0]);
+  ast::ShardingExpr sh;
+  if (a[1]->kind == ast::Expr::ShardingLit) {
+    sh = *a[1]->sharding;
+  } else {
+    ast::PartitionSpecExpr spec = specArg(*a[1]);
+    sh.loc = spec.loc;
+    for (size_t d = 0; d < spec.dims.size(); ++d) {
+      ast::DimShardingExpr dim;
+      dim.loc = spec.loc;
+      for (size_t k = 0; k < spec.dims[d].size(); ++k) dim.axes.push_back({spec.dimLocs[d][k], spec.dims[d][k], 0, 0});
+      sh.dims.push_back(std::move(dim));
+    }
+  }
+  const int mesh = meshIndex(jit->jit->mesh, jit->jit->meshLoc);
+  ir::Sharding s = convertSharding(sh, mesh, x->type, "the constrained value");
+  return SVal::array(emit(ir::Prim::ShardingConstraint, {x}, x->type, c.loc, {{"sharding", ir::encodeSharding(s)}}),
+                     c.loc);
+}
+
 // Records a jit function's instance with its shardings, checked against its parameters'
 // and results' types.
 void Sema::recordJit(const ast::FuncDecl &decl, ir::Func &f, const std::vector<ir::Type> &results) {

@@ -375,6 +375,7 @@ public:
   // `what` names the value in messages ("parameter x", "result 0").
   ir::Sharding convertSharding(const ast::ShardingExpr &s, int jitMesh, const ir::Type &t, const std::string &what);
   void recordJit(const ast::FuncDecl &decl, ir::Func &f, const std::vector<ir::Type> &results);
+  SVal bShardingConstraint(const ast::Expr &c);
 
   // ---- statements (Statements.cpp)
   void lowerFunctionBody(const ast::FuncDecl &decl, Instance &inst);

@@ -40,12 +40,20 @@ def mlp_loss(x, w1, w2):
 
 
 # name in jit_layers.smp -> (function, in_shardings, out_shardings or None, argument shapes)
+def constrained(w_out, w_in, x):
+    hidden = jnp.einsum("fd,bd->bf", w_in, x)
+    hidden = jax.lax.with_sharding_constraint(hidden, S("X", "Y"))
+    return jnp.einsum("df,bf->bd", w_out, hidden)
+
+
 CASES = {
     "layer": (lambda x, w: x @ w, (S("X", "Y"), S("Y", None)), S("X", None), (f32(8, 16), f32(16, 32))),
     "mlp_loss": (mlp_loss, (S("X", None), S(None, "Y"), S("Y", None)), S(), (f32(8, 16), f32(16, 32), f32(32, 4))),
     # (no out_shardings in jit_layers.smp: propagation gives the sum a's P("X", None), given
     # to XLA too, which would otherwise choose a replicated result)
     "add_moved": (lambda a, b: a + b, (S("X", None), S("Y", None)), S("X", None), (f32(8, 4), f32(8, 4))),
+    # (the result: P("X", None), as propagation gives it)
+    "constrained": (constrained, (S(), S(), S("X", None)), S("X", None), (f32(16, 32), f32(32, 16), f32(8, 16))),
 }
 
 

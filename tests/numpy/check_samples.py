@@ -411,8 +411,9 @@ def jit_layers():
     dh = dy @ w2.T
     g1 = x.T @ (dh * (1 - h * h))
     a = iota(32).reshape(8, 4)
+    w_in = iota(512).reshape(32, 16) * f32(0.002) - f32(0.5)
     return {"layer row 0": (x @ w)[0], "loss": (y * y).mean(), "grad w1 row 3": g1[3], "grad w2": h.T @ dy,
-            "moved": a + a * f32(10)}
+            "moved": a + a * f32(10), "constrained row 5": ((x @ w_in.T) @ w.T)[5]}
 
 
 def int_arith_numpy():

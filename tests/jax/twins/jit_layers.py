@@ -27,6 +27,15 @@ mlp_loss = jax.jit(mlp_loss_fn, in_shardings=(S("X", None), S(None, "Y"), S("Y",
 add_moved = jax.jit(lambda a, b: a + b, in_shardings=(S("X", None), S("Y", None)))
 
 
+def constrained_fn(w_out, w_in, x):
+    hidden = jnp.einsum("fd,bd->bf", w_in, x)
+    hidden = jax.lax.with_sharding_constraint(hidden, S("X", "Y"))
+    return jnp.einsum("df,bf->bd", w_out, hidden)
+
+
+constrained = jax.jit(constrained_fn, in_shardings=(S(), S(), S("X", None)))
+
+
 def check(t):
     x = iota(128).reshape(8, 16) * 0.01
     w = iota(512).reshape(16, 32) * 0.001 - 0.2
@@ -38,6 +47,8 @@ def check(t):
     t.close("grad w2", g2)
     a = iota(32).reshape(8, 4)
     t.close("moved", add_moved(a, a * 10.0))
+    w_in = iota(512).reshape(32, 16) * 0.002 - 0.5
+    t.close("constrained row 5", constrained(w, w_in, x)[5])
 
 
 if __name__ == "__main__":
