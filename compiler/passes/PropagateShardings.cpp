@@ -174,6 +174,9 @@ private:
           if (a.overlaps(b)) return true;
       return false;
     };
+    int64_t count = 1;  // (an even split: the dimension's size a multiple of the devices)
+    for (const AxisRef &a : axes) count *= a.size;
+    if (en.v->type.shape[(size_t)en.dim] % count != 0) return false;
     auto forbidden = replicated_.find(en.v);  // explicitly replicated: never sharded along
     if (forbidden != replicated_.end() && clash(forbidden->second)) return false;
     const std::vector<DimState> &st = state(en.v);

@@ -30,6 +30,33 @@ FactorRule broadcastFactors(const Eqn &e) {
   return r;
 }
 
+// The operand's and the result's dimensions in groups of equal size products (a dimension
+// split in several, several merged in one, or kept); in each group the first dimension of
+// size > 1 on each side is one factor: a sharding of it over c devices gives each the same
+// contiguous run of elements on both sides when c divides both (propagation checks that
+// every sharding divides its dimension), so the reshape needs no communication. Other
+// dimensions of a group are unsharded (the sub-axes that would shard them are still to come).
+FactorRule reshapeFactors(const Eqn &e) {
+  const std::vector<int64_t> &in = e.ins[0]->type.shape, &out = e.outs[0]->type.shape;
+  FactorRule r;
+  size_t i = 0, j = 0;
+  while (i < in.size() || j < out.size()) {
+    const size_t i0 = i, j0 = j;
+    int64_t pi = i < in.size() ? in[i++] : 1, pj = j < out.size() ? out[j++] : 1;
+    while (pi != pj) {
+      if (pi < pj && i < in.size()) pi *= in[i++];
+      else if (pj < pi && j < out.size()) pj *= out[j++];
+      else return FactorRule{FactorRule::Replicated, {}};  // (a zero-size dimension)
+    }
+    while (i < in.size() && in[i] == 1 && j < out.size() && out[j] == 1) ++i, ++j;  // (1-dims: own groups)
+    size_t a = i0, b = j0;
+    while (a < i && in[a] == 1) ++a;
+    while (b < j && out[b] == 1) ++b;
+    if (a < i && b < j) r.factors.push_back({{{0, (int)a}}, {{0, (int)b}}});
+  }
+  return r;
+}
+
 // Result dimension i is operand dimension perm[i].
 FactorRule transposeFactors(const Eqn &e) {
   const std::vector<int64_t> &perm = e.intsParam("permutation");
@@ -119,7 +146,7 @@ template <> const Rules &define<Prim::Reshape>() {
       .transpose = [](TransposeCtx &c) { c.accumulate(0, c.b.reshape(c.c, c.xt.shape)); },
       .lower = [](FuncEmitter &fe, size_t i) { return fe.emitCopy(fe.f.eqns[i]); },
       .scalar = nullptr,
-      .sharding = replicatedFactors,
+      .sharding = reshapeFactors,
   };
   return r;
 }

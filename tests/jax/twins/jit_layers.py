@@ -34,6 +34,8 @@ def constrained_fn(w_out, w_in, x):
 
 
 constrained = jax.jit(constrained_fn, in_shardings=(S(), S(), S("X", None)))
+shard_means = jax.jit(lambda a: jnp.mean(a.reshape(2, 4, 4), axis=1), in_shardings=S("X", "Y"),
+                      out_shardings=S("X", "Y"))
 
 
 def check(t):
@@ -49,6 +51,7 @@ def check(t):
     t.close("moved", add_moved(a, a * 10.0))
     w_in = iota(512).reshape(32, 16) * 0.002 - 0.5
     t.close("constrained row 5", constrained(w, w_in, x)[5])
+    t.close("shard means", shard_means(a * a))
 
 
 if __name__ == "__main__":
