@@ -7,7 +7,9 @@
 //   (all_gather_invariant over the axes they were sharded along), then sharded again by
 //   slicing (pscatter: each device keeps its block, no communication).
 // - A reduced factor sharded along some axes (matmul's contracting dimension, a reduction's
-//   axes) leaves each device a partial result: psum (pmax, pmin) over those axes finishes it.
+//   axes) leaves each device a partial result: psum (pmax, pmin) over those axes finishes it,
+//   or psum_scatter where a result dimension is to be sharded along the same axes (each device
+//   computes that dimension whole from its shards; the sum comes split).
 // - A primitive computed whole takes its operands unsharded and gives its result unsharded; a
 //   splat constant is made at its local shape.
 //
@@ -187,34 +189,56 @@ private:
     for (size_t i = 0; i < e.ins.size(); ++i) want[i].resize((size_t)e.ins[i]->type.rank());
     std::vector<std::vector<Axes>> outs;
     for (const Value *o : e.outs) outs.push_back(target(o));
+    // A sum over a factor sharded along the same axes as a result dimension (the reduce-
+    // scatter matmul, Tmp[B_X, F_Y] *F W[F_Y, D] -> Out[B_X, D_Y]): each device computes that
+    // dimension whole from its shards, and psum_scatter sums and splits it at once.
+    int scatterDim = -1;
+    Axes scatterAxes;
+    for (const prims::Factor &f : rule.factors) {
+      if (!f.outs.empty() || f.ins.empty() || f.combine != Prim::Psum || e.outs.size() != 1) continue;
+      const Axes &k = held_.at(e.ins[(size_t)f.ins[0].first]).axes[(size_t)f.ins[0].second];
+      for (size_t d = 0; d < outs[0].size() && !k.empty() && scatterDim < 0; ++d)
+        if (outs[0][d] == k) scatterDim = (int)d, scatterAxes = k;
+    }
+    std::vector<std::vector<Axes>> computed = outs;  // the local computation's result shardings
+    if (scatterDim >= 0) computed[0][(size_t)scatterDim].clear();
     std::vector<bool> usedAxis(mesh_.axes.size(), false);
     for (const prims::Factor &f : rule.factors)
       for (auto [o, d] : f.outs)
-        for (int a : outs[(size_t)o][(size_t)d]) usedAxis[(size_t)a] = true;
+        for (int a : computed[(size_t)o][(size_t)d]) usedAxis[(size_t)a] = true;
     std::vector<std::pair<Prim, Axes>> finish;
     for (const prims::Factor &f : rule.factors) {
       Axes axes;
       if (!f.outs.empty()) {
-        axes = outs[(size_t)f.outs[0].first][(size_t)f.outs[0].second];
+        axes = computed[(size_t)f.outs[0].first][(size_t)f.outs[0].second];
       } else if (!f.ins.empty()) {
         const Axes &first = held_.at(e.ins[(size_t)f.ins[0].first]).axes[(size_t)f.ins[0].second];
         bool free = true;
         for (int a : first) free = free && !usedAxis[(size_t)a];
         if (free) axes = first;
         for (int a : axes) usedAxis[(size_t)a] = true;
-        if (!axes.empty()) finish.push_back({f.combine, axes});
+        if (!axes.empty()) finish.push_back({axes == scatterAxes ? Prim::PsumScatter : f.combine, axes});
       }
       for (auto [i, d] : f.ins) want[(size_t)i][(size_t)d] = axes;
     }
     for (size_t i = 0; i < e.ins.size(); ++i) local.ins[i] = moved(e.ins[i], want[i]);
     for (size_t k = 0; k < e.outs.size(); ++k) {
-      Value *v = body_->newValue(localType(e.outs[k]->type, outs[k]), e.outs[k]->hint);
+      Value *v = body_->newValue(localType(e.outs[k]->type, computed[k]), e.outs[k]->hint);
       local.outs.push_back(v);
     }
     Value *result = local.outs[0];
     body_->eqns.push_back(std::move(local));
-    for (const auto &[combine, axes] : finish)
-      result = emit(combine, {result}, result->type, {{"axes", std::vector<int64_t>(axes.begin(), axes.end())}}, e.loc);
+    for (const auto &[combine, axes] : finish) {
+      const std::vector<int64_t> list(axes.begin(), axes.end());
+      if (combine != Prim::PsumScatter) {
+        result = emit(combine, {result}, result->type, {{"axes", list}}, e.loc);
+        continue;
+      }
+      Type t = result->type;
+      t.shape[(size_t)scatterDim] /= count(axes);
+      result = emit(Prim::PsumScatter, {result}, t,
+                    {{"axes", list}, {"scatter_dimension", (int64_t)scatterDim}, {"tiled", (int64_t)1}}, e.loc);
+    }
     held_[e.outs[0]] = {result, outs[0]};
   }
 

@@ -54,6 +54,8 @@ CASES = {
     "add_moved": (lambda a, b: a + b, (S("X", None), S("Y", None)), S("X", None), (f32(8, 4), f32(8, 4))),
     # (the result: P("X", None), as propagation gives it)
     "constrained": (constrained, (S(), S(), S("X", None)), S("X", None), (f32(16, 32), f32(32, 16), f32(8, 16))),
+    # seed 002's Problem 3.2: a reduce-scatter
+    "down": (lambda t, w: t @ w, (S("X", "Y"), S("Y", None)), S("X", "Y"), (f32(8, 32), f32(32, 16))),
     # seed 002's Problem 1: per-shard means, no communication
     "shard_means": (lambda a: jnp.mean(a.reshape(2, 4, 4), axis=1), (S("X", "Y"),), S("X", "Y"), (f32(8, 4),)),
 }
