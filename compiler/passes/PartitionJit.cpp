@@ -3,7 +3,8 @@
 // parameters' and results' shardings, and whose body computes each equation on the local
 // blocks, in the sharding its factor rule asks of the operands (prims/Rules.h):
 //
-// - An operand held in another sharding is moved: dimensions whose axes differ are gathered
+// - An operand held in another sharding is moved: axes that move from one dimension to
+//   another by all_to_all; other dimensions whose axes differ are gathered
 //   (all_gather_invariant over the axes they were sharded along), then sharded again by
 //   slicing (pscatter: each device keeps its block, no communication).
 // - A reduced factor sharded along some axes (matmul's contracting dimension, a reduction's
@@ -135,6 +136,22 @@ private:
     if (h.axes == to) return h.local;
     Value *x = h.local;
     std::vector<Axes> now = h.axes;
+    // Axes that move from one dimension to another (from an unsharded one to one that is to
+    // be unsharded): all_to_all, which sends each device only the parts others keep.
+    for (size_t from = 0; from < now.size(); ++from)
+      for (size_t d = 0; d < now.size(); ++d) {
+        if (d == from || now[from].empty() || now[from] != to[d] || !now[d].empty() || !to[from].empty()) continue;
+        Type t = x->type;
+        t.vary = 0;
+        t.shape[from] *= count(now[from]);
+        t.shape[d] /= count(now[from]);
+        x = emit(Prim::AllToAll, {x}, t,
+                 {{"axes", std::vector<int64_t>(now[from].begin(), now[from].end())}, {"split_axis", (int64_t)d},
+                  {"concat_axis", (int64_t)from}, {"tiled", (int64_t)1}},
+                 f_.loc);
+        now[d] = now[from];
+        now[from].clear();
+      }
     for (size_t d = 0; d < now.size(); ++d) {
       if (now[d] == to[d] || now[d].empty()) continue;
       Type t = x->type;

@@ -54,6 +54,7 @@ CASES = {
     "add_moved": (lambda a, b: a + b, (S("X", None), S("Y", None)), S("X", None), (f32(8, 4), f32(8, 4))),
     # (the result: P("X", None), as propagation gives it)
     "constrained": (constrained, (S(), S(), S("X", None)), S("X", None), (f32(16, 32), f32(32, 16), f32(8, 16))),
+    "relayout": (lambda a: a * 2.0, (S("X", None),), S(None, "X"), (f32(8, 4),)),
     # seed 002's Problem 3.2: a reduce-scatter
     "down": (lambda t, w: t @ w, (S("X", "Y"), S("Y", None)), S("X", "Y"), (f32(8, 32), f32(32, 16))),
     # seed 002's Problem 1: per-shard means, no communication
@@ -84,13 +85,14 @@ def xla_collectives(fn, ins, out, args):
     text = jitted.lower(*args).compile().as_text()
     found = []
     for line in text.splitlines():
-        m = re.search(r"= (\w+)\[([\d,]*)\]\S* (all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)"
-                      r"(-start)?\(", line)
+        # (a result type, or a tuple of them: an all-to-all of several operands)
+        m = re.search(r"= (\([^)]*\)|\w+\[[\d,]*\]\S*) (all-reduce|all-gather|reduce-scatter|all-to-all|"
+                      r"collective-permute)(-start)?\(", line)
         if not m:
             continue
-        dtype, dims, op = m.group(1), m.group(2), m.group(3)
+        op = m.group(2)
         n = group_size(line)
-        b = nbytes(dtype, dims)
+        b = sum(nbytes(t, d) for t, d in re.findall(r"(\w+)\[([\d,]*)\]", m.group(1)))
         found.append((op, b // n if op == "all-gather" else b * n if op == "reduce-scatter" else b))
     return found
 

@@ -414,7 +414,7 @@ def jit_layers():
     w_in = iota(512).reshape(32, 16) * f32(0.002) - f32(0.5)
     return {"layer row 0": (x @ w)[0], "loss": (y * y).mean(), "grad w1 row 3": g1[3], "grad w2": h.T @ dy,
             "moved": a + a * f32(10), "constrained row 5": ((x @ w_in.T) @ w.T)[5],
-            "shard means": (a * a).reshape(2, 4, 4).mean(axis=1),
+            "shard means": (a * a).reshape(2, 4, 4).mean(axis=1), "relayout": a * f32(2),
             "down row 3": ((iota(256).reshape(8, 32) * f32(0.01)) @ (w_in * f32(2)))[3]}
 
 

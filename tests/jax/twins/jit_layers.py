@@ -34,6 +34,7 @@ def constrained_fn(w_out, w_in, x):
 
 
 constrained = jax.jit(constrained_fn, in_shardings=(S(), S(), S("X", None)))
+relayout = jax.jit(lambda a: a * 2.0, in_shardings=S("X", None), out_shardings=S(None, "X"))
 down = jax.jit(lambda t, w: t @ w, in_shardings=(S("X", "Y"), S("Y", None)), out_shardings=S("X", "Y"))
 shard_means = jax.jit(lambda a: jnp.mean(a.reshape(2, 4, 4), axis=1), in_shardings=S("X", "Y"),
                       out_shardings=S("X", "Y"))
@@ -53,6 +54,7 @@ def check(t):
     w_in = iota(512).reshape(32, 16) * 0.002 - 0.5
     t.close("constrained row 5", constrained(w, w_in, x)[5])
     t.close("shard means", shard_means(a * a))
+    t.close("relayout", relayout(a))
     t.close("down row 3", down(iota(256).reshape(8, 32) * 0.01, w_in * 2.0)[3])
 
 
