@@ -15,9 +15,10 @@
 //   dimension's over a propagated one's, then the larger array's (moving the smaller moves
 //   fewer bytes), then the first operand's.
 // - An axis a value's sharding names as explicitly replicated never shards it.
+// - An open dimension written with axes ({"x", ?}) may take further axes after them
+//   ({"x", "y"}) from a factor that has those.
 // - A dimension nothing reaches is unsharded; a replicated primitive (computed whole on each
-//   device) passes nothing through. (Still to come: an open dimension that has axes, {"x", ?},
-//   taking further ones.)
+//   device) passes nothing through.
 #include "passes/Passes.h"
 #include "prims/Rules.h"
 
@@ -36,6 +37,7 @@ struct DimState {
   bool known = false;     // has a sharding (written or propagated)
   bool closed = false;    // written closed: never changes
   bool reserved = false;  // written, of a priority not yet propagated: nothing else assigns it
+  bool extensible = false;  // written open with axes ({"x", ?}): may take further ones after them
   std::vector<AxisRef> axes;
 };
 
@@ -98,6 +100,7 @@ private:
         if (st[d].reserved) continue;
         st[d].known = true;
         st[d].closed = !dim.open;
+        st[d].extensible = dim.open && !dim.axes.empty();
         st[d].axes = dim.axes;
       }
     };
@@ -151,15 +154,34 @@ private:
     for (size_t k = 0; k < entries.size(); ++k) {
       const DimState *from = chosen(entries[k]);
       if (!from || from->axes.empty()) continue;
-      const std::vector<AxisRef> axes = from->axes;  // (copied: assigning may move states)
+      std::vector<AxisRef> axes = from->axes;  // (copied: assigning may move states)
+      changed |= give(axes, entries, k, false);
+      // An open dimension with axes ({"x", ?}, or one propagation gave) takes the longest
+      // sharding of the factor that starts with them ({"x", "y"}).
       for (const Entry &en : entries[k]) {
-        const DimState &to = state(en.v)[(size_t)en.dim];
-        if (to.known || to.reserved || !fits(axes, en, entries, k)) continue;
-        DimState &d = state(en.v)[(size_t)en.dim];
-        d.known = true;
-        d.axes = axes;
-        changed = true;
+        const DimState &d = state(en.v)[(size_t)en.dim];
+        if (d.known && d.axes.size() > axes.size() && std::equal(axes.begin(), axes.end(), d.axes.begin()))
+          axes = d.axes;
       }
+      changed |= give(axes, entries, k, true);
+    }
+    return changed;
+  }
+
+  // Gives `axes` to the dimensions of factor k without a sharding, or (extend) to those whose
+  // open sharding they extend.
+  bool give(const std::vector<AxisRef> &axes, const std::vector<std::vector<Entry>> &entries, size_t k, bool extend) {
+    bool changed = false;
+    for (const Entry &en : entries[k]) {
+      const DimState &to = state(en.v)[(size_t)en.dim];
+      const bool extends = extend && to.known && to.extensible && to.axes.size() < axes.size() &&
+                           std::equal(to.axes.begin(), to.axes.end(), axes.begin());
+      if ((to.known && !extends) || to.reserved || !fits(axes, en, entries, k)) continue;
+      DimState &d = state(en.v)[(size_t)en.dim];
+      d.known = true;
+      d.extensible = true;  // (a propagated sharding is open)
+      d.axes = axes;
+      changed = true;
     }
     return changed;
   }
