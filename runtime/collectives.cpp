@@ -104,22 +104,22 @@ struct Read {
 };
 using ReadOf = std::function<Read(int j, int k)>;
 
+// Ranked mode: the remote devices whose data this rank received read through their slots from
+// its copy (c.mirror at c.region).
+void read_remote_from_mirror(MeshCall &c) {
+  for (int id = 0; id < c.ndev; ++id)
+    if (c.region[(size_t)id] >= 0) c.slots[(size_t)id].in = c.mirror.data() + c.region[(size_t)id];
+}
+
 // Ranked mode: what each device of another rank reads of a device's input goes to that rank,
-// once: a whole input once per rank, a box once per member that reads it (packed for the
-// trip). slots[id].in of such a remote device then points at this rank's copy, in which
+// once: a whole input once per rank, a box once per member that reads it (exchange_pieces
+// packs it). slots[id].in of such a remote device then points at this rank's copy, in which
 // everything a local device reads is in its place. `read` null: every member reads all of
 // every member's input (`bytes`).
 void exchange_inputs(MeshCall &c, int kind, int64_t bytes, const int32_t *axes, int32_t naxes, const ReadOf *read) {
   std::vector<Group> groups;
   std::vector<std::vector<int>> partners = partner_ranks(c, axes, naxes, bytes, groups);
   std::vector<Piece> pieces;
-  std::vector<std::vector<char>> packed;
-  struct Unpack {
-    const char *from;
-    char *to;
-    Read read;
-  };
-  std::vector<Unpack> unpack;
   for (int id = 0; id < c.ndev; ++id) {
     const Group &g = groups[(size_t)id];
     const int from = rank_of(c, id);
@@ -136,32 +136,13 @@ void exchange_inputs(MeshCall &c, int kind, int64_t bytes, const int32_t *axes, 
         whole_to[(size_t)to] = true;
         continue;
       }
-      int64_t dense[kMaxRank];
-      row_major_strides(r.rank, r.shape, dense);
-      const char *send = nullptr;
-      char *recv = nullptr;
-      if (from == rank_id()) {
-        packed.emplace_back((size_t)r.bytes());
-        copy_strided(r.esize, r.rank, r.shape, in + r.offset * r.esize, r.strides, packed.back().data(), dense);
-        send = packed.back().data();
-      }
-      if (to == rank_id()) {
-        packed.emplace_back((size_t)r.bytes());
-        recv = packed.back().data();
-        unpack.push_back({recv, copy, r});
-      }
-      pieces.push_back({from, to, send, recv, r.bytes()});
+      pieces.push_back(Piece::box(from, to, in ? in + r.offset * r.esize : nullptr,
+                                  to == rank_id() ? copy + r.offset * r.esize : nullptr, r.esize, r.rank, r.shape,
+                                  r.strides));
     }
   }
   move_pieces(kind, "inputs", pieces);
-  for (const Unpack &u : unpack) {
-    int64_t dense[kMaxRank];
-    row_major_strides(u.read.rank, u.read.shape, dense);
-    copy_strided(u.read.esize, u.read.rank, u.read.shape, u.from, dense, u.to + u.read.offset * u.read.esize,
-                 u.read.strides);
-  }
-  for (int id = 0; id < c.ndev; ++id)
-    if (c.region[(size_t)id] >= 0) c.slots[(size_t)id].in = c.mirror.data() + c.region[(size_t)id];
+  read_remote_from_mirror(c);
 }
 
 // `bytes`: the size of every device's input; `kind`, `axes`: what the collective is. Under MPI
@@ -375,8 +356,7 @@ void all_reduce_ranked(shm_device *dev, const Group &g, int32_t dtype, int32_t o
       }
     }
     move_pieces(kind, "input chunks", pieces);
-    for (int id = 0; id < c.ndev; ++id)
-      if (c.region[(size_t)id] >= 0) c.slots[(size_t)id].in = c.mirror.data() + c.region[(size_t)id];
+    read_remote_from_mirror(c);
     // The reduced chunks, below, go to the same ranks: keep the partners.
     c.partners = std::move(partners);
   }

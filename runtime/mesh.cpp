@@ -288,34 +288,16 @@ int64_t share_output(const MeshCall &c, const ArrayPlan &p, void *out) {
     if (writer) writers.push_back({id, off});
     if (writer || p.same_elsewhere) h[(size_t)(id / c.nlocal)] = true;  // (every rank runs nlocal devices)
   }
-  // A block in one run of the array moves in place; another is packed first.
-  std::vector<std::vector<char>> packed;
-  packed.reserve(writers.size() * (size_t)ranks);
-  std::vector<Piece> pieces;
-  std::vector<std::pair<const char *, int64_t>> unpack;  // (packed block, offset) received
+  std::vector<Piece> pieces;  // (each block where it is in the array, on both ends)
   for (const auto &[id, off] : writers) {
     const int from = (int)(id / c.nlocal);
     char *at = (char *)out + off * p.esize;
-    const char *send = at;
-    if (from == me && !p.contiguous) {
-      packed.emplace_back((size_t)p.block_bytes);
-      copy_strided(p.esize, p.rank, p.bshape, at, p.gstrides, packed.back().data(), p.bstrides);
-      send = packed.back().data();
-    }
-    for (int to = 0; to < ranks; ++to) {
-      if (held[off][(size_t)to]) continue;
-      char *recv = at;
-      if (to == me && !p.contiguous) {
-        packed.emplace_back((size_t)p.block_bytes);
-        recv = packed.back().data();
-        unpack.push_back({recv, off});
-      }
-      pieces.push_back({from, to, from == me ? send : nullptr, to == me ? recv : nullptr, p.block_bytes});
-    }
+    for (int to = 0; to < ranks; ++to)
+      if (!held[off][(size_t)to])
+        pieces.push_back(Piece::box(from, to, from == me ? at : nullptr, to == me ? at : nullptr, p.esize, p.rank,
+                                    p.bshape, p.gstrides));
   }
   exchange_pieces(pieces);
-  for (const auto &[block, off] : unpack)
-    copy_strided(p.esize, p.rank, p.bshape, block, p.bstrides, (char *)out + off * p.esize, p.gstrides);
   int64_t received = 0;
   for (const Piece &piece : pieces)
     if (piece.to == me) received += piece.bytes;

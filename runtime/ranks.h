@@ -6,6 +6,8 @@
 // runs on every rank (the multi-controller model); output is written by rank 0.
 #ifndef SHMAP_RUNTIME_RANKS_H
 #define SHMAP_RUNTIME_RANKS_H
+#include "util.h"
+
 #include <cstdint>
 #include <vector>
 
@@ -58,12 +60,23 @@ struct CollectiveSig {
 };
 
 // A piece of a collective's data moving between ranks: `bytes` from rank `from` (read at
-// `send` there) to rank `to` (written at `recv` there).
+// `send` there) to rank `to` (written at `recv` there). A box of an array (rank > 0) rather
+// than a run of bytes: `shape` elements of `esize` bytes, at `strides` (in elements) on both
+// ends, which exchange_pieces packs and unpacks itself.
 struct Piece {
   int from = 0, to = 0;
   const void *send = nullptr;
   void *recv = nullptr;
   int64_t bytes = 0;
+  int32_t rank = 0;
+  int64_t esize = 1, shape[kMaxRank] = {0}, strides[kMaxRank] = {0};
+
+  static Piece box(int from, int to, const void *send, void *recv, int64_t esize, int32_t rank, const int64_t *shape,
+                   const int64_t *strides) {
+    Piece p{from, to, send, recv, esize * num_elements(rank, shape), rank, esize};
+    for (int32_t d = 0; d < rank; ++d) p.shape[d] = shape[d], p.strides[d] = strides[d];
+    return p;
+  }
 };
 // With several devices per rank, called by the first local device between the barriers of a
 // collective: moves the pieces with this rank at one end, in one MPI_Alltoallv over all ranks.

@@ -209,9 +209,16 @@ void exchange_pieces(const std::vector<Piece> &pieces) {
   std::vector<char> sendbuf((size_t)(sat.empty() ? 0 : sat.back() + sn.back())),
       recvbuf((size_t)(rat.empty() ? 0 : rat.back() + rn.back()));
   std::vector<int64_t> at(sat.begin(), sat.end());
+  int64_t dense[kMaxRank];
   for (const Piece &p : pieces)
     if (p.from == g_rank && p.bytes > 0) {
-      std::memcpy(sendbuf.data() + at[(size_t)p.to], p.send, (size_t)p.bytes);
+      char *to = sendbuf.data() + at[(size_t)p.to];
+      if (p.rank > 0) {
+        row_major_strides(p.rank, p.shape, dense);
+        copy_strided(p.esize, p.rank, p.shape, p.send, p.strides, to, dense);
+      } else {
+        std::memcpy(to, p.send, (size_t)p.bytes);
+      }
       at[(size_t)p.to] += p.bytes;
     }
   check(MPI_Alltoallv(sendbuf.data(), sn.data(), sat.data(), MPI_BYTE, recvbuf.data(), rn.data(), rat.data(),
@@ -220,7 +227,13 @@ void exchange_pieces(const std::vector<Piece> &pieces) {
   at.assign(rat.begin(), rat.end());
   for (const Piece &p : pieces)
     if (p.to == g_rank && p.bytes > 0) {
-      std::memcpy(p.recv, recvbuf.data() + at[(size_t)p.from], (size_t)p.bytes);
+      const char *from = recvbuf.data() + at[(size_t)p.from];
+      if (p.rank > 0) {
+        row_major_strides(p.rank, p.shape, dense);
+        copy_strided(p.esize, p.rank, p.shape, from, dense, p.recv, p.strides);
+      } else {
+        std::memcpy(p.recv, from, (size_t)p.bytes);
+      }
       at[(size_t)p.from] += p.bytes;
     }
 }
