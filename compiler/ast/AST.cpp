@@ -110,9 +110,7 @@ private:
   }
 
   static std::string shardingText(const ShardingExpr &sh) {
-    auto ref = [](const AxisRefExpr &a) {
-      return quoted(a.name) + (a.size ? ":(" + std::to_string(a.preSize) + ")" + std::to_string(a.size) : "");
-    };
+    auto ref = axisRefText;
     std::string s = "(sharding " + (sh.mesh.empty() ? "P" : "@" + sh.mesh);
     for (const DimShardingExpr &d : sh.dims) {
       s += " {";
@@ -274,5 +272,21 @@ std::string exprText(const Expr &e) { return Printer::expr(e); }
 } // namespace
 
 std::string printAST(const Program &program) { return Printer().run(program); }
+
+std::string axisRefText(const AxisRefExpr &a) {
+  return quoted(a.name) + (a.size ? ":(" + std::to_string(a.preSize) + ")" + std::to_string(a.size) : "");
+}
+
+ShardingExpr shardingOfSpec(const PartitionSpecExpr &spec) {
+  ShardingExpr s;
+  s.loc = spec.loc;
+  for (size_t d = 0; d < spec.dims.size(); ++d) {
+    DimShardingExpr dim;
+    dim.loc = spec.loc;
+    for (size_t j = 0; j < spec.dims[d].size(); ++j) dim.axes.push_back({spec.dimLocs[d][j], spec.dims[d][j], 0, 0});
+    s.dims.push_back(std::move(dim));
+  }
+  return s;
+}
 
 } // namespace shmapc::ast

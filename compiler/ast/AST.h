@@ -206,4 +206,9 @@ struct Program {
 // Prints the tree as an indented S-expression (`--emit=ast`).
 std::string printAST(const Program &program);
 
+// `"x"` or `"x":(m)k`, as written.
+std::string axisRefText(const AxisRefExpr &a);
+// The sharding P(...) stands for: its dimensions closed (the mesh left to the jit function's).
+ShardingExpr shardingOfSpec(const PartitionSpecExpr &spec);
+
 } // namespace shmapc::ast

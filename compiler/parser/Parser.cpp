@@ -453,18 +453,8 @@ std::vector<ShardingExpr> Parser::parseShardings() {
 //          | "sharding" "<" "@" IDENT "," "[" [ dimSharding { "," dimSharding } ] "]"
 //            [ "," "replicated" "=" "{" [ axisRef { "," axisRef } ] "}" ] ">" ;
 ShardingExpr Parser::parseSharding() {
+  if (atIdent("P")) return shardingOfSpec(parseSpec());  // the shorthand: closed dimensions
   ShardingExpr s;
-  if (atIdent("P")) {  // the shorthand: closed dimensions
-    PartitionSpecExpr spec = parseSpec();
-    s.loc = spec.loc;
-    for (size_t d = 0; d < spec.dims.size(); ++d) {
-      DimShardingExpr dim;
-      dim.loc = spec.loc;
-      for (size_t j = 0; j < spec.dims[d].size(); ++j) dim.axes.push_back({spec.dimLocs[d][j], spec.dims[d][j], 0, 0});
-      s.dims.push_back(std::move(dim));
-    }
-    return s;
-  }
   const char *shape = "write sharding<@m, [{\"x\"}, {}]> or P(\"x\", None)";
   if (!atIdent("sharding")) fail(DiagId::BadSharding, "a sharding: sharding<...> or P(...)", shape);
   s.loc = take().loc;

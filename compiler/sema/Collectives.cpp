@@ -36,15 +36,7 @@ std::vector<int64_t> Sema::resolveAxes(const ast::Expr &e, const std::string &wh
   std::vector<int64_t> axes;
   int64_t n = 1;
   for (const std::string &name : *names) {
-    int idx = mesh.axisIndex(name);
-    if (idx < 0) {
-      std::string near = closestName(name, mesh.axes);
-      std::string list;
-      for (const std::string &a : mesh.axes) list += (list.empty() ? "\"" : ", \"") + a + "\"";
-      fail(DiagId::UnknownAxis, axisLoc(e, name),
-           "mesh " + mesh.name + " has no axis \"" + name + "\"",
-           near.empty() ? "its axes are " + list : "did you mean \"" + near + "\"?");
-    }
+    int idx = axisIndex(mesh, name, axisLoc(e, name));
     if (std::find(axes.begin(), axes.end(), idx) != axes.end())
       fail(DiagId::AxisRepeated, axisLoc(e, name, 1),
            "axis \"" + name + "\" is listed twice in the axes of " + what,

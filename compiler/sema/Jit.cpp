@@ -10,12 +10,6 @@ namespace shmapc::sema {
 
 namespace {
 
-std::string refText(const ast::AxisRefExpr &a) {
-  std::string s = "\"" + a.name + "\"";
-  if (a.size) s += ":(" + std::to_string(a.preSize) + ")" + std::to_string(a.size);
-  return s;
-}
-
 // Mesh order, then a sub-axis's parts by pre-size: replicated={...} must be in this order.
 bool refBefore(const ir::AxisRef &a, const ir::AxisRef &b) {
   return a.axis != b.axis ? a.axis < b.axis : a.preSize < b.preSize;
@@ -27,13 +21,7 @@ bool refBefore(const ir::AxisRef &a, const ir::AxisRef &b) {
 // "x":(m)k must have m >= 1 and k > 1 with m, k and m k dividing the axis's size.
 ir::AxisRef Sema::convertAxisRef(const ast::AxisRefExpr &a, const ir::Mesh &mesh) {
   ir::AxisRef r;
-  r.axis = mesh.axisIndex(a.name);
-  if (r.axis < 0) {
-    std::string near = closestName(a.name, mesh.axes), list;
-    for (const std::string &x : mesh.axes) list += (list.empty() ? "\"" : ", \"") + x + "\"";
-    fail(DiagId::UnknownAxis, a.loc, "mesh " + mesh.name + " has no axis \"" + a.name + "\"",
-         near.empty() ? "its axes are " + list : "did you mean \"" + near + "\"?");
-  }
+  r.axis = axisIndex(mesh, a.name, a.loc);
   const int64_t n = mesh.sizes[(size_t)r.axis];
   if (a.size == 0) {
     r.size = n;
@@ -42,7 +30,7 @@ ir::AxisRef Sema::convertAxisRef(const ast::AxisRefExpr &a, const ir::Mesh &mesh
   const int64_t m = a.preSize, k = a.size;
   if (m < 1 || k < 2 || m > n || k > n || n % m != 0 || n % k != 0 || n % (m * k) != 0)  // (m, k <= n: no overflow)
     fail(DiagId::BadSubAxis, a.loc,
-         "sub-axis " + refText(a) + " does not fit axis \"" + a.name + "\" of size " + std::to_string(n),
+         "sub-axis " + ast::axisRefText(a) + " does not fit axis \"" + a.name + "\" of size " + std::to_string(n),
          "a sub-axis \"x\":(m)k needs m >= 1, k > 1, and m, k and m*k each dividing the axis's size (here " +
              std::to_string(n) + ")");
   r.preSize = m;
@@ -134,19 +122,8 @@ SVal Sema::bShardingConstraint(const ast::Expr &c) {
     fail(DiagId::ConstraintOutsideJit, c.loc, "sharding_constraint is only for the body of a @jit function",
          "in a shmap body a value's layout is its block; in host code nothing is sharded");
   ir::Value *x = evalArray(*a[0]);
-  ast::ShardingExpr sh;
-  if (a[1]->kind == ast::Expr::ShardingLit) {
-    sh = *a[1]->sharding;
-  } else {
-    ast::PartitionSpecExpr spec = specArg(*a[1]);
-    sh.loc = spec.loc;
-    for (size_t d = 0; d < spec.dims.size(); ++d) {
-      ast::DimShardingExpr dim;
-      dim.loc = spec.loc;
-      for (size_t k = 0; k < spec.dims[d].size(); ++k) dim.axes.push_back({spec.dimLocs[d][k], spec.dims[d][k], 0, 0});
-      sh.dims.push_back(std::move(dim));
-    }
-  }
+  const ast::ShardingExpr sh =
+      a[1]->kind == ast::Expr::ShardingLit ? *a[1]->sharding : ast::shardingOfSpec(specArg(*a[1]));
   const int mesh = meshIndex(jit->jit->mesh, jit->jit->meshLoc);
   ir::Sharding s = convertSharding(sh, mesh, x->type, "the constrained value");
   return SVal::array(emit(ir::Prim::ShardingConstraint, {x}, x->type, c.loc, {{"sharding", ir::encodeSharding(s)}}),

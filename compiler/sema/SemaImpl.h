@@ -362,6 +362,8 @@ public:
   std::vector<SVal> callShmap(const ast::FuncDecl &decl, const Unit &unit,
                               const std::vector<SVal> &args, Loc callLoc);
   int meshIndex(const std::string &name, Loc loc);
+  // The index of mesh axis `name` (an [unknown-axis] error at `loc` naming the axes if none).
+  int axisIndex(const ir::Mesh &mesh, const std::string &name, Loc loc);
   ir::PartitionSpec convertSpec(const ast::PartitionSpecExpr &spec, const ir::Mesh &mesh);
   // `specKind` names the spec in messages: "in_spec" for a shmap argument, "spec" for a
   // sharded load.

@@ -35,6 +35,15 @@ int Sema::meshIndex(const std::string &name, Loc loc) {
                        : "declare it with `mesh " + name + " = <[...]>;` or use an existing mesh");
 }
 
+int Sema::axisIndex(const ir::Mesh &mesh, const std::string &name, Loc loc) {
+  int idx = mesh.axisIndex(name);
+  if (idx >= 0) return idx;
+  std::string near = closestName(name, mesh.axes), list;
+  for (const std::string &a : mesh.axes) list += (list.empty() ? "\"" : ", \"") + a + "\"";
+  fail(DiagId::UnknownAxis, loc, "mesh " + mesh.name + " has no axis \"" + name + "\"",
+       near.empty() ? "its axes are " + list : "did you mean \"" + near + "\"?");
+}
+
 ir::PartitionSpec Sema::convertSpec(const ast::PartitionSpecExpr &spec, const ir::Mesh &mesh) {
   ir::PartitionSpec out;
   std::vector<int> seen;
@@ -43,14 +52,7 @@ ir::PartitionSpec Sema::convertSpec(const ast::PartitionSpecExpr &spec, const ir
     for (size_t j = 0; j < spec.dims[d].size(); ++j) {
       const std::string &name = spec.dims[d][j];
       Loc at = d < spec.dimLocs.size() && j < spec.dimLocs[d].size() ? spec.dimLocs[d][j] : spec.loc;
-      int idx = mesh.axisIndex(name);
-      if (idx < 0) {
-        std::string near = closestName(name, mesh.axes);
-        std::string list;
-        for (const std::string &a : mesh.axes) list += (list.empty() ? "\"" : ", \"") + a + "\"";
-        fail(DiagId::UnknownAxis, at, "mesh " + mesh.name + " has no axis \"" + name + "\"",
-             near.empty() ? "its axes are " + list : "did you mean \"" + near + "\"?");
-      }
+      int idx = axisIndex(mesh, name, at);
       if (std::find(seen.begin(), seen.end(), idx) != seen.end())
         fail(DiagId::AxisRepeated, at,
              "axis \"" + name + "\" is used twice in " + specText(spec),
