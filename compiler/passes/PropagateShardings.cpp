@@ -37,7 +37,7 @@ struct DimState {
   bool known = false;     // has a sharding (written or propagated)
   bool closed = false;    // written closed: never changes
   bool reserved = false;  // written, of a priority not yet propagated: nothing else assigns it
-  bool extensible = false;  // written open with axes ({"x", ?}): may take further ones after them
+  bool extensible = false;  // open with axes (written {"x", ?}, or propagated): may take more after them
   std::vector<AxisRef> axes;
 };
 
@@ -49,15 +49,14 @@ public:
     for (Value *p : f_.params) state(p);
     for (const Eqn &e : f_.eqns)
       for (const Value *v : e.outs) state(v);
-    std::set<int64_t> levels = {0};
-    for (const auto &sh : j_.inShardings)
-      for (const DimSharding &d : sh.dims) levels.insert(std::max<int64_t>(0, d.priority));
-    for (const auto &sh : j_.outShardings)
-      for (const DimSharding &d : sh.dims) levels.insert(std::max<int64_t>(0, d.priority));
+    // The written shardings: parameters', results', and sharding_constraint's.
+    for (size_t i = 0; i < j_.inShardings.size(); ++i) written_.push_back({f_.params[i], j_.inShardings[i]});
+    for (size_t i = 0; i < j_.outShardings.size(); ++i) written_.push_back({f_.results[i], j_.outShardings[i]});
     for (const Eqn &e : f_.eqns)
-      if (e.prim == Prim::ShardingConstraint)
-        for (const DimSharding &d : decodeSharding(e.intsParam("sharding")).dims)
-          levels.insert(std::max<int64_t>(0, d.priority));
+      if (e.prim == Prim::ShardingConstraint) written_.push_back({e.outs[0], decodeSharding(e.intsParam("sharding"))});
+    std::set<int64_t> levels = {0};
+    for (const auto &[v, sh] : written_)
+      for (const DimSharding &d : sh.dims) levels.insert(std::max<int64_t>(0, d.priority));
     for (int64_t level : levels) {
       seed(level);
       for (int round = 0; round < 64 && sweep(); ++round) {
@@ -65,16 +64,13 @@ public:
     }
     // A value with a written sharding keeps what was written of it (open dimensions, their
     // priorities, explicit replication) with the axes propagation found.
-    std::map<const Value *, Sharding> written;
-    for (size_t i = 0; i < j_.inShardings.size(); ++i) written[f_.params[i]] = j_.inShardings[i];
-    for (size_t i = 0; i < j_.outShardings.size(); ++i) written[f_.results[i]] = j_.outShardings[i];
-    for (const Eqn &e : f_.eqns)
-      if (e.prim == Prim::ShardingConstraint) written[e.outs[0]] = decodeSharding(e.intsParam("sharding"));
+    std::map<const Value *, const Sharding *> written;
+    for (const auto &[v, sh] : written_) written[v] = &sh;
     for (auto &[v, dims] : states_) {
       Sharding s;
       s.mesh = j_.mesh;
       auto w = written.find(v);
-      if (w != written.end()) s = w->second;
+      if (w != written.end()) s = *w->second;
       s.dims.resize(dims.size());
       for (size_t d = 0; d < dims.size(); ++d) s.dims[d].axes = dims[d].axes;
       j_.propagated[v] = s;
@@ -104,10 +100,7 @@ private:
         st[d].axes = dim.axes;
       }
     };
-    for (size_t i = 0; i < j_.inShardings.size(); ++i) apply(f_.params[i], j_.inShardings[i]);
-    for (size_t i = 0; i < j_.outShardings.size(); ++i) apply(f_.results[i], j_.outShardings[i]);
-    for (const Eqn &e : f_.eqns)  // sharding_constraint: its result is held as written
-      if (e.prim == Prim::ShardingConstraint) apply(e.outs[0], decodeSharding(e.intsParam("sharding")));
+    for (const auto &[v, sh] : written_) apply(v, sh);
   }
 
   // One pass over the equations, forward then backward; whether anything changed.
@@ -214,6 +207,7 @@ private:
 
   JitFunc &j_;
   Func &f_;
+  std::vector<std::pair<const Value *, Sharding>> written_;
   std::map<const Value *, std::vector<DimState>> states_;
   std::map<const Value *, std::vector<AxisRef>> replicated_;
 };
