@@ -67,11 +67,8 @@ template <> const Rules &define<Prim::Pbroadcast>() {
       .variance = VarianceRule::InvariantToVarying,
       .jvp = linearJvp,
       .transpose = [](TransposeCtx &c) { c.accumulate(0, c.apply(Prim::Psum2, c.c, c.e.params, c.xt)); },
-      .lower = [](FuncEmitter &fe, size_t i) {
-        const Eqn &e = fe.f.eqns[i];
-        return FuncEmitter::isFusible(e) ? fe.emitElementwiseGroup(i, i) : fe.emitCopy(e);
-      },
-      .scalar = [](ScalarCtx &c) { return c.x[0]; },
+      .lower = lowerFused,
+      .scalar = identityScalar,
       .sharding = unsupportedInJit,
   };
   return r;

@@ -112,5 +112,6 @@ void noTangent(passes::ad::JvpCtx &c);      // constants, integer and boolean re
 void linearJvp(passes::ad::JvpCtx &c);      // linear in its first operand: the same primitive
 void notLinear(passes::ad::TransposeCtx &c);  // never taped as linear
 bool lowerFused(codegen::FuncEmitter &fe, size_t index);  // a fused loop of one equation
+llvm::Value *identityScalar(codegen::ScalarCtx &c);        // the element unchanged (pbroadcast, ...)
 
 } // namespace shmapc::prims

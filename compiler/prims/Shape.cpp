@@ -76,11 +76,8 @@ template <> const Rules &define<Prim::ShardingConstraint>() {
       .variance = VarianceRule::SameAsOperands,
       .jvp = linearJvp,
       .transpose = [](TransposeCtx &c) { c.accumulate(0, c.c); },
-      .lower = [](FuncEmitter &fe, size_t i) {
-        const Eqn &e = fe.f.eqns[i];
-        return FuncEmitter::isFusible(e) ? fe.emitElementwiseGroup(i, i) : fe.emitCopy(e);
-      },
-      .scalar = [](ScalarCtx &c) { return c.x[0]; },
+      .lower = lowerFused,
+      .scalar = identityScalar,
       .sharding = elementwiseFactors,
   };
   return r;

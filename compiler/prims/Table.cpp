@@ -20,6 +20,7 @@ void linearJvp(JvpCtx &c) { c.set(c.linear(c.e.prim, {c.t[0]}, c.ty, c.e.params)
 void notLinear(TransposeCtx &) {}
 
 bool lowerFused(FuncEmitter &fe, size_t index) { return fe.emitElementwiseGroup(index, index); }
+llvm::Value *identityScalar(ScalarCtx &c) { return c.x[0]; }
 
 AxesArg axesOf(FuncEmitter &fe, const Eqn &e) {
   const std::vector<int64_t> &axes = e.intsParam("axes");
