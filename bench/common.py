@@ -29,13 +29,11 @@ def wall(cmd):
     return time.perf_counter() - t0
 
 
-def seconds_per_step(exe, pin, repeats, s1, s2, args=()):
+def seconds_per_step(exe, pin, repeats, s1, s2):
     """A shmapc program's time per step of its `steps` argument: (the quickest run of s2 steps
     - the quickest of s1) / (s2 - s1), which leaves out start-up and compilation. `pin` comes
-    before the program (mpirun ...), `args` after it."""
-    a = min(wall(pin + [exe, "--steps=%d" % s1] + list(args)) for _ in range(repeats))
-    b = min(wall(pin + [exe, "--steps=%d" % s2] + list(args)) for _ in range(repeats))
-    return (b - a) / (s2 - s1)
+    before the program (taskset, mpirun ...)."""
+    return per_step_interleaved([lambda k: pin + [exe, "--steps=%d" % k]], repeats, s1, s2)[0]
 
 
 def best_line(cmd, repeats):
