@@ -179,6 +179,16 @@ struct Sharding {
 
 // The number of devices a dimension is split over: the product of its axes' sizes.
 int64_t shardCount(const DimSharding &d);
+int64_t shardCount(const std::vector<AxisRef> &axes);
+// The axes of a dimension that shard its part [pre, pre * size) in the product of their sizes
+// (the part of a dimension a reshape splits off: of 8 = 2 x 4 sharded {"x"}, x=4, the part of
+// size 2 is sharded {"x":(1)2} and the part of size 4 {"x":(2)2}), splitting an axis at the
+// part's ends; stops where an axis cannot be split there. A part that starts past the
+// dimension's axes (pre >= their count) is unsharded.
+std::vector<AxisRef> projectAxes(const std::vector<AxisRef> &axes, int64_t pre, int64_t size);
+// Seed 001's maximality: adjacent sub-axes of one axis ("x":(1)2, "x":(2)2) become one
+// ("x":(1)4, the full axis when that is its size).
+std::vector<AxisRef> mergeSubAxes(const std::vector<AxisRef> &axes);
 // The shape on one device: each dimension's size divided by its shard count, rounded up (an
 // uneven dimension is padded to a multiple of it; the padding is never visible to programs).
 std::vector<int64_t> localShape(const Sharding &s, const std::vector<int64_t> &global);

@@ -5,10 +5,38 @@
 
 namespace shmapc::ir {
 
-int64_t shardCount(const DimSharding &d) {
+int64_t shardCount(const std::vector<AxisRef> &axes) {
   int64_t n = 1;
-  for (const AxisRef &a : d.axes) n *= a.size;
+  for (const AxisRef &a : axes) n *= a.size;
   return n;
+}
+
+int64_t shardCount(const DimSharding &d) { return shardCount(d.axes); }
+
+std::vector<AxisRef> projectAxes(const std::vector<AxisRef> &axes, int64_t pre, int64_t size) {
+  std::vector<AxisRef> out;
+  int64_t before = 1;  // the product of the axes before this one
+  for (const AxisRef &a : axes) {
+    const int64_t lo = std::max(before, pre), hi = std::min(before * a.size, pre * size);
+    if (lo < hi) {
+      if (lo % before != 0 || hi % lo != 0 || (before * a.size) % hi != 0) break;  // (not at a split)
+      out.push_back(AxisRef{a.axis, a.preSize * (lo / before), hi / lo});
+    }
+    before *= a.size;
+    if (before >= pre * size) break;
+  }
+  return out;
+}
+
+std::vector<AxisRef> mergeSubAxes(const std::vector<AxisRef> &axes) {
+  std::vector<AxisRef> out;
+  for (const AxisRef &a : axes) {
+    if (!out.empty() && out.back().axis == a.axis && out.back().preSize * out.back().size == a.preSize)
+      out.back().size *= a.size;
+    else
+      out.push_back(a);
+  }
+  return out;
 }
 
 std::vector<int64_t> localShape(const Sharding &s, const std::vector<int64_t> &global) {

@@ -22,6 +22,9 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <set>
+#include <tuple>
 
 namespace shmapc::passes {
 
@@ -29,35 +32,85 @@ namespace {
 
 using namespace ir;
 
-// The mesh axes of one dimension's sharding (full axes: partitioning takes no sub-axes yet).
-using Axes = std::vector<int>;
+// A dimension's sharding: mesh axes or sub-axes, major to minor, adjacent sub-axes merged.
+using Refs = std::vector<AxisRef>;
 
-std::vector<Axes> axesOf(const Sharding &s, size_t rank) {
-  std::vector<Axes> out(rank);
-  for (size_t d = 0; d < s.dims.size() && d < rank; ++d)
-    for (const AxisRef &a : s.dims[d].axes) out[d].push_back(a.axis);
-  return out;
-}
+// The mesh the shmap runs on: the jit function's, with each axis split at the sub-axes the
+// function's shardings use ("x"=4 used as "x":(1)2 and "x":(2)2 becomes the axes "x:(1)2"=2
+// and "x:(2)2"=2; devices keep their numbers, as the minor sub-axis is the minor axis), so
+// every sharding is one of its partition specs and every collective names its axes.
+class SplitMesh {
+public:
+  SplitMesh(Module &m, const JitFunc &j) : mesh_(*m.meshes[(size_t)j.mesh]), index_(j.mesh) {
+    std::vector<std::set<int64_t>> cuts(mesh_.axes.size());
+    for (size_t a = 0; a < mesh_.axes.size(); ++a) cuts[a] = {1, mesh_.sizes[a]};
+    for (const auto &[v, s] : j.propagated)
+      for (const DimSharding &d : s.dims)
+        for (const AxisRef &a : d.axes) cuts[(size_t)a.axis].insert({a.preSize, a.preSize * a.size});
+    bool split = false;
+    for (const std::set<int64_t> &c : cuts) split = split || c.size() > 2;
+    auto derived = std::make_unique<Mesh>();
+    derived->name = mesh_.name + ".split";
+    derived->loc = mesh_.loc;
+    pieces_.resize(mesh_.axes.size());
+    for (size_t a = 0; a < mesh_.axes.size(); ++a)
+      for (auto it = cuts[a].begin(); std::next(it) != cuts[a].end(); ++it) {
+        const AxisRef piece{(int)a, *it, *std::next(it) / *it};
+        pieces_[a].push_back({piece, (int)derived->axes.size()});
+        derived->axes.push_back(cuts[a].size() > 2 ? mesh_.axes[a] + ":(" + std::to_string(piece.preSize) + ")" +
+                                                         std::to_string(piece.size)
+                                                   : mesh_.axes[a]);
+        derived->sizes.push_back(piece.size);
+      }
+    if (split) index_ = addMesh(m, std::move(derived));
+    derived_ = m.meshes[(size_t)index_].get();
+  }
 
-PartitionSpec specOf(const std::vector<Axes> &dims) {
-  PartitionSpec p;
-  p.dims = dims;
-  while (!p.dims.empty() && p.dims.back().empty()) p.dims.pop_back();
-  return p;
-}
+  int index() const { return index_; }
+  Mesh &mesh() const { return *derived_; }
+
+  // The split mesh's axes that make up `refs`, major to minor.
+  std::vector<int> axes(const Refs &refs) const {
+    std::vector<int> out;
+    for (const AxisRef &r : refs)
+      for (const auto &[piece, index] : pieces_[(size_t)r.axis])
+        if (piece.preSize >= r.preSize && piece.preSize * piece.size <= r.preSize * r.size) out.push_back(index);
+    return out;
+  }
+
+private:
+  // The index of a mesh like `mesh` in m (another jit function's split), or of `mesh` added
+  // (renamed if a different split of the same mesh has its name).
+  static int addMesh(Module &m, std::unique_ptr<Mesh> mesh) {
+    const std::string base = mesh->name;
+    for (int n = 2;; ++n) {
+      auto same = std::find_if(m.meshes.begin(), m.meshes.end(), [&](const auto &o) { return o->name == mesh->name; });
+      if (same == m.meshes.end()) break;
+      if ((*same)->axes == mesh->axes && (*same)->sizes == mesh->sizes) return (int)(same - m.meshes.begin());
+      mesh->name = base + std::to_string(n);
+    }
+    m.meshes.push_back(std::move(mesh));
+    return (int)m.meshes.size() - 1;
+  }
+
+  const Mesh &mesh_;
+  int index_;
+  Mesh *derived_ = nullptr;
+  std::vector<std::vector<std::pair<AxisRef, int>>> pieces_;  // per axis: its pieces, split-mesh index
+};
 
 class Partitioner {
 public:
-  Partitioner(Module &m, JitFunc &j) : m_(m), j_(j), f_(*j.func), mesh_(*m.meshes[(size_t)j.mesh]) {}
+  Partitioner(Module &m, JitFunc &j) : m_(m), j_(j), f_(*j.func), split_(m, j) {}
 
   void run() {
     body_ = m_.newFunc(f_.name + "_partitioned");
     body_->loc = f_.loc;
-    body_->mesh = &mesh_;
+    body_->mesh = &split_.mesh();
     body_->isShmapBody = true;
     std::vector<PartitionSpec> inSpecs, outSpecs;
     for (Value *p : f_.params) {
-      std::vector<Axes> s = target(p);
+      std::vector<Refs> s = target(p);
       Value *local = body_->newValue(localType(p->type, s), p->hint);
       body_->params.push_back(local);
       held_[p] = {local, s};
@@ -65,7 +118,7 @@ public:
     }
     for (const Eqn &e : f_.eqns) partition(e);
     for (Value *r : f_.results) {
-      std::vector<Axes> s = target(r);
+      std::vector<Refs> s = target(r);
       body_->results.push_back(moved(r, s));
       outSpecs.push_back(specOf(s));
     }
@@ -77,7 +130,7 @@ public:
     call.loc = f_.loc;
     call.ins = f_.params;
     call.bodies = {body_};
-    call.params["mesh"] = (int64_t)j_.mesh;
+    call.params["mesh"] = (int64_t)split_.index();
     call.params["in_specs"] = inSpecs;
     call.params["out_specs"] = outSpecs;
     std::vector<Value *> results;
@@ -95,26 +148,34 @@ public:
 private:
   struct Held {
     Value *local;
-    std::vector<Axes> axes;
+    std::vector<Refs> dims;
   };
 
   // The sharding propagation chose for v (unsharded if none).
-  std::vector<Axes> target(const Value *v) {
+  std::vector<Refs> target(const Value *v) {
+    std::vector<Refs> out((size_t)v->type.rank());
     auto it = j_.propagated.find(v);
-    return it == j_.propagated.end() ? std::vector<Axes>((size_t)v->type.rank())
-                                     : axesOf(it->second, (size_t)v->type.rank());
+    if (it != j_.propagated.end())
+      for (size_t d = 0; d < it->second.dims.size() && d < out.size(); ++d) out[d] = mergeSubAxes(it->second.dims[d].axes);
+    return out;
   }
 
-  int64_t count(const Axes &axes) const {
-    int64_t n = 1;
-    for (int a : axes) n *= mesh_.sizes[(size_t)a];
-    return n;
+  PartitionSpec specOf(const std::vector<Refs> &dims) const {
+    PartitionSpec p;
+    for (const Refs &d : dims) p.dims.push_back(split_.axes(d));
+    while (!p.dims.empty() && p.dims.back().empty()) p.dims.pop_back();
+    return p;
   }
 
-  Type localType(const Type &global, const std::vector<Axes> &s) const {
+  std::vector<int64_t> axesParam(const Refs &refs) const {
+    const std::vector<int> axes = split_.axes(refs);
+    return std::vector<int64_t>(axes.begin(), axes.end());
+  }
+
+  static Type localType(const Type &global, const std::vector<Refs> &s) {
     Type t = global;
     t.vary = 0;
-    for (size_t d = 0; d < s.size(); ++d) t.shape[d] /= count(s[d]);
+    for (size_t d = 0; d < s.size(); ++d) t.shape[d] /= shardCount(s[d]);
     return t;
   }
 
@@ -131,11 +192,11 @@ private:
   }
 
   // v's local value in sharding `to`: the dimensions sharded otherwise gathered, then sliced.
-  Value *moved(const Value *v, const std::vector<Axes> &to) {
+  Value *moved(const Value *v, const std::vector<Refs> &to) {
     Held h = held_.at(v);
-    if (h.axes == to) return h.local;
+    if (h.dims == to) return h.local;
     Value *x = h.local;
-    std::vector<Axes> now = h.axes;
+    std::vector<Refs> now = h.dims;
     // Axes that move from one dimension to another (from an unsharded one to one that is to
     // be unsharded): all_to_all, which sends each device only the parts others keep.
     for (size_t from = 0; from < now.size(); ++from)
@@ -143,11 +204,10 @@ private:
         if (d == from || now[from].empty() || now[from] != to[d] || !now[d].empty() || !to[from].empty()) continue;
         Type t = x->type;
         t.vary = 0;
-        t.shape[from] *= count(now[from]);
-        t.shape[d] /= count(now[from]);
+        t.shape[from] *= shardCount(now[from]);
+        t.shape[d] /= shardCount(now[from]);
         x = emit(Prim::AllToAll, {x}, t,
-                 {{"axes", std::vector<int64_t>(now[from].begin(), now[from].end())}, {"split_axis", (int64_t)d},
-                  {"concat_axis", (int64_t)from}, {"tiled", (int64_t)1}},
+                 {{"axes", axesParam(now[from])}, {"split_axis", (int64_t)d}, {"concat_axis", (int64_t)from}, {"tiled", (int64_t)1}},
                  f_.loc);
         now[d] = now[from];
         now[from].clear();
@@ -156,9 +216,8 @@ private:
       if (now[d] == to[d] || now[d].empty()) continue;
       Type t = x->type;
       t.vary = 0;
-      t.shape[d] *= count(now[d]);
-      x = emit(Prim::AllGatherInvariant, {x}, t,
-               {{"axes", std::vector<int64_t>(now[d].begin(), now[d].end())}, {"axis", (int64_t)d}, {"tiled", (int64_t)1}},
+      t.shape[d] *= shardCount(now[d]);
+      x = emit(Prim::AllGatherInvariant, {x}, t, {{"axes", axesParam(now[d])}, {"axis", (int64_t)d}, {"tiled", (int64_t)1}},
                f_.loc);
       now[d].clear();
     }
@@ -166,10 +225,8 @@ private:
       if (now[d] == to[d]) continue;
       Type t = x->type;
       t.vary = 0;
-      t.shape[d] /= count(to[d]);
-      x = emit(Prim::Pscatter, {x}, t,
-               {{"axes", std::vector<int64_t>(to[d].begin(), to[d].end())}, {"axis", (int64_t)d}, {"tiled", (int64_t)1}},
-               f_.loc);
+      t.shape[d] /= shardCount(to[d]);
+      x = emit(Prim::Pscatter, {x}, t, {{"axes", axesParam(to[d])}, {"axis", (int64_t)d}, {"tiled", (int64_t)1}}, f_.loc);
       now[d] = to[d];
     }
     return x;
@@ -180,7 +237,7 @@ private:
     Eqn local = e;
     local.outs.clear();
     if (rule.kind == prims::FactorRule::Free) {
-      const std::vector<Axes> s = target(e.outs[0]);
+      const std::vector<Refs> s = target(e.outs[0]);
       Value *v = body_->newValue(localType(e.outs[0]->type, s), e.outs[0]->hint);
       local.outs = {v};
       body_->eqns.push_back(std::move(local));
@@ -188,81 +245,131 @@ private:
       return;
     }
     if (rule.kind == prims::FactorRule::Replicated) {
-      for (size_t i = 0; i < e.ins.size(); ++i)
-        local.ins[i] = moved(e.ins[i], std::vector<Axes>((size_t)e.ins[i]->type.rank()));
+      for (size_t i = 0; i < e.ins.size(); ++i) local.ins[i] = moved(e.ins[i], std::vector<Refs>((size_t)e.ins[i]->type.rank()));
       for (const Value *o : e.outs) {
         Type t = o->type;
         t.vary = 0;
         Value *v = body_->newValue(t, o->hint);
         local.outs.push_back(v);
-        held_[o] = {v, std::vector<Axes>((size_t)o->type.rank())};
+        held_[o] = {v, std::vector<Refs>((size_t)o->type.rank())};
       }
       body_->eqns.push_back(std::move(local));
       return;
     }
-    // Factors: each takes its result dimension's axes, or (reduced) its first operand's
-    // where no other factor uses them; the operands are moved to those.
-    std::vector<std::vector<Axes>> want(e.ins.size());
-    for (size_t i = 0; i < e.ins.size(); ++i) want[i].resize((size_t)e.ins[i]->type.rank());
-    std::vector<std::vector<Axes>> outs;
+    partitionFactors(e, rule, std::move(local));
+  }
+
+  // The axes of the part of `dims`' dimension r is (its whole dimension, or a reshape's part).
+  static Refs partOf(const std::vector<Refs> &dims, const prims::DimRef &r, const prims::Factor &f) {
+    return f.size ? projectAxes(dims[(size_t)r.dim], r.pre, f.size) : dims[(size_t)r.dim];
+  }
+
+  // Each factor takes its result dimension's axes, or (reduced) its first operand's where no
+  // other factor uses them; the operands are moved to those.
+  void partitionFactors(const Eqn &e, const prims::FactorRule &rule, Eqn local) {
+    std::vector<std::vector<Refs>> outs;
     for (const Value *o : e.outs) outs.push_back(target(o));
     // A sum over a factor sharded along the same axes as a result dimension (the reduce-
     // scatter matmul, Tmp[B_X, F_Y] *F W[F_Y, D] -> Out[B_X, D_Y]): each device computes that
     // dimension whole from its shards, and psum_scatter sums and splits it at once.
     int scatterDim = -1;
-    Axes scatterAxes;
+    Refs scatterAxes;
     for (const prims::Factor &f : rule.factors) {
       if (!f.outs.empty() || f.ins.empty() || f.combine != Prim::Psum || e.outs.size() != 1) continue;
-      const Axes &k = held_.at(e.ins[(size_t)f.ins[0].first]).axes[(size_t)f.ins[0].second];
+      const Refs k = partOf(held_.at(e.ins[(size_t)f.ins[0].value]).dims, f.ins[0], f);
       for (size_t d = 0; d < outs[0].size() && !k.empty() && scatterDim < 0; ++d)
         if (outs[0][d] == k) scatterDim = (int)d, scatterAxes = k;
     }
-    std::vector<std::vector<Axes>> computed = outs;  // the local computation's result shardings
+    std::vector<std::vector<Refs>> computed = outs;  // the local computation's result shardings
     if (scatterDim >= 0) computed[0][(size_t)scatterDim].clear();
-    std::vector<bool> usedAxis(mesh_.axes.size(), false);
+    Refs used;
     for (const prims::Factor &f : rule.factors)
-      for (auto [o, d] : f.outs)
-        for (int a : computed[(size_t)o][(size_t)d]) usedAxis[(size_t)a] = true;
-    std::vector<std::pair<Prim, Axes>> finish;
-    for (const prims::Factor &f : rule.factors) {
-      Axes axes;
-      if (!f.outs.empty()) {
-        axes = computed[(size_t)f.outs[0].first][(size_t)f.outs[0].second];
-      } else if (!f.ins.empty()) {
-        const Axes &first = held_.at(e.ins[(size_t)f.ins[0].first]).axes[(size_t)f.ins[0].second];
-        bool free = true;
-        for (int a : first) free = free && !usedAxis[(size_t)a];
-        if (free) axes = first;
-        for (int a : axes) usedAxis[(size_t)a] = true;
-        if (!axes.empty()) finish.push_back({axes == scatterAxes ? Prim::PsumScatter : f.combine, axes});
+      for (const prims::DimRef &r : f.outs) {
+        const Refs a = partOf(computed[(size_t)r.value], r, f);
+        used.insert(used.end(), a.begin(), a.end());
       }
-      for (auto [i, d] : f.ins) want[(size_t)i][(size_t)d] = axes;
+    auto isUsed = [&](const AxisRef &a) {
+      return std::any_of(used.begin(), used.end(), [&](const AxisRef &u) { return u.overlaps(a); });
+    };
+    std::vector<Refs> axes(rule.factors.size());
+    for (size_t k = 0; k < rule.factors.size(); ++k) {
+      const prims::Factor &f = rule.factors[k];
+      if (!f.outs.empty()) {
+        axes[k] = partOf(computed[(size_t)f.outs[0].value], f.outs[0], f);
+      } else if (!f.ins.empty()) {
+        const Refs first = partOf(held_.at(e.ins[(size_t)f.ins[0].value]).dims, f.ins[0], f);
+        if (std::none_of(first.begin(), first.end(), isUsed)) axes[k] = first;
+        used.insert(used.end(), axes[k].begin(), axes[k].end());
+      }
     }
+    keepWholeParts(rule, axes);
+    // The operands' and the local results' shardings: each dimension its factors' axes.
+    std::vector<std::vector<Refs>> want(e.ins.size());
+    for (size_t i = 0; i < e.ins.size(); ++i) want[i].resize((size_t)e.ins[i]->type.rank());
+    std::vector<std::vector<Refs>> result(e.outs.size());
+    for (size_t o = 0; o < e.outs.size(); ++o) result[o].resize((size_t)e.outs[o]->type.rank());
+    for (size_t k = 0; k < rule.factors.size(); ++k) {
+      for (const prims::DimRef &r : rule.factors[k].ins) {
+        Refs &d = want[(size_t)r.value][(size_t)r.dim];
+        d.insert(d.end(), axes[k].begin(), axes[k].end());
+      }
+      for (const prims::DimRef &r : rule.factors[k].outs) {
+        Refs &d = result[(size_t)r.value][(size_t)r.dim];
+        d.insert(d.end(), axes[k].begin(), axes[k].end());
+      }
+    }
+    for (std::vector<Refs> &dims : want)
+      for (Refs &d : dims) d = mergeSubAxes(d);
+    for (std::vector<Refs> &dims : result)
+      for (Refs &d : dims) d = mergeSubAxes(d);
     for (size_t i = 0; i < e.ins.size(); ++i) local.ins[i] = moved(e.ins[i], want[i]);
-    for (size_t k = 0; k < e.outs.size(); ++k) {
-      Value *v = body_->newValue(localType(e.outs[k]->type, computed[k]), e.outs[k]->hint);
+    for (size_t o = 0; o < e.outs.size(); ++o) {
+      Value *v = body_->newValue(localType(e.outs[o]->type, result[o]), e.outs[o]->hint);
       local.outs.push_back(v);
     }
-    Value *result = local.outs[0];
+    const std::vector<Value *> outsLocal = local.outs;
+    Value *out = outsLocal[0];
     body_->eqns.push_back(std::move(local));
-    for (const auto &[combine, axes] : finish) {
-      const std::vector<int64_t> list(axes.begin(), axes.end());
-      if (combine != Prim::PsumScatter) {
-        result = emit(combine, {result}, result->type, {{"axes", list}}, e.loc);
+    for (size_t k = 0; k < rule.factors.size(); ++k) {
+      const prims::Factor &f = rule.factors[k];
+      if (!f.outs.empty() || axes[k].empty()) continue;
+      if (axes[k] != scatterAxes) {
+        out = emit(f.combine, {out}, out->type, {{"axes", axesParam(axes[k])}}, e.loc);
         continue;
       }
-      Type t = result->type;
-      t.shape[(size_t)scatterDim] /= count(axes);
-      result = emit(Prim::PsumScatter, {result}, t,
-                    {{"axes", list}, {"scatter_dimension", (int64_t)scatterDim}, {"tiled", (int64_t)1}}, e.loc);
+      Type t = out->type;
+      t.shape[(size_t)scatterDim] /= shardCount(axes[k]);
+      out = emit(Prim::PsumScatter, {out}, t,
+                 {{"axes", axesParam(axes[k])}, {"scatter_dimension", (int64_t)scatterDim}, {"tiled", (int64_t)1}}, e.loc);
+      result[0][(size_t)scatterDim] = axes[k];
     }
-    held_[e.outs[0]] = {result, outs[0]};
+    held_[e.outs[0]] = {out, result[0]};
+    for (size_t o = 1; o < e.outs.size(); ++o) held_[e.outs[o]] = {outsLocal[o], result[o]};
+  }
+
+  // A dimension made of several factors (a reshape's) is sharded by its factors' axes in
+  // order only while each before is sharded wholly: a factor after one that is not keeps no
+  // axes (the value is moved to its sharding after).
+  static void keepWholeParts(const prims::FactorRule &rule, std::vector<Refs> &axes) {
+    std::map<std::tuple<bool, int, int>, bool> before;  // (result?, value, dimension): parts so far whole
+    for (size_t k = 0; k < rule.factors.size(); ++k) {
+      const prims::Factor &f = rule.factors[k];
+      if (!f.size) continue;
+      for (const bool isOut : {false, true})
+        for (const prims::DimRef &r : isOut ? f.outs : f.ins)
+          if (!before.insert({{isOut, r.value, r.dim}, true}).first->second) axes[k].clear();
+      for (const bool isOut : {false, true})
+        for (const prims::DimRef &r : isOut ? f.outs : f.ins) {
+          bool &whole = before[{isOut, r.value, r.dim}];
+          whole = whole && shardCount(axes[k]) == f.size;
+        }
+    }
   }
 
   Module &m_;
   JitFunc &j_;
   Func &f_;
-  const Mesh &mesh_;
+  SplitMesh split_;
   Func *body_ = nullptr;
   std::map<const Value *, Held> held_;
 };

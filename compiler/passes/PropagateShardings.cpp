@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace shmapc::passes {
@@ -111,21 +112,45 @@ private:
     return changed;
   }
 
+  // A dimension of a factor: a value's dimension, or (a reshape's) the part of it of `size`
+  // after the factors of product `pre` (prims/Rules.h).
   struct Entry {
     const Value *v;
     int dim;
+    int64_t pre = 1, size = 0;
+    bool whole() const { return pre == 1 && (size == 0 || size == v->type.shape[(size_t)dim]); }
+    int64_t extent() const { return size ? size : v->type.shape[(size_t)dim]; }
   };
 
-  // The sharding a factor's known dimensions give it (the stated rule above), or null.
-  const DimState *chosen(const std::vector<Entry> &entries) {
-    const DimState *best = nullptr;
+  // An entry's sharding: its dimension's, or the part of it the entry is.
+  struct View {
+    bool known = false, closed = false, extensible = false;
+    std::vector<AxisRef> axes;
+  };
+
+  View view(const Entry &en) {
+    const DimState &st = state(en.v)[(size_t)en.dim];
+    if (en.whole()) return {st.known, st.closed, st.extensible, st.axes};
+    // (a part is known once its dimension's axes reach into it, or the dimension is closed)
+    return {st.known && (st.closed || shardCount(st.axes) > en.pre), st.closed, st.extensible,
+            projectAxes(st.axes, en.pre, en.extent())};
+  }
+
+  // The axes of en's dimension before its part.
+  std::vector<AxisRef> head(const Entry &en) {
+    return en.whole() ? std::vector<AxisRef>{} : projectAxes(state(en.v)[(size_t)en.dim].axes, 1, en.pre);
+  }
+
+  // The sharding a factor's known dimensions give it (the stated rule above), if any.
+  std::optional<View> chosen(const std::vector<Entry> &entries) {
+    std::optional<View> best;
     int64_t bestBytes = -1;
     for (const Entry &en : entries) {
-      const DimState &d = state(en.v)[(size_t)en.dim];
+      View d = view(en);
       if (!d.known) continue;
       const int64_t bytes = en.v->type.byteSize();
       if (!best || (d.closed && !best->closed) || (d.closed == best->closed && bytes > bestBytes)) {
-        best = &d;
+        best = std::move(d);
         bestBytes = bytes;
       }
     }
@@ -135,24 +160,23 @@ private:
   bool propagate(const Eqn &e) {
     const prims::FactorRule rule = prims::rulesOf(e.prim).sharding(e);
     if (rule.kind != prims::FactorRule::Factors) return false;
-    // The axes each factor uses now, so a factor does not take an axis another one has.
     std::vector<std::vector<Entry>> entries;
     for (const prims::Factor &f : rule.factors) {
       std::vector<Entry> es;
-      for (auto [i, d] : f.ins) es.push_back({e.ins[(size_t)i], d});
-      for (auto [o, d] : f.outs) es.push_back({e.outs[(size_t)o], d});
+      for (const prims::DimRef &r : f.ins) es.push_back({e.ins[(size_t)r.value], r.dim, r.pre, f.size});
+      for (const prims::DimRef &r : f.outs) es.push_back({e.outs[(size_t)r.value], r.dim, r.pre, f.size});
       entries.push_back(es);
     }
     bool changed = false;
     for (size_t k = 0; k < entries.size(); ++k) {
-      const DimState *from = chosen(entries[k]);
+      const std::optional<View> from = chosen(entries[k]);
       if (!from || from->axes.empty()) continue;
-      std::vector<AxisRef> axes = from->axes;  // (copied: assigning may move states)
+      std::vector<AxisRef> axes = from->axes;
       changed |= give(axes, entries, k, false);
       // An open dimension with axes ({"x", ?}, or one propagation gave) takes the longest
       // sharding of the factor that starts with them ({"x", "y"}).
       for (const Entry &en : entries[k]) {
-        const DimState &d = state(en.v)[(size_t)en.dim];
+        const View d = view(en);
         if (d.known && d.axes.size() > axes.size() && std::equal(axes.begin(), axes.end(), d.axes.begin()))
           axes = d.axes;
       }
@@ -162,25 +186,36 @@ private:
   }
 
   // Gives `axes` to the dimensions of factor k without a sharding, or (extend) to those whose
-  // open sharding they extend.
+  // open sharding they extend. A part of a dimension takes them after the axes of the parts
+  // before it, once those are sharded wholly (and its dimension is not closed).
   bool give(const std::vector<AxisRef> &axes, const std::vector<std::vector<Entry>> &entries, size_t k, bool extend) {
     bool changed = false;
     for (const Entry &en : entries[k]) {
-      const DimState &to = state(en.v)[(size_t)en.dim];
+      const View to = view(en);
+      const DimState &st = state(en.v)[(size_t)en.dim];
       const bool extends = extend && to.known && to.extensible && to.axes.size() < axes.size() &&
                            std::equal(to.axes.begin(), to.axes.end(), axes.begin());
-      if ((to.known && !extends) || to.reserved || !fits(axes, en, entries, k)) continue;
+      if ((to.known && !extends) || st.reserved || !fits(axes, en, entries, k)) continue;
+      std::vector<AxisRef> now = axes;
+      if (!en.whole()) {
+        const bool after = st.known ? st.extensible && !st.closed && shardCount(st.axes) >= en.pre : en.pre == 1;
+        if (!after) continue;
+        now = head(en);
+        if (shardCount(now) != en.pre) continue;
+        now.insert(now.end(), axes.begin(), axes.end());
+        now = mergeSubAxes(now);
+      }
       DimState &d = state(en.v)[(size_t)en.dim];
       d.known = true;
       d.extensible = true;  // (a propagated sharding is open)
-      d.axes = axes;
+      d.axes = now;
       changed = true;
     }
     return changed;
   }
 
-  // Whether `axes` may shard dimension en: no other dimension of the value, and no other
-  // factor of the equation, uses any of them.
+  // Whether `axes` may shard dimension en: no other dimension of the value, no part of its
+  // dimension before it, and no other factor of the equation, uses any of them.
   bool fits(const std::vector<AxisRef> &axes, const Entry &en, const std::vector<std::vector<Entry>> &entries,
             size_t factor) {
     auto clash = [&](const std::vector<AxisRef> &used) {
@@ -189,18 +224,17 @@ private:
           if (a.overlaps(b)) return true;
       return false;
     };
-    int64_t count = 1;  // (an even split: the dimension's size a multiple of the devices)
-    for (const AxisRef &a : axes) count *= a.size;
-    if (en.v->type.shape[(size_t)en.dim] % count != 0) return false;
+    if (en.extent() % shardCount(axes) != 0) return false;  // (an even split)
     auto forbidden = replicated_.find(en.v);  // explicitly replicated: never sharded along
     if (forbidden != replicated_.end() && clash(forbidden->second)) return false;
     const std::vector<DimState> &st = state(en.v);
     for (size_t d = 0; d < st.size(); ++d)
       if ((int)d != en.dim && clash(st[d].axes)) return false;
+    if (clash(head(en))) return false;
     for (size_t k = 0; k < entries.size(); ++k) {
       if (k == factor) continue;
       for (const Entry &other : entries[k])
-        if (clash(state(other.v)[(size_t)other.dim].axes)) return false;
+        if (clash(view(other).axes)) return false;
     }
     return true;
   }
@@ -217,15 +251,12 @@ private:
 namespace {
 
 // What keeps partitioning from placing j (PartitionJit.cpp), or "".
-std::string whyNotPartitioned(const Module &m, const JitFunc &j) {
+std::string whyNotPartitioned(const JitFunc &j) {
   for (const Eqn &e : j.func->eqns)
     if (prims::rulesOf(e.prim).sharding(e).kind == prims::FactorRule::Unsupported)
       return std::string(primName(e.prim)) + " in a jit function";
-  const Mesh &mesh = *m.meshes[(size_t)j.mesh];
   for (const auto &[v, s] : j.propagated)
     for (size_t d = 0; d < s.dims.size(); ++d) {
-      for (const AxisRef &a : s.dims[d].axes)
-        if (!a.isFull(mesh)) return "the sub-axis " + axisRefToString(a, mesh);
       if (v->type.shape[d] % shardCount(s.dims[d]) != 0)
         return "an uneven dimension (" + std::to_string(v->type.shape[d]) + " over " +
                std::to_string(shardCount(s.dims[d])) + " devices)";
@@ -241,7 +272,7 @@ void propagateShardings(Module &m, Diagnostics &) {
     inlineCallsIn(m, *j.func);  // (the functions it calls are computed in its shardings too)
     j.propagated.clear();
     Propagation(j).run();
-    j.notPartitioned = whyNotPartitioned(m, j);
+    j.notPartitioned = whyNotPartitioned(j);
   }
 }
 

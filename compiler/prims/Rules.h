@@ -46,9 +46,20 @@ struct ShapeCtx;  // ShapeRules.h
 // results, that are one dimension of the computation and so take one sharding; a factor with
 // no result dimension is reduced (matmul's contracting dimension, a reduction's axes): each
 // device computes a partial result from its shards and `combine` (psum, pmax, pmin) finishes it.
+//
+// A factor is usually a whole dimension; a reshape's factor may be a part of one (8 -> 2 x 4:
+// the operand's dimension is the factors of sizes 2 and 4, major to minor): `size` is then the
+// factor's size and each DimRef's `pre` the product of the factors before it in its dimension.
+// Such a dimension's sharding is its factors' in order (sub-axes where an axis spans two),
+// and a factor is sharded only when those before it in the dimension are wholly.
+struct DimRef {
+  int value = 0, dim = 0;  // (operand or result index, dimension)
+  int64_t pre = 1;
+};
 struct Factor {
-  std::vector<std::pair<int, int>> ins, outs;  // (operand, dimension), (result, dimension)
-  ir::Prim combine = ir::Prim::Psum;           // a reduced factor's collective
+  std::vector<DimRef> ins, outs;
+  ir::Prim combine = ir::Prim::Psum;  // a reduced factor's collective
+  int64_t size = 0;                   // a part's size; 0: whole dimensions
 };
 struct FactorRule {
   enum Kind {

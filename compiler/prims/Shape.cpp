@@ -4,6 +4,7 @@
 #include "prims/Prim.h"
 
 #include <algorithm>
+#include <numeric>
 
 namespace shmapc::prims {
 
@@ -31,11 +32,12 @@ FactorRule broadcastFactors(const Eqn &e) {
 }
 
 // The operand's and the result's dimensions in groups of equal size products (a dimension
-// split in several, several merged in one, or kept); in each group the first dimension of
-// size > 1 on each side is one factor: a sharding of it over c devices gives each the same
-// contiguous run of elements on both sides when c divides both (propagation checks that
-// every sharding divides its dimension), so the reshape needs no communication. Other
-// dimensions of a group are unsharded (the sub-axes that would shard them are still to come).
+// split in several, several merged in one, or kept). In each group the two sides are factored
+// major first by their common divisors: 8 -> 2 x 4 is the factor of size 2 (the operand's
+// dimension's major part, the result's first dimension) and the one of size 4; 6 x 4 -> 4 x 6
+// has only the factor of size 2 (then 3 and 2 have no common divisor: the layouts part). A
+// sharding of factors gives each device the same elements on both sides, so the reshape needs
+// no communication; seed 001's sub-axes shard the parts ({"x"} of 8 -> {"x":(1)2}, {"x":(2)2}).
 FactorRule reshapeFactors(const Eqn &e) {
   const std::vector<int64_t> &in = e.ins[0]->type.shape, &out = e.outs[0]->type.shape;
   FactorRule r;
@@ -49,10 +51,31 @@ FactorRule reshapeFactors(const Eqn &e) {
       else return FactorRule{FactorRule::Replicated, {}};  // (a zero-size dimension)
     }
     while (i < in.size() && in[i] == 1 && j < out.size() && out[j] == 1) ++i, ++j;  // (1-dims: own groups)
+    // What is left of the current dimension on each side, and the product before it.
     size_t a = i0, b = j0;
-    while (a < i && in[a] == 1) ++a;
-    while (b < j && out[b] == 1) ++b;
-    if (a < i && b < j) r.factors.push_back({{{0, (int)a}}, {{0, (int)b}}});
+    int64_t leftA = 0, leftB = 0, preA = 1, preB = 1;
+    auto nextA = [&] {
+      while (a < i && in[a] == 1) ++a;
+      leftA = a < i ? in[a] : 0, preA = 1;
+    };
+    auto nextB = [&] {
+      while (b < j && out[b] == 1) ++b;
+      leftB = b < j ? out[b] : 0, preB = 1;
+    };
+    nextA();
+    nextB();
+    while (leftA > 1 && leftB > 1) {
+      const int64_t g = std::gcd(leftA, leftB);
+      if (g == 1) break;
+      Factor f;
+      f.ins = {{0, (int)a, preA}};
+      f.outs = {{0, (int)b, preB}};
+      f.size = g == in[a] && g == out[b] ? 0 : g;
+      r.factors.push_back(f);
+      leftA /= g, leftB /= g, preA *= g, preB *= g;
+      if (leftA == 1) ++a, nextA();
+      if (leftB == 1) ++b, nextB();
+    }
   }
   return r;
 }
