@@ -21,6 +21,7 @@
 #include "prims/Rules.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -109,14 +110,20 @@ public:
     body_->mesh = &split_.mesh();
     body_->isShmapBody = true;
     std::vector<PartitionSpec> inSpecs, outSpecs;
+    const std::vector<Eqn> eqns = std::move(f_.eqns);
+    f_.eqns.clear();  // (now the host's part: the parameters padded, the shmap, the results sliced)
+    std::vector<Value *> ins;
     for (Value *p : f_.params) {
       std::vector<Refs> s = target(p);
       Value *local = body_->newValue(localType(p->type, s), p->hint);
       body_->params.push_back(local);
       held_[p] = {local, s};
       inSpecs.push_back(specOf(s));
+      Value *in = p;
+      for (size_t d = 0; d < s.size(); ++d) in = pad(in, d, paddedType(p->type, s).shape[d], &f_);
+      ins.push_back(in);
     }
-    for (const Eqn &e : f_.eqns) partition(e);
+    for (const Eqn &e : eqns) partition(e);
     for (Value *r : f_.results) {
       std::vector<Refs> s = target(r);
       body_->results.push_back(moved(r, s));
@@ -128,21 +135,19 @@ public:
     Eqn call;
     call.prim = Prim::Shmap;
     call.loc = f_.loc;
-    call.ins = f_.params;
+    call.ins = ins;
     call.bodies = {body_};
     call.params["mesh"] = (int64_t)split_.index();
     call.params["in_specs"] = inSpecs;
     call.params["out_specs"] = outSpecs;
-    std::vector<Value *> results;
-    for (Value *r : f_.results) {
-      Type t = r->type;
-      t.vary = 0;
-      results.push_back(f_.newValue(t, r->hint));
-    }
-    call.outs = results;
-    f_.eqns.clear();
+    std::vector<Value *> padded;
+    for (Value *r : f_.results) padded.push_back(f_.newValue(paddedType(r->type, target(r)), r->hint));
+    call.outs = padded;
     f_.eqns.push_back(std::move(call));
-    f_.results = results;
+    for (size_t i = 0; i < padded.size(); ++i)
+      for (size_t d = 0; d < padded[i]->type.shape.size(); ++d)
+        padded[i] = unpad(padded[i], d, f_.results[i]->type.shape[d], &f_);
+    f_.results = padded;
   }
 
 private:
@@ -172,23 +177,92 @@ private:
     return std::vector<int64_t>(axes.begin(), axes.end());
   }
 
+  // A dimension of size n split over c devices unevenly is padded at its end to the next
+  // multiple of c (seed 001: "the dimension needs padding"); each device holds n / c rounded
+  // up, and the last devices' blocks end in padding (or are all padding). Partitioning keeps
+  // the padding out of every result: the host pads the parameters and slices the results,
+  // a gathered dimension is sliced to its size, a reduction over a padded dimension (a sum, a
+  // maximum, a contraction) first sets the padding to its identity (maskPadding), and a
+  // reshape that splits or merges a padded dimension takes it unsharded.
+  static int64_t blockSize(int64_t n, const Refs &axes) {
+    const int64_t c = shardCount(axes);
+    return (n + c - 1) / c;
+  }
+  static bool even(int64_t n, const Refs &axes) { return n % shardCount(axes) == 0; }
+
   static Type localType(const Type &global, const std::vector<Refs> &s) {
     Type t = global;
     t.vary = 0;
-    for (size_t d = 0; d < s.size(); ++d) t.shape[d] /= shardCount(s[d]);
+    for (size_t d = 0; d < s.size(); ++d) t.shape[d] = blockSize(t.shape[d], s[d]);
     return t;
   }
 
-  Value *emit(Prim p, std::vector<Value *> ins, const Type &out, std::map<std::string, Attr> params, Loc loc) {
+  // The global type the shmap sees: each unevenly sharded dimension padded.
+  static Type paddedType(const Type &global, const std::vector<Refs> &s) {
+    Type t = localType(global, s);
+    for (size_t d = 0; d < s.size(); ++d) t.shape[d] *= shardCount(s[d]);
+    return t;
+  }
+
+  Value *emit(Prim p, std::vector<Value *> ins, const Type &out, std::map<std::string, Attr> params, Loc loc,
+              Func *into = nullptr) {
     Eqn e;
     e.prim = p;
     e.ins = std::move(ins);
     e.params = std::move(params);
     e.loc = loc;
-    Value *v = body_->newValue(out);
+    Func &f = into ? *into : *body_;
+    Value *v = f.newValue(out);
     e.outs = {v};
-    body_->eqns.push_back(std::move(e));
+    f.eqns.push_back(std::move(e));
     return v;
+  }
+
+  Value *constant(double value, DType dtype, std::vector<int64_t> shape, Func *into = nullptr) {
+    return emit(Prim::Constant, {}, Type{dtype, std::move(shape), 0}, {{"value", std::vector<double>{value}}}, f_.loc,
+                into);
+  }
+
+  // x with dimension d padded with zeros at its end to `size`.
+  Value *pad(Value *x, size_t d, int64_t size, Func *into = nullptr) {
+    if (x->type.shape[d] == size) return x;
+    std::vector<int64_t> zeros = x->type.shape;
+    zeros[d] = size - x->type.shape[d];
+    Type t = x->type;
+    t.vary = 0;
+    t.shape[d] = size;
+    return emit(Prim::Concatenate, {x, constant(0, x->type.dtype, zeros, into)}, t, {{"dimension", (int64_t)d}}, f_.loc,
+                into);
+  }
+
+  // x's first `size` elements along dimension d.
+  Value *unpad(Value *x, size_t d, int64_t size, Func *into = nullptr) {
+    if (x->type.shape[d] == size) return x;
+    const size_t rank = x->type.shape.size();
+    std::vector<int64_t> start(rank, 0), limit = x->type.shape, strides(rank, 1);
+    limit[d] = size;
+    Type t = x->type;
+    t.vary = 0;
+    t.shape[d] = size;
+    return emit(Prim::Slice, {x}, t, {{"start", start}, {"limit", limit}, {"strides", strides}}, f_.loc, into);
+  }
+
+  // x (a local block of a value whose dimension d, of global size n, is split unevenly along
+  // `axes`) with its padding set to `identity`: where the block's offset plus the index along
+  // d is n or more.
+  Value *maskPadding(Value *x, size_t d, const Refs &axes, int64_t n, double identity) {
+    const std::vector<int64_t> &shape = x->type.shape;
+    Value *index = emit(Prim::AxisIndex, {}, Type{DType::I32, {}, 0}, {{"axes", axesParam(axes)}}, f_.loc);
+    Value *offset = emit(Prim::Mul, {index, constant((double)shape[d], DType::I32, {})}, Type{DType::I32, {}, 0}, {},
+                         f_.loc);
+    Value *offsets = emit(Prim::BroadcastInDim, {offset}, Type{DType::I32, shape, 0},
+                          {{"broadcast_dimensions", std::vector<int64_t>{}}}, f_.loc);
+    Value *iota = emit(Prim::Iota, {}, Type{DType::I32, shape, 0}, {{"dimension", (int64_t)d}}, f_.loc);
+    Value *at = emit(Prim::Add, {iota, offsets}, Type{DType::I32, shape, 0}, {}, f_.loc);
+    Value *real = emit(Prim::Lt, {at, constant((double)n, DType::I32, shape)}, Type{DType::Bool, shape, 0}, {}, f_.loc);
+    Type t = x->type;
+    t.vary = 0;
+    return emit(Prim::Select, {real, x, constant(identity, x->type.dtype, shape)}, t, {}, f_.loc);
   }
 
   // v's local value in sharding `to`: the dimensions sharded otherwise gathered, then sliced.
@@ -202,6 +276,7 @@ private:
     for (size_t from = 0; from < now.size(); ++from)
       for (size_t d = 0; d < now.size(); ++d) {
         if (d == from || now[from].empty() || now[from] != to[d] || !now[d].empty() || !to[from].empty()) continue;
+        x = pad(x, d, blockSize(v->type.shape[d], now[from]) * shardCount(now[from]));
         Type t = x->type;
         t.vary = 0;
         t.shape[from] *= shardCount(now[from]);
@@ -209,6 +284,7 @@ private:
         x = emit(Prim::AllToAll, {x}, t,
                  {{"axes", axesParam(now[from])}, {"split_axis", (int64_t)d}, {"concat_axis", (int64_t)from}, {"tiled", (int64_t)1}},
                  f_.loc);
+        x = unpad(x, from, v->type.shape[from]);
         now[d] = now[from];
         now[from].clear();
       }
@@ -219,10 +295,12 @@ private:
       t.shape[d] *= shardCount(now[d]);
       x = emit(Prim::AllGatherInvariant, {x}, t, {{"axes", axesParam(now[d])}, {"axis", (int64_t)d}, {"tiled", (int64_t)1}},
                f_.loc);
+      x = unpad(x, d, v->type.shape[d]);
       now[d].clear();
     }
     for (size_t d = 0; d < now.size(); ++d) {
       if (now[d] == to[d]) continue;
+      x = pad(x, d, blockSize(v->type.shape[d], to[d]) * shardCount(to[d]));
       Type t = x->type;
       t.vary = 0;
       t.shape[d] /= shardCount(to[d]);
@@ -278,7 +356,7 @@ private:
       if (!f.outs.empty() || f.ins.empty() || f.combine != Prim::Psum || e.outs.size() != 1) continue;
       const Refs k = partOf(held_.at(e.ins[(size_t)f.ins[0].value]).dims, f.ins[0], f);
       for (size_t d = 0; d < outs[0].size() && !k.empty() && scatterDim < 0; ++d)
-        if (outs[0][d] == k) scatterDim = (int)d, scatterAxes = k;
+        if (outs[0][d] == k && even(e.outs[0]->type.shape[d], k)) scatterDim = (int)d, scatterAxes = k;
     }
     std::vector<std::vector<Refs>> computed = outs;  // the local computation's result shardings
     if (scatterDim >= 0) computed[0][(size_t)scatterDim].clear();
@@ -302,6 +380,8 @@ private:
         used.insert(used.end(), axes[k].begin(), axes[k].end());
       }
     }
+    for (size_t k = 0; k < rule.factors.size(); ++k)  // (a reshape's part is never padded)
+      if (rule.factors[k].size && rule.factors[k].size % shardCount(axes[k]) != 0) axes[k].clear();
     keepWholeParts(rule, axes);
     // The operands' and the local results' shardings: each dimension its factors' axes.
     std::vector<std::vector<Refs>> want(e.ins.size());
@@ -323,6 +403,16 @@ private:
     for (std::vector<Refs> &dims : result)
       for (Refs &d : dims) d = mergeSubAxes(d);
     for (size_t i = 0; i < e.ins.size(); ++i) local.ins[i] = moved(e.ins[i], want[i]);
+    for (size_t k = 0; k < rule.factors.size(); ++k) {  // (a reduction over padding)
+      const prims::Factor &f = rule.factors[k];
+      if (!f.outs.empty() || axes[k].empty()) continue;
+      for (const prims::DimRef &r : f.ins) {
+        const Value *in = e.ins[(size_t)r.value];
+        if (!even(in->type.shape[(size_t)r.dim], axes[k]))
+          local.ins[(size_t)r.value] = maskPadding(local.ins[(size_t)r.value], (size_t)r.dim, axes[k],
+                                                   in->type.shape[(size_t)r.dim], identity(f.combine, in->type.dtype));
+      }
+    }
     for (size_t o = 0; o < e.outs.size(); ++o) {
       Value *v = body_->newValue(localType(e.outs[o]->type, result[o]), e.outs[o]->hint);
       local.outs.push_back(v);
@@ -345,6 +435,16 @@ private:
     }
     held_[e.outs[0]] = {out, result[0]};
     for (size_t o = 1; o < e.outs.size(); ++o) held_[e.outs[o]] = {outsLocal[o], result[o]};
+  }
+
+  // What a padded element must be for the reduction `combine` finishes not to see it.
+  static double identity(Prim combine, DType dtype) {
+    if (combine == Prim::Psum) return 0;
+    // (an i64's extremes as doubles that convert back: 2^63 itself does not)
+    const double big = isFloat(dtype) ? std::numeric_limits<double>::infinity()
+                       : dtype == DType::I32 ? 2147483647.0
+                                             : 9223372036854774784.0;
+    return combine == Prim::Pmax ? (isFloat(dtype) || dtype == DType::I64 ? -big : -big - 1) : big;
   }
 
   // A dimension made of several factors (a reshape's) is sharded by its factors' axes in

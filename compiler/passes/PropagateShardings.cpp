@@ -224,7 +224,10 @@ private:
           if (a.overlaps(b)) return true;
       return false;
     };
-    if (en.extent() % shardCount(axes) != 0) return false;  // (an even split)
+    // A whole dimension may be split unevenly (partitioning pads it) if it has an element
+    // for each device at least; a reshape's part only evenly (its padding would be inside
+    // the dimension).
+    if (en.whole() ? en.extent() < shardCount(axes) : en.extent() % shardCount(axes) != 0) return false;
     auto forbidden = replicated_.find(en.v);  // explicitly replicated: never sharded along
     if (forbidden != replicated_.end() && clash(forbidden->second)) return false;
     const std::vector<DimState> &st = state(en.v);
@@ -255,12 +258,6 @@ std::string whyNotPartitioned(const JitFunc &j) {
   for (const Eqn &e : j.func->eqns)
     if (prims::rulesOf(e.prim).sharding(e).kind == prims::FactorRule::Unsupported)
       return std::string(primName(e.prim)) + " in a jit function";
-  for (const auto &[v, s] : j.propagated)
-    for (size_t d = 0; d < s.dims.size(); ++d) {
-      if (v->type.shape[d] % shardCount(s.dims[d]) != 0)
-        return "an uneven dimension (" + std::to_string(v->type.shape[d]) + " over " +
-               std::to_string(shardCount(s.dims[d])) + " devices)";
-    }
   return "";
 }
 
