@@ -288,8 +288,14 @@ private:
         now[d] = now[from];
         now[from].clear();
       }
+    // A dimension sharded along the first of the axes it is to be (evenly) only needs them
+    // all: each device slices its block further.
+    auto refines = [&](size_t d) {
+      const std::vector<int> a = split_.axes(now[d]), b = split_.axes(to[d]);
+      return even(v->type.shape[d], to[d]) && a.size() < b.size() && std::equal(a.begin(), a.end(), b.begin());
+    };
     for (size_t d = 0; d < now.size(); ++d) {
-      if (now[d] == to[d] || now[d].empty()) continue;
+      if (now[d] == to[d] || now[d].empty() || refines(d)) continue;
       Type t = x->type;
       t.vary = 0;
       t.shape[d] *= shardCount(now[d]);
@@ -300,11 +306,13 @@ private:
     }
     for (size_t d = 0; d < now.size(); ++d) {
       if (now[d] == to[d]) continue;
-      x = pad(x, d, blockSize(v->type.shape[d], to[d]) * shardCount(to[d]));
+      const std::vector<int> all = split_.axes(to[d]);
+      const std::vector<int64_t> rest(all.begin() + (ptrdiff_t)split_.axes(now[d]).size(), all.end());
+      x = pad(x, d, blockSize(v->type.shape[d], to[d]) * (shardCount(to[d]) / shardCount(now[d])));
       Type t = x->type;
       t.vary = 0;
-      t.shape[d] /= shardCount(to[d]);
-      x = emit(Prim::Pscatter, {x}, t, {{"axes", axesParam(to[d])}, {"axis", (int64_t)d}, {"tiled", (int64_t)1}}, f_.loc);
+      t.shape[d] = blockSize(v->type.shape[d], to[d]);
+      x = emit(Prim::Pscatter, {x}, t, {{"axes", rest}, {"axis", (int64_t)d}, {"tiled", (int64_t)1}}, f_.loc);
       now[d] = to[d];
     }
     return x;

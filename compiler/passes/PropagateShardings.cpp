@@ -224,10 +224,9 @@ private:
           if (a.overlaps(b)) return true;
       return false;
     };
-    // A whole dimension may be split unevenly (partitioning pads it) if it has an element
-    // for each device at least; a reshape's part only evenly (its padding would be inside
-    // the dimension).
-    if (en.whole() ? en.extent() < shardCount(axes) : en.extent() % shardCount(axes) != 0) return false;
+    // A whole dimension may be split unevenly (partitioning pads it), but one of size 1 is
+    // never split; a reshape's part only evenly (its padding would be inside the dimension).
+    if (en.whole() ? en.extent() == 1 : en.extent() % shardCount(axes) != 0) return false;
     auto forbidden = replicated_.find(en.v);  // explicitly replicated: never sharded along
     if (forbidden != replicated_.end() && clash(forbidden->second)) return false;
     const std::vector<DimState> &st = state(en.v);

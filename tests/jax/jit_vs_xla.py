@@ -1,5 +1,6 @@
 """The communication of shmapc's partitioned jit functions against XLA's (issue 13): each jit
-function of samples/jit_layers.smp is compiled by jax.jit with the same shardings, and the
+function of samples/jit_layers.smp and tests/run/jit_seed001.smp is compiled by jax.jit with
+the same shardings (as JAX can write them: see tests/jax/twins/jit_seed001.py), and the
 collectives of XLA's compiled (SPMD-partitioned) HLO are compared with those shmapc reports
 for its shmap (`--emit=comm`), by the bytes each device puts into collectives (its input to
 each: an all-gather's block, an all-reduce's array). shmapc must never put in more than XLA;
@@ -22,7 +23,15 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROGRAM = os.path.join(ROOT, "samples", "jit_layers.smp")
-MESH = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("X", "Y"))
+SEED001 = os.path.join(ROOT, "tests", "run", "jit_seed001.smp")
+
+
+def mesh(**axes):
+    n = int(np.prod(list(axes.values())))
+    return Mesh(np.array(jax.devices()[:n]).reshape(tuple(axes.values())), tuple(axes))
+
+
+MESH = mesh(X=2, Y=2)
 BYTES = {"f32": 4, "f64": 8, "s32": 4, "i32": 4, "pred": 1, "bool": 1, "f16": 2, "bf16": 2, "s64": 8, "i64": 8}
 
 
@@ -62,6 +71,49 @@ CASES = {
 }
 
 
+def N(m, *spec):
+    return NamedSharding(m, P(*spec))
+
+
+xyz, x_split, xy_split, m22, xz = mesh(x=2, y=2, z=2), mesh(x1=2, x2=2), mesh(x=2, y1=2, y2=2), mesh(x=2, y=2), mesh(x=2, z=3)
+
+
+def padded(a):
+    a = jax.lax.with_sharding_constraint(a, N(xz, "x", None, "z"))
+    s, mx = jnp.sum(a * a, axis=0), jnp.max(jnp.cos(a), axis=2)
+    # (the results' shardings as shmapc's: {}, {"z"} and {"x"}, {}, both uneven)
+    return jax.lax.with_sharding_constraint(s, N(xz, None, "z")), jax.lax.with_sharding_constraint(mx, N(xz, "x"))
+
+
+def padded_matmul(a, w):
+    a = jax.lax.with_sharding_constraint(a, N(xz, "x", "z"))
+    w = jax.lax.with_sharding_constraint(w, N(xz, "z", None))
+    return jax.lax.with_sharding_constraint(jnp.log(a) @ w, N(xz, "x"))  # (shmapc's result: {"x"}, {})
+
+
+# Seed 001's examples (tests/run/jit_seed001.smp), with the shardings shmapc's propagation ends
+# with (JAX has no open dimensions, priorities or explicit replication to write); sub-axes as
+# axes of a finer mesh; uneven shardings (which jax.jit refuses on parameters) put on
+# replicated operands by with_sharding_constraint, which costs XLA no communication.
+SEED001_CASES = {
+    "basic": (lambda a, b, c: (a + b) * c, (N(xyz, "x", ("z", "y")), N(xyz, "x", ("z", "y")), N(xyz, "x", None)),
+              None, (f32(4, 8), f32(4, 8), f32(4, 8))),
+    "closed": (lambda a, b: jnp.sin(a + b), (N(xyz, "x", ("z", "y")), N(xyz, "x", "z")), N(xyz, "x", ("z", "y")),
+               (f32(4, 8), f32(4, 8))),
+    # ({"x"} and the result's {"x":(1)2} on x=4 as axes of the mesh x1=2, x2=2)
+    "rows": (lambda v: jnp.sum(jnp.sin(v.reshape(2, 4)), axis=1), (N(x_split, ("x1", "x2")),), N(x_split, "x1"),
+             (f32(8),)),
+    "sub_axis": (lambda a, w: jnp.tanh(a) @ w, (N(xy_split, "x", "y2"), N(xy_split)), N(xy_split, "x"),
+                 (f32(4, 8), f32(8, 3))),
+    "columns_first": (lambda x, w: jnp.exp(x @ w), (N(m22, "y", None), N(m22, None, "y")), N(m22, None, "y"),
+                      (f32(8, 4), f32(4, 6))),
+    "rows_first": (lambda x, w: jnp.exp(x @ w), (N(m22, "y", None), N(m22, None, "y")), N(m22, "y", None),
+                   (f32(8, 4), f32(4, 6))),
+    "padded": (padded, (N(xz),), None, (f32(7, 3, 8),)),
+    "padded_matmul": (padded_matmul, (N(xz), N(xz)), None, (f32(7, 8), f32(8, 5))),
+}
+
+
 def nbytes(dtype, dims):
     return BYTES[dtype] * int(np.prod([int(d) for d in dims.split(",") if d] or [1]))
 
@@ -97,9 +149,9 @@ def xla_collectives(fn, ins, out, args):
     return found
 
 
-def shmapc_collectives(shmapc):
+def shmapc_collectives(shmapc, program):
     """shmap name -> (op, bytes a device puts in) of each collective --emit=comm lists."""
-    text = subprocess.run([shmapc, "compile", PROGRAM, "--emit=comm"], check=True, capture_output=True,
+    text = subprocess.run([shmapc, "compile", program, "--emit=comm"], check=True, capture_output=True,
                           text=True).stdout
     out, cur = {}, None
     for line in text.splitlines():
@@ -121,18 +173,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shmapc", required=True)
     a = ap.parse_args()
-    ours = shmapc_collectives(a.shmapc)
-    failed = 0
-    for name, (fn, ins, out, args) in CASES.items():
-        xla = xla_collectives(fn, ins, out, args)
-        mine = ours.get(name + "_partitioned", [])
-        xb, mb = sum(b for _, b in xla), sum(b for _, b in mine)
-        verdict = "FAIL" if mb > xb else "ok  "
-        failed += mb > xb
-        print("%s %-10s shmapc %5d B a device in %s; XLA %5d B in %s%s" % (
-            verdict, name, mb, [op for op, _ in mine], xb, [op for op, _ in xla],
-            " (fewer)" if mb < xb else ""))
-    print("%d of %d jit functions put more into collectives than XLA" % (failed, len(CASES)))
+    failed = total = 0
+    for program, cases in ((PROGRAM, CASES), (SEED001, SEED001_CASES)):
+        print("== " + os.path.relpath(program, ROOT))
+        ours = shmapc_collectives(a.shmapc, program)
+        for name, (fn, ins, out, args) in cases.items():
+            xla = xla_collectives(fn, ins, out, args)
+            mine = ours.get(name + "_partitioned", [])
+            xb, mb = sum(b for _, b in xla), sum(b for _, b in mine)
+            verdict = "FAIL" if mb > xb else "ok  "
+            failed += mb > xb
+            total += 1
+            print("%s %-13s shmapc %5d B a device in %s; XLA %5d B in %s%s" % (
+                verdict, name, mb, [op for op, _ in mine], xb, [op for op, _ in xla],
+                " (fewer)" if mb < xb else ""))
+    print("%d of %d jit functions put more into collectives than XLA" % (failed, total))
     return 1 if failed else 0
 
 
