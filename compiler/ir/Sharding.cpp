@@ -2,6 +2,7 @@
 #include "ir/IR.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace shmapc::ir {
 
@@ -155,10 +156,23 @@ std::string printShardings(const Module &m) {
     for (size_t i = 0; i < j.paramTypes.size(); ++i)
       out += valueLine(j.paramNames[i], j.paramTypes[i],
                        after ? propagated(j.func->params[i]) : written(j.inShardings, i), m);
-    if (after)
-      for (const Eqn &e : j.func->eqns)
-        for (const Value *v : e.outs)
-          out += valueLine(valueName(v) + " = " + primName(e.prim), v->type, propagated(v), m);
+    // (a loop's or conditional's bodies, indented, before its results)
+    std::function<void(const Func &, const std::string &)> eqns = [&](const Func &f, const std::string &indent) {
+      for (const Eqn &e : f.eqns) {
+        for (size_t b = 0; b < e.bodies.size(); ++b) {
+          const Func &body = *e.bodies[b];
+          if (body.params.empty() || !propagated(body.params[0])) continue;
+          const std::string in = indent + "  ", what = primName(e.prim) + std::string(" body ") + std::to_string(b);
+          for (const Value *p : body.params) out += valueLine(in + what + " param " + valueName(p), p->type, propagated(p), m);
+          eqns(body, in);
+          for (size_t r = 0; r < body.results.size(); ++r)
+            out += valueLine(in + what + " result " + std::to_string(r), body.results[r]->type,
+                             propagated(body.results[r]), m);
+        }
+        for (const Value *v : e.outs) out += valueLine(indent + valueName(v) + " = " + primName(e.prim), v->type, propagated(v), m);
+      }
+    };
+    if (after) eqns(*j.func, "");
     for (size_t i = 0; i < j.resultTypes.size(); ++i)
       out += valueLine("result " + std::to_string(i), j.resultTypes[i],
                        after ? propagated(j.func->results[i]) : written(j.outShardings, i), m);

@@ -342,7 +342,58 @@ private:
       body_->eqns.push_back(std::move(local));
       return;
     }
+    if (rule.kind == prims::FactorRule::Nested) return partitionNested(e, rule, std::move(local));
     partitionFactors(e, rule, std::move(local));
+  }
+
+  // A loop or conditional: each tied group held in one sharding (its result's, else what its
+  // bodies' parameters have), the operands moved to it, the bodies partitioned into new
+  // bodies on the local blocks, their results moved to it; an operand, parameter or result in
+  // no group (a predicate, a loop's index) unsharded.
+  void partitionNested(const Eqn &e, const prims::FactorRule &rule, Eqn local) {
+    std::map<const Value *, std::vector<Refs>> held;  // each tied value's sharding
+    for (const std::vector<prims::Tied> &group : rule.ties) {
+      const prims::Tied *by = &group[0];
+      for (const prims::Tied &t : group)
+        if (t.of == prims::Tied::Out || (t.of == prims::Tied::Param && by->of != prims::Tied::Out)) {
+          by = &t;
+          if (t.of == prims::Tied::Out) break;
+        }
+      const std::vector<Refs> s = target(prims::tiedValue(e, *by));
+      for (const prims::Tied &t : group) held[prims::tiedValue(e, t)] = s;
+    }
+    auto shardingOf = [&](const Value *v) {
+      auto it = held.find(v);
+      return it != held.end() ? it->second : std::vector<Refs>((size_t)v->type.rank());
+    };
+    for (size_t i = 0; i < e.ins.size(); ++i) local.ins[i] = moved(e.ins[i], shardingOf(e.ins[i]));
+    Func *outer = body_;
+    for (size_t b = 0; b < e.bodies.size(); ++b) {
+      const Func &from = *e.bodies[b];
+      Func *to = m_.newFunc(from.name + "_partitioned");
+      to->loc = from.loc;
+      to->mesh = &split_.mesh();
+      to->isNested = true;
+      to->returnLoc = from.returnLoc;
+      for (const Value *p : from.params) {
+        const std::vector<Refs> s = shardingOf(p);
+        Value *v = to->newValue(localType(p->type, s), p->hint);
+        to->params.push_back(v);
+        held_[p] = {v, s};
+      }
+      body_ = to;
+      for (const Eqn &inner : from.eqns) partition(inner);
+      for (const Value *r : from.results) to->results.push_back(moved(r, shardingOf(r)));
+      body_ = outer;
+      local.bodies[b] = to;
+    }
+    for (const Value *o : e.outs) {
+      const std::vector<Refs> s = shardingOf(o);
+      Value *v = body_->newValue(localType(o->type, s), o->hint);
+      local.outs.push_back(v);
+      held_[o] = {v, s};
+    }
+    body_->eqns.push_back(std::move(local));
   }
 
   // The axes of the part of `dims`' dimension r is (its whole dimension, or a reshape's part).
@@ -428,13 +479,24 @@ private:
     const std::vector<Value *> outsLocal = local.outs;
     Value *out = outsLocal[0];
     body_->eqns.push_back(std::move(local));
+    // The reduced factors finished by one collective each kind, over all their axes (a sum
+    // over two sharded dimensions is one psum over both, not a psum per dimension).
+    std::vector<std::pair<Prim, std::vector<int64_t>>> finish;
     for (size_t k = 0; k < rule.factors.size(); ++k) {
       const prims::Factor &f = rule.factors[k];
-      if (!f.outs.empty() || axes[k].empty()) continue;
-      if (axes[k] != scatterAxes) {
-        out = emit(f.combine, {out}, out->type, {{"axes", axesParam(axes[k])}}, e.loc);
-        continue;
-      }
+      if (!f.outs.empty() || axes[k].empty() || axes[k] == scatterAxes) continue;
+      auto same = std::find_if(finish.begin(), finish.end(), [&](const auto &c) { return c.first == f.combine; });
+      if (same == finish.end()) same = finish.insert(finish.end(), {f.combine, {}});
+      const std::vector<int64_t> more = axesParam(axes[k]);
+      same->second.insert(same->second.end(), more.begin(), more.end());
+    }
+    for (auto &[combine, list] : finish) {
+      std::sort(list.begin(), list.end());  // (in mesh order, as a spec names them)
+      out = emit(combine, {out}, out->type, {{"axes", list}}, e.loc);
+    }
+    for (size_t k = 0; k < rule.factors.size(); ++k) {
+      const prims::Factor &f = rule.factors[k];
+      if (!f.outs.empty() || axes[k].empty() || axes[k] != scatterAxes) continue;
       Type t = out->type;
       t.shape[(size_t)scatterDim] /= shardCount(axes[k]);
       out = emit(Prim::PsumScatter, {out}, t,

@@ -48,13 +48,12 @@ public:
 
   void run() {
     for (Value *p : f_.params) state(p);
-    for (const Eqn &e : f_.eqns)
-      for (const Value *v : e.outs) state(v);
+    collect(f_);
     // The written shardings: parameters', results', and sharding_constraint's.
     for (size_t i = 0; i < j_.inShardings.size(); ++i) written_.push_back({f_.params[i], j_.inShardings[i]});
     for (size_t i = 0; i < j_.outShardings.size(); ++i) written_.push_back({f_.results[i], j_.outShardings[i]});
-    for (const Eqn &e : f_.eqns)
-      if (e.prim == Prim::ShardingConstraint) written_.push_back({e.outs[0], decodeSharding(e.intsParam("sharding"))});
+    for (const Eqn *e : all_)
+      if (e->prim == Prim::ShardingConstraint) written_.push_back({e->outs[0], decodeSharding(e->intsParam("sharding"))});
     std::set<int64_t> levels = {0};
     for (const auto &[v, sh] : written_)
       for (const DimSharding &d : sh.dims) levels.insert(std::max<int64_t>(0, d.priority));
@@ -79,6 +78,20 @@ public:
   }
 
 private:
+  // Every equation, those in the bodies of loops and conditionals after the one that has
+  // them, and the values they define.
+  void collect(const Func &f) {
+    for (const Eqn &e : f.eqns) {
+      all_.push_back(&e);
+      for (const Value *v : e.outs) state(v);
+      if (prims::rulesOf(e.prim).sharding(e).kind != prims::FactorRule::Nested) continue;
+      for (const Func *body : e.bodies) {
+        for (const Value *p : body->params) state(p);
+        collect(*body);
+      }
+    }
+  }
+
   std::vector<DimState> &state(const Value *v) {
     auto it = states_.find(v);
     if (it != states_.end()) return it->second;
@@ -107,8 +120,8 @@ private:
   // One pass over the equations, forward then backward; whether anything changed.
   bool sweep() {
     bool changed = false;
-    for (const Eqn &e : f_.eqns) changed |= propagate(e);
-    for (auto it = f_.eqns.rbegin(); it != f_.eqns.rend(); ++it) changed |= propagate(*it);
+    for (const Eqn *e : all_) changed |= propagate(*e);
+    for (auto it = all_.rbegin(); it != all_.rend(); ++it) changed |= propagate(**it);
     return changed;
   }
 
@@ -159,6 +172,19 @@ private:
 
   bool propagate(const Eqn &e) {
     const prims::FactorRule rule = prims::rulesOf(e.prim).sharding(e);
+    if (rule.kind == prims::FactorRule::Nested) {
+      // Each tied group on its own: its dimensions are its factors.
+      bool changed = false;
+      for (const std::vector<prims::Tied> &group : rule.ties) {
+        std::vector<const Value *> values;
+        for (const prims::Tied &t : group) values.push_back(prims::tiedValue(e, t));
+        std::vector<std::vector<Entry>> entries(values[0]->type.shape.size());
+        for (size_t d = 0; d < entries.size(); ++d)
+          for (const Value *v : values) entries[d].push_back({v, (int)d});
+        changed |= propagateFactors(entries);
+      }
+      return changed;
+    }
     if (rule.kind != prims::FactorRule::Factors) return false;
     std::vector<std::vector<Entry>> entries;
     for (const prims::Factor &f : rule.factors) {
@@ -167,6 +193,11 @@ private:
       for (const prims::DimRef &r : f.outs) es.push_back({e.outs[(size_t)r.value], r.dim, r.pre, f.size});
       entries.push_back(es);
     }
+    return propagateFactors(entries);
+  }
+
+  // The factors' dimensions give their shardings to those without one.
+  bool propagateFactors(const std::vector<std::vector<Entry>> &entries) {
     bool changed = false;
     for (size_t k = 0; k < entries.size(); ++k) {
       const std::optional<View> from = chosen(entries[k]);
@@ -243,6 +274,7 @@ private:
 
   JitFunc &j_;
   Func &f_;
+  std::vector<const Eqn *> all_;
   std::vector<std::pair<const Value *, Sharding>> written_;
   std::map<const Value *, std::vector<DimState>> states_;
   std::map<const Value *, std::vector<AxisRef>> replicated_;
@@ -253,10 +285,14 @@ private:
 namespace {
 
 // What keeps partitioning from placing j (PartitionJit.cpp), or "".
-std::string whyNotPartitioned(const JitFunc &j) {
-  for (const Eqn &e : j.func->eqns)
-    if (prims::rulesOf(e.prim).sharding(e).kind == prims::FactorRule::Unsupported)
-      return std::string(primName(e.prim)) + " in a jit function";
+std::string whyNotPartitioned(const Func &f) {
+  for (const Eqn &e : f.eqns) {
+    const prims::FactorRule::Kind kind = prims::rulesOf(e.prim).sharding(e).kind;
+    if (kind == prims::FactorRule::Unsupported) return std::string(primName(e.prim)) + " in a jit function";
+    if (kind == prims::FactorRule::Nested)
+      for (const Func *body : e.bodies)
+        if (std::string why = whyNotPartitioned(*body); !why.empty()) return why;
+  }
   return "";
 }
 
@@ -268,7 +304,7 @@ void propagateShardings(Module &m, Diagnostics &) {
     inlineCallsIn(m, *j.func);  // (the functions it calls are computed in its shardings too)
     j.propagated.clear();
     Propagation(j).run();
-    j.notPartitioned = whyNotPartitioned(j);
+    j.notPartitioned = whyNotPartitioned(*j.func);
   }
 }
 

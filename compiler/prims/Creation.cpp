@@ -16,7 +16,7 @@ namespace {
 // A splat is the same everywhere: any sharding of it is computed where it is used, with no
 // communication. A constant array is indexed by position: whole on every device.
 FactorRule constantFactors(const Eqn &e) {
-  return FactorRule{e.doublesParam("value").size() == 1 ? FactorRule::Free : FactorRule::Replicated, {}};
+  return FactorRule{e.doublesParam("value").size() == 1 ? FactorRule::Free : FactorRule::Replicated, {}, {}};
 }
 
 } // namespace

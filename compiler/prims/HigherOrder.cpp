@@ -97,6 +97,36 @@ template <> const Rules &define<Prim::Shmap>() {
   return r;
 }
 
+// In a jit function (FactorRule::Nested): a loop's constant is one array with the bodies'
+// parameter for it; a carry with the bodies' parameters for it, the body's result for it and
+// the loop's result (the sharding it has must hold at every iteration). A conditional's
+// operand is one with each branch's parameter for it, its result with each branch's result.
+namespace {
+
+int numConsts(const Eqn &e) { return (int)e.intParam("num_consts"); }
+
+FactorRule loopTies(const Eqn &e) {
+  FactorRule r{FactorRule::Nested, {}, {}};
+  const int consts = numConsts(e), first = e.prim == Prim::Loop ? 1 : 0;  // (a loop's body takes i first)
+  const int body = (int)e.bodies.size() - 1;
+  for (int k = 0; k < (int)e.ins.size(); ++k) {
+    std::vector<Tied> group = {{Tied::In, k}};
+    for (int b = 0; b <= body; ++b) group.push_back({Tied::Param, k + (b == body ? first : 0), b});
+    if (k >= consts) group.insert(group.end(), {{Tied::Result, k - consts, body}, {Tied::Out, k - consts}});
+    r.ties.push_back(group);
+  }
+  return r;
+}
+
+FactorRule condTies(const Eqn &e) {
+  FactorRule r{FactorRule::Nested, {}, {}};
+  for (int k = 1; k < (int)e.ins.size(); ++k) r.ties.push_back({{Tied::In, k}, {Tied::Param, k - 1, 0}, {Tied::Param, k - 1, 1}});
+  for (int k = 0; k < (int)e.outs.size(); ++k) r.ties.push_back({{Tied::Out, k}, {Tied::Result, k, 0}, {Tied::Result, k, 1}});
+  return r;
+}
+
+} // namespace
+
 template <> const Rules &define<Prim::Loop>() {
   static const Rules r{
       .shape = [](ShapeCtx &c) {  // body (i: i32[], consts..., carries...) -> carries
@@ -117,7 +147,7 @@ template <> const Rules &define<Prim::Loop>() {
       .transpose = [](TransposeCtx &c) { c.T.loopRule(c.le); },
       .lower = [](FuncEmitter &fe, size_t i) { return fe.emitLoop(fe.f.eqns[i]); },
       .scalar = nullptr,
-      .sharding = unsupportedInJit,
+      .sharding = loopTies,
   };
   return r;
 }
@@ -144,7 +174,7 @@ template <> const Rules &define<Prim::While>() {
       .transpose = notLinear,
       .lower = [](FuncEmitter &fe, size_t i) { return fe.emitWhile(fe.f.eqns[i]); },
       .scalar = nullptr,
-      .sharding = unsupportedInJit,
+      .sharding = loopTies,
   };
   return r;
 }
@@ -167,7 +197,7 @@ template <> const Rules &define<Prim::Cond>() {
       .transpose = [](TransposeCtx &c) { c.T.condRule(c.le); },
       .lower = [](FuncEmitter &fe, size_t i) { return fe.emitCond(fe.f.eqns[i]); },
       .scalar = nullptr,
-      .sharding = unsupportedInJit,
+      .sharding = condTies,
   };
   return r;
 }

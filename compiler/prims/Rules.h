@@ -61,14 +61,27 @@ struct Factor {
   ir::Prim combine = ir::Prim::Psum;  // a reduced factor's collective
   int64_t size = 0;                   // a part's size; 0: whole dimensions
 };
+// A value a loop or conditional passes on (kind Nested below): its operand, its result, or a
+// parameter or result of one of its bodies.
+struct Tied {
+  enum Of { In, Out, Param, Result } of;
+  int index = 0;
+  int body = 0;  // (Param, Result)
+};
+ir::Value *tiedValue(const ir::Eqn &e, const Tied &t);
+
 struct FactorRule {
   enum Kind {
     Factors,      // the factors below; a dimension in none of them is unsharded
     Free,         // every result dimension may take any sharding, with no communication (a splat)
     Replicated,   // computed whole on every device: operands and results unsharded
-    Unsupported,  // not in a jit function (yet): collectives, effects, loops, conditionals
+    Nested,       // a loop or conditional: its bodies are propagated and partitioned with the
+                  // function, and each group in `ties` is one array (an operand, what the bodies
+                  // see of it and give back, the result): one sharding, each dimension one factor
+    Unsupported,  // not in a jit function (yet): collectives, effects, calls that remain
   } kind = Factors;
   std::vector<Factor> factors;
+  std::vector<std::vector<Tied>> ties;
 };
 
 struct Rules {

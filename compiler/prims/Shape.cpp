@@ -48,7 +48,7 @@ FactorRule reshapeFactors(const Eqn &e) {
     while (pi != pj) {
       if (pi < pj && i < in.size()) pi *= in[i++];
       else if (pj < pi && j < out.size()) pj *= out[j++];
-      else return FactorRule{FactorRule::Replicated, {}};  // (a zero-size dimension)
+      else return FactorRule{FactorRule::Replicated, {}, {}};  // (a zero-size dimension)
     }
     while (i < in.size() && in[i] == 1 && j < out.size() && out[j] == 1) ++i, ++j;  // (1-dims: own groups)
     // What is left of the current dimension on each side, and the product before it.

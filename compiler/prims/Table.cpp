@@ -41,7 +41,17 @@ FactorRule elementwiseFactors(const Eqn &e) {
   return r;
 }
 
-FactorRule replicatedFactors(const Eqn &) { return FactorRule{FactorRule::Replicated, {}}; }
-FactorRule unsupportedInJit(const Eqn &) { return FactorRule{FactorRule::Unsupported, {}}; }
+Value *tiedValue(const Eqn &e, const Tied &t) {
+  switch (t.of) {
+  case Tied::In: return e.ins[(size_t)t.index];
+  case Tied::Out: return e.outs[(size_t)t.index];
+  case Tied::Param: return e.bodies[(size_t)t.body]->params[(size_t)t.index];
+  case Tied::Result: return e.bodies[(size_t)t.body]->results[(size_t)t.index];
+  }
+  return nullptr;
+}
+
+FactorRule replicatedFactors(const Eqn &) { return FactorRule{FactorRule::Replicated, {}, {}}; }
+FactorRule unsupportedInJit(const Eqn &) { return FactorRule{FactorRule::Unsupported, {}, {}}; }
 
 } // namespace shmapc::prims

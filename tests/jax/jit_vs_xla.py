@@ -1,6 +1,7 @@
 """The communication of shmapc's partitioned jit functions against XLA's (issue 13): each jit
-function of samples/jit_layers.smp and tests/run/jit_seed001.smp is compiled by jax.jit with
-the same shardings (as JAX can write them: see tests/jax/twins/jit_seed001.py), and the
+function of samples/jit_layers.smp, tests/run/jit_seed001.smp and tests/run/jit_control.smp is
+compiled by jax.jit with the same shardings (as JAX can write them: see
+tests/jax/twins/jit_seed001.py), and the
 collectives of XLA's compiled (SPMD-partitioned) HLO are compared with those shmapc reports
 for its shmap (`--emit=comm`), by the bytes each device puts into collectives (its input to
 each: an all-gather's block, an all-reduce's array). shmapc must never put in more than XLA;
@@ -24,6 +25,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROGRAM = os.path.join(ROOT, "samples", "jit_layers.smp")
 SEED001 = os.path.join(ROOT, "tests", "run", "jit_seed001.smp")
+CONTROL = os.path.join(ROOT, "tests", "run", "jit_control.smp")
 
 
 def mesh(**axes):
@@ -114,6 +116,18 @@ SEED001_CASES = {
 }
 
 
+# Loops and conditionals (tests/run/jit_control.smp): each collective counted once, as both
+# listings show a loop's body once.
+CONTROL_CASES = {
+    "layers": (lambda x, w: jax.lax.fori_loop(0, 3, lambda k, h: jnp.tanh(h @ w), x), (S("X", "Y"), S("Y", None)),
+               None, (f32(8, 16), f32(16, 16))),
+    "halve_until_small": (lambda a: jax.lax.while_loop(lambda b: jnp.sum(b * b) > 1.0, lambda b: b * 0.5, a),
+                          (S("X", "Y"),), None, (f32(8, 4),)),
+    "choose": (lambda a, s: jax.lax.cond(s > 0.0, lambda: a * s, lambda: jnp.sin(a)), (S("X"), S()), None,
+               (f32(8, 4), f32())),
+}
+
+
 def nbytes(dtype, dims):
     return BYTES[dtype] * int(np.prod([int(d) for d in dims.split(",") if d] or [1]))
 
@@ -174,7 +188,7 @@ def main():
     ap.add_argument("--shmapc", required=True)
     a = ap.parse_args()
     failed = total = 0
-    for program, cases in ((PROGRAM, CASES), (SEED001, SEED001_CASES)):
+    for program, cases in ((PROGRAM, CASES), (SEED001, SEED001_CASES), (CONTROL, CONTROL_CASES)):
         print("== " + os.path.relpath(program, ROOT))
         ours = shmapc_collectives(a.shmapc, program)
         for name, (fn, ins, out, args) in cases.items():
@@ -184,7 +198,7 @@ def main():
             verdict = "FAIL" if mb > xb else "ok  "
             failed += mb > xb
             total += 1
-            print("%s %-13s shmapc %5d B a device in %s; XLA %5d B in %s%s" % (
+            print("%s %-17s shmapc %5d B a device in %s; XLA %5d B in %s%s" % (
                 verdict, name, mb, [op for op, _ in mine], xb, [op for op, _ in xla],
                 " (fewer)" if mb < xb else ""))
     print("%d of %d jit functions put more into collectives than XLA" % (failed, total))
