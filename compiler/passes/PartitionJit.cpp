@@ -290,12 +290,8 @@ private:
       }
     // A dimension sharded along the first of the axes it is to be (evenly) only needs them
     // all: each device slices its block further.
-    auto refines = [&](size_t d) {
-      const std::vector<int> a = split_.axes(now[d]), b = split_.axes(to[d]);
-      return even(v->type.shape[d], to[d]) && a.size() < b.size() && std::equal(a.begin(), a.end(), b.begin());
-    };
     for (size_t d = 0; d < now.size(); ++d) {
-      if (now[d] == to[d] || now[d].empty() || refines(d)) continue;
+      if (now[d] == to[d] || now[d].empty() || refines(v->type.shape[d], now[d], to[d])) continue;
       Type t = x->type;
       t.vary = 0;
       t.shape[d] *= shardCount(now[d]);
@@ -419,21 +415,17 @@ private:
     }
     std::vector<std::vector<Refs>> computed = outs;  // the local computation's result shardings
     if (scatterDim >= 0) computed[0][(size_t)scatterDim].clear();
-    Refs used;
-    for (const prims::Factor &f : rule.factors)
-      for (const prims::DimRef &r : f.outs) {
-        const Refs a = partOf(computed[(size_t)r.value], r, f);
-        used.insert(used.end(), a.begin(), a.end());
-      }
+    std::vector<Refs> axes(rule.factors.size());
+    chooseFactorAxes(e, rule, computed, scatterDim, axes);
+    Refs used;  // (the axes of the factors with result dimensions: a reduced one may not take them)
+    for (size_t k = 0; k < rule.factors.size(); ++k)
+      if (!rule.factors[k].outs.empty()) used.insert(used.end(), axes[k].begin(), axes[k].end());
     auto isUsed = [&](const AxisRef &a) {
       return std::any_of(used.begin(), used.end(), [&](const AxisRef &u) { return u.overlaps(a); });
     };
-    std::vector<Refs> axes(rule.factors.size());
     for (size_t k = 0; k < rule.factors.size(); ++k) {
       const prims::Factor &f = rule.factors[k];
-      if (!f.outs.empty()) {
-        axes[k] = partOf(computed[(size_t)f.outs[0].value], f.outs[0], f);
-      } else if (!f.ins.empty()) {
+      if (f.outs.empty() && !f.ins.empty()) {
         const Refs first = partOf(held_.at(e.ins[(size_t)f.ins[0].value]).dims, f.ins[0], f);
         if (std::none_of(first.begin(), first.end(), isUsed)) axes[k] = first;
         used.insert(used.end(), axes[k].begin(), axes[k].end());
@@ -505,6 +497,70 @@ private:
     }
     held_[e.outs[0]] = {out, result[0]};
     for (size_t o = 1; o < e.outs.size(); ++o) held_[e.outs[o]] = {outsLocal[o], result[o]};
+  }
+
+  // The bytes a device puts into collectives to move dimension d of v, held in `dims`, to
+  // `to` (the other dimensions kept): none when it is sharded as `to` already, unsharded
+  // (each device slices its block) or along the first of `to`'s axes; else its block (a
+  // gather).
+  int64_t moveBytes(const Value *v, const std::vector<Refs> &dims, size_t d, const Refs &to) const {
+    if (dims[d] == to || dims[d].empty() || refines(v->type.shape[d], dims[d], to)) return 0;
+    int64_t bytes = v->type.byteSize();
+    for (const Refs &r : dims) bytes /= shardCount(r);
+    return bytes;
+  }
+
+  bool refines(int64_t n, const Refs &from, const Refs &to) const {
+    const std::vector<int> a = split_.axes(from), b = split_.axes(to);
+    return even(n, to) && a.size() < b.size() && std::equal(a.begin(), a.end(), b.begin());
+  }
+
+  // Each factor with result dimensions is computed in its result's sharding, or in an
+  // operand's where that moves fewer bytes (the operands moved there, plus the result moved to
+  // its own after): of a * b held {"z", "y"} and {"z"} whose result is to be unsharded, the
+  // product is computed split and gathered once, not after gathering both. An operand's
+  // sharding competes only if no other factor has or is to have its axes; a reshape's parts
+  // and a result dimension psum_scatter splits keep the result's.
+  void chooseFactorAxes(const Eqn &e, const prims::FactorRule &rule, const std::vector<std::vector<Refs>> &computed,
+                        int scatterDim, std::vector<Refs> &axes) const {
+    Refs taken;  // the axes of the factors chosen so far and the result's of those to come
+    for (const prims::Factor &f : rule.factors)
+      for (const prims::DimRef &r : f.outs) {
+        const Refs a = partOf(computed[(size_t)r.value], r, f);
+        taken.insert(taken.end(), a.begin(), a.end());
+      }
+    for (size_t k = 0; k < rule.factors.size(); ++k) {
+      const prims::Factor &f = rule.factors[k];
+      if (f.outs.empty()) continue;
+      const Refs own = partOf(computed[(size_t)f.outs[0].value], f.outs[0], f);
+      axes[k] = own;
+      const bool scatters = f.outs[0].value == 0 && f.outs[0].dim == scatterDim;
+      if (f.size || scatters) continue;
+      auto cost = [&](const Refs &c) {
+        int64_t bytes = 0;
+        for (const prims::DimRef &r : f.ins) {
+          const Value *in = e.ins[(size_t)r.value];
+          bytes += moveBytes(in, held_.at(in).dims, (size_t)r.dim, c);
+        }
+        for (const prims::DimRef &r : f.outs) {
+          std::vector<Refs> at = computed[(size_t)r.value];
+          at[(size_t)r.dim] = c;
+          bytes += moveBytes(e.outs[(size_t)r.value], at, (size_t)r.dim, computed[(size_t)r.value][(size_t)r.dim]);
+        }
+        return bytes;
+      };
+      int64_t best = cost(own);
+      for (const prims::DimRef &r : f.ins) {
+        const Refs c = held_.at(e.ins[(size_t)r.value]).dims[(size_t)r.dim];
+        const bool clash = std::any_of(c.begin(), c.end(), [&](const AxisRef &a) {
+          return std::any_of(taken.begin(), taken.end(), [&](const AxisRef &t) { return t.overlaps(a); }) &&
+                 std::none_of(own.begin(), own.end(), [&](const AxisRef &o) { return o.overlaps(a); });
+        });
+        const int64_t bytes = clash ? best : cost(c);
+        if (bytes < best) best = bytes, axes[k] = c;
+      }
+      taken.insert(taken.end(), axes[k].begin(), axes[k].end());
+    }
   }
 
   // What a padded element must be for the reduction `combine` finishes not to see it.

@@ -102,6 +102,8 @@ SEED001_CASES = {
               None, (f32(4, 8), f32(4, 8), f32(4, 8))),
     "closed": (lambda a, b: jnp.sin(a + b), (N(xyz, "x", ("z", "y")), N(xyz, "x", "z")), N(xyz, "x", ("z", "y")),
                (f32(4, 8), f32(4, 8))),
+    "conflict": (lambda a, b: a * b, (N(xyz, "x", ("z", "y")), N(xyz, "x", "z")), N(xyz, "x"),
+                 (f32(4, 8), f32(4, 8))),
     # ({"x"} and the result's {"x":(1)2} on x=4 as axes of the mesh x1=2, x2=2)
     "rows": (lambda v: jnp.sum(jnp.sin(v.reshape(2, 4)), axis=1), (N(x_split, ("x1", "x2")),), N(x_split, "x1"),
              (f32(8),)),

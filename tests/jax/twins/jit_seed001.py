@@ -27,6 +27,8 @@ xz = twin.mesh(("x", 2), ("z", 3))
 basic = jax.jit(lambda a, b, c: (a + b) * c,
                 in_shardings=(S(xyz, "x", ("z", "y")), S(xyz, "x", ("z", "y")), S(xyz, "x", None)))
 closed = jax.jit(lambda a, b: jnp.sin(a + b), in_shardings=(S(xyz, "x", ("z", "y")), S(xyz, "x", "z")))
+conflict = jax.jit(lambda a, b: a * b, in_shardings=(S(xyz, "x", ("z", "y")), S(xyz, "x", "z")),
+                   out_shardings=S(xyz, "x"))
 rows = jax.jit(lambda v: jnp.sum(jnp.sin(v.reshape(2, 4)), axis=1), in_shardings=S(mesh_x, "x"))
 sub_axis = jax.jit(lambda a, w: jnp.tanh(a) @ w, in_shardings=(S(xy_split, "x", "y2"), S(xy_split)),
                    out_shardings=S(xy_split, "x"))
@@ -66,6 +68,7 @@ def check(t):
     b = jnp.cos(iota(32).reshape(4, 8))
     t.close("basic", basic(a, b, a * b))
     t.close("closed", closed(a, b))
+    t.close("conflict", conflict(a, b))
     v = iota(8) * 0.3
     t.close("rows", rows(v))
     w = iota(24).reshape(8, 3) * 0.1 - 1.0
