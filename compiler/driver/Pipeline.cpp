@@ -48,6 +48,7 @@ void markUntyped(ir::Func &f) {
 
 void applyShmapFlags(const CompileOptions &opts, ir::Module &m) {
   m.naiveTranspose = opts.naiveTranspose;
+  m.jitWhole = opts.jitWhole;
   for (auto &f : m.funcs) {
     if (!f->isShmapBody) continue;
     if (opts.explicitPbroadcast) f->autoPbroadcast = false;

@@ -23,6 +23,7 @@ struct CompileOptions {
   bool explicitPbroadcast = false;     // every shmap as if auto_pbroadcast=false
   bool noCheckVma = false;             // every shmap as if check_vma=false
   bool naiveTranspose = false;         // --transpose=naive: pre-seed-000 transposition
+  bool jitWhole = false;               // --jit-whole: run jit functions unpartitioned
   bool mpi = false;                    // --mpi: link the MPI runtime (runtime/ranks.h)
   // Hooks for the fuzzer (tests/fuzz), which must not read files: the program text, named
   // `input` in diagnostics, instead of reading `input`; and how an import finds its module

@@ -45,6 +45,8 @@ void addCompileOptions(CLI::App *cmd, Args &a) {
   cmd->add_flag("--mpi", a.opts.mpi,
                 "link the MPI runtime: run the program under mpirun, each rank running --devices-per-rank "
                 "of every mesh's devices (docs/runtime.md)");
+  cmd->add_flag("--jit-whole", a.opts.jitWhole,
+                "run every jit function whole on the host, unpartitioned (the reference for its partitioned run)");
   cmd->add_option("--transpose", a.transpose,
                   "optimal (default: seed 000's rules) or naive (psum defensively, for comparison)")
       ->check(CLI::IsMember({"optimal", "naive"}));

@@ -223,6 +223,7 @@ struct Module {
   std::vector<std::unique_ptr<Func>> funcs;  // every Func, nested bodies included
   Func *main = nullptr;
   bool naiveTranspose = false;  // --transpose=naive: transpose shmaps as before seed 000
+  bool jitWhole = false;        // --jit-whole: no jit function partitioned (each runs on the host)
   std::vector<JitFunc> jits;    // the @jit functions, as declared
   Func *newFunc(const std::string &name);
 };

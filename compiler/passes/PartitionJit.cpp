@@ -603,6 +603,7 @@ private:
 } // namespace
 
 void partitionJit(Module &m, Diagnostics &) {
+  if (m.jitWhole) return;
   for (JitFunc &j : m.jits)
     if (j.func && j.notPartitioned.empty() && !j.propagated.empty()) Partitioner(m, j).run();
 }
