@@ -11,8 +11,12 @@
 //   axes) leaves each device a partial result: psum (pmax, pmin) over those axes finishes it,
 //   or psum_scatter where a result dimension is to be sharded along the same axes (each device
 //   computes that dimension whole from its shards; the sum comes split).
+// - Which axes each factor is computed along (its result's, an operand's, none) is chosen so
+//   that the bytes each device puts into collectives are fewest (chooseAxes).
 // - A primitive computed whole takes its operands unsharded and gives its result unsharded; a
 //   splat constant is made at its local shape.
+// - Sub-axes: the shmap runs on the mesh split at them (SplitMesh). Uneven dimensions: padded
+//   (blockSize). Loops and conditionals: their bodies partitioned too (partitionNested).
 //
 // The shmap then goes through the pipeline as one the user wrote: variance inference (which
 // types every value and inserts pbroadcasts), autodiff with seed 000's transposes, and the
@@ -265,51 +269,96 @@ private:
     return emit(Prim::Select, {real, x, constant(identity, x->type.dtype, shape)}, t, {}, f_.loc);
   }
 
-  // v's local value in sharding `to`: the dimensions sharded otherwise gathered, then sliced.
-  Value *moved(const Value *v, const std::vector<Refs> &to) {
-    Held h = held_.at(v);
-    if (h.dims == to) return h.local;
-    Value *x = h.local;
-    std::vector<Refs> now = h.dims;
-    // Axes that move from one dimension to another (from an unsharded one to one that is to
-    // be unsharded): all_to_all, which sends each device only the parts others keep.
+  // One step of moving a value from one sharding to another (planMove).
+  struct MoveStep {
+    Prim prim;             // AllToAll, AllGatherInvariant or Pscatter
+    size_t dim = 0;        // the dimension split (all_to_all), gathered, or sliced
+    size_t from = 0;       // all_to_all: the dimension its axes leave (gathered)
+    Refs axes;             // the axes moved or gathered; pscatter: those the dimension is to have
+    Refs before;           // pscatter: those it had (a prefix of `axes`)
+  };
+
+  // How v moves from sharding `now` to `to`: axes that go from one dimension to another (from
+  // an unsharded one to one that is to be unsharded) by all_to_all, which sends each device
+  // only the parts others keep; other dimensions sharded otherwise gathered, unless sharded
+  // along the first of the axes they are to be (evenly); then each device slices its block.
+  std::vector<MoveStep> planMove(const Value *v, std::vector<Refs> now, const std::vector<Refs> &to) const {
+    std::vector<MoveStep> steps;
     for (size_t from = 0; from < now.size(); ++from)
       for (size_t d = 0; d < now.size(); ++d) {
         if (d == from || now[from].empty() || now[from] != to[d] || !now[d].empty() || !to[from].empty()) continue;
-        x = pad(x, d, blockSize(v->type.shape[d], now[from]) * shardCount(now[from]));
-        Type t = x->type;
-        t.vary = 0;
-        t.shape[from] *= shardCount(now[from]);
-        t.shape[d] /= shardCount(now[from]);
-        x = emit(Prim::AllToAll, {x}, t,
-                 {{"axes", axesParam(now[from])}, {"split_axis", (int64_t)d}, {"concat_axis", (int64_t)from}, {"tiled", (int64_t)1}},
-                 f_.loc);
-        x = unpad(x, from, v->type.shape[from]);
+        steps.push_back({Prim::AllToAll, d, from, now[from], {}});
         now[d] = now[from];
         now[from].clear();
       }
-    // A dimension sharded along the first of the axes it is to be (evenly) only needs them
-    // all: each device slices its block further.
     for (size_t d = 0; d < now.size(); ++d) {
       if (now[d] == to[d] || now[d].empty() || refines(v->type.shape[d], now[d], to[d])) continue;
-      Type t = x->type;
-      t.vary = 0;
-      t.shape[d] *= shardCount(now[d]);
-      x = emit(Prim::AllGatherInvariant, {x}, t, {{"axes", axesParam(now[d])}, {"axis", (int64_t)d}, {"tiled", (int64_t)1}},
-               f_.loc);
-      x = unpad(x, d, v->type.shape[d]);
+      steps.push_back({Prim::AllGatherInvariant, d, 0, now[d], {}});
       now[d].clear();
     }
-    for (size_t d = 0; d < now.size(); ++d) {
-      if (now[d] == to[d]) continue;
-      const std::vector<int> all = split_.axes(to[d]);
-      const std::vector<int64_t> rest(all.begin() + (ptrdiff_t)split_.axes(now[d]).size(), all.end());
-      x = pad(x, d, blockSize(v->type.shape[d], to[d]) * (shardCount(to[d]) / shardCount(now[d])));
+    for (size_t d = 0; d < now.size(); ++d)
+      if (now[d] != to[d]) steps.push_back({Prim::Pscatter, d, 0, to[d], now[d]});
+    return steps;
+  }
+
+  bool refines(int64_t n, const Refs &from, const Refs &to) const {
+    const std::vector<int> a = split_.axes(from), b = split_.axes(to);
+    return even(n, to) && a.size() < b.size() && std::equal(a.begin(), a.end(), b.begin());
+  }
+
+  // The bytes of v's block on one device in sharding `dims`.
+  static int64_t localBytes(const Value *v, const std::vector<Refs> &dims) {
+    int64_t bytes = dtypeSize(v->type.dtype);
+    for (size_t d = 0; d < dims.size(); ++d) bytes *= blockSize(v->type.shape[d], dims[d]);
+    return bytes;
+  }
+
+  // The bytes a device puts into collectives to move v from `now` to `to`: its block, for
+  // each all_to_all and gather.
+  int64_t moveBytes(const Value *v, std::vector<Refs> now, const std::vector<Refs> &to) const {
+    int64_t bytes = 0;
+    for (const MoveStep &s : planMove(v, now, to)) {
+      if (s.prim == Prim::Pscatter) continue;
+      bytes += localBytes(v, now);
+      if (s.prim == Prim::AllToAll) now[s.dim] = s.axes;
+      now[s.prim == Prim::AllToAll ? s.from : s.dim].clear();
+    }
+    return bytes;
+  }
+
+  // v's local value in sharding `to` (planMove's steps; an uneven dimension padded before it
+  // is split and sliced to its size after it is gathered).
+  Value *moved(const Value *v, const std::vector<Refs> &to) {
+    const Held h = held_.at(v);
+    Value *x = h.local;
+    for (const MoveStep &s : planMove(v, h.dims, to)) {
+      const size_t d = s.dim;
       Type t = x->type;
       t.vary = 0;
-      t.shape[d] = blockSize(v->type.shape[d], to[d]);
-      x = emit(Prim::Pscatter, {x}, t, {{"axes", rest}, {"axis", (int64_t)d}, {"tiled", (int64_t)1}}, f_.loc);
-      now[d] = to[d];
+      if (s.prim == Prim::AllToAll) {
+        x = pad(x, d, blockSize(v->type.shape[d], s.axes) * shardCount(s.axes));
+        t = x->type;
+        t.vary = 0;
+        t.shape[s.from] *= shardCount(s.axes);
+        t.shape[d] /= shardCount(s.axes);
+        x = emit(Prim::AllToAll, {x}, t,
+                 {{"axes", axesParam(s.axes)}, {"split_axis", (int64_t)d}, {"concat_axis", (int64_t)s.from}, {"tiled", (int64_t)1}},
+                 f_.loc);
+        x = unpad(x, s.from, v->type.shape[s.from]);
+      } else if (s.prim == Prim::AllGatherInvariant) {
+        t.shape[d] *= shardCount(s.axes);
+        x = emit(Prim::AllGatherInvariant, {x}, t, {{"axes", axesParam(s.axes)}, {"axis", (int64_t)d}, {"tiled", (int64_t)1}},
+                 f_.loc);
+        x = unpad(x, d, v->type.shape[d]);
+      } else {
+        const std::vector<int> all = split_.axes(s.axes);
+        const std::vector<int64_t> rest(all.begin() + (ptrdiff_t)split_.axes(s.before).size(), all.end());
+        x = pad(x, d, blockSize(v->type.shape[d], s.axes) * (shardCount(s.axes) / shardCount(s.before)));
+        t = x->type;
+        t.vary = 0;
+        t.shape[d] = blockSize(v->type.shape[d], s.axes);
+        x = emit(Prim::Pscatter, {x}, t, {{"axes", rest}, {"axis", (int64_t)d}, {"tiled", (int64_t)1}}, f_.loc);
+      }
     }
     return x;
   }
@@ -397,170 +446,184 @@ private:
     return f.size ? projectAxes(dims[(size_t)r.dim], r.pre, f.size) : dims[(size_t)r.dim];
   }
 
-  // Each factor takes its result dimension's axes, or (reduced) its first operand's where no
-  // other factor uses them; the operands are moved to those.
-  void partitionFactors(const Eqn &e, const prims::FactorRule &rule, Eqn local) {
-    std::vector<std::vector<Refs>> outs;
-    for (const Value *o : e.outs) outs.push_back(target(o));
-    // A sum over a factor sharded along the same axes as a result dimension (the reduce-
-    // scatter matmul, Tmp[B_X, F_Y] *F W[F_Y, D] -> Out[B_X, D_Y]): each device computes that
-    // dimension whole from its shards, and psum_scatter sums and splits it at once.
-    int scatterDim = -1;
-    Refs scatterAxes;
-    for (const prims::Factor &f : rule.factors) {
-      if (!f.outs.empty() || f.ins.empty() || f.combine != Prim::Psum || e.outs.size() != 1) continue;
-      const Refs k = partOf(held_.at(e.ins[(size_t)f.ins[0].value]).dims, f.ins[0], f);
-      for (size_t d = 0; d < outs[0].size() && !k.empty() && scatterDim < 0; ++d)
-        if (outs[0][d] == k && even(e.outs[0]->type.shape[d], k)) scatterDim = (int)d, scatterAxes = k;
-    }
-    std::vector<std::vector<Refs>> computed = outs;  // the local computation's result shardings
-    if (scatterDim >= 0) computed[0][(size_t)scatterDim].clear();
-    std::vector<Refs> axes(rule.factors.size());
-    chooseFactorAxes(e, rule, computed, scatterDim, axes);
-    Refs used;  // (the axes of the factors with result dimensions: a reduced one may not take them)
-    for (size_t k = 0; k < rule.factors.size(); ++k)
-      if (!rule.factors[k].outs.empty()) used.insert(used.end(), axes[k].begin(), axes[k].end());
-    auto isUsed = [&](const AxisRef &a) {
-      return std::any_of(used.begin(), used.end(), [&](const AxisRef &u) { return u.overlaps(a); });
-    };
-    for (size_t k = 0; k < rule.factors.size(); ++k) {
-      const prims::Factor &f = rule.factors[k];
-      if (f.outs.empty() && !f.ins.empty()) {
-        const Refs first = partOf(held_.at(e.ins[(size_t)f.ins[0].value]).dims, f.ins[0], f);
-        if (std::none_of(first.begin(), first.end(), isUsed)) axes[k] = first;
-        used.insert(used.end(), axes[k].begin(), axes[k].end());
-      }
-    }
-    for (size_t k = 0; k < rule.factors.size(); ++k)  // (a reshape's part is never padded)
-      if (rule.factors[k].size && rule.factors[k].size % shardCount(axes[k]) != 0) axes[k].clear();
-    keepWholeParts(rule, axes);
-    // The operands' and the local results' shardings: each dimension its factors' axes.
-    std::vector<std::vector<Refs>> want(e.ins.size());
-    for (size_t i = 0; i < e.ins.size(); ++i) want[i].resize((size_t)e.ins[i]->type.rank());
-    std::vector<std::vector<Refs>> result(e.outs.size());
-    for (size_t o = 0; o < e.outs.size(); ++o) result[o].resize((size_t)e.outs[o]->type.rank());
+  // What computing an equation with each factor along given axes asks: the operands'
+  // shardings, the local result's, and whether a reduced factor is finished by psum_scatter
+  // (a result dimension is to be sharded along its axes and is computed whole: the reduce-
+  // scatter matmul, Tmp[B_X, F_Y] *F W[F_Y, D] -> Out[B_X, D_Y]).
+  struct Assignment {
+    std::vector<Refs> axes;                         // each factor's
+    std::vector<std::vector<Refs>> want, result;
+    int scatterFactor = -1, scatterDim = -1;
+  };
+
+  Assignment assign(const Eqn &e, const prims::FactorRule &rule, std::vector<Refs> axes,
+                    const std::vector<std::vector<Refs>> &outs) const {
+    Assignment a;
+    a.want.resize(e.ins.size());
+    for (size_t i = 0; i < e.ins.size(); ++i) a.want[i].resize((size_t)e.ins[i]->type.rank());
+    a.result.resize(e.outs.size());
+    for (size_t o = 0; o < e.outs.size(); ++o) a.result[o].resize((size_t)e.outs[o]->type.rank());
     for (size_t k = 0; k < rule.factors.size(); ++k) {
       for (const prims::DimRef &r : rule.factors[k].ins) {
-        Refs &d = want[(size_t)r.value][(size_t)r.dim];
+        Refs &d = a.want[(size_t)r.value][(size_t)r.dim];
         d.insert(d.end(), axes[k].begin(), axes[k].end());
       }
       for (const prims::DimRef &r : rule.factors[k].outs) {
-        Refs &d = result[(size_t)r.value][(size_t)r.dim];
+        Refs &d = a.result[(size_t)r.value][(size_t)r.dim];
         d.insert(d.end(), axes[k].begin(), axes[k].end());
       }
     }
-    for (std::vector<Refs> &dims : want)
-      for (Refs &d : dims) d = mergeSubAxes(d);
-    for (std::vector<Refs> &dims : result)
-      for (Refs &d : dims) d = mergeSubAxes(d);
-    for (size_t i = 0; i < e.ins.size(); ++i) local.ins[i] = moved(e.ins[i], want[i]);
+    for (auto *list : {&a.want, &a.result})
+      for (std::vector<Refs> &dims : *list)
+        for (Refs &d : dims) d = mergeSubAxes(d);
+    for (size_t k = 0; k < rule.factors.size() && e.outs.size() == 1 && a.scatterFactor < 0; ++k) {
+      const prims::Factor &f = rule.factors[k];
+      if (!f.outs.empty() || axes[k].empty() || f.combine != Prim::Psum) continue;
+      for (size_t d = 0; d < outs[0].size(); ++d)
+        if (outs[0][d] == axes[k] && a.result[0][d].empty() && even(e.outs[0]->type.shape[d], axes[k])) {
+          a.scatterFactor = (int)k, a.scatterDim = (int)d;
+          break;
+        }
+    }
+    a.axes = std::move(axes);
+    return a;
+  }
+
+  // The bytes a device puts into collectives for an assignment: moving the operands, finishing
+  // the reduced factors (psum_scatter, then one psum / pmax / pmin each), moving the result to
+  // its sharding.
+  int64_t cost(const Eqn &e, const prims::FactorRule &rule, const Assignment &a,
+               const std::vector<std::vector<Refs>> &outs) const {
+    int64_t bytes = 0;
+    for (size_t i = 0; i < e.ins.size(); ++i) bytes += moveBytes(e.ins[i], held_.at(e.ins[i]).dims, a.want[i]);
+    std::vector<Refs> at = a.result[0];
+    if (a.scatterFactor >= 0) {
+      bytes += localBytes(e.outs[0], at);
+      at[(size_t)a.scatterDim] = a.axes[(size_t)a.scatterFactor];
+    }
+    std::set<Prim> combines;
+    for (size_t k = 0; k < rule.factors.size(); ++k)
+      if (rule.factors[k].outs.empty() && !a.axes[k].empty() && (int)k != a.scatterFactor)
+        combines.insert(rule.factors[k].combine);
+    bytes += (int64_t)combines.size() * localBytes(e.outs[0], at);
+    return bytes + moveBytes(e.outs[0], at, outs[0]);
+  }
+
+  // The axes each factor is computed along: of each factor's candidates (its result
+  // dimension's sharding, each operand's, none), the assignment that puts the fewest bytes
+  // into collectives, no axis used by two factors; at equal bytes the earliest (a factor with
+  // a result dimension in the result's sharding, a reduced one in its first operand's). So of
+  // a * b with a held {"z", "y"}, b {"z"} and the result to be whole, the product is computed
+  // split and gathered once; of lhs[B_X, D_Y] @ rhs[D, F_Y] -> [B_X, F_Y] lhs is gathered
+  // over Y (seed 002's collective matmul baseline) rather than rhs moved and the result
+  // reduce-scattered. A reshape's parts keep the result's (its dimensions split or merged).
+  std::vector<Refs> chooseAxes(const Eqn &e, const prims::FactorRule &rule,
+                               const std::vector<std::vector<Refs>> &outs) const {
+    std::vector<std::vector<Refs>> candidates(rule.factors.size());
+    bool parts = false;
+    for (size_t k = 0; k < rule.factors.size(); ++k) {
+      const prims::Factor &f = rule.factors[k];
+      parts = parts || f.size;
+      auto add = [&](const Refs &c) {
+        if (std::find(candidates[k].begin(), candidates[k].end(), c) == candidates[k].end()) candidates[k].push_back(c);
+      };
+      if (!f.outs.empty()) add(partOf(outs[(size_t)f.outs[0].value], f.outs[0], f));
+      for (const prims::DimRef &r : f.ins) add(partOf(held_.at(e.ins[(size_t)r.value]).dims, r, f));
+      add({});
+    }
+    std::vector<size_t> pick(rule.factors.size(), 0);
+    auto axesOf = [&](const std::vector<size_t> &p) {
+      std::vector<Refs> axes;
+      for (size_t k = 0; k < p.size(); ++k) axes.push_back(candidates[k][p[k]]);
+      return axes;
+    };
+    auto valid = [&](const std::vector<Refs> &axes) {
+      Refs seen;
+      for (const Refs &a : axes)
+        for (const AxisRef &r : a) {
+          if (std::any_of(seen.begin(), seen.end(), [&](const AxisRef &s) { return s.overlaps(r); })) return false;
+          seen.push_back(r);
+        }
+      return true;
+    };
+    int64_t combinations = 1;
+    for (const auto &c : candidates) combinations *= (int64_t)c.size();
+    if (parts || combinations > 4096) {  // (the first candidates, a reduced factor's if free)
+      std::vector<Refs> axes = axesOf(pick);
+      for (size_t k = 0; k < axes.size(); ++k) {
+        if (!rule.factors[k].outs.empty()) continue;
+        std::vector<Refs> without = axes;
+        without[k].clear();
+        if (!valid(axes)) axes = without;
+      }
+      return axes;
+    }
+    std::vector<Refs> best;
+    int64_t bestBytes = -1;
+    for (int64_t n = 0; n < combinations; ++n) {
+      int64_t rest = n;
+      for (size_t k = 0; k < pick.size(); ++k) {
+        pick[k] = (size_t)(rest % (int64_t)candidates[k].size());
+        rest /= (int64_t)candidates[k].size();
+      }
+      std::vector<Refs> axes = axesOf(pick);
+      if (!valid(axes)) continue;
+      const int64_t bytes = cost(e, rule, assign(e, rule, axes, outs), outs);
+      if (bestBytes < 0 || bytes < bestBytes) bestBytes = bytes, best = std::move(axes);
+    }
+    return best;
+  }
+
+  // Each factor computed along the axes chooseAxes picks; the operands moved to them.
+  void partitionFactors(const Eqn &e, const prims::FactorRule &rule, Eqn local) {
+    std::vector<std::vector<Refs>> outs;
+    for (const Value *o : e.outs) outs.push_back(target(o));
+    std::vector<Refs> axes = chooseAxes(e, rule, outs);
+    for (size_t k = 0; k < rule.factors.size(); ++k)  // (a reshape's part is never padded)
+      if (rule.factors[k].size && rule.factors[k].size % shardCount(axes[k]) != 0) axes[k].clear();
+    keepWholeParts(rule, axes);
+    Assignment a = assign(e, rule, std::move(axes), outs);
+    for (size_t i = 0; i < e.ins.size(); ++i) local.ins[i] = moved(e.ins[i], a.want[i]);
     for (size_t k = 0; k < rule.factors.size(); ++k) {  // (a reduction over padding)
       const prims::Factor &f = rule.factors[k];
-      if (!f.outs.empty() || axes[k].empty()) continue;
+      if (!f.outs.empty() || a.axes[k].empty()) continue;
       for (const prims::DimRef &r : f.ins) {
         const Value *in = e.ins[(size_t)r.value];
-        if (!even(in->type.shape[(size_t)r.dim], axes[k]))
-          local.ins[(size_t)r.value] = maskPadding(local.ins[(size_t)r.value], (size_t)r.dim, axes[k],
+        if (!even(in->type.shape[(size_t)r.dim], a.axes[k]))
+          local.ins[(size_t)r.value] = maskPadding(local.ins[(size_t)r.value], (size_t)r.dim, a.axes[k],
                                                    in->type.shape[(size_t)r.dim], identity(f.combine, in->type.dtype));
       }
     }
-    for (size_t o = 0; o < e.outs.size(); ++o) {
-      Value *v = body_->newValue(localType(e.outs[o]->type, result[o]), e.outs[o]->hint);
-      local.outs.push_back(v);
-    }
+    for (size_t o = 0; o < e.outs.size(); ++o)
+      local.outs.push_back(body_->newValue(localType(e.outs[o]->type, a.result[o]), e.outs[o]->hint));
     const std::vector<Value *> outsLocal = local.outs;
     Value *out = outsLocal[0];
     body_->eqns.push_back(std::move(local));
-    // The reduced factors finished by one collective each kind, over all their axes (a sum
-    // over two sharded dimensions is one psum over both, not a psum per dimension).
+    if (a.scatterFactor >= 0) {
+      const Refs &by = a.axes[(size_t)a.scatterFactor];
+      Type t = out->type;
+      t.shape[(size_t)a.scatterDim] /= shardCount(by);
+      out = emit(Prim::PsumScatter, {out}, t,
+                 {{"axes", axesParam(by)}, {"scatter_dimension", (int64_t)a.scatterDim}, {"tiled", (int64_t)1}}, e.loc);
+      a.result[0][(size_t)a.scatterDim] = by;
+    }
+    // The other reduced factors finished by one collective each kind, over all their axes (a
+    // sum over two sharded dimensions is one psum over both, not a psum per dimension).
     std::vector<std::pair<Prim, std::vector<int64_t>>> finish;
     for (size_t k = 0; k < rule.factors.size(); ++k) {
       const prims::Factor &f = rule.factors[k];
-      if (!f.outs.empty() || axes[k].empty() || axes[k] == scatterAxes) continue;
+      if (!f.outs.empty() || a.axes[k].empty() || (int)k == a.scatterFactor) continue;
       auto same = std::find_if(finish.begin(), finish.end(), [&](const auto &c) { return c.first == f.combine; });
       if (same == finish.end()) same = finish.insert(finish.end(), {f.combine, {}});
-      const std::vector<int64_t> more = axesParam(axes[k]);
+      const std::vector<int64_t> more = axesParam(a.axes[k]);
       same->second.insert(same->second.end(), more.begin(), more.end());
     }
     for (auto &[combine, list] : finish) {
       std::sort(list.begin(), list.end());  // (in mesh order, as a spec names them)
       out = emit(combine, {out}, out->type, {{"axes", list}}, e.loc);
     }
-    for (size_t k = 0; k < rule.factors.size(); ++k) {
-      const prims::Factor &f = rule.factors[k];
-      if (!f.outs.empty() || axes[k].empty() || axes[k] != scatterAxes) continue;
-      Type t = out->type;
-      t.shape[(size_t)scatterDim] /= shardCount(axes[k]);
-      out = emit(Prim::PsumScatter, {out}, t,
-                 {{"axes", axesParam(axes[k])}, {"scatter_dimension", (int64_t)scatterDim}, {"tiled", (int64_t)1}}, e.loc);
-      result[0][(size_t)scatterDim] = axes[k];
-    }
-    held_[e.outs[0]] = {out, result[0]};
-    for (size_t o = 1; o < e.outs.size(); ++o) held_[e.outs[o]] = {outsLocal[o], result[o]};
-  }
-
-  // The bytes a device puts into collectives to move dimension d of v, held in `dims`, to
-  // `to` (the other dimensions kept): none when it is sharded as `to` already, unsharded
-  // (each device slices its block) or along the first of `to`'s axes; else its block (a
-  // gather).
-  int64_t moveBytes(const Value *v, const std::vector<Refs> &dims, size_t d, const Refs &to) const {
-    if (dims[d] == to || dims[d].empty() || refines(v->type.shape[d], dims[d], to)) return 0;
-    int64_t bytes = v->type.byteSize();
-    for (const Refs &r : dims) bytes /= shardCount(r);
-    return bytes;
-  }
-
-  bool refines(int64_t n, const Refs &from, const Refs &to) const {
-    const std::vector<int> a = split_.axes(from), b = split_.axes(to);
-    return even(n, to) && a.size() < b.size() && std::equal(a.begin(), a.end(), b.begin());
-  }
-
-  // Each factor with result dimensions is computed in its result's sharding, or in an
-  // operand's where that moves fewer bytes (the operands moved there, plus the result moved to
-  // its own after): of a * b held {"z", "y"} and {"z"} whose result is to be unsharded, the
-  // product is computed split and gathered once, not after gathering both. An operand's
-  // sharding competes only if no other factor has or is to have its axes; a reshape's parts
-  // and a result dimension psum_scatter splits keep the result's.
-  void chooseFactorAxes(const Eqn &e, const prims::FactorRule &rule, const std::vector<std::vector<Refs>> &computed,
-                        int scatterDim, std::vector<Refs> &axes) const {
-    Refs taken;  // the axes of the factors chosen so far and the result's of those to come
-    for (const prims::Factor &f : rule.factors)
-      for (const prims::DimRef &r : f.outs) {
-        const Refs a = partOf(computed[(size_t)r.value], r, f);
-        taken.insert(taken.end(), a.begin(), a.end());
-      }
-    for (size_t k = 0; k < rule.factors.size(); ++k) {
-      const prims::Factor &f = rule.factors[k];
-      if (f.outs.empty()) continue;
-      const Refs own = partOf(computed[(size_t)f.outs[0].value], f.outs[0], f);
-      axes[k] = own;
-      const bool scatters = f.outs[0].value == 0 && f.outs[0].dim == scatterDim;
-      if (f.size || scatters) continue;
-      auto cost = [&](const Refs &c) {
-        int64_t bytes = 0;
-        for (const prims::DimRef &r : f.ins) {
-          const Value *in = e.ins[(size_t)r.value];
-          bytes += moveBytes(in, held_.at(in).dims, (size_t)r.dim, c);
-        }
-        for (const prims::DimRef &r : f.outs) {
-          std::vector<Refs> at = computed[(size_t)r.value];
-          at[(size_t)r.dim] = c;
-          bytes += moveBytes(e.outs[(size_t)r.value], at, (size_t)r.dim, computed[(size_t)r.value][(size_t)r.dim]);
-        }
-        return bytes;
-      };
-      int64_t best = cost(own);
-      for (const prims::DimRef &r : f.ins) {
-        const Refs c = held_.at(e.ins[(size_t)r.value]).dims[(size_t)r.dim];
-        const bool clash = std::any_of(c.begin(), c.end(), [&](const AxisRef &a) {
-          return std::any_of(taken.begin(), taken.end(), [&](const AxisRef &t) { return t.overlaps(a); }) &&
-                 std::none_of(own.begin(), own.end(), [&](const AxisRef &o) { return o.overlaps(a); });
-        });
-        const int64_t bytes = clash ? best : cost(c);
-        if (bytes < best) best = bytes, axes[k] = c;
-      }
-      taken.insert(taken.end(), axes[k].begin(), axes[k].end());
-    }
+    held_[e.outs[0]] = {out, a.result[0]};
+    for (size_t o = 1; o < e.outs.size(); ++o) held_[e.outs[o]] = {outsLocal[o], a.result[o]};
   }
 
   // What a padded element must be for the reduction `combine` finishes not to see it.

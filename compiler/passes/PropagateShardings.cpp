@@ -9,7 +9,8 @@
 // - At each equation, forward and backward: a factor whose dimensions include one with a
 //   sharding gives it to those without one (an open dimension with nothing yet), unless an
 //   axis it uses is already used by another dimension of that value or another factor of the
-//   equation.
+//   equation with result dimensions (a reduced factor's axes do not count: the partitioner
+//   then gathers its operand or sums the result, whichever moves fewer bytes).
 // - Conflicts (a factor's dimensions with different shardings) stay: the partitioner moves
 //   the operand. Which sharding the factor keeps is the stated rule: a closed (written)
 //   dimension's over a propagated one's, then the larger array's (moving the smaller moves
@@ -181,23 +182,26 @@ private:
         std::vector<std::vector<Entry>> entries(values[0]->type.shape.size());
         for (size_t d = 0; d < entries.size(); ++d)
           for (const Value *v : values) entries[d].push_back({v, (int)d});
-        changed |= propagateFactors(entries);
+        changed |= propagateFactors(entries, std::vector<bool>(entries.size(), false));
       }
       return changed;
     }
     if (rule.kind != prims::FactorRule::Factors) return false;
     std::vector<std::vector<Entry>> entries;
+    std::vector<bool> reduced;
     for (const prims::Factor &f : rule.factors) {
+      reduced.push_back(f.outs.empty());
       std::vector<Entry> es;
       for (const prims::DimRef &r : f.ins) es.push_back({e.ins[(size_t)r.value], r.dim, r.pre, f.size});
       for (const prims::DimRef &r : f.outs) es.push_back({e.outs[(size_t)r.value], r.dim, r.pre, f.size});
       entries.push_back(es);
     }
-    return propagateFactors(entries);
+    return propagateFactors(entries, reduced);
   }
 
   // The factors' dimensions give their shardings to those without one.
-  bool propagateFactors(const std::vector<std::vector<Entry>> &entries) {
+  bool propagateFactors(const std::vector<std::vector<Entry>> &entries, const std::vector<bool> &reduced) {
+    reduced_ = &reduced;
     bool changed = false;
     for (size_t k = 0; k < entries.size(); ++k) {
       const std::optional<View> from = chosen(entries[k]);
@@ -265,7 +269,9 @@ private:
       if ((int)d != en.dim && clash(st[d].axes)) return false;
     if (clash(head(en))) return false;
     for (size_t k = 0; k < entries.size(); ++k) {
-      if (k == factor) continue;
+      // (a reduced factor's axes do not keep a factor of the result from them: the
+      // partitioner then gathers the operand or sums the result, whichever moves less)
+      if (k == factor || (*reduced_)[k]) continue;
       for (const Entry &other : entries[k])
         if (clash(view(other).axes)) return false;
     }
@@ -275,6 +281,7 @@ private:
   JitFunc &j_;
   Func &f_;
   std::vector<const Eqn *> all_;
+  const std::vector<bool> *reduced_ = nullptr;  // (of the factors propagateFactors is at)
   std::vector<std::pair<const Value *, Sharding>> written_;
   std::map<const Value *, std::vector<DimState>> states_;
   std::map<const Value *, std::vector<AxisRef>> replicated_;

@@ -50,6 +50,12 @@ def mlp_loss(x, w1, w2):
     return jnp.mean(y * y)
 
 
+def moe(w, a, b):
+    mask = jax.nn.one_hot(b, 4).T
+    out = (mask[:, :, None] * a[None]) @ w
+    return jnp.sum(mask[:, :, None] * out, axis=0)
+
+
 # name in jit_layers.smp -> (function, in_shardings, out_shardings or None, argument shapes)
 def constrained(w_out, w_in, x):
     hidden = jnp.einsum("fd,bd->bf", w_in, x)
@@ -68,6 +74,14 @@ CASES = {
     "relayout": (lambda a: a * 2.0, (S("X", None),), S(None, "X"), (f32(8, 4),)),
     # seed 002's Problem 3.2: a reduce-scatter
     "down": (lambda t, w: t @ w, (S("X", "Y"), S("Y", None)), S("X", "Y"), (f32(8, 32), f32(32, 16))),
+    # seed 002's collective matmul baseline, Problem 3.3's block, Problem 2.2's MoE
+    "collective_baseline": (lambda lhs, rhs: lhs @ rhs, (S("X", "Y"), S(None, "Y")), S("X", "Y"),
+                            (f32(8, 16), f32(16, 32))),
+    "block": (lambda inp, w_in, w_out: jnp.tanh(inp @ w_in) @ w_out, (S("X", "Y"), S(None, "Y"), S("Y", None)),
+              S("X", "Y"), (f32(8, 16), f32(16, 32), f32(32, 16))),
+    # (the result: P("X", None), as propagation gives it)
+    "moe": (moe, (S("X", None, "Y"), S("X", "Y"), S("X")), S("X", None),
+            (f32(4, 8, 16), f32(8, 8), jax.ShapeDtypeStruct((8,), jnp.int32))),
     # seed 002's Problem 1: per-shard means, no communication
     "shard_means": (lambda a: jnp.mean(a.reshape(2, 4, 4), axis=1), (S("X", "Y"),), S("X", "Y"), (f32(8, 4),)),
 }
@@ -200,7 +214,7 @@ def main():
             verdict = "FAIL" if mb > xb else "ok  "
             failed += mb > xb
             total += 1
-            print("%s %-17s shmapc %5d B a device in %s; XLA %5d B in %s%s" % (
+            print("%s %-19s shmapc %5d B a device in %s; XLA %5d B in %s%s" % (
                 verdict, name, mb, [op for op, _ in mine], xb, [op for op, _ in xla],
                 " (fewer)" if mb < xb else ""))
     print("%d of %d jit functions put more into collectives than XLA" % (failed, total))

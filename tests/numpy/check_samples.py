@@ -415,7 +415,17 @@ def jit_layers():
     return {"layer row 0": (x @ w)[0], "loss": (y * y).mean(), "grad w1 row 3": g1[3], "grad w2": h.T @ dy,
             "moved": a + a * f32(10), "constrained row 5": ((x @ w_in.T) @ w.T)[5],
             "shard means": (a * a).reshape(2, 4, 4).mean(axis=1), "relayout": a * f32(2),
-            "down row 3": ((iota(256).reshape(8, 32) * f32(0.01)) @ (w_in * f32(2)))[3]}
+            "down row 3": ((iota(256).reshape(8, 32) * f32(0.01)) @ (w_in * f32(2)))[3],
+            "collective baseline row 2": (x @ w)[2], "block row 6": (np.tanh(x @ w) @ (w.T * f32(0.5)))[6],
+            "moe": moe_numpy()}
+
+
+def moe_numpy():
+    """Seed 002's Problem 2: Out[i] = W[B[i]] @ A[i], directly (no one-hot buffer)."""
+    we = np.sin(iota(512)).reshape(4, 8, 16)
+    ae = np.cos(iota(64)).reshape(8, 8)
+    routes = (np.arange(8) * 3) % 4
+    return np.stack([ae[i] @ we[routes[i]] for i in range(8)])
 
 
 def int_arith_numpy():

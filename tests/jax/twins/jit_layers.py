@@ -40,6 +40,21 @@ shard_means = jax.jit(lambda a: jnp.mean(a.reshape(2, 4, 4), axis=1), in_shardin
                       out_shardings=S("X", "Y"))
 
 
+collective_baseline = jax.jit(lambda lhs, rhs: lhs @ rhs, in_shardings=(S("X", "Y"), S(None, "Y")),
+                              out_shardings=S("X", "Y"))
+block = jax.jit(lambda inp, w_in, w_out: jnp.tanh(inp @ w_in) @ w_out,
+                in_shardings=(S("X", "Y"), S(None, "Y"), S("Y", None)), out_shardings=S("X", "Y"))
+
+
+def moe_fn(w, a, b):
+    mask = jax.nn.one_hot(b, 4).T
+    out = (mask[:, :, None] * a[None]) @ w
+    return jnp.sum(mask[:, :, None] * out, axis=0)
+
+
+moe = jax.jit(moe_fn, in_shardings=(S("X", None, "Y"), S("X", "Y"), S("X")))
+
+
 def check(t):
     x = iota(128).reshape(8, 16) * 0.01
     w = iota(512).reshape(16, 32) * 0.001 - 0.2
@@ -56,6 +71,11 @@ def check(t):
     t.close("shard means", shard_means(a * a))
     t.close("relayout", relayout(a))
     t.close("down row 3", down(iota(256).reshape(8, 32) * 0.01, w_in * 2.0)[3])
+    t.close("collective baseline row 2", collective_baseline(x, w)[2])
+    t.close("block row 6", block(x, w, w.T * 0.5)[6])
+    we = jnp.sin(iota(512).reshape(4, 8, 16))
+    ae = jnp.cos(iota(64).reshape(8, 8))
+    t.close("moe", moe(we, ae, (jnp.arange(8, dtype=jnp.int32) * 3) % 4))
 
 
 if __name__ == "__main__":
