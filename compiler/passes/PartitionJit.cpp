@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <string>
 #include <tuple>
 
 namespace shmapc::passes {
@@ -330,6 +331,17 @@ private:
   // is split and sliced to its size after it is gathered).
   Value *moved(const Value *v, const std::vector<Refs> &to) {
     const Held h = held_.at(v);
+    // (moved once per body: another use in the same sharding reads the same local value)
+    std::string key = std::to_string((uintptr_t)v) + "@" + std::to_string((uintptr_t)body_);
+    for (const Refs &d : to) {
+      key += "|";
+      for (const AxisRef &a : d) key += std::to_string(a.axis) + ":" + std::to_string(a.preSize) + ":" + std::to_string(a.size) + ",";
+    }
+    if (auto it = movedCache_.find(key); it != movedCache_.end()) return it->second;
+    return movedCache_[key] = move(v, h, to);
+  }
+
+  Value *move(const Value *v, const Held &h, const std::vector<Refs> &to) {
     Value *x = h.local;
     for (const MoveStep &s : planMove(v, h.dims, to)) {
       const size_t d = s.dim;
@@ -596,6 +608,7 @@ private:
     }
     for (size_t o = 0; o < e.outs.size(); ++o)
       local.outs.push_back(body_->newValue(localType(e.outs[o]->type, a.result[o]), e.outs[o]->hint));
+    if (rule.localize) rule.localize(e, local);
     const std::vector<Value *> outsLocal = local.outs;
     Value *out = outsLocal[0];
     body_->eqns.push_back(std::move(local));
@@ -661,6 +674,7 @@ private:
   SplitMesh split_;
   Func *body_ = nullptr;
   std::map<const Value *, Held> held_;
+  std::map<std::string, Value *> movedCache_;
 };
 
 } // namespace

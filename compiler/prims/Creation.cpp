@@ -16,7 +16,17 @@ namespace {
 // A splat is the same everywhere: any sharding of it is computed where it is used, with no
 // communication. A constant array is indexed by position: whole on every device.
 FactorRule constantFactors(const Eqn &e) {
-  return FactorRule{e.doublesParam("value").size() == 1 ? FactorRule::Free : FactorRule::Replicated, {}, {}};
+  return FactorRule{e.doublesParam("value").size() == 1 ? FactorRule::Free : FactorRule::Replicated, {}, {}, nullptr};
+}
+
+// iota's dimensions other than the one it counts along may take any sharding (each device
+// makes its block; the values do not depend on where along them it is): factors of the result
+// alone. The counted one is computed whole.
+FactorRule iotaFactors(const Eqn &e) {
+  FactorRule r;
+  for (int d = 0; d < (int)e.outs[0]->type.rank(); ++d)
+    if (d != (int)e.intParam("dimension")) r.factors.push_back({{}, {{0, d}}});
+  return r;
 }
 
 } // namespace
@@ -94,7 +104,7 @@ template <> const Rules &define<Prim::Iota>() {
         return true;
       },
       .scalar = nullptr,
-      .sharding = replicatedFactors,
+      .sharding = iotaFactors,
   };
   return r;
 }

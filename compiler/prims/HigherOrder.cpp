@@ -106,7 +106,7 @@ namespace {
 int numConsts(const Eqn &e) { return (int)e.intParam("num_consts"); }
 
 FactorRule loopTies(const Eqn &e) {
-  FactorRule r{FactorRule::Nested, {}, {}};
+  FactorRule r{FactorRule::Nested, {}, {}, nullptr};
   const int consts = numConsts(e), first = e.prim == Prim::Loop ? 1 : 0;  // (a loop's body takes i first)
   const int body = (int)e.bodies.size() - 1;
   for (int k = 0; k < (int)e.ins.size(); ++k) {
@@ -119,7 +119,7 @@ FactorRule loopTies(const Eqn &e) {
 }
 
 FactorRule condTies(const Eqn &e) {
-  FactorRule r{FactorRule::Nested, {}, {}};
+  FactorRule r{FactorRule::Nested, {}, {}, nullptr};
   for (int k = 1; k < (int)e.ins.size(); ++k) r.ties.push_back({{Tied::In, k}, {Tied::Param, k - 1, 0}, {Tied::Param, k - 1, 1}});
   for (int k = 0; k < (int)e.outs.size(); ++k) r.ties.push_back({{Tied::Out, k}, {Tied::Result, k, 0}, {Tied::Result, k, 1}});
   return r;

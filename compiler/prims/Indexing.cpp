@@ -20,6 +20,42 @@ bool gatheredShape(ShapeCtx &c, std::vector<int64_t> &shape) {
   return true;
 }
 
+// In a jit function: gather's x dimensions other than `axis` are factors with the result's
+// (before and after the indices' dimensions), and so are the indices' dimensions; `axis`
+// itself is computed whole (any index may ask for any row). scatter_add pairs x's other
+// dimensions with the update's and the result's; the indices and the update's dimensions
+// for them are computed whole (their sums land anywhere along `axis`).
+FactorRule gatherFactors(const Eqn &e) {
+  FactorRule r;
+  const int axis = (int)e.intParam("axis"), rank = (int)e.ins[0]->type.rank();
+  const int idx = (int)e.ins[1]->type.rank();  // (the indices, both primitives' operand 1)
+  for (int d = 0; d < rank; ++d) {
+    if (d == axis) continue;
+    const int at = d < axis ? d : d + idx - 1;  // (the dimension in the result / the update)
+    if (e.prim == Prim::Gather) r.factors.push_back({{{0, d}}, {{0, at}}});
+    else r.factors.push_back({{{0, d}, {2, at}}, {{0, d}}});
+  }
+  if (e.prim == Prim::Gather)
+    for (int j = 0; j < idx; ++j) r.factors.push_back({{{1, j}}, {{0, axis + j}}});
+  return r;
+}
+
+// argmax, cumsum, argsort: every dimension but `axis` is a factor of the operand and the
+// result (argmax's result without `axis`); `axis` is computed whole.
+FactorRule alongAxisFactors(const Eqn &e) {
+  FactorRule r;
+  const int axis = (int)e.intParam("axis");
+  int out = 0;
+  for (int d = 0; d < (int)e.ins[0]->type.rank(); ++d) {
+    if (d == axis) {
+      if (e.prim != Prim::Argmax) ++out;
+      continue;
+    }
+    r.factors.push_back({{{0, d}}, {{0, out++}}});
+  }
+  return r;
+}
+
 // argmax, cumsum, argsort: `axis` a dimension of the operand, `flag` a 0/1 param.
 bool alongAxis(ShapeCtx &c, const char *flag, int64_t &axis) {
   bool f;
@@ -91,7 +127,7 @@ template <> const Rules &define<Prim::Gather>() {
         return true;
       },
       .scalar = nullptr,
-      .sharding = replicatedFactors,
+      .sharding = gatherFactors,
   };
   return r;
 }
@@ -128,7 +164,7 @@ template <> const Rules &define<Prim::ScatterAdd>() {
         return true;
       },
       .scalar = nullptr,
-      .sharding = replicatedFactors,
+      .sharding = gatherFactors,
   };
   return r;
 }
@@ -148,7 +184,7 @@ template <> const Rules &define<Prim::Argmax>() {
       .transpose = notLinear,
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAlongAxis(fe, i, "shm_argmax", "is_min"); },
       .scalar = nullptr,
-      .sharding = replicatedFactors,
+      .sharding = alongAxisFactors,
   };
   return r;
 }
@@ -169,7 +205,7 @@ template <> const Rules &define<Prim::Cumsum>() {
       },
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAlongAxis(fe, i, "shm_cumsum", "reverse"); },
       .scalar = nullptr,
-      .sharding = replicatedFactors,
+      .sharding = alongAxisFactors,
   };
   return r;
 }
@@ -187,7 +223,7 @@ template <> const Rules &define<Prim::Argsort>() {
       .transpose = notLinear,
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAlongAxis(fe, i, "shm_argsort", "descending"); },
       .scalar = nullptr,
-      .sharding = replicatedFactors,
+      .sharding = alongAxisFactors,
   };
   return r;
 }

@@ -82,6 +82,10 @@ struct FactorRule {
   } kind = Factors;
   std::vector<Factor> factors;
   std::vector<std::vector<Tied>> ties;
+  // For a primitive whose params name sizes of its operands or result (slice's limits,
+  // dynamic_slice's sizes): rewrites them in `local`, the equation on the local blocks (its
+  // operands and results already local), from `global`.
+  void (*localize)(const ir::Eqn &global, ir::Eqn &local) = nullptr;
 };
 
 struct Rules {

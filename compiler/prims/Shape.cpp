@@ -48,7 +48,7 @@ FactorRule reshapeFactors(const Eqn &e) {
     while (pi != pj) {
       if (pi < pj && i < in.size()) pi *= in[i++];
       else if (pj < pi && j < out.size()) pj *= out[j++];
-      else return FactorRule{FactorRule::Replicated, {}, {}};  // (a zero-size dimension)
+      else return FactorRule{FactorRule::Replicated, {}, {}, nullptr};  // (a zero-size dimension)
     }
     while (i < in.size() && in[i] == 1 && j < out.size() && out[j] == 1) ++i, ++j;  // (1-dims: own groups)
     // What is left of the current dimension on each side, and the product before it.
@@ -85,6 +85,20 @@ FactorRule transposeFactors(const Eqn &e) {
   const std::vector<int64_t> &perm = e.intsParam("permutation");
   FactorRule r;
   for (size_t i = 0; i < perm.size(); ++i) r.factors.push_back({{{0, (int)perm[i]}}, {{0, (int)i}}});
+  return r;
+}
+
+// Every dimension but the one joined along is one factor of the operands and the result.
+FactorRule concatenateFactors(const Eqn &e) {
+  FactorRule r;
+  const int along = (int)e.intParam("dimension");
+  for (int d = 0; d < (int)e.outs[0]->type.rank(); ++d) {
+    if (d == along) continue;
+    Factor f;
+    for (int i = 0; i < (int)e.ins.size(); ++i) f.ins.push_back({i, d});
+    f.outs = {{0, d}};
+    r.factors.push_back(f);
+  }
   return r;
 }
 
@@ -264,7 +278,7 @@ template <> const Rules &define<Prim::Concatenate>() {
         return true;
       },
       .scalar = nullptr,
-      .sharding = replicatedFactors,
+      .sharding = concatenateFactors,
   };
   return r;
 }

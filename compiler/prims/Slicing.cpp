@@ -5,6 +5,43 @@
 
 namespace shmapc::prims {
 
+namespace {
+
+// In a jit function: a dimension a slice (or dynamic_slice) keeps whole is one factor of the
+// operand and the result; a dimension it cuts is computed unsharded. The params that give the
+// kept dimensions' sizes are then the local blocks'.
+FactorRule sliceFactors(const Eqn &e) {
+  FactorRule r;
+  const std::vector<int64_t> &shape = e.ins[0]->type.shape;
+  for (int d = 0; d < (int)shape.size(); ++d) {
+    const bool whole = e.prim == Prim::Slice ? e.intsParam("start")[(size_t)d] == 0 &&
+                                                   e.intsParam("limit")[(size_t)d] == shape[(size_t)d] &&
+                                                   e.intsParam("strides")[(size_t)d] == 1
+                                             : e.intsParam("sizes")[(size_t)d] == shape[(size_t)d];
+    if (whole) r.factors.push_back({{{0, d}}, {{0, d}}});
+  }
+  r.localize = [](const Eqn &global, Eqn &local) {
+    const std::vector<int64_t> &shape = global.ins[0]->type.shape, &now = local.ins[0]->type.shape;
+    std::vector<int64_t> sizes = global.intsParam(global.prim == Prim::Slice ? "limit" : "sizes");
+    for (size_t d = 0; d < sizes.size(); ++d)
+      if (sizes[d] == shape[d]) sizes[d] = now[d];
+    local.params[global.prim == Prim::Slice ? "limit" : "sizes"] = sizes;
+  };
+  return r;
+}
+
+// A dimension the update covers whole is one factor of the operand, the update and the
+// result; the others are computed unsharded.
+FactorRule updateSliceFactors(const Eqn &e) {
+  FactorRule r;
+  const std::vector<int64_t> &x = e.ins[0]->type.shape, &u = e.ins[1]->type.shape;
+  for (int d = 0; d < (int)x.size(); ++d)
+    if (u[(size_t)d] == x[(size_t)d]) r.factors.push_back({{{0, d}, {1, d}}, {{0, d}}});
+  return r;
+}
+
+} // namespace
+
 template <> const Rules &define<Prim::Slice>() {
   static const Rules r{
       .shape = [](ShapeCtx &c) {
@@ -72,7 +109,7 @@ template <> const Rules &define<Prim::Slice>() {
         return true;
       },
       .scalar = nullptr,
-      .sharding = replicatedFactors,
+      .sharding = sliceFactors,
   };
   return r;
 }
@@ -119,7 +156,7 @@ template <> const Rules &define<Prim::DynamicSlice>() {
         return true;
       },
       .scalar = nullptr,
-      .sharding = replicatedFactors,
+      .sharding = sliceFactors,
   };
   return r;
 }
@@ -173,7 +210,7 @@ template <> const Rules &define<Prim::DynamicUpdateSlice>() {
         return true;
       },
       .scalar = nullptr,
-      .sharding = replicatedFactors,
+      .sharding = updateSliceFactors,
   };
   return r;
 }

@@ -51,7 +51,7 @@ Value *tiedValue(const Eqn &e, const Tied &t) {
   return nullptr;
 }
 
-FactorRule replicatedFactors(const Eqn &) { return FactorRule{FactorRule::Replicated, {}, {}}; }
-FactorRule unsupportedInJit(const Eqn &) { return FactorRule{FactorRule::Unsupported, {}, {}}; }
+FactorRule replicatedFactors(const Eqn &) { return FactorRule{FactorRule::Replicated, {}, {}, nullptr}; }
+FactorRule unsupportedInJit(const Eqn &) { return FactorRule{FactorRule::Unsupported, {}, {}, nullptr}; }
 
 } // namespace shmapc::prims

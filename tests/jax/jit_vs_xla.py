@@ -1,5 +1,5 @@
 """The communication of shmapc's partitioned jit functions against XLA's (issue 13): each jit
-function of samples/jit_layers.smp, tests/run/jit_seed001.smp and tests/run/jit_control.smp is
+function of samples/jit_layers.smp and tests/run/jit_{seed001,control,indexing}.smp is
 compiled by jax.jit with the same shardings (as JAX can write them: see
 tests/jax/twins/jit_seed001.py), and the
 collectives of XLA's compiled (SPMD-partitioned) HLO are compared with those shmapc reports
@@ -26,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PROGRAM = os.path.join(ROOT, "samples", "jit_layers.smp")
 SEED001 = os.path.join(ROOT, "tests", "run", "jit_seed001.smp")
 CONTROL = os.path.join(ROOT, "tests", "run", "jit_control.smp")
+INDEXING = os.path.join(ROOT, "tests", "run", "jit_indexing.smp")
 
 
 def mesh(**axes):
@@ -144,6 +145,29 @@ CONTROL_CASES = {
 }
 
 
+def along_rows(a):
+    return (a[:, 1:4], jnp.argmax(a, axis=1).astype(jnp.int32), jnp.cumsum(a, axis=1),
+            jnp.argsort(a, axis=1, stable=True).astype(jnp.int32), jnp.concatenate([a, a * 2.0], axis=1),
+            jax.lax.dynamic_slice(a, (1, 0), (7, 6)))
+
+
+def i32(*shape):
+    return jax.ShapeDtypeStruct(shape, jnp.int32)
+
+
+# Indexing, slicing and joining (tests/run/jit_indexing.smp); results in the shardings shmapc's
+# propagation gives them.
+INDEXING_CASES = {
+    "embed": (lambda table, tokens: table[tokens], (S("X", "Y"), S("X")), S("X", None, "Y"), (f32(6, 8), i32(4, 3))),
+    "along_rows": (along_rows, (S("X", "Y"),), (S("X"), S("X"), S("X"), S("X"), S("X"), S(None, "Y")), (f32(8, 6),)),
+    "scattered": (lambda x, idx, v: x.at[:, idx].add(jax.lax.with_sharding_constraint(v, S("X", "Y"))),
+                  (S("X", "Y"), S(), S("X")), S("X", None), (f32(8, 6), i32(5), f32(8, 5))),
+    "counted": (lambda a: a + jax.lax.broadcasted_iota(jnp.int32, (8, 6), 1).astype(jnp.float32)
+                + jax.lax.dynamic_update_slice(a, jnp.ones((8, 2), jnp.float32), (0, 2)), (S("X"),), S("X"),
+                (f32(8, 6),)),
+}
+
+
 def nbytes(dtype, dims):
     return BYTES[dtype] * int(np.prod([int(d) for d in dims.split(",") if d] or [1]))
 
@@ -204,7 +228,8 @@ def main():
     ap.add_argument("--shmapc", required=True)
     a = ap.parse_args()
     failed = total = 0
-    for program, cases in ((PROGRAM, CASES), (SEED001, SEED001_CASES), (CONTROL, CONTROL_CASES)):
+    for program, cases in ((PROGRAM, CASES), (SEED001, SEED001_CASES), (CONTROL, CONTROL_CASES),
+                           (INDEXING, INDEXING_CASES)):
         print("== " + os.path.relpath(program, ROOT))
         ours = shmapc_collectives(a.shmapc, program)
         for name, (fn, ins, out, args) in cases.items():
