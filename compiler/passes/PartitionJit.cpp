@@ -15,19 +15,20 @@
 //   that the bytes each device puts into collectives are fewest (chooseAxes).
 // - A primitive computed whole takes its operands unsharded and gives its result unsharded; a
 //   splat constant is made at its local shape.
-// - Sub-axes: the shmap runs on the mesh split at them (SplitMesh). Uneven dimensions: padded
-//   (blockSize). Loops and conditionals: their bodies partitioned too (partitionNested).
+// - Sub-axes: the shmap runs on the mesh split at them (SplitMesh, PartitionLayout.h). Uneven
+//   dimensions: padded (blockSize). Loops and conditionals: their bodies partitioned too
+//   (partitionNested).
 //
 // The shmap then goes through the pipeline as one the user wrote: variance inference (which
 // types every value and inserts pbroadcasts), autodiff with seed 000's transposes, and the
 // communication report.
+#include "passes/PartitionLayout.h"
 #include "passes/Passes.h"
 #include "prims/Rules.h"
 
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <memory>
 #include <set>
 #include <string>
 #include <tuple>
@@ -37,73 +38,7 @@ namespace shmapc::passes {
 namespace {
 
 using namespace ir;
-
-// A dimension's sharding: mesh axes or sub-axes, major to minor, adjacent sub-axes merged.
-using Refs = std::vector<AxisRef>;
-
-// The mesh the shmap runs on: the jit function's, with each axis split at the sub-axes the
-// function's shardings use ("x"=4 used as "x":(1)2 and "x":(2)2 becomes the axes "x:(1)2"=2
-// and "x:(2)2"=2; devices keep their numbers, as the minor sub-axis is the minor axis), so
-// every sharding is one of its partition specs and every collective names its axes.
-class SplitMesh {
-public:
-  SplitMesh(Module &m, const JitFunc &j) : mesh_(*m.meshes[(size_t)j.mesh]), index_(j.mesh) {
-    std::vector<std::set<int64_t>> cuts(mesh_.axes.size());
-    for (size_t a = 0; a < mesh_.axes.size(); ++a) cuts[a] = {1, mesh_.sizes[a]};
-    for (const auto &[v, s] : j.propagated)
-      for (const DimSharding &d : s.dims)
-        for (const AxisRef &a : d.axes) cuts[(size_t)a.axis].insert({a.preSize, a.preSize * a.size});
-    bool split = false;
-    for (const std::set<int64_t> &c : cuts) split = split || c.size() > 2;
-    auto derived = std::make_unique<Mesh>();
-    derived->name = mesh_.name + ".split";
-    derived->loc = mesh_.loc;
-    pieces_.resize(mesh_.axes.size());
-    for (size_t a = 0; a < mesh_.axes.size(); ++a)
-      for (auto it = cuts[a].begin(); std::next(it) != cuts[a].end(); ++it) {
-        const AxisRef piece{(int)a, *it, *std::next(it) / *it};
-        pieces_[a].push_back({piece, (int)derived->axes.size()});
-        derived->axes.push_back(cuts[a].size() > 2 ? mesh_.axes[a] + ":(" + std::to_string(piece.preSize) + ")" +
-                                                         std::to_string(piece.size)
-                                                   : mesh_.axes[a]);
-        derived->sizes.push_back(piece.size);
-      }
-    if (split) index_ = addMesh(m, std::move(derived));
-    derived_ = m.meshes[(size_t)index_].get();
-  }
-
-  int index() const { return index_; }
-  Mesh &mesh() const { return *derived_; }
-
-  // The split mesh's axes that make up `refs`, major to minor.
-  std::vector<int> axes(const Refs &refs) const {
-    std::vector<int> out;
-    for (const AxisRef &r : refs)
-      for (const auto &[piece, index] : pieces_[(size_t)r.axis])
-        if (piece.preSize >= r.preSize && piece.preSize * piece.size <= r.preSize * r.size) out.push_back(index);
-    return out;
-  }
-
-private:
-  // The index of a mesh like `mesh` in m (another jit function's split), or of `mesh` added
-  // (renamed if a different split of the same mesh has its name).
-  static int addMesh(Module &m, std::unique_ptr<Mesh> mesh) {
-    const std::string base = mesh->name;
-    for (int n = 2;; ++n) {
-      auto same = std::find_if(m.meshes.begin(), m.meshes.end(), [&](const auto &o) { return o->name == mesh->name; });
-      if (same == m.meshes.end()) break;
-      if ((*same)->axes == mesh->axes && (*same)->sizes == mesh->sizes) return (int)(same - m.meshes.begin());
-      mesh->name = base + std::to_string(n);
-    }
-    m.meshes.push_back(std::move(mesh));
-    return (int)m.meshes.size() - 1;
-  }
-
-  const Mesh &mesh_;
-  int index_;
-  Mesh *derived_ = nullptr;
-  std::vector<std::vector<std::pair<AxisRef, int>>> pieces_;  // per axis: its pieces, split-mesh index
-};
+using namespace layout;
 
 class Partitioner {
 public:
@@ -182,33 +117,6 @@ private:
     return std::vector<int64_t>(axes.begin(), axes.end());
   }
 
-  // A dimension of size n split over c devices unevenly is padded at its end to the next
-  // multiple of c (seed 001: "the dimension needs padding"); each device holds n / c rounded
-  // up, and the last devices' blocks end in padding (or are all padding). Partitioning keeps
-  // the padding out of every result: the host pads the parameters and slices the results,
-  // a gathered dimension is sliced to its size, a reduction over a padded dimension (a sum, a
-  // maximum, a contraction) first sets the padding to its identity (maskPadding), and a
-  // reshape that splits or merges a padded dimension takes it unsharded.
-  static int64_t blockSize(int64_t n, const Refs &axes) {
-    const int64_t c = shardCount(axes);
-    return (n + c - 1) / c;
-  }
-  static bool even(int64_t n, const Refs &axes) { return n % shardCount(axes) == 0; }
-
-  static Type localType(const Type &global, const std::vector<Refs> &s) {
-    Type t = global;
-    t.vary = 0;
-    for (size_t d = 0; d < s.size(); ++d) t.shape[d] = blockSize(t.shape[d], s[d]);
-    return t;
-  }
-
-  // The global type the shmap sees: each unevenly sharded dimension padded.
-  static Type paddedType(const Type &global, const std::vector<Refs> &s) {
-    Type t = localType(global, s);
-    for (size_t d = 0; d < s.size(); ++d) t.shape[d] *= shardCount(s[d]);
-    return t;
-  }
-
   Value *emit(Prim p, std::vector<Value *> ins, const Type &out, std::map<std::string, Attr> params, Loc loc,
               Func *into = nullptr) {
     Eqn e;
@@ -270,63 +178,6 @@ private:
     return emit(Prim::Select, {real, x, constant(identity, x->type.dtype, shape)}, t, {}, f_.loc);
   }
 
-  // One step of moving a value from one sharding to another (planMove).
-  struct MoveStep {
-    Prim prim;             // AllToAll, AllGatherInvariant or Pscatter
-    size_t dim = 0;        // the dimension split (all_to_all), gathered, or sliced
-    size_t from = 0;       // all_to_all: the dimension its axes leave (gathered)
-    Refs axes;             // the axes moved or gathered; pscatter: those the dimension is to have
-    Refs before;           // pscatter: those it had (a prefix of `axes`)
-  };
-
-  // How v moves from sharding `now` to `to`: axes that go from one dimension to another (from
-  // an unsharded one to one that is to be unsharded) by all_to_all, which sends each device
-  // only the parts others keep; other dimensions sharded otherwise gathered, unless sharded
-  // along the first of the axes they are to be (evenly); then each device slices its block.
-  std::vector<MoveStep> planMove(const Value *v, std::vector<Refs> now, const std::vector<Refs> &to) const {
-    std::vector<MoveStep> steps;
-    for (size_t from = 0; from < now.size(); ++from)
-      for (size_t d = 0; d < now.size(); ++d) {
-        if (d == from || now[from].empty() || now[from] != to[d] || !now[d].empty() || !to[from].empty()) continue;
-        steps.push_back({Prim::AllToAll, d, from, now[from], {}});
-        now[d] = now[from];
-        now[from].clear();
-      }
-    for (size_t d = 0; d < now.size(); ++d) {
-      if (now[d] == to[d] || now[d].empty() || refines(v->type.shape[d], now[d], to[d])) continue;
-      steps.push_back({Prim::AllGatherInvariant, d, 0, now[d], {}});
-      now[d].clear();
-    }
-    for (size_t d = 0; d < now.size(); ++d)
-      if (now[d] != to[d]) steps.push_back({Prim::Pscatter, d, 0, to[d], now[d]});
-    return steps;
-  }
-
-  bool refines(int64_t n, const Refs &from, const Refs &to) const {
-    const std::vector<int> a = split_.axes(from), b = split_.axes(to);
-    return even(n, to) && a.size() < b.size() && std::equal(a.begin(), a.end(), b.begin());
-  }
-
-  // The bytes of v's block on one device in sharding `dims`.
-  static int64_t localBytes(const Value *v, const std::vector<Refs> &dims) {
-    int64_t bytes = dtypeSize(v->type.dtype);
-    for (size_t d = 0; d < dims.size(); ++d) bytes *= blockSize(v->type.shape[d], dims[d]);
-    return bytes;
-  }
-
-  // The bytes a device puts into collectives to move v from `now` to `to`: its block, for
-  // each all_to_all and gather.
-  int64_t moveBytes(const Value *v, std::vector<Refs> now, const std::vector<Refs> &to) const {
-    int64_t bytes = 0;
-    for (const MoveStep &s : planMove(v, now, to)) {
-      if (s.prim == Prim::Pscatter) continue;
-      bytes += localBytes(v, now);
-      if (s.prim == Prim::AllToAll) now[s.dim] = s.axes;
-      now[s.prim == Prim::AllToAll ? s.from : s.dim].clear();
-    }
-    return bytes;
-  }
-
   // v's local value in sharding `to` (planMove's steps; an uneven dimension padded before it
   // is split and sliced to its size after it is gathered).
   Value *moved(const Value *v, const std::vector<Refs> &to) {
@@ -343,7 +194,7 @@ private:
 
   Value *move(const Value *v, const Held &h, const std::vector<Refs> &to) {
     Value *x = h.local;
-    for (const MoveStep &s : planMove(v, h.dims, to)) {
+    for (const MoveStep &s : planMove(split_, v, h.dims, to)) {
       const size_t d = s.dim;
       Type t = x->type;
       t.vary = 0;
@@ -507,7 +358,7 @@ private:
   int64_t cost(const Eqn &e, const prims::FactorRule &rule, const Assignment &a,
                const std::vector<std::vector<Refs>> &outs) const {
     int64_t bytes = 0;
-    for (size_t i = 0; i < e.ins.size(); ++i) bytes += moveBytes(e.ins[i], held_.at(e.ins[i]).dims, a.want[i]);
+    for (size_t i = 0; i < e.ins.size(); ++i) bytes += moveBytes(split_, e.ins[i], held_.at(e.ins[i]).dims, a.want[i]);
     std::vector<Refs> at = a.result[0];
     if (a.scatterFactor >= 0) {
       bytes += localBytes(e.outs[0], at);
@@ -518,7 +369,7 @@ private:
       if (rule.factors[k].outs.empty() && !a.axes[k].empty() && (int)k != a.scatterFactor)
         combines.insert(rule.factors[k].combine);
     bytes += (int64_t)combines.size() * localBytes(e.outs[0], at);
-    return bytes + moveBytes(e.outs[0], at, outs[0]);
+    return bytes + moveBytes(split_, e.outs[0], at, outs[0]);
   }
 
   // The axes each factor is computed along: of each factor's candidates (its result
