@@ -50,6 +50,23 @@ down = jit(down_fn, (S("X", "Y"), S("Y", None)))
 shard_means = jit(lambda a: jnp.sum(jnp.exp(jnp.mean(a.reshape(2, 4, 4), axis=1))), (S("X", "Y"),))
 
 
+def block_fn(inp, w_in, w_out):
+    out = jax.lax.with_sharding_constraint(jnp.tanh(inp @ w_in) @ w_out, S("X", "Y"))
+    return jnp.sum(out * out)
+
+
+block = jit(block_fn, (S("X", "Y"), S(None, "Y"), S("Y", None)))
+
+
+def moe_fn(w, a):
+    mask = jax.nn.one_hot((jnp.arange(8, dtype=jnp.int32) * 3) % 4, 4).T
+    out = (mask[:, :, None] * a[None]) @ w
+    return jnp.sum(jnp.sin(jnp.sum(mask[:, :, None] * out, axis=0)))
+
+
+moe = jit(moe_fn, (S("X", None, "Y"), S("X", "Y")))
+
+
 def cases():
     x = f32(jnp.sin(iota(128))).reshape(8, 16)
     w = f32(jnp.cos(iota(128))).reshape(16, 8) * 0.3
@@ -62,6 +79,8 @@ def cases():
         "constrained": (constrained, [w.T, w, f32(jnp.sin(iota(64))).reshape(8, 8)]),
         "down": (down, [x, w]),
         "shard_means": (shard_means, [a]),
+        "block": (block, [x, w, w.T]),
+        "moe": (moe, [f32(jnp.sin(iota(512))).reshape(4, 8, 16), f32(jnp.cos(iota(64))).reshape(8, 8)]),
     }
 
 
