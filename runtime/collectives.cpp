@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <type_traits>
 #include <cstdio>
 #include <cstring>
 
@@ -197,6 +198,7 @@ template <typename T, int Op> inline T combine(T a, T b);
 // Floats: NaN propagates as in JAX's max/min.
 #define SHM_FLOAT_COMBINE(T)                                                                   \
   template <> inline T combine<T, SHM_REDUCE_SUM>(T a, T b) { return a + b; }                \
+  template <> inline T combine<T, SHM_REDUCE_PROD>(T a, T b) { return a * b; }               \
   template <> inline T combine<T, SHM_REDUCE_MAX>(T a, T b) { return (b > a || b != b) ? b : a; } \
   template <> inline T combine<T, SHM_REDUCE_MIN>(T a, T b) { return (b < a || b != b) ? b : a; }
 SHM_FLOAT_COMBINE(float)
@@ -213,6 +215,23 @@ template <> inline int64_t combine<int64_t, SHM_REDUCE_MAX>(int64_t a, int64_t b
 template <> inline int64_t combine<int64_t, SHM_REDUCE_MIN>(int64_t a, int64_t b) { return b < a ? b : a; }
 template <> inline int32_t combine<int32_t, SHM_REDUCE_MAX>(int32_t a, int32_t b) { return b > a ? b : a; }
 template <> inline int32_t combine<int32_t, SHM_REDUCE_MIN>(int32_t a, int32_t b) { return b < a ? b : a; }
+// Integer products wrap (two's complement), as numpy's.
+template <> inline int32_t combine<int32_t, SHM_REDUCE_PROD>(int32_t a, int32_t b) {
+  return (int32_t)((uint32_t)a * (uint32_t)b);
+}
+template <> inline int64_t combine<int64_t, SHM_REDUCE_PROD>(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a * (uint64_t)b);
+}
+// Bitwise, of integers and bools (0 / 1: logical).
+#define SHM_BITWISE_COMBINE(T)                                                                 \
+  template <> inline T combine<T, SHM_REDUCE_AND>(T a, T b) { return (T)(a & b); }           \
+  template <> inline T combine<T, SHM_REDUCE_OR>(T a, T b) { return (T)(a | b); }            \
+  template <> inline T combine<T, SHM_REDUCE_XOR>(T a, T b) { return (T)(a ^ b); }
+SHM_BITWISE_COMBINE(int32_t)
+SHM_BITWISE_COMBINE(int64_t)
+SHM_BITWISE_COMBINE(uint8_t)
+#undef SHM_BITWISE_COMBINE
+template <> inline uint8_t combine<uint8_t, SHM_REDUCE_PROD>(uint8_t a, uint8_t b) { return a & b; }
 // bool: sum and max are logical or, min is logical and.
 template <> inline uint8_t combine<uint8_t, SHM_REDUCE_SUM>(uint8_t a, uint8_t b) { return a | b; }
 template <> inline uint8_t combine<uint8_t, SHM_REDUCE_MAX>(uint8_t a, uint8_t b) { return a | b; }
@@ -241,8 +260,16 @@ void fold_op(int32_t op, int nsrc, const void *const *srcs, int64_t offset, void
   case SHM_REDUCE_SUM: return fold_sources<T, SHM_REDUCE_SUM>(nsrc, srcs, offset, dst, len);
   case SHM_REDUCE_MAX: return fold_sources<T, SHM_REDUCE_MAX>(nsrc, srcs, offset, dst, len);
   case SHM_REDUCE_MIN: return fold_sources<T, SHM_REDUCE_MIN>(nsrc, srcs, offset, dst, len);
+  case SHM_REDUCE_PROD: return fold_sources<T, SHM_REDUCE_PROD>(nsrc, srcs, offset, dst, len);
   }
-  fatalf("unknown reduction op %d", (int)op);
+  if constexpr (std::is_integral_v<T>) {
+    switch (op) {
+    case SHM_REDUCE_AND: return fold_sources<T, SHM_REDUCE_AND>(nsrc, srcs, offset, dst, len);
+    case SHM_REDUCE_OR: return fold_sources<T, SHM_REDUCE_OR>(nsrc, srcs, offset, dst, len);
+    case SHM_REDUCE_XOR: return fold_sources<T, SHM_REDUCE_XOR>(nsrc, srcs, offset, dst, len);
+    }
+  }
+  fatalf("unknown reduction op %d for this dtype", (int)op);
 }
 
 // f16 / bf16: the sources widened to f32 tile by tile, folded in f32 in the same order, and
@@ -277,6 +304,7 @@ void fold(int32_t dtype, int32_t op, int nsrc, const void *const *srcs, int64_t 
     case SHM_REDUCE_SUM: return fold_half<SHM_REDUCE_SUM>(dtype, nsrc, srcs, offset, dst, len);
     case SHM_REDUCE_MAX: return fold_half<SHM_REDUCE_MAX>(dtype, nsrc, srcs, offset, dst, len);
     case SHM_REDUCE_MIN: return fold_half<SHM_REDUCE_MIN>(dtype, nsrc, srcs, offset, dst, len);
+    case SHM_REDUCE_PROD: return fold_half<SHM_REDUCE_PROD>(dtype, nsrc, srcs, offset, dst, len);
     }
     fatalf("unknown reduction op %d", (int)op);
   }
@@ -480,6 +508,26 @@ void shm_pmin(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t
   SHM_GUARD_BEGIN
   all_reduce(dev, dtype, SHM_REDUCE_MIN, kPmin, "pmin", in, out, n, axes, naxes);
   SHM_GUARD_END("pmin")
+}
+
+void shm_pprod(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
+               const int32_t *axes, int32_t naxes) {
+  SHM_GUARD_BEGIN
+  all_reduce(dev, dtype, SHM_REDUCE_PROD, kPprod, "pprod", in, out, n, axes, naxes);
+  SHM_GUARD_END("pprod")
+}
+
+void shm_pbitwise(shm_device *dev, int32_t op, int32_t dtype, const void *in, void *out, int64_t n,
+                  const int32_t *axes, int32_t naxes) {
+  SHM_GUARD_BEGIN
+  if (dtype != SHM_I32 && dtype != SHM_I64 && dtype != SHM_BOOL) fatalf("bitwise all-reduce of a float");
+  switch (op) {
+  case SHM_REDUCE_AND: all_reduce(dev, dtype, op, kPand, "pand", in, out, n, axes, naxes); break;
+  case SHM_REDUCE_OR: all_reduce(dev, dtype, op, kPor, "por", in, out, n, axes, naxes); break;
+  case SHM_REDUCE_XOR: all_reduce(dev, dtype, op, kPxor, "pxor", in, out, n, axes, naxes); break;
+  default: fatalf("unknown bitwise op %d", (int)op);
+  }
+  SHM_GUARD_END("pbitwise")
 }
 
 // Untiled and tiled outputs have the same memory layout: viewed as [outer, n, inner] with

@@ -27,6 +27,8 @@ extern "C" {
 
 enum { SHM_F32 = 0, SHM_F64 = 1, SHM_I32 = 2, SHM_BOOL = 3, SHM_I64 = 4, SHM_F16 = 5, SHM_BF16 = 6 };
 enum { SHM_REDUCE_SUM = 0, SHM_REDUCE_MAX = 1, SHM_REDUCE_MIN = 2 };
+/* all-reduce ops only (shm_pprod, shm_pand, shm_por, shm_pxor): the last three on integers and bools */
+enum { SHM_REDUCE_PROD = 3, SHM_REDUCE_AND = 4, SHM_REDUCE_OR = 5, SHM_REDUCE_XOR = 6 };
 enum { SHM_RANDOM_NORMAL = 0, SHM_RANDOM_UNIFORM = 1 };
 
 typedef struct shm_device shm_device;
@@ -82,6 +84,12 @@ void shm_pmax(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t
               const int32_t *axes, int32_t naxes);
 void shm_pmin(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
               const int32_t *axes, int32_t naxes);
+/* the product over the group (integers wrap, as numpy's); and the bitwise and, or, xor of
+ * integers and bools (of a bool: logical) */
+void shm_pprod(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
+               const int32_t *axes, int32_t naxes);
+void shm_pbitwise(shm_device *dev, int32_t op, int32_t dtype, const void *in, void *out, int64_t n,
+                  const int32_t *axes, int32_t naxes);
 /* untiled: out has a new dimension of size n (group size) at `axis`; tiled: dimension `axis`
  * of out is n times that of in. */
 void shm_all_gather(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,

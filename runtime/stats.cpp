@@ -8,7 +8,8 @@ static Stats g_stats;
 const char *kind_name(int kind) {
   static const char *const names[kNumKinds] = {"psum",         "pmax",       "pmin",
                                                "all_gather",   "psum_scatter", "all_to_all",
-                                               "ppermute"};
+                                               "ppermute",     "pprod",      "pand",
+                                               "por",          "pxor"};
   return (kind >= 0 && kind < kNumKinds) ? names[kind] : "?";
 }
 

@@ -19,6 +19,10 @@ enum CollectiveKind {
   kPsumScatter,
   kAllToAll,
   kPpermute,
+  kPprod,
+  kPand,
+  kPor,
+  kPxor,
   kNumKinds
 };
 const char *kind_name(int kind);

@@ -53,6 +53,8 @@ const RuntimeSig kRuntime[] = {
     {"shm_psum", "vpipplpi"},
     {"shm_pmax", "vpipplpi"},
     {"shm_pmin", "vpipplpi"},
+    {"shm_pprod", "vpipplpi"},
+    {"shm_pbitwise", "vpiipplpi"},
     {"shm_all_gather", "vpippipiipi"},
     {"shm_psum_scatter", "vpippipiipi"},
     {"shm_all_to_all", "vpippipiiipi"},

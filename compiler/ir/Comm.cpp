@@ -20,6 +20,10 @@ const char *commKindName(CommKind k) {
   case CommKind::PsumScatter: return "psum_scatter";
   case CommKind::AllToAll: return "all_to_all";
   case CommKind::Ppermute: return "ppermute";
+  case CommKind::Pprod: return "pprod";
+  case CommKind::Pand: return "pand";
+  case CommKind::Por: return "por";
+  case CommKind::Pxor: return "pxor";
   }
   return "?";
 }
@@ -30,6 +34,10 @@ bool runtimeCollective(Prim p, CommKind &kind) {
   case Prim::Psum2: kind = CommKind::Psum; return true;
   case Prim::Pmax: kind = CommKind::Pmax; return true;
   case Prim::Pmin: kind = CommKind::Pmin; return true;
+  case Prim::Pprod: kind = CommKind::Pprod; return true;
+  case Prim::Pand: kind = CommKind::Pand; return true;
+  case Prim::Por: kind = CommKind::Por; return true;
+  case Prim::Pxor: kind = CommKind::Pxor; return true;
   case Prim::AllGather:
   case Prim::AllGatherInvariant: kind = CommKind::AllGather; return true;
   case Prim::PsumScatter: kind = CommKind::PsumScatter; return true;
@@ -137,7 +145,11 @@ CommOp describe(const Eqn &e, const Mesh &mesh) {
   switch (op.kind) {
   case CommKind::Psum:
   case CommKind::Pmax:
-  case CommKind::Pmin: {
+  case CommKind::Pmin:
+  case CommKind::Pprod:
+  case CommKind::Pand:
+  case CommKind::Por:
+  case CommKind::Pxor: {
     // Member r reduces chunk r, elements [E r / n, E (r+1) / n), and pushes it to the n-1
     // others: sent = received = (n-1) * chunk_r * es.
     int64_t lo = INT64_MAX, hi = 0;

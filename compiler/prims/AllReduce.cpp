@@ -1,8 +1,9 @@
 // The all-reduce family over mesh `axes` and its seed 000 partner: psum (the user-level one,
 // which insertPbroadcasts rewrites to psum2 after automatic pbroadcasts), psum2 (varying ->
-// invariant), pbroadcast (invariant -> varying, no communication), pmax and pmin.
-// psum2 and pbroadcast transpose to each other.
+// invariant), pbroadcast (invariant -> varying, no communication), pmax, pmin, pprod, and the
+// bitwise pand, por, pxor. psum2 and pbroadcast transpose to each other.
 #include "prims/Prim.h"
+#include "shmap_runtime.h"  // (SHM_REDUCE_*: the bitwise ops)
 
 namespace shmapc::prims {
 
@@ -29,6 +30,57 @@ void extremumJvp(JvpCtx &c) {
   Value *count = b.emit(sum, {mask}, c.y->type, {{"axes", axes}});
   Value *w = b.binary(Prim::Div, mask, b.liftTo(count, c.x->type.vary));
   c.set(c.linear(sum, {c.scaled(c.t[0], w)}, c.ty, {{"axes", axes}}));
+}
+
+// Seed 004: the product's derivative with respect to device i's operand is the product of
+// the others' (fwd_out / fwd_in where no operand is zero). Dividing would be wrong where some
+// are: with z zero operands over the group, device i's factor is the product of the nonzero
+// operands p if z = 0 (p / x_i) or if z = 1 and x_i is the zero one, and 0 otherwise. So the
+// tangent is psum(factor * t): z (a psum of x == 0) and p (a pprod of x with its zeros as 1)
+// are computed with it, and the transpose is factor * ct, with no communication.
+void productJvp(JvpCtx &c) {
+  Builder &b = c.b;
+  Prim sum = b.f.checkVma ? Prim::Psum2 : Prim::Psum;
+  const Attr &axes = c.e.params.at("axes");
+  const Type &xt = c.x->type;
+  Value *zero = b.zerosLike(xt);
+  Value *isZero = b.compare(Prim::Eq, c.x, zero);
+  Value *nonzero = b.select(isZero, b.full(1.0, xt), c.x);
+  Value *p = b.liftTo(b.emit(Prim::Pprod, {nonzero}, c.y->type, {{"axes", axes}}), xt.vary);
+  Value *z = b.liftTo(b.emit(sum, {b.convert(isZero, xt.dtype)}, c.y->type, {{"axes", axes}}), xt.vary);
+  Value *alone = b.select(isZero, p, zero);  // (exactly one zero: its device's factor)
+  Value *factor = b.select(b.compare(Prim::Eq, z, b.zerosLike(z->type)), b.binary(Prim::Div, p, nonzero),
+                           b.select(b.compare(Prim::Eq, z, b.full(1.0, z->type)), alone, zero));
+  c.set(c.linear(sum, {c.scaled(c.t[0], factor)}, c.ty, {{"axes", axes}}));
+}
+
+bool integerOrBool(DType t) { return !isFloat(t); }
+
+template <int32_t Op>
+bool lowerBitwise(FuncEmitter &fe, size_t i) {
+  const int32_t op = Op;
+  const Eqn &e = fe.f.eqns[i];
+  const Type &t = e.ins[0]->type;
+  AxesArg a = axesOf(fe, e);
+  fe.callRt("shm_pbitwise", {fe.dev, fe.i32(op), fe.dtypeCode(t.dtype), fe.buffer(e.ins[0]), fe.buffer(e.outs[0]),
+                             fe.i64(t.numElements()), a.ptr, a.count});
+  return true;
+}
+
+// pand, por, pxor: integers and bools only (seed 004: bitwise reductions have no gradient;
+// their results are integers, which carry none). pand and por over axes the operand does not
+// vary over are the identity there; pxor is not (x ^ x = 0), so its operand is lifted.
+template <int32_t Op>
+Rules bitwiseRules() {
+  return Rules{
+      .shape = [](ShapeCtx &c) { return collectiveSameShape(c, integerOrBool, "integer or bool"); },
+      .variance = Op == SHM_REDUCE_XOR ? VarianceRule::VaryingToInvariant : VarianceRule::MaxMin,
+      .jvp = noTangent,
+      .transpose = notLinear,
+      .lower = lowerBitwise<Op>,
+      .scalar = nullptr,
+      .sharding = unsupportedInJit,
+  };
 }
 
 } // namespace
@@ -97,6 +149,36 @@ template <> const Rules &define<Prim::Pmin>() {
       .scalar = nullptr,
       .sharding = unsupportedInJit,
   };
+  return r;
+}
+
+// The product over the group: of an operand invariant over some axes, its power (as psum
+// multiplies), so the operand is lifted first.
+template <> const Rules &define<Prim::Pprod>() {
+  static const Rules r{
+      .shape = allReduceShape,
+      .variance = VarianceRule::VaryingToInvariant,
+      .jvp = productJvp,
+      .transpose = notLinear,
+      .lower = [](FuncEmitter &fe, size_t i) { return lowerAllReduce(fe, i, "shm_pprod"); },
+      .scalar = nullptr,
+      .sharding = unsupportedInJit,
+  };
+  return r;
+}
+
+template <> const Rules &define<Prim::Pand>() {
+  static const Rules r = bitwiseRules<SHM_REDUCE_AND>();
+  return r;
+}
+
+template <> const Rules &define<Prim::Por>() {
+  static const Rules r = bitwiseRules<SHM_REDUCE_OR>();
+  return r;
+}
+
+template <> const Rules &define<Prim::Pxor>() {
+  static const Rules r = bitwiseRules<SHM_REDUCE_XOR>();
   return r;
 }
 

@@ -61,7 +61,24 @@ SVal Sema::simpleCollective(const ast::Expr &c, ir::Prim p) {
 SVal Sema::bPsum(const ast::Expr &c) { return simpleCollective(c, ir::Prim::Psum); }
 SVal Sema::bPmax(const ast::Expr &c) { return simpleCollective(c, ir::Prim::Pmax); }
 SVal Sema::bPmin(const ast::Expr &c) { return simpleCollective(c, ir::Prim::Pmin); }
+SVal Sema::bPprod(const ast::Expr &c) { return simpleCollective(c, ir::Prim::Pprod); }
 SVal Sema::bPsum2(const ast::Expr &c) { return simpleCollective(c, ir::Prim::Psum2); }
+
+// pand / por / pxor: integers and bools (seed 004's band, bor, bxor, which have no gradient).
+SVal Sema::bitwiseCollective(const ast::Expr &c, ir::Prim p) {
+  auto a = bindArgs(c, {"x", "axes"}, 2);
+  std::vector<int64_t> axes = resolveAxes(*a[1], c.name, c.loc, nullptr);
+  ir::Value *x = evalArray(*a[0]);
+  if (ir::isFloat(x->type.dtype))
+    fail(DiagId::BitwiseOfFloat, a[0]->loc,
+         c.name + " reduces integers and bools bit by bit, and " + str(x->type) +
+             " is a float: a bitwise reduction is not differentiable (seed 004)",
+         "for floats use psum, pmax or pmin; for bits, cast(x, i32) or compare to get bools");
+  return SVal::array(emit(p, {x}, x->type, c.loc, {{"axes", axes}}), c.loc);
+}
+SVal Sema::bPand(const ast::Expr &c) { return bitwiseCollective(c, ir::Prim::Pand); }
+SVal Sema::bPor(const ast::Expr &c) { return bitwiseCollective(c, ir::Prim::Por); }
+SVal Sema::bPxor(const ast::Expr &c) { return bitwiseCollective(c, ir::Prim::Pxor); }
 SVal Sema::bPbroadcast(const ast::Expr &c) { return simpleCollective(c, ir::Prim::Pbroadcast); }
 
 // pmean = psum, then divide by the group size.

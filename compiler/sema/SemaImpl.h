@@ -309,6 +309,11 @@ public:
   SVal bPsum(const ast::Expr &c);
   SVal bPmax(const ast::Expr &c);
   SVal bPmin(const ast::Expr &c);
+  SVal bPprod(const ast::Expr &c);
+  SVal bPand(const ast::Expr &c);
+  SVal bPor(const ast::Expr &c);
+  SVal bPxor(const ast::Expr &c);
+  SVal bitwiseCollective(const ast::Expr &c, ir::Prim p);
   SVal bPsum2(const ast::Expr &c);
   SVal bPbroadcast(const ast::Expr &c);
   SVal bPmean(const ast::Expr &c);
