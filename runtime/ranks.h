@@ -94,6 +94,12 @@ void group_alltoallv(const Group &g, const std::vector<int64_t> &key, const void
                      const std::vector<int64_t> &recv_bytes);
 // Member j's bytes[j] bytes at buf + (the sum of bytes before j), this rank's already there.
 void group_allgatherv(const Group &g, const std::vector<int64_t> &key, void *buf, const std::vector<int64_t> &bytes);
+// Rooted (one member, `root`, sends or receives; member indices are the communicator's ranks):
+// the root's bytes at buf to every member's buf; every member's send to the root's recv, in
+// member order; member j's part of the root's send (at j bytes) to its recv.
+void group_bcast(const Group &g, const std::vector<int64_t> &key, void *buf, int64_t bytes, int root);
+void group_gather(const Group &g, const std::vector<int64_t> &key, const void *send, void *recv, int64_t bytes, int root);
+void group_scatter(const Group &g, const std::vector<int64_t> &key, const void *send, void *recv, int64_t bytes, int root);
 // Sends `bytes` to member `to` and receives as many from member `from` (-1: none).
 void group_sendrecv(const Group &g, const std::vector<int64_t> &key, const void *send, int to, void *recv, int from, int64_t bytes);
 // With --check-collectives the ranks first compare their collectives (a device-varying branch

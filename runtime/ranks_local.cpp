@@ -55,6 +55,15 @@ void group_allgatherv(const Group &, const std::vector<int64_t> &, void *, const
 void group_sendrecv(const Group &, const std::vector<int64_t> &, const void *, int, void *, int, int64_t) {
   fatalf("group_sendrecv: no other ranks");
 }
+void group_bcast(const Group &, const std::vector<int64_t> &, void *, int64_t, int) {
+  fatalf("group_bcast: no other ranks");
+}
+void group_gather(const Group &, const std::vector<int64_t> &, const void *, void *, int64_t, int) {
+  fatalf("group_gather: no other ranks");
+}
+void group_scatter(const Group &, const std::vector<int64_t> &, const void *, void *, int64_t, int) {
+  fatalf("group_scatter: no other ranks");
+}
 void check_collective(const CollectiveSig &) {}
 
 void sum_stats_over_ranks(Stats &) {}

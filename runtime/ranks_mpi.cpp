@@ -263,6 +263,28 @@ void group_sendrecv(const Group &g, const std::vector<int64_t> &key, const void 
         "ppermute between ranks (MPI_Sendrecv)");
 }
 
+// (one MPI call moves at most INT_MAX bytes of MPI_BYTE)
+static int byte_count(int64_t bytes, const char *what) {
+  if (bytes > INT_MAX) fatalf("%s: %lld bytes are too many for one MPI call", what, (long long)bytes);
+  return (int)bytes;
+}
+
+void group_bcast(const Group &g, const std::vector<int64_t> &key, void *buf, int64_t bytes, int root) {
+  check(MPI_Bcast(buf, byte_count(bytes, "broadcast"), MPI_BYTE, root, group_comm(g, key)),
+        "a broadcast between ranks (MPI_Bcast)");
+}
+
+void group_gather(const Group &g, const std::vector<int64_t> &key, const void *send, void *recv, int64_t bytes, int root) {
+  const int n = byte_count(bytes, "gather");
+  check(MPI_Gather(send, n, MPI_BYTE, recv, n, MPI_BYTE, root, group_comm(g, key)), "a gather between ranks (MPI_Gather)");
+}
+
+void group_scatter(const Group &g, const std::vector<int64_t> &key, const void *send, void *recv, int64_t bytes, int root) {
+  const int n = byte_count(bytes, "scatter");
+  check(MPI_Scatter(send, n, MPI_BYTE, recv, n, MPI_BYTE, root, group_comm(g, key)),
+        "a scatter between ranks (MPI_Scatter)");
+}
+
 void sum_stats_over_ranks(Stats &s) {
   int64_t v[3 * kNumKinds];
   for (int k = 0; k < kNumKinds; ++k) {

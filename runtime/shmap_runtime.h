@@ -110,6 +110,19 @@ void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, i
 void shm_ppermute(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
                   const int64_t *pairs, int32_t npairs, const int32_t *axes, int32_t naxes);
 int32_t shm_axis_index(shm_device *dev, const int32_t *axes, int32_t naxes);
+/* Rooted collectives (`root`: a group index). broadcast: every member's out is the root's in.
+ * reduce: the root's out is the reduction of every member's in (SHM_REDUCE_*, member order, as
+ * the all-reduces fold), the other members' out zeros. gather: the root's out is every member's
+ * in along `axis` (all_gather's layout), the others' zeros. scatter: member k's out is block k
+ * of the root's in along `dim` (psum_scatter's blocks). */
+void shm_broadcast(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n, int32_t root,
+                   const int32_t *axes, int32_t naxes);
+void shm_reduce_to(shm_device *dev, int32_t op, int32_t dtype, const void *in, void *out, int64_t n, int32_t root,
+                   const int32_t *axes, int32_t naxes);
+void shm_gather_to(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank, const int64_t *in_shape,
+                   int32_t axis, int32_t tiled, int32_t root, const int32_t *axes, int32_t naxes);
+void shm_scatter_from(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank, const int64_t *in_shape,
+                      int32_t dim, int32_t tiled, int32_t root, const int32_t *axes, int32_t naxes);
 
 /* ---- kernels (host or device; no communication) */
 void shm_broadcast_in_dim(int32_t dtype, const void *in, int32_t in_rank, const int64_t *in_shape,

@@ -9,7 +9,8 @@ const char *kind_name(int kind) {
   static const char *const names[kNumKinds] = {"psum",         "pmax",       "pmin",
                                                "all_gather",   "psum_scatter", "all_to_all",
                                                "ppermute",     "pprod",      "pand",
-                                               "por",          "pxor"};
+                                               "por",          "pxor",       "broadcast",
+                                               "reduce",       "gather",     "scatter"};
   return (kind >= 0 && kind < kNumKinds) ? names[kind] : "?";
 }
 

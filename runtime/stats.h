@@ -23,6 +23,10 @@ enum CollectiveKind {
   kPand,
   kPor,
   kPxor,
+  kBroadcast,
+  kReduce,
+  kGather,
+  kScatter,
   kNumKinds
 };
 const char *kind_name(int kind);

@@ -24,6 +24,10 @@ const char *commKindName(CommKind k) {
   case CommKind::Pand: return "pand";
   case CommKind::Por: return "por";
   case CommKind::Pxor: return "pxor";
+  case CommKind::Broadcast: return "broadcast";
+  case CommKind::Reduce: return "reduce";
+  case CommKind::Gather: return "gather";
+  case CommKind::Scatter: return "scatter";
   }
   return "?";
 }
@@ -38,6 +42,10 @@ bool runtimeCollective(Prim p, CommKind &kind) {
   case Prim::Pand: kind = CommKind::Pand; return true;
   case Prim::Por: kind = CommKind::Por; return true;
   case Prim::Pxor: kind = CommKind::Pxor; return true;
+  case Prim::Broadcast: kind = CommKind::Broadcast; return true;
+  case Prim::ReduceTo: kind = CommKind::Reduce; return true;
+  case Prim::GatherTo: kind = CommKind::Gather; return true;
+  case Prim::ScatterFrom: kind = CommKind::Scatter; return true;
   case Prim::AllGather:
   case Prim::AllGatherInvariant: kind = CommKind::AllGather; return true;
   case Prim::PsumScatter: kind = CommKind::PsumScatter; return true;
@@ -177,6 +185,19 @@ CommOp describe(const Eqn &e, const Mesh &mesh) {
     break;
   }
   case CommKind::AllToAll: received = (n - 1) * (elems / n) * es; break;
+  case CommKind::Broadcast:
+  case CommKind::Reduce:
+  case CommKind::Gather:
+  case CommKind::Scatter: {
+    // Rooted: the root's operand to each of the others (broadcast), a block of it to each
+    // (scatter), or each other's operand to the root (reduce, gather): only some devices receive.
+    const int64_t part = op.kind == CommKind::Scatter ? elems / n * es : bytes;
+    const bool toRoot = op.kind == CommKind::Reduce || op.kind == CommKind::Gather;
+    op.receivedMax = n > 1 ? (toRoot ? (n - 1) * part : part) : 0;
+    op.receivedMin = 0;  // (the root receives nothing, or the others do)
+    op.perCall = {1, 0, op.numGroups * (n - 1) * part};
+    return op;
+  }
   case CommKind::Ppermute: {
     // Per group: every destination of a pair whose source is another member receives N.
     const std::vector<int64_t> &perm = e.intsParam("perm");

@@ -22,8 +22,11 @@
 namespace shmapc::ir {
 
 // The runtime's collective kinds, in the fixed order of its --stats table (runtime/stats.h).
-enum class CommKind { Psum, Pmax, Pmin, AllGather, PsumScatter, AllToAll, Ppermute, Pprod, Pand, Por, Pxor };
-constexpr int kNumCommKinds = 11;
+enum class CommKind {
+  Psum, Pmax, Pmin, AllGather, PsumScatter, AllToAll, Ppermute, Pprod, Pand, Por, Pxor,
+  Broadcast, Reduce, Gather, Scatter  // (rooted)
+};
+constexpr int kNumCommKinds = 15;
 const char *commKindName(CommKind k);  // "psum", ..., as the --stats table names them
 
 // The runtime collective an IR primitive lowers to (its `lower` rule in compiler/prims/): psum and psum2 ->

@@ -237,6 +237,7 @@ private:
     case VarianceRule::VaryingToInvariant: return varyingToInvariant(s, e);
     case VarianceRule::MaxMin: return maxMin(s, e);
     case VarianceRule::InvariantToVarying: return invariantToVarying(s, e);
+    case VarianceRule::FromRoot: return fromRoot(s, e);
     case VarianceRule::VaryingToVarying: {
       AxisSet target = e.ins[0]->type.vary | axesParam(e);
       e.ins[0] = require(s, e, e.ins[0], target);
@@ -313,6 +314,23 @@ private:
     AxisSet target = e.ins[0]->type.vary | a;
     e.ins[0] = require(s, e, e.ins[0], target);
     setOut(e, target & ~a);
+    emit(s, std::move(e));
+  }
+
+  // broadcast and scatter_from read the root's operand only: where every device holds the
+  // same, broadcast is the identity and scatter_from each device's own block (a pscatter),
+  // with nothing to communicate. Otherwise the operand is lifted to vary over all the axes.
+  void fromRoot(Scope &s, Eqn &e) {
+    const AxisSet a = axesParam(e), v = e.ins[0]->type.vary;
+    if (!(a & v)) {
+      if (e.prim == Prim::Broadcast) return alias(s, e);
+      e.prim = Prim::Pscatter;
+      e.params.erase("root");
+      setOut(e, v | a);
+      return emit(s, std::move(e));
+    }
+    e.ins[0] = require(s, e, e.ins[0], v | a);
+    setOut(e, e.prim == Prim::Broadcast ? v & ~a : v | a);
     emit(s, std::move(e));
   }
 

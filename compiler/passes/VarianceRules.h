@@ -14,6 +14,8 @@ enum class VarianceRule {
   VaryingToInvariant, // psum2, all_gather_invariant: operand varies over the axes; result does not
   MaxMin,             // pmax, pmin: like psum2; over axes the operand is invariant on, identity
   InvariantToVarying, // pbroadcast, pscatter: operand invariant over the axes; result varies
+  FromRoot,           // broadcast (-> invariant), scatter_from (-> varying): the root's operand;
+                      // of one invariant over the axes, the identity / a pscatter (no communication)
   VaryingToVarying,   // all_gather, psum_scatter, all_to_all, ppermute
   AxisIndex,          // () -> varying over the axes
   Loop,               // carries: a fixed point over the body

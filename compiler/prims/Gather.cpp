@@ -9,8 +9,6 @@
 
 namespace shmapc::prims {
 
-namespace {
-
 // all_gather, all_gather_invariant: tiled multiplies dimension `axis` by the group size n;
 // untiled inserts a dimension of size n at `axis` (0 <= axis <= rank).
 bool gatherShape(ShapeCtx &c) {
@@ -39,6 +37,8 @@ bool scatterShape(ShapeCtx &c, const char *dimParam) {
   else shape.erase(shape.begin() + dim);
   return c.out(c.in(0).dtype, shape);
 }
+
+namespace {
 
 // Params of the gather side (axis) from the scatter side (scatter_dimension) and back.
 std::map<std::string, Attr> scatterParams(const Eqn &e) {

@@ -61,6 +61,11 @@ bool anyDType(ir::DType t);
 
 // Shared shape rules.
 bool sameAsFirstOperand(ShapeCtx &c);  // the result is typed as operand 0
+// Gathering along `axis` over the group (all_gather, gather_to): tiled multiplies it by the
+// group size n, untiled inserts a dimension of size n there. Scattering along `dimParam`
+// (psum_scatter, pscatter, scatter_from): tiled divides it by n, untiled removes it (of size n).
+bool gatherShape(ShapeCtx &c);
+bool scatterShape(ShapeCtx &c, const char *dimParam);
 // Element-wise: operands of one dtype (that `accepts`, else "needs `what` operands") and one
 // shape; the result is typed as them (compare: bool of their shape).
 bool elementwiseShape(ShapeCtx &c, bool (*accepts)(ir::DType), const char *what);

@@ -95,10 +95,23 @@ SVal Sema::bPmean(const ast::Expr &c) {
   return SVal::array(emit(ir::Prim::Div, {s, count}, x->type, c.loc), c.loc);
 }
 
+namespace {
+
+// (x, axes, root, axis, tiled) as bound, reordered as (x, axes, axis, tiled, root): the rooted
+// gather and scatter take the root third, and share the rest with all_gather / pscatter.
+std::vector<const ast::Expr *> rootLast(std::vector<const ast::Expr *> a) {
+  std::rotate(a.begin() + 2, a.begin() + 3, a.end());
+  return a;
+}
+
+} // namespace
+
 // all_gather / all_gather_invariant: untiled inserts a dimension of size n at `axis`; tiled
 // multiplies dimension `axis` by n.
 SVal Sema::gather(const ast::Expr &c, ir::Prim p) {
-  auto a = bindArgs(c, {"x", "axes", "axis", "tiled"}, 2);
+  const bool rooted = p == ir::Prim::GatherTo;
+  auto a = rooted ? rootLast(bindArgs(c, {"x", "axes", "root", "axis", "tiled"}, 3))
+                  : bindArgs(c, {"x", "axes", "axis", "tiled"}, 2);
   int64_t n = 1;
   std::vector<int64_t> axes = resolveAxes(*a[1], c.name, c.loc, &n);
   ir::Value *x = evalArray(*a[0]);
@@ -116,8 +129,9 @@ SVal Sema::gather(const ast::Expr &c, ir::Prim p) {
     axis = normAxis(axis, rank + 1, axisAt, "axis");
     t.shape.insert(t.shape.begin() + axis, n);
   }
-  return SVal::array(
-      emit(p, {x}, t, c.loc, {{"axes", axes}, {"axis", axis}, {"tiled", (int64_t)tiled}}), c.loc);
+  std::map<std::string, ir::Attr> params = {{"axes", axes}, {"axis", axis}, {"tiled", (int64_t)tiled}};
+  if (rooted) params["root"] = staticRoot(*a[4], n, "root");
+  return SVal::array(emit(p, {x}, t, c.loc, params), c.loc);
 }
 SVal Sema::bAllGather(const ast::Expr &c) { return gather(c, ir::Prim::AllGather); }
 SVal Sema::bAllGatherInvariant(const ast::Expr &c) {
@@ -127,7 +141,9 @@ SVal Sema::bAllGatherInvariant(const ast::Expr &c) {
 // psum_scatter / pscatter: untiled needs the dimension to have size n and removes it; tiled
 // needs it divisible by n and divides it.
 SVal Sema::scatter(const ast::Expr &c, ir::Prim p, const std::string &dimName) {
-  auto a = bindArgs(c, {"x", "axes", dimName, "tiled"}, 2);
+  const bool rooted = p == ir::Prim::ScatterFrom;
+  auto a = rooted ? rootLast(bindArgs(c, {"x", "axes", "root", dimName, "tiled"}, 3))
+                  : bindArgs(c, {"x", "axes", dimName, "tiled"}, 2);
   int64_t n = 1;
   std::vector<int64_t> axes = resolveAxes(*a[1], c.name, c.loc, &n);
   ir::Value *x = evalArray(*a[0]);
@@ -154,13 +170,60 @@ SVal Sema::scatter(const ast::Expr &c, ir::Prim p, const std::string &dimName) {
            "pass tiled=true to split the dimension into n blocks");
     t.shape.erase(t.shape.begin() + dim);
   }
-  return SVal::array(
-      emit(p, {x}, t, c.loc, {{"axes", axes}, {dimName, dim}, {"tiled", (int64_t)tiled}}), c.loc);
+  std::map<std::string, ir::Attr> params = {{"axes", axes}, {dimName, dim}, {"tiled", (int64_t)tiled}};
+  if (rooted) params["root"] = staticRoot(*a[4], n, "root");
+  return SVal::array(emit(p, {x}, t, c.loc, params), c.loc);
 }
 SVal Sema::bPsumScatter(const ast::Expr &c) {
   return scatter(c, ir::Prim::PsumScatter, "scatter_dimension");
 }
 SVal Sema::bPscatter(const ast::Expr &c) { return scatter(c, ir::Prim::Pscatter, "axis"); }
+
+// Rooted collectives (issue 14; seed 004's broadcast, reduce, gather, scatter). The root (or
+// broadcast's source) is a static group index: row-major over the listed axes, as axis_index.
+int64_t Sema::staticRoot(const ast::Expr &e, int64_t n, const std::string &what) {
+  const int64_t root = staticInt(e, what);
+  if (root < 0 || root >= n)
+    fail(DiagId::BadRoot, e.loc,
+         what + " " + std::to_string(root) + " is not a device of the group, which has " + std::to_string(n) +
+             " device(s)",
+         "give the device's index in the group, from 0 to " + std::to_string(n - 1) +
+             " (row-major over the listed axes, as axis_index counts)");
+  return root;
+}
+
+SVal Sema::bBroadcast(const ast::Expr &c) {
+  auto a = bindArgs(c, {"x", "axes", "source"}, 3);
+  int64_t n = 1;
+  std::vector<int64_t> axes = resolveAxes(*a[1], c.name, c.loc, &n);
+  ir::Value *x = evalArray(*a[0]);
+  const int64_t source = staticRoot(*a[2], n, "source");
+  return SVal::array(emit(ir::Prim::Broadcast, {x}, x->type, c.loc, {{"axes", axes}, {"root", source}}), c.loc);
+}
+
+SVal Sema::bReduce(const ast::Expr &c) {
+  auto a = bindArgs(c, {"x", "axes", "root", "op"}, 3);
+  int64_t n = 1;
+  std::vector<int64_t> axes = resolveAxes(*a[1], c.name, c.loc, &n);
+  ir::Value *x = evalArray(*a[0]);
+  const int64_t root = staticRoot(*a[2], n, "root");
+  int64_t op = 0;  // (the runtime's SHM_REDUCE_SUM, _MAX, _MIN, _PROD)
+  if (a[3]) {
+    const std::vector<std::string> ops = {"sum", "max", "min", "prod"};
+    auto it = a[3]->kind == ast::Expr::StringLit ? std::find(ops.begin(), ops.end(), a[3]->name) : ops.end();
+    if (it == ops.end())
+      fail(DiagId::BadReduceOp, a[3]->loc, "reduce's op is one of \"sum\", \"max\", \"min\", \"prod\"",
+           "write op=\"sum\" (the default), \"max\", \"min\" or \"prod\"; bitwise reductions are pand, por, pxor");
+    op = it - ops.begin();
+  }
+  if (x->type.dtype == ir::DType::Bool)
+    fail(DiagId::DTypeMismatch, a[0]->loc, c.name + " needs numbers, got " + str(x->type), "cast(x, i32) first");
+  return SVal::array(emit(ir::Prim::ReduceTo, {x}, x->type, c.loc, {{"axes", axes}, {"root", root}, {"op", op}}),
+                     c.loc);
+}
+
+SVal Sema::bGather(const ast::Expr &c) { return gather(c, ir::Prim::GatherTo); }
+SVal Sema::bScatter(const ast::Expr &c) { return scatter(c, ir::Prim::ScatterFrom, "axis"); }
 
 SVal Sema::bAllToAll(const ast::Expr &c) {
   auto a = bindArgs(c, {"x", "axes", "split_axis", "concat_axis", "tiled"}, 4);

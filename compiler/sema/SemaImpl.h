@@ -314,15 +314,20 @@ public:
   SVal bPor(const ast::Expr &c);
   SVal bPxor(const ast::Expr &c);
   SVal bitwiseCollective(const ast::Expr &c, ir::Prim p);
+  SVal bBroadcast(const ast::Expr &c);
+  SVal bReduce(const ast::Expr &c);
+  SVal bGather(const ast::Expr &c);
+  SVal bScatter(const ast::Expr &c);
+  int64_t staticRoot(const ast::Expr &e, int64_t n, const std::string &what);
   SVal bPsum2(const ast::Expr &c);
   SVal bPbroadcast(const ast::Expr &c);
   SVal bPmean(const ast::Expr &c);
   SVal bAllGather(const ast::Expr &c);
   SVal bAllGatherInvariant(const ast::Expr &c);
-  SVal gather(const ast::Expr &c, ir::Prim p);
+  SVal gather(const ast::Expr &c, ir::Prim p);  // (GatherTo: with a root argument)
   SVal bPsumScatter(const ast::Expr &c);
   SVal bPscatter(const ast::Expr &c);
-  SVal scatter(const ast::Expr &c, ir::Prim p, const std::string &dimName);
+  SVal scatter(const ast::Expr &c, ir::Prim p, const std::string &dimName);  // (ScatterFrom: with a root)
   SVal bAllToAll(const ast::Expr &c);
   SVal bPpermute(const ast::Expr &c);
   SVal bAxisIndex(const ast::Expr &c);
