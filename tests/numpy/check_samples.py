@@ -420,6 +420,24 @@ def jit_layers():
             "moe": moe_numpy()}
 
 
+def rooted_training():
+    """samples/rooted_training.smp: device 0's draws (seed 0: shm_rng, bit-identical to the
+    runtime) are the dataset and the first weights; 20 steps of gradient descent on the mean
+    squared error; the errors of every example (device 0's report) and their sum."""
+    xs = shm_rng.normal(np.float32, 0, 256).reshape(32, 8)
+    w_true = shm_rng.uniform(np.float32, 100, 8) - f32(0.5)
+    ys = xs @ w_true + shm_rng.normal(np.float32, 300, 32) * f32(0.1)
+    w0 = shm_rng.normal(np.float32, 200, 8) * f32(0.1)
+    loss = lambda w: np.mean((xs @ w - ys) ** 2)
+    w = w0.astype(np.float64)
+    for _ in range(20):
+        w = w - 0.5 * (2.0 / 32) * xs.T.astype(np.float64) @ (xs @ w - ys)
+    errors = (xs @ w - ys) ** 2
+    return {"initial weights": w0, "loss before": loss(w0), "loss after": loss(w),
+            "errors on device 0, first 8": errors[:8], "what the other devices hold": 0.0,
+            "sum of errors on device 0": np.array([errors.sum(), 0, 0, 0])}
+
+
 def moe_numpy():
     """Seed 002's Problem 2: Out[i] = W[B[i]] @ A[i], directly (no one-hot buffer)."""
     we = np.sin(iota(512)).reshape(4, 8, 16)

@@ -1,9 +1,11 @@
 """tests/run/collectives_rooted.smp: broadcast, reduce (sum, max, prod), gather and scatter
-onto / from one device. JAX's shard_map has no rooted collectives (lax.pbroadcast aside), so
-each is written on the global array, device d's block being row d of x: broadcast from 2 is
-row 2; reduce onto 1 is the reduction over rows in row 1 and zeros elsewhere; gather onto 0 is
-every row in row 0's block; scatter from 0 gives row d of device 0's block to device d. The
-loss through all of them is differentiated by JAX, and its check_grads verdict recomputed."""
+onto / from one device. JAX's shard_map has no rooted collectives but lax.pbroadcast(x, axis,
+source), which has no CPU lowering ("MLIR translation rule for primitive 'pbroadcast' not found
+for platform cpu"), so each is written on the global array, device d's block being row d of x:
+broadcast from 2 is row 2; reduce onto 1 is the reduction over rows in row 1 and zeros
+elsewhere; gather onto 0 is every row in row 0's block; scatter from 0 gives row d of device
+0's block to device d. The loss through all of them is differentiated by JAX, and its
+check_grads verdict recomputed."""
 import os, sys; sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import twin
 from twin import jax, jnp, iota
