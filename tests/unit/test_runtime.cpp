@@ -170,7 +170,10 @@ std::vector<int> group_members(const Mesh &m, int d, const std::vector<int32_t> 
   return members;
 }
 
-enum Kind { PSUM, PMAX, PMIN, ALL_GATHER, PSUM_SCATTER, ALL_TO_ALL, PPERMUTE, AXIS_INDEX };
+enum Kind {
+  PSUM, PMAX, PMIN, ALL_GATHER, PSUM_SCATTER, ALL_TO_ALL, PPERMUTE, AXIS_INDEX,
+  PPROD, PAND, POR, PXOR, BROADCAST, REDUCE_TO, GATHER_TO, SCATTER_FROM  // (issue 14)
+};
 
 struct Case {
   Kind kind = PSUM;
@@ -180,7 +183,26 @@ struct Case {
   int a1 = 0, a2 = 0; // axis / dim / split_axis, concat_axis
   int tiled = 0;
   std::vector<int64_t> pairs;
+  int root = 0;             // rooted collectives: a group index
+  int op = SHM_REDUCE_SUM;  // reduce_to
 };
+
+// The element-wise reduction `op` (SHM_REDUCE_*) of a and b in `dtype`'s arithmetic: integers
+// wrap, bools are logical.
+double combine_ref(int op, double a, double b, int32_t dtype) {
+  const bool isInt = dtype == SHM_I32 || dtype == SHM_I64, isBool = dtype == SHM_BOOL;
+  switch (op) {
+  case SHM_REDUCE_SUM: return isBool ? (double)(a || b) : a + b;
+  case SHM_REDUCE_MAX: return isBool ? (double)(a || b) : std::max(a, b);
+  case SHM_REDUCE_MIN: return isBool ? (double)(a && b) : std::min(a, b);
+  case SHM_REDUCE_PROD: return isBool ? (double)(a && b) : a * b;
+  case SHM_REDUCE_AND: return (double)((int64_t)a & (int64_t)b);
+  case SHM_REDUCE_OR: return (double)((int64_t)a | (int64_t)b);
+  case SHM_REDUCE_XOR: return (double)((int64_t)a ^ (int64_t)b);
+  }
+  (void)isInt;
+  return 0;
+}
 
 // The reference result of device d, given every device's input; sets out_shape.
 Values reference(const Mesh &m, const Case &c, int d, const std::vector<Values> &in,
@@ -191,6 +213,42 @@ Values reference(const Mesh &m, const Case &c, int d, const std::vector<Values> 
   const Shape &s = c.shape;
   Values out;
   switch (c.kind) {
+  case PPROD:
+  case PAND:
+  case POR:
+  case PXOR: {
+    *out_shape = s;
+    const int op = c.kind == PPROD ? SHM_REDUCE_PROD : c.kind == PAND ? SHM_REDUCE_AND : c.kind == POR ? SHM_REDUCE_OR : SHM_REDUCE_XOR;
+    out = in[(size_t)mem[0]];
+    for (int64_t j = 1; j < n; ++j)
+      for (size_t i = 0; i < out.size(); ++i) out[i] = combine_ref(op, out[i], in[(size_t)mem[(size_t)j]][i], c.dtype);
+    return out;
+  }
+  case BROADCAST:
+    *out_shape = s;
+    return in[(size_t)mem[(size_t)c.root]];
+  case REDUCE_TO: {
+    *out_shape = s;
+    if (me != c.root) return Values((size_t)numel(s), 0.0);
+    out = in[(size_t)mem[0]];
+    for (int64_t j = 1; j < n; ++j)
+      for (size_t i = 0; i < out.size(); ++i) out[i] = combine_ref(c.op, out[i], in[(size_t)mem[(size_t)j]][i], c.dtype);
+    return out;
+  }
+  case GATHER_TO:
+  case SCATTER_FROM: {
+    // all_gather's result on the root, zeros elsewhere; the root's block [:, me, :] along a1.
+    Case like = c;
+    like.kind = c.kind == GATHER_TO ? ALL_GATHER : PSUM_SCATTER;
+    if (c.kind == GATHER_TO) {
+      out = reference(m, like, d, in, out_shape);
+      if (me != c.root) out.assign(out.size(), 0.0);
+      return out;
+    }
+    std::vector<Values> only_root((size_t)m.ndev(), Values((size_t)numel(s), 0.0));
+    only_root[(size_t)mem[(size_t)c.root]] = in[(size_t)mem[(size_t)c.root]];
+    return reference(m, like, d, only_root, out_shape);
+  }
   case PSUM:
   case PMAX:
   case PMIN: {
@@ -313,6 +371,18 @@ void collective_body(shm_device *dev, void **outs, void **ins) {
     shm_ppermute(dev, c.dtype, ins[0], outs[0], n, c.pairs.data(), (int32_t)(c.pairs.size() / 2), axes, na);
     break;
   case AXIS_INDEX: *(int32_t *)outs[0] = shm_axis_index(dev, axes, na); break;
+  case PPROD: shm_pprod(dev, c.dtype, ins[0], outs[0], n, axes, na); break;
+  case PAND: shm_pbitwise(dev, SHM_REDUCE_AND, c.dtype, ins[0], outs[0], n, axes, na); break;
+  case POR: shm_pbitwise(dev, SHM_REDUCE_OR, c.dtype, ins[0], outs[0], n, axes, na); break;
+  case PXOR: shm_pbitwise(dev, SHM_REDUCE_XOR, c.dtype, ins[0], outs[0], n, axes, na); break;
+  case BROADCAST: shm_broadcast(dev, c.dtype, ins[0], outs[0], n, c.root, axes, na); break;
+  case REDUCE_TO: shm_reduce_to(dev, c.op, c.dtype, ins[0], outs[0], n, c.root, axes, na); break;
+  case GATHER_TO:
+    shm_gather_to(dev, c.dtype, ins[0], outs[0], rank, c.shape.data(), c.a1, c.tiled, c.root, axes, na);
+    break;
+  case SCATTER_FROM:
+    shm_scatter_from(dev, c.dtype, ins[0], outs[0], rank, c.shape.data(), c.a1, c.tiled, c.root, axes, na);
+    break;
   }
 }
 
@@ -326,6 +396,8 @@ void check_case(const Mesh &m, const Case &c) {
       double v;
       if (c.dtype == SHM_BOOL) v = ((d * 3 + e) % 4) == 0;
       else if (c.kind == PMAX || c.kind == PMIN) v = (double)((d * 7 + e * 3) % 11) - 5;
+      else if (c.kind == PPROD || (c.kind == REDUCE_TO && c.op == SHM_REDUCE_PROD)) v = (double)((d + e) % 3) - 1 + (e % 2) * 2;
+      else if (c.kind == PAND || c.kind == POR || c.kind == PXOR) v = (double)((d * 37 + e * 11) % 64);
       else v = d * 100 + e; // exact in f32
       in[(size_t)d].push_back(as_dtype(v, c.dtype));
     }
@@ -411,6 +483,72 @@ TEST_CASE("all-reduce collectives match the sequential reference", "[collectives
           check_case(ma.mesh, c);
         }
       }
+  }
+}
+
+TEST_CASE("pprod and the bitwise all-reduces match the sequential reference", "[collectives]") {
+  for (const MeshAxes &ma : mesh_configs())
+    for (Kind k : {PPROD, PAND, POR, PXOR})
+      for (int32_t dt : {SHM_F32, SHM_F64, SHM_I32, SHM_BOOL, SHM_I64, SHM_F16, SHM_BF16}) {
+        if (k != PPROD && dt != SHM_I32 && dt != SHM_I64 && dt != SHM_BOOL) continue;
+        for (Shape shape : {Shape{}, Shape{3}, Shape{2, 5}, Shape{17}}) {
+          Case c;
+          c.kind = k;
+          c.dtype = dt;
+          c.shape = shape;
+          c.axes = ma.axes;
+          INFO(ma.name << ", kind " << k << ", dtype " << dt << ", elements " << numel(shape));
+          check_case(ma.mesh, c);
+        }
+      }
+}
+
+TEST_CASE("rooted collectives match the sequential reference", "[collectives]") {
+  for (const MeshAxes &ma : mesh_configs()) {
+    const int n = (int)group_size(ma);
+    for (int root : {0, n - 1}) {
+      for (int op : {(int)SHM_REDUCE_SUM, (int)SHM_REDUCE_MAX, (int)SHM_REDUCE_MIN, (int)SHM_REDUCE_PROD})
+        for (int32_t dt : {SHM_F32, SHM_I32, SHM_F16, SHM_I64}) {
+          Case c;
+          c.kind = REDUCE_TO;
+          c.op = op;
+          c.dtype = dt;
+          c.shape = {2, 5};
+          c.axes = ma.axes;
+          c.root = root;
+          INFO(ma.name << ", reduce_to op " << op << ", root " << root << ", dtype " << dt);
+          check_case(ma.mesh, c);
+        }
+      for (int32_t dt : {SHM_F32, SHM_BOOL, SHM_BF16}) {
+        Case c;
+        c.kind = BROADCAST;
+        c.dtype = dt;
+        c.shape = {3, 2};
+        c.axes = ma.axes;
+        c.root = root;
+        INFO(ma.name << ", broadcast, root " << root << ", dtype " << dt);
+        check_case(ma.mesh, c);
+      }
+      for (int tiled : {0, 1})
+        for (int axis = 0; axis <= 1; ++axis) {
+          Case g;
+          g.kind = GATHER_TO;
+          g.dtype = SHM_F32;
+          g.shape = {3, 2};
+          g.axes = ma.axes;
+          g.root = root;
+          g.tiled = tiled;
+          g.a1 = axis;
+          INFO(ma.name << ", gather_to, root " << root << ", tiled " << tiled << ", axis " << axis);
+          check_case(ma.mesh, g);
+          Case sc = g;
+          sc.kind = SCATTER_FROM;
+          sc.shape = {tiled ? 2 * n : n, 3};
+          if (axis == 1) sc.shape = {3, tiled ? 2 * n : n};
+          INFO("scatter_from");
+          check_case(ma.mesh, sc);
+        }
+    }
   }
 }
 
