@@ -207,19 +207,25 @@ SVal Sema::bReduce(const ast::Expr &c) {
   std::vector<int64_t> axes = resolveAxes(*a[1], c.name, c.loc, &n);
   ir::Value *x = evalArray(*a[0]);
   const int64_t root = staticRoot(*a[2], n, "root");
-  int64_t op = 0;  // (the runtime's SHM_REDUCE_SUM, _MAX, _MIN, _PROD)
+  int64_t op = 0;  // (the runtime's SHM_REDUCE_SUM, _MAX, _MIN, _PROD; 4: mean, a sum divided)
   if (a[3]) {
-    const std::vector<std::string> ops = {"sum", "max", "min", "prod"};
+    const std::vector<std::string> ops = {"sum", "max", "min", "prod", "mean"};
     auto it = a[3]->kind == ast::Expr::StringLit ? std::find(ops.begin(), ops.end(), a[3]->name) : ops.end();
     if (it == ops.end())
-      fail(DiagId::BadReduceOp, a[3]->loc, "reduce's op is one of \"sum\", \"max\", \"min\", \"prod\"",
-           "write op=\"sum\" (the default), \"max\", \"min\" or \"prod\"; bitwise reductions are pand, por, pxor");
+      fail(DiagId::BadReduceOp, a[3]->loc, "reduce's op is one of \"sum\", \"mean\", \"max\", \"min\", \"prod\"",
+           "write op=\"sum\" (the default), \"mean\", \"max\", \"min\" or \"prod\"; bitwise reductions are pand, "
+           "por, pxor");
     op = it - ops.begin();
   }
   if (x->type.dtype == ir::DType::Bool)
     fail(DiagId::DTypeMismatch, a[0]->loc, c.name + " needs numbers, got " + str(x->type), "cast(x, i32) first");
-  return SVal::array(emit(ir::Prim::ReduceTo, {x}, x->type, c.loc, {{"axes", axes}, {"root", root}, {"op", op}}),
-                     c.loc);
+  if (op == 4 && !ir::isFloat(x->type.dtype))
+    fail(DiagId::DTypeMismatch, a[0]->loc, "reduce with op=\"mean\" needs a float array, got " + str(x->type),
+         "cast(x, f32) first");
+  ir::Value *r = emit(ir::Prim::ReduceTo, {x}, x->type, c.loc, {{"axes", axes}, {"root", root}, {"op", op == 4 ? 0 : op}});
+  if (op == 4)  // (seed 004's avg: the sum over the group divided by its size, as pmean)
+    r = emit(ir::Prim::Div, {r, constant(x->type.dtype, x->type.shape, {(double)n}, c.loc)}, x->type, c.loc);
+  return SVal::array(r, c.loc);
 }
 
 SVal Sema::bGather(const ast::Expr &c) { return gather(c, ir::Prim::GatherTo); }

@@ -5,7 +5,8 @@ for platform cpu"), so each is written on the global array, device d's block bei
 broadcast from 2 is row 2; reduce onto 1 is the reduction over rows in row 1 and zeros
 elsewhere; gather onto 0 is every row in row 0's block; scatter from 0 gives row d of device
 0's block to device d. The loss through all of them is differentiated by JAX, and its
-check_grads verdict recomputed."""
+check_grads verdict recomputed; and reduce's gradients with a tie for the maximum, a product with
+one zero and with two, and the mean."""
 import os, sys; sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import twin
 from twin import jax, jnp, iota
@@ -35,6 +36,11 @@ def loss(x, w):
     return jnp.sum(b * wr) + jnp.sum(s * s) + jnp.sum(mx) + jnp.sum(pr) + jnp.sum(sc * wr)
 
 
+def edges(x):
+    r = x.reshape(4, 2)
+    return jnp.sum(r.max(0)) + jnp.sum(r.prod(0)) + jnp.sum(r.mean(0) ** 2)
+
+
 def check(t):
     x = jnp.sin(iota(8) + 1.0)
     b, s, mx, pr, g, sc = rooted(x)
@@ -53,6 +59,10 @@ def check(t):
     t.close("grad w", gw)
     metric, _, _, _ = twin.check_grads_metric(loss, [x, w])
     t.equal("check_grads", metric < 0.01, how="JAX jvp/vjp vs float64 fd: %.2g" % metric)
+    e = jnp.array([1.0, 0.0, 3.0, 2.0, 3.0, 0.0, 0.0, 1.5], jnp.float32)
+    t.close("edges", edges(e))
+    # (JAX's max shares a tie's cotangent equally, and its prod's gradient is right with zeros)
+    t.close("grad edges", jax.grad(edges)(e))
 
 
 if __name__ == "__main__":
