@@ -4,6 +4,7 @@
 #include "ranks.h"
 #include "shmap_runtime.h"
 #include "stats.h"
+#include "trace.h"
 #include "util.h"
 
 #include <cblas.h>
@@ -76,10 +77,13 @@ bool parseArg(ArgValue &a, const char *text) {
 }
 
 void usage(const char *prog) {
-  std::printf("usage: %s [--stats]", prog);
+  std::printf("usage: %s [--stats] [--trace=FILE]", prog);
   for (const ArgValue &a : g_args) std::printf(" [--%s=%s]", a.name, a.type);
   std::printf("\n  --stats   print the collective statistics table after the program's output\n"
-              "            (same as the environment variable SHMAP_STATS=1)\n%s", ranks_usage());
+              "            (same as the environment variable SHMAP_STATS=1)\n"
+              "  --trace=FILE  write a timeline of the run (Trace Event Format: Perfetto, chrome://tracing)\n"
+              "            to FILE (same as SHMAP_TRACE=FILE); under MPI each rank writes FILE.rankN\n%s",
+              ranks_usage());
   for (const ArgValue &a : g_args)
     std::printf("  --%s=%s   (default %s)\n", a.name, a.type, a.text);
 }
@@ -121,9 +125,17 @@ int runtime_main(int argc, char **argv) {
   bool stats = false;
   const char *env = std::getenv("SHMAP_STATS");
   if (env && std::strcmp(env, "1") == 0) stats = true;
+  const char *trace = std::getenv("SHMAP_TRACE");
+  if (trace && !*trace) trace = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--stats") == 0) {
       stats = true;
+    } else if (std::strncmp(argv[i], "--trace=", 8) == 0) {
+      trace = argv[i] + 8;
+      if (!*trace) {
+        std::fprintf(stderr, "%s: error: --trace= needs a file name, e.g. --trace=run.json\n", prog);
+        return 1;
+      }
     } else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
       usage(prog);
       ranks_finish();
@@ -148,7 +160,9 @@ int runtime_main(int argc, char **argv) {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   check_layout();
   stats_reset();
+  if (trace) trace_begin(trace);
   shm_user_main(nullptr, nullptr, nullptr);
+  trace_write();
   if (stats) {
     Stats all = stats_get();
     sum_stats_over_ranks(all);  // (every rank counted its own devices)

@@ -13,6 +13,7 @@
 #include "device.h"
 #include "ranks.h"
 #include "shmap_runtime.h"
+#include "trace.h"
 #include "util.h"
 
 #include <algorithm>
@@ -156,6 +157,7 @@ void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind
   c.slots[(size_t)dev->id].in = in;
   c.slots[(size_t)dev->id].out = out;
   c.barrier.arrive_and_wait();
+  if (g_tracing) dev->collective_waited = trace_now();  // (every member has arrived)
   if (c.nlocal < c.ndev) {
     CollectiveSig sig{kind, bytes, axis_bits(axes, naxes)};
     if (direct(dev)) return check_collective(sig);
@@ -166,12 +168,24 @@ void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind
   }
 }
 
+// --trace: the collective that just finished, from its start (group_of) to now, with the
+// time the device waited for the others to arrive (publish's barrier) as a span inside it.
+void trace_collective(shm_device *dev, int kind, int64_t sent, int64_t received) {
+  const double t0 = dev->collective_start, waited = dev->collective_waited - t0;
+  if (waited > 0) current_track()->events.push_back({"wait", "wait", t0, waited, {}});
+  trace_span(kind_name(kind), "collective", t0,
+             "\"axes\":\"" + dev->collective_axes + "\",\"bytes_sent\":" + std::to_string(sent) +
+                 ",\"bytes_received\":" + std::to_string(received) +
+                 ",\"wait_us\":" + std::to_string(waited > 0 ? waited : 0.0));
+}
+
 void finish(shm_device *dev, int kind, int64_t sent, int64_t received) {
   StatsRow &r = dev->stats.rows[kind];
   if (dev->id == 0) r.calls += 1; // once per collective, not per device
   r.bytes_sent += sent;
   r.bytes_received += received;
   dev->call->barrier.arrive_and_wait();
+  if (g_tracing) trace_collective(dev, kind, sent, received);
 }
 
 // A buffer for a collective's data between ranks, from the runtime's block cache (reused

@@ -4,9 +4,11 @@
 #include "shmap_limits.h"
 #include "shmap_runtime.h"
 #include "stats.h"
+#include "trace.h"
 #include "util.h"
 
 #include <atomic>
+#include <string>
 #include <cstdint>
 #include <vector>
 
@@ -66,6 +68,9 @@ struct alignas(64) shm_device {
   int id = 0;                                // row-major over the mesh axes
   int64_t coords[shm::kMaxMeshRank] = {0};   // this device's coordinate on each axis
   shm::Stats stats;                          // private counters, merged after the threads join
+  shm::TraceTrack trace;                     // --trace: this device's events, likewise
+  double collective_start = 0, collective_waited = 0;  // --trace: the collective in progress
+  std::string collective_axes;                          // ... and its axes ("x,y")
 };
 
 namespace shm {

@@ -3,6 +3,7 @@
 #include "half.h"
 #include "pool.h"
 #include "shmap_runtime.h"
+#include "trace.h"
 #include "util.h"
 
 #include <algorithm>
@@ -518,6 +519,10 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, in
 void shm_matmul(int32_t dtype, const void *lhs, const void *rhs, void *out, int64_t batch,
                 int64_t m, int64_t k, int64_t n, int32_t trans_lhs, int32_t trans_rhs) {
   SHM_GUARD_BEGIN
+  TraceScope span("matmul", "compute");
+  if (span.name)
+    span.args = "\"batch\":" + std::to_string(batch) + ",\"m\":" + std::to_string(m) + ",\"k\":" + std::to_string(k) +
+                ",\"n\":" + std::to_string(n);
   if (batch < 0 || m < 0 || k < 0 || n < 0) fatalf("matmul: negative dimension");
   if (m == 0 || n == 0 || batch == 0) return;
   const int64_t es = dtype_size(dtype);

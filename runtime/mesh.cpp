@@ -3,6 +3,7 @@
 // collectives use.
 #include "device.h"
 #include "pool.h"
+#include "trace.h"
 #include "ranks.h"
 #include "shmap_runtime.h"
 #include "util.h"
@@ -41,6 +42,14 @@ void require_device(const shm_device *dev, const char *what) {
 
 Group group_of(const shm_device *dev, const int32_t *axes, int32_t naxes, const char *what) {
   require_device(dev, what);
+  if (g_tracing) {  // (every collective starts here: its span and its wait start now)
+    shm_device *d = const_cast<shm_device *>(dev);
+    d->collective_start = d->collective_waited = trace_now();
+    d->collective_axes.clear();
+    for (int32_t k = 0; k < naxes && axes; ++k)
+      if (axes[k] >= 0 && axes[k] < dev->call->mesh_rank)
+        d->collective_axes += (k ? "," : "") + std::string(dev->call->axis_names ? dev->call->axis_names[axes[k]] : "?");
+  }
   const MeshCall &c = *dev->call;
   if (naxes < 0 || naxes > c.mesh_rank || (naxes > 0 && !axes))
     fatalf("%s: invalid axis list (%d axes on a mesh of rank %d)", what, (int)naxes,
@@ -254,7 +263,15 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
     else
       bout[i] = shm_alloc(p.block_bytes);
   }
-  body(&dev, bout.data(), bin.data());
+  if (g_tracing) {
+    set_current_track(&dev.trace);
+    const double t0 = trace_now();
+    body(&dev, bout.data(), bin.data());
+    trace_span("shmap body", "shmap", t0);
+    set_current_track(nullptr);
+  } else {
+    body(&dev, bout.data(), bin.data());
+  }
   for (size_t i = 0; i < outp.size(); ++i) {
     const ArrayPlan &p = outp[i];
     if (out_direct[i] || !bout[i]) continue;
@@ -380,6 +397,7 @@ extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
   const int first = call.first, nlocal = call.nlocal;
   const int64_t ndev = call.ndev;
 
+  const double t0 = g_tracing ? trace_now() : 0;
   std::vector<ArrayPlan> inp, outp;
   for (int32_t i = 0; i < nin; ++i) inp.push_back(plan_array(call, in_descs[i], "input", i));
   for (int32_t i = 0; i < nout; ++i) outp.push_back(plan_array(call, out_descs[i], "output", i));
@@ -398,6 +416,18 @@ extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
   });
   // The threads have finished (run_on_threads synchronises with them): merge their counters.
   for (const shm_device &d : devs) stats_merge(d.stats);
+  if (g_tracing) {
+    std::string mesh;  // "x=2,y=4"
+    for (int32_t a = 0; a < mesh_rank; ++a)
+      mesh += (a ? "," : "") + std::string(axis_names ? axis_names[a] : "?") + "=" + std::to_string(mesh_sizes[a]);
+    for (shm_device &d : devs) {
+      std::string label = "device " + std::to_string(d.id) + " (";  // "device 5 (x=1,y=1)"
+      for (int32_t a = 0; a < mesh_rank; ++a)
+        label += (a ? "," : "") + std::string(axis_names ? axis_names[a] : "?") + "=" + std::to_string(d.coords[a]);
+      trace_merge_device(d.id, label + ")", d.trace);
+    }
+    trace_span("shmap", "shmap", t0, "\"mesh\":\"" + mesh + "\",\"devices\":" + std::to_string(ndev));
+  }
   if (nlocal < ndev) {
     int64_t split = 0, shared = 0, received = 0;
     for (size_t i = 0; i < outp.size(); ++i) {

@@ -976,7 +976,25 @@ TEST_CASE("runtime main: --stats, SHMAP_STATS and unknown arguments", "[main]") 
     int rc = -1;
     const std::string out = capture_stdout([&] { rc = shm::runtime_main(2, argv); });
     CHECK(rc == 0);
-    CHECK(out.rfind("usage: prog [--stats]\n", 0) == 0);
+    CHECK(out.rfind("usage: prog [--stats] [--trace=FILE]\n", 0) == 0);
+  }
+  {
+    char empty[] = "--trace=";
+    char *argv[] = {prog, empty, nullptr};
+    int rc = -1;
+    const int before = g_user_main_calls;
+    const std::string err = capture_stdout([&] {  // (stderr into the captured stdout)
+      std::fflush(stderr);
+      const int saved = dup(2);
+      dup2(1, 2);
+      rc = shm::runtime_main(2, argv);
+      std::fflush(stderr);
+      dup2(saved, 2);
+      close(saved);
+    });
+    CHECK(rc == 1);
+    CHECK(err == "prog: error: --trace= needs a file name, e.g. --trace=run.json\n");
+    CHECK(g_user_main_calls == before);
   }
 }
 

@@ -1,0 +1,105 @@
+// The run's timeline (trace.h).
+#include "trace.h"
+
+#include "ranks.h"
+#include "util.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+namespace shm {
+
+bool g_tracing = false;
+
+namespace {
+
+std::string g_path;
+std::chrono::steady_clock::time_point g_start;
+TraceTrack g_host;
+std::map<int, std::pair<std::string, std::vector<TraceEvent>>> g_devices;  // id -> (label, events)
+thread_local TraceTrack *t_track = nullptr;
+
+// The JSON string of s (quotes and backslashes escaped; control characters as \u00XX).
+std::string quoted(const std::string &s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') out += '\\', out += (char)c;
+    else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else out += (char)c;
+  }
+  return out + "\"";
+}
+
+void write_events(std::FILE *f, int pid, int tid, std::vector<TraceEvent> events, bool &first) {
+  // In time order, a span before those inside it (a span is recorded when it ends).
+  std::stable_sort(events.begin(), events.end(), [](const TraceEvent &a, const TraceEvent &b) {
+    return a.ts != b.ts ? a.ts < b.ts : a.dur > b.dur;
+  });
+  for (const TraceEvent &e : events) {
+    std::fprintf(f, "%s\n{\"name\":%s,\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d", first ? "" : ",",
+                 quoted(e.name).c_str(), e.cat, e.ts, e.dur < 0 ? 0.0 : e.dur, pid, tid);
+    if (!e.args.empty()) std::fprintf(f, ",\"args\":{%s}", e.args.c_str());
+    std::fputs("}", f);
+    first = false;
+  }
+}
+
+void write_name(std::FILE *f, const char *what, int pid, int tid, const std::string &name, bool &first) {
+  std::fprintf(f, "%s\n{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":%s}}", first ? "" : ",", what,
+               pid, tid, quoted(name).c_str());
+  first = false;
+}
+
+} // namespace
+
+TraceTrack *current_track() { return t_track ? t_track : &g_host; }
+void set_current_track(TraceTrack *t) { t_track = t; }
+
+double trace_now() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - g_start).count();
+}
+
+void trace_begin(const char *path) {
+  g_path = path;
+  g_start = std::chrono::steady_clock::now();
+  g_tracing = true;
+}
+
+void trace_merge_device(int id, const std::string &label, TraceTrack &t) {
+  auto &slot = g_devices[id];
+  if (slot.first.empty()) slot.first = label;
+  slot.second.insert(slot.second.end(), t.events.begin(), t.events.end());
+  t.events.clear();
+}
+
+void trace_write() {
+  if (!g_tracing) return;
+  std::string path = g_path;
+  if (rank_count() > 1) {  // run.json -> run.rank3.json
+    const size_t dot = path.rfind('.'), slash = path.rfind('/');
+    const std::string tag = ".rank" + std::to_string(rank_id());
+    if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) path.insert(dot, tag);
+    else path += tag;
+  }
+  std::FILE *f = std::fopen(path.c_str(), "w");
+  if (!f) fatalf("--trace: cannot write %s: %s", path.c_str(), std::strerror(errno));
+  const int pid = rank_id();
+  bool first = true;
+  std::fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", f);
+  write_name(f, "process_name", pid, 0, rank_count() > 1 ? "rank " + std::to_string(pid) : "shmap program", first);
+  write_name(f, "thread_name", pid, 0, "host", first);
+  for (const auto &[id, track] : g_devices) write_name(f, "thread_name", pid, id + 1, track.first, first);
+  write_events(f, pid, 0, g_host.events, first);
+  for (const auto &[id, track] : g_devices) write_events(f, pid, id + 1, track.second, first);
+  std::fputs("\n]}\n", f);
+  if (std::fclose(f) != 0) fatalf("--trace: cannot write %s", path.c_str());
+}
+
+} // namespace shm

@@ -1,0 +1,55 @@
+// A timeline of the run in the Trace Event Format (JSON) that Perfetto and chrome://tracing
+// open (issue 15): one track per device and one for the host, with a span for each shmap call,
+// each collective (its axes and the bytes it sent and received; the time the device waited at
+// it for the others as a "wait" span inside it) and each matmul. `--trace=FILE` or
+// SHMAP_TRACE=FILE turns it on; under MPI each rank writes FILE with `.rankN` before its
+// extension (tools/merge-traces joins them). Off, every hook is one test of a global flag.
+#ifndef SHMAP_RUNTIME_TRACE_H
+#define SHMAP_RUNTIME_TRACE_H
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shm {
+
+extern bool g_tracing;
+
+struct TraceEvent {
+  const char *name;  // a literal
+  const char *cat;   // "shmap", "collective", "wait", "compute"
+  double ts, dur;    // microseconds since the trace started
+  std::string args;  // a JSON object's members, or ""
+};
+
+// The events of one track (a device during one shmap call, or the host).
+struct TraceTrack {
+  std::vector<TraceEvent> events;
+};
+
+// Where this thread's events go: the host's track, or the device's it runs the body of.
+TraceTrack *current_track();
+void set_current_track(TraceTrack *t);  // (null: the host's)
+
+double trace_now();  // microseconds since the trace started (one monotonic clock)
+void trace_begin(const char *path);
+inline void trace_span(const char *name, const char *cat, double t0, std::string args = {}) {
+  current_track()->events.push_back({name, cat, t0, trace_now() - t0, std::move(args)});
+}
+// A span from its construction to the end of the scope, if tracing is on (`args` may be set
+// in between).
+struct TraceScope {
+  const char *name, *cat;
+  double t0;
+  std::string args;
+  TraceScope(const char *n, const char *c) : name(g_tracing ? n : nullptr), cat(c), t0(name ? trace_now() : 0) {}
+  ~TraceScope() {
+    if (name) trace_span(name, cat, t0, std::move(args));
+  }
+};
+// After a shmap call's threads joined: device `id`'s events, on the track named `label`.
+void trace_merge_device(int id, const std::string &label, TraceTrack &t);
+// Writes the file (at the end of the program; a no-op if tracing is off).
+void trace_write();
+
+} // namespace shm
+#endif

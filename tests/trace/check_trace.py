@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""--trace (issue 15): each sample, run with --trace=FILE and --stats, writes a valid trace in the
+Trace Event Format that Perfetto and chrome://tracing open, which agrees with the run:
+
+- JSON with a traceEvents list; every event has name, ph, pid, tid; complete events ("X")
+  have ts and dur >= 0, metadata events ("M") name the process and each thread;
+- one track per device that ran (named "device N (axis=coordinate,...)"), and the host's;
+- on each track, events in time order, and a span that starts inside another ends inside it
+  (collectives and their waits inside the shmap body that ran them);
+- the bytes sent and received in the collective events add up, per collective, to the --stats
+  table, and their number to its calls (counted once per collective: on device 0's track).
+
+With --mpi the programs (meshes of 4 devices) run as 2 MPI ranks of 2 devices each, every rank
+writing its own trace, and tools/merge-traces joins them first: a process per rank.
+
+    python3 tests/trace/check_trace.py --shmapc build/compiler/shmapc [--mpi] [PROGRAMS]"""
+import argparse
+import collections
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+
+
+def stats_table(stdout):
+    rows, on = {}, False
+    for line in stdout.splitlines():
+        if line.startswith("== shmap collective stats =="):
+            on = True
+            continue
+        m = re.match(r"(\w+)\s+(\d+)\s+(\d+)\s+(\d+)$", line) if on else None
+        if m:
+            rows[m.group(1)] = tuple(int(g) for g in m.groups()[1:])
+    return rows
+
+
+def problems_of(trace, stats):
+    out = []
+    events = trace.get("traceEvents") if isinstance(trace, dict) else None
+    if not isinstance(events, list):
+        return ["no traceEvents list"]
+    names, tracks = {}, collections.defaultdict(list)
+    for e in events:
+        if not all(k in e for k in ("name", "ph", "pid", "tid")):
+            return ["an event without name, ph, pid or tid: %r" % e]
+        if e["ph"] == "M":
+            if e["name"] == "thread_name":
+                names[(e["pid"], e["tid"])] = e["args"]["name"]
+        elif e["ph"] == "X":
+            if not isinstance(e.get("ts"), (int, float)) or not isinstance(e.get("dur"), (int, float)) or e["dur"] < 0:
+                return ["a complete event without ts or a dur >= 0: %r" % e]
+            tracks[(e["pid"], e["tid"])].append(e)
+        else:
+            return ["an event of phase %r (only X and M are written)" % e["ph"]]
+    for key in tracks:
+        if key not in names:
+            out.append("track %r has no name" % (key,))
+        elif key[1] == 0 and names[key] != "host":
+            out.append("track 0 is %r, not the host" % names[key])
+        elif key[1] > 0 and not re.fullmatch(r"device %d \(.*\)" % (key[1] - 1), names[key]):
+            out.append("track %r is named %r" % (key, names[key]))
+    for key, evs in tracks.items():
+        ends = []  # the ends of the spans enclosing the current one (microseconds; 1 ns slack)
+        for before, e in zip([None] + evs[:-1], evs):
+            if before is not None and e["ts"] < before["ts"]:
+                out.append("track %r: %r at %.3f before the previous event" % (key, e["name"], e["ts"]))
+                break
+            while ends and e["ts"] >= ends[-1] - 1e-3:
+                ends.pop()
+            if ends and e["ts"] + e["dur"] > ends[-1] + 1e-3:
+                out.append("track %r: %r overlaps the end of the span it starts in" % (key, e["name"]))
+                break
+            ends.append(e["ts"] + e["dur"])
+    totals = collections.defaultdict(lambda: [0, 0, 0])
+    for key, evs in tracks.items():
+        for e in evs:
+            if e.get("cat") != "collective":
+                continue
+            t = totals[e["name"]]
+            t[0] += key[1] == 1  # (device 0 counts each collective once, as --stats does)
+            t[1] += e["args"]["bytes_sent"]
+            t[2] += e["args"]["bytes_received"]
+    for kind in set(totals) | set(stats):
+        if tuple(totals.get(kind, (0, 0, 0))) != stats.get(kind, (0, 0, 0)):
+            out.append("%s: the trace has %s (calls, sent, received), --stats %s" % (
+                kind, tuple(totals.get(kind, (0, 0, 0))), stats.get(kind, (0, 0, 0))))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shmapc", required=True)
+    ap.add_argument("--mpi", action="store_true")
+    ap.add_argument("programs", nargs="*")
+    a = ap.parse_args()
+    programs = a.programs or sorted(glob.glob(os.path.join(ROOT, "samples", "*.smp")))
+    failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for prog in programs:
+            name = os.path.relpath(prog, ROOT)
+            exe, path = os.path.join(tmp, "prog"), os.path.join(tmp, "run.json")
+            subprocess.run([a.shmapc, "compile", prog, "-o", exe] + (["--mpi"] if a.mpi else []), check=True, cwd=ROOT)
+            # (in the program's folder, where its data files are, as the golden tests run it)
+            cmd = [exe, "--trace=" + path, "--stats"]
+            if a.mpi:
+                cmd = MPIRUN + ["-np", "2", exe, "--devices-per-rank=2", "--trace=" + path, "--stats"]
+            run = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(os.path.abspath(prog)))
+            if a.mpi and run.returncode == 0:
+                subprocess.run([os.path.join(ROOT, "tools", "merge-traces"), path], check=True, capture_output=True)
+            if run.returncode != 0:
+                print("FAIL %s: exit %d: %s" % (name, run.returncode, run.stderr.strip()[-300:]))
+                failed += 1
+                continue
+            try:
+                trace = json.load(open(path))
+                problems = problems_of(trace, stats_table(run.stdout))
+            except (OSError, ValueError) as e:
+                problems = ["not JSON: %s" % e]
+            for p in problems[:5]:
+                print("FAIL %s: %s" % (name, p))
+            if not problems:
+                devices = len({e["tid"] for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] > 0})
+                print("ok   %s: %d events, %d device tracks" % (name, len(trace["traceEvents"]), devices))
+            failed += bool(problems)
+    print("%d of %d programs' traces disagree" % (failed, len(programs)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
