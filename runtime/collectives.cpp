@@ -172,7 +172,7 @@ void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind
 // time the device waited for the others to arrive (publish's barrier) as a span inside it.
 void trace_collective(shm_device *dev, int kind, int64_t sent, int64_t received) {
   const double t0 = dev->collective_start, waited = dev->collective_waited - t0;
-  if (waited > 0) current_track()->events.push_back({"wait", "wait", t0, waited, {}});
+  if (waited > 0) current_track()->events.push_back({"wait", "wait", t0, waited, {}});  // (a device's own track)
   trace_span(kind_name(kind), "collective", t0,
              "\"axes\":\"" + dev->collective_axes + "\",\"bytes_sent\":" + std::to_string(sent) +
                  ",\"bytes_received\":" + std::to_string(received) +

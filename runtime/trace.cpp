@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <mutex>
 
 namespace shm {
 
@@ -59,7 +60,16 @@ void write_name(std::FILE *f, const char *what, int pid, int tid, const std::str
 
 } // namespace
 
+static std::mutex g_host_lock;  // (the host track's)
+
 TraceTrack *current_track() { return t_track ? t_track : &g_host; }
+
+void trace_span(const char *name, const char *cat, double t0, std::string args) {
+  TraceEvent e{name, cat, t0, trace_now() - t0, std::move(args)};
+  if (t_track) return t_track->events.push_back(std::move(e));
+  std::lock_guard<std::mutex> hold(g_host_lock);
+  g_host.events.push_back(std::move(e));
+}
 void set_current_track(TraceTrack *t) { t_track = t; }
 
 double trace_now() {

@@ -32,9 +32,8 @@ void set_current_track(TraceTrack *t);  // (null: the host's)
 
 double trace_now();  // microseconds since the trace started (one monotonic clock)
 void trace_begin(const char *path);
-inline void trace_span(const char *name, const char *cat, double t0, std::string args = {}) {
-  current_track()->events.push_back({name, cat, t0, trace_now() - t0, std::move(args)});
-}
+// (on the host's track under a lock: a host loop's helper threads may record there too)
+void trace_span(const char *name, const char *cat, double t0, std::string args = {});
 // A span from its construction to the end of the scope, if tracing is on (`args` may be set
 // in between).
 struct TraceScope {

@@ -8,6 +8,7 @@
 #include "pool.h"
 #include "shmap_runtime.h"
 #include "stats.h"
+#include "trace.h"
 
 #include <algorithm>
 #include <atomic>
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <random>
@@ -550,6 +552,31 @@ TEST_CASE("rooted collectives match the sequential reference", "[collectives]") 
         }
     }
   }
+}
+
+TEST_CASE("a traced run records each device's collectives and its waits", "[collectives][trace]") {
+  // (under ThreadSanitizer too: each device records on its own track, merged after the join)
+  char path[] = "/tmp/shmap-trace-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  shm::trace_begin(path);
+  for (Kind k : {PSUM, ALL_GATHER, BROADCAST}) {
+    Case c;
+    c.kind = k;
+    c.shape = {4};
+    c.axes = {1};
+    check_case(Mesh{{2, 4}}, c);
+  }
+  shm::trace_write();
+  shm::g_tracing = false;
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  unlink(path);
+  CHECK(text.find("\"name\":\"host\"") != std::string::npos);
+  CHECK(text.find("device 7 (") != std::string::npos);
+  for (const char *name : {"\"psum\"", "\"all_gather\"", "\"broadcast\"", "\"shmap body\"", "\"shmap\""})
+    CHECK(text.find(name) != std::string::npos);
 }
 
 TEST_CASE("all_gather matches the reference, tiled and untiled", "[collectives]") {
