@@ -22,36 +22,17 @@ bool lowerAllReduce(FuncEmitter &fe, size_t i, const char *runtimeFn) {
 
 // The cotangent goes to the device holding the extremum; ties share it.
 void extremumJvp(JvpCtx &c) {
-  Builder &b = c.b;
-  Prim sum = b.f.checkVma ? Prim::Psum2 : Prim::Psum;  // untyped bodies keep the user-level psum
+  Prim sum = c.b.f.checkVma ? Prim::Psum2 : Prim::Psum;  // untyped bodies keep the user-level psum
   const Attr &axes = c.e.params.at("axes");
-  Value *yb = b.liftTo(c.y, c.x->type.vary);
-  Value *mask = b.convert(b.compare(Prim::Eq, c.x, yb), c.x->type.dtype);
-  Value *count = b.emit(sum, {mask}, c.y->type, {{"axes", axes}});
-  Value *w = b.binary(Prim::Div, mask, b.liftTo(count, c.x->type.vary));
-  c.set(c.linear(sum, {c.scaled(c.t[0], w)}, c.ty, {{"axes", axes}}));
+  c.set(c.linear(sum, {c.scaled(c.t[0], extremumShare(c.b, c.x, c.y, axes))}, c.ty, {{"axes", axes}}));
 }
 
-// Seed 004: the product's derivative with respect to device i's operand is the product of
-// the others' (fwd_out / fwd_in where no operand is zero). Dividing would be wrong where some
-// are: with z zero operands over the group, device i's factor is the product of the nonzero
-// operands p if z = 0 (p / x_i) or if z = 1 and x_i is the zero one, and 0 otherwise. So the
-// tangent is psum(factor * t): z (a psum of x == 0) and p (a pprod of x with its zeros as 1)
-// are computed with it, and the transpose is factor * ct, with no communication.
+// The tangent is psum(share * t), and the transpose share * ct, with no communication.
 void productJvp(JvpCtx &c) {
-  Builder &b = c.b;
-  Prim sum = b.f.checkVma ? Prim::Psum2 : Prim::Psum;
+  Prim sum = c.b.f.checkVma ? Prim::Psum2 : Prim::Psum;
   const Attr &axes = c.e.params.at("axes");
-  const Type &xt = c.x->type;
-  Value *zero = b.zerosLike(xt);
-  Value *isZero = b.compare(Prim::Eq, c.x, zero);
-  Value *nonzero = b.select(isZero, b.full(1.0, xt), c.x);
-  Value *p = b.liftTo(b.emit(Prim::Pprod, {nonzero}, c.y->type, {{"axes", axes}}), xt.vary);
-  Value *z = b.liftTo(b.emit(sum, {b.convert(isZero, xt.dtype)}, c.y->type, {{"axes", axes}}), xt.vary);
-  Value *alone = b.select(isZero, p, zero);  // (exactly one zero: its device's factor)
-  Value *factor = b.select(b.compare(Prim::Eq, z, b.zerosLike(z->type)), b.binary(Prim::Div, p, nonzero),
-                           b.select(b.compare(Prim::Eq, z, b.full(1.0, z->type)), alone, zero));
-  c.set(c.linear(sum, {c.scaled(c.t[0], factor)}, c.ty, {{"axes", axes}}));
+  Type invariant = c.y->type;
+  c.set(c.linear(sum, {c.scaled(c.t[0], productShare(c.b, c.x, invariant, axes))}, c.ty, {{"axes", axes}}));
 }
 
 bool integerOrBool(DType t) { return !isFloat(t); }
@@ -84,6 +65,31 @@ Rules bitwiseRules() {
 }
 
 } // namespace
+
+Value *extremumShare(Builder &b, Value *x, Value *extremum, const Attr &axes) {
+  Prim sum = b.f.checkVma ? Prim::Psum2 : Prim::Psum;
+  Value *mask = b.convert(b.compare(Prim::Eq, x, b.liftTo(extremum, x->type.vary)), x->type.dtype);
+  Value *count = b.emit(sum, {mask}, extremum->type, {{"axes", axes}});
+  return b.binary(Prim::Div, mask, b.liftTo(count, x->type.vary));
+}
+
+// Seed 004: the product's derivative with respect to device i's operand is the product of
+// the others' (fwd_out / fwd_in where no operand is zero). Dividing would be wrong where some
+// are: with z zero operands over the group, device i's share is the product of the nonzero
+// operands p if z = 0 (p / x_i) or if z = 1 and x_i is the zero one, and 0 otherwise; z (a
+// psum of x == 0) and p (a pprod of x with its zeros as 1) are computed for it.
+Value *productShare(Builder &b, Value *x, const Type &invariant, const Attr &axes) {
+  Prim sum = b.f.checkVma ? Prim::Psum2 : Prim::Psum;
+  const Type &xt = x->type;
+  Value *zero = b.zerosLike(xt);
+  Value *isZero = b.compare(Prim::Eq, x, zero);
+  Value *nonzero = b.select(isZero, b.full(1.0, xt), x);
+  Value *p = b.liftTo(b.emit(Prim::Pprod, {nonzero}, invariant, {{"axes", axes}}), xt.vary);
+  Value *z = b.liftTo(b.emit(sum, {b.convert(isZero, xt.dtype)}, invariant, {{"axes", axes}}), xt.vary);
+  Value *alone = b.select(isZero, p, zero);  // (exactly one zero: its device's share)
+  return b.select(b.compare(Prim::Eq, z, b.zerosLike(z->type)), b.binary(Prim::Div, p, nonzero),
+                  b.select(b.compare(Prim::Eq, z, b.full(1.0, z->type)), alone, zero));
+}
 
 // Only left in bodies with check_vma=false (the pre-seed-000 behaviour): transposes to itself.
 template <> const Rules &define<Prim::Psum>() {

@@ -48,26 +48,14 @@ void reduceJvp(JvpCtx &c) {
   sum["op"] = (int64_t)SHM_REDUCE_SUM;
   if (op == SHM_REDUCE_SUM) return c.set(c.linear(Prim::ReduceTo, {c.t[0]}, c.ty, sum));
   Builder &b = c.b;
-  const Type &xt = c.x->type;
-  Type invariant = xt;
-  invariant.vary = xt.vary & ~axesOfParam(c.e);
-  Prim all = b.f.checkVma ? Prim::Psum2 : Prim::Psum;
-  const std::map<std::string, Attr> axes = {{"axes", c.e.params.at("axes")}};
-  Value *share;
-  if (op == SHM_REDUCE_PROD) {
-    Value *zero = b.zerosLike(xt);
-    Value *isZero = b.compare(Prim::Eq, c.x, zero);
-    Value *nonzero = b.select(isZero, b.full(1.0, xt), c.x);
-    Value *p = b.liftTo(b.emit(Prim::Pprod, {nonzero}, invariant, axes), xt.vary);
-    Value *z = b.liftTo(b.emit(all, {b.convert(isZero, xt.dtype)}, invariant, axes), xt.vary);
-    share = b.select(b.compare(Prim::Eq, z, b.zerosLike(z->type)), b.binary(Prim::Div, p, nonzero),
-                     b.select(b.compare(Prim::Eq, z, b.full(1.0, z->type)), b.select(isZero, p, zero), zero));
-  } else {
-    Value *m = b.liftTo(b.emit(op == SHM_REDUCE_MAX ? Prim::Pmax : Prim::Pmin, {c.x}, invariant, axes), xt.vary);
-    Value *mask = b.convert(b.compare(Prim::Eq, c.x, m), xt.dtype);
-    Value *count = b.liftTo(b.emit(all, {mask}, invariant, axes), xt.vary);
-    share = b.binary(Prim::Div, mask, count);
-  }
+  Type invariant = c.x->type;
+  invariant.vary &= ~axesOfParam(c.e);
+  const Attr &axes = c.e.params.at("axes");
+  Value *share = op == SHM_REDUCE_PROD
+                     ? productShare(b, c.x, invariant, axes)
+                     : extremumShare(b, c.x, b.emit(op == SHM_REDUCE_MAX ? Prim::Pmax : Prim::Pmin, {c.x}, invariant,
+                                                    {{"axes", axes}}),
+                                     axes);
   c.set(c.linear(Prim::ReduceTo, {c.scaled(c.t[0], share)}, c.ty, sum));
 }
 

@@ -31,6 +31,7 @@ class Value;
 namespace shmapc::passes::ad {
 struct JvpCtx;
 struct TransposeCtx;
+struct Builder;
 }
 namespace shmapc::codegen {
 class FuncEmitter;
@@ -137,6 +138,12 @@ FactorRule elementwiseFactors(const ir::Eqn &e);  // every dimension one factor 
 FactorRule replicatedFactors(const ir::Eqn &e);
 FactorRule unsupportedInJit(const ir::Eqn &e);
 void noTangent(passes::ad::JvpCtx &c);      // constants, integer and boolean results
+// Each device's share of a reduction's tangent over mesh `axes` (AllReduce.cpp), for pmax /
+// pmin and pprod and their rooted forms (Rooted.cpp): where x equals the extremum, divided by
+// how many devices do (ties share); the product of the other devices' operands, right with
+// zeros. `invariant`: the reduction's type (x's, invariant over the axes).
+ir::Value *extremumShare(passes::ad::Builder &b, ir::Value *x, ir::Value *extremum, const ir::Attr &axes);
+ir::Value *productShare(passes::ad::Builder &b, ir::Value *x, const ir::Type &invariant, const ir::Attr &axes);
 void linearJvp(passes::ad::JvpCtx &c);      // linear in its first operand: the same primitive
 void notLinear(passes::ad::TransposeCtx &c);  // never taped as linear
 bool lowerFused(codegen::FuncEmitter &fe, size_t index);  // a fused loop of one equation

@@ -1,0 +1,44 @@
+#!/usr/bin/python3
+"""Issue 15's benchmark: the cost of --trace. bench/train_step's MLP training step (a mesh of 4
+devices: matmuls and an all-reduce of the gradients every step, so each step records several
+spans on each device) timed per step without and with --trace: the same binary, whose hooks,
+untraced, each test one global flag. The time per step is (S2 steps - S1 steps) / (S2 - S1),
+the best of --repeats, the runs interleaved. Prints microseconds per step, the events recorded
+per step, and the ratio traced / untraced.
+
+    python3 bench/trace/run.py --shmapc build/compiler/shmapc"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from common import parser, per_step_interleaved  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "train_step"))
+from run import PROGRAM as MLP  # noqa: E402  (bench/train_step/run.py)
+
+S1, S2 = 5, 45
+
+
+def main():
+    a = parser(__doc__).parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        src, exe, trace = (os.path.join(tmp, n) for n in ("mlp.smp", "mlp", "run.json"))
+        with open(src, "w") as f:
+            f.write(MLP.format(n=4, rows=64))
+        subprocess.run([a.shmapc, "compile", src, "-o", exe], check=True)
+        off, on = per_step_interleaved([lambda k: [exe, "--steps=%d" % k],
+                                        lambda k: [exe, "--steps=%d" % k, "--trace=" + trace]], a.repeats, S1, S2)
+        counts = {}
+        for k in (S1, S2):
+            subprocess.run([exe, "--steps=%d" % k, "--trace=" + trace], check=True, stdout=subprocess.DEVNULL)
+            counts[k] = len(json.load(open(trace))["traceEvents"])
+    per_step = (counts[S2] - counts[S1]) / (S2 - S1)
+    print("MLP training step: %.1f us untraced, %.1f us traced (%.0f events a step): traced / untraced %.3fx"
+          % (off * 1e6, on * 1e6, per_step, on / off))
+
+
+if __name__ == "__main__":
+    main()
