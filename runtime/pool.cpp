@@ -1,5 +1,6 @@
 // Device threads: a persistent pool (default) or one std::thread per device and call.
 #include "pool.h"
+#include "trace.h"
 
 #include "ranks.h"
 #include "shmap_runtime.h"
@@ -197,6 +198,9 @@ int usable_cores() {
 
 extern "C" void shm_parallel_for(void (*fn)(void *, int64_t, int64_t), void *args, int64_t n) {
   using namespace shm;
+  // (--trace: the fused element-wise loops of 2^16 elements or more come through here)
+  TraceScope span("fused loop", "compute");
+  if (span.name) span.args = "\"elements\":" + std::to_string(n);
   // Each range gets at least kGrain elements (the hand-off costs tens of microseconds), and
   // ranges start at multiples of 64 elements so that each vector loop starts aligned as the
   // whole would.
