@@ -80,7 +80,8 @@ void usage(const char *prog) {
   std::printf("usage: %s [--stats] [--trace=FILE]", prog);
   for (const ArgValue &a : g_args) std::printf(" [--%s=%s]", a.name, a.type);
   std::printf("\n  --stats   print the collective statistics table after the program's output\n"
-              "            (same as the environment variable SHMAP_STATS=1)\n"
+              "            (same as the environment variable SHMAP_STATS=1); --stats=wait (SHMAP_STATS=wait)\n"
+              "            adds the time the devices waited at each kind of collective for the others\n"
               "  --trace=FILE  write a timeline of the run (Trace Event Format: Perfetto, chrome://tracing)\n"
               "            to FILE (same as SHMAP_TRACE=FILE); under MPI each rank writes FILE.rankN\n%s",
               ranks_usage());
@@ -125,11 +126,14 @@ int runtime_main(int argc, char **argv) {
   bool stats = false;
   const char *env = std::getenv("SHMAP_STATS");
   if (env && std::strcmp(env, "1") == 0) stats = true;
+  if (env && std::strcmp(env, "wait") == 0) stats = g_stats_wait = true;
   const char *trace = std::getenv("SHMAP_TRACE");
   if (trace && !*trace) trace = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--stats") == 0) {
       stats = true;
+    } else if (std::strcmp(argv[i], "--stats=wait") == 0) {
+      stats = g_stats_wait = true;
     } else if (std::strncmp(argv[i], "--trace=", 8) == 0) {
       trace = argv[i] + 8;
       if (!*trace) {

@@ -157,7 +157,7 @@ void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind
   c.slots[(size_t)dev->id].in = in;
   c.slots[(size_t)dev->id].out = out;
   c.barrier.arrive_and_wait();
-  if (g_tracing) dev->collective_waited = trace_now();  // (every member has arrived)
+  if (g_tracing || g_stats_wait) dev->collective_waited = trace_now();  // (every member has arrived)
   if (c.nlocal < c.ndev) {
     CollectiveSig sig{kind, bytes, axis_bits(axes, naxes)};
     if (direct(dev)) return check_collective(sig);
@@ -184,6 +184,7 @@ void finish(shm_device *dev, int kind, int64_t sent, int64_t received) {
   if (dev->id == 0) r.calls += 1; // once per collective, not per device
   r.bytes_sent += sent;
   r.bytes_received += received;
+  if (g_stats_wait) r.wait_ns += (int64_t)((dev->collective_waited - dev->collective_start) * 1e3);
   dev->call->barrier.arrive_and_wait();
   if (g_tracing) trace_collective(dev, kind, sent, received);
 }

@@ -42,7 +42,7 @@ void require_device(const shm_device *dev, const char *what) {
 
 Group group_of(const shm_device *dev, const int32_t *axes, int32_t naxes, const char *what) {
   require_device(dev, what);
-  if (g_tracing) {  // (every collective starts here: its span and its wait start now)
+  if (g_tracing || g_stats_wait) {  // (every collective starts here: its span and its wait start now)
     shm_device *d = const_cast<shm_device *>(dev);
     d->collective_start = d->collective_waited = trace_now();
     d->collective_axes.clear();

@@ -286,17 +286,19 @@ void group_scatter(const Group &g, const std::vector<int64_t> &key, const void *
 }
 
 void sum_stats_over_ranks(Stats &s) {
-  int64_t v[3 * kNumKinds];
+  int64_t v[4 * kNumKinds];
   for (int k = 0; k < kNumKinds; ++k) {
-    v[3 * k] = s.rows[k].calls;
-    v[3 * k + 1] = s.rows[k].bytes_sent;
-    v[3 * k + 2] = s.rows[k].bytes_received;
+    v[4 * k] = s.rows[k].calls;
+    v[4 * k + 1] = s.rows[k].bytes_sent;
+    v[4 * k + 2] = s.rows[k].bytes_received;
+    v[4 * k + 3] = s.rows[k].wait_ns;
   }
-  check(MPI_Allreduce(MPI_IN_PLACE, v, 3 * kNumKinds, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD), "summing --stats");
+  check(MPI_Allreduce(MPI_IN_PLACE, v, 4 * kNumKinds, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD), "summing --stats");
   for (int k = 0; k < kNumKinds; ++k) {
-    s.rows[k].calls = v[3 * k];
-    s.rows[k].bytes_sent = v[3 * k + 1];
-    s.rows[k].bytes_received = v[3 * k + 2];
+    s.rows[k].calls = v[4 * k];
+    s.rows[k].bytes_sent = v[4 * k + 1];
+    s.rows[k].bytes_received = v[4 * k + 2];
+    s.rows[k].wait_ns = v[4 * k + 3];
   }
 }
 

@@ -35,7 +35,13 @@ struct StatsRow {
   int64_t calls = 0;          // once per collective (counted by the device with id 0)
   int64_t bytes_sent = 0;     // summed over all devices
   int64_t bytes_received = 0; // summed over all devices
+  int64_t wait_ns = 0;        // --stats=wait: time devices waited for the others, summed
 };
+
+// --stats=wait (or SHMAP_STATS=wait): the collectives time how long each device waits for the
+// others to arrive, and the table gains a column of it. Off, nothing is timed (the plain table
+// is exact, and golden tests compare it byte for byte).
+extern bool g_stats_wait;
 
 struct Stats {
   StatsRow rows[kNumKinds];
@@ -44,6 +50,7 @@ struct Stats {
       rows[k].calls += o.rows[k].calls;
       rows[k].bytes_sent += o.rows[k].bytes_sent;
       rows[k].bytes_received += o.rows[k].bytes_received;
+      rows[k].wait_ns += o.rows[k].wait_ns;
     }
   }
 };

@@ -946,6 +946,27 @@ TEST_CASE("statistics count calls once and bytes per the documented model", "[st
         "(no collectives)\n");
 }
 
+TEST_CASE("--stats=wait adds the time devices waited at each kind of collective", "[stats]") {
+  shm::stats_reset();
+  shm::g_stats_wait = true;
+  Case c;
+  c.kind = PSUM;
+  c.shape = {8};
+  c.axes = {0};
+  check_case(Mesh{{4}}, c);
+  const std::string table = capture_stdout([] { shm::stats_print(stdout); });
+  shm::g_stats_wait = false;
+  shm::stats_reset();
+  INFO(table);
+  CHECK(table.rfind("== shmap collective stats ==\n"
+                    "collective      calls   bytes_sent   bytes_received      wait_ms\n"
+                    "psum                1           96               96 ",
+                    0) == 0);
+  const double ms = std::stod(table.substr(table.rfind(' ')));
+  CHECK(ms >= 0);
+  CHECK(ms < 10000);
+}
+
 // The emitted program's entry point, for the runtime_main tests.
 static int g_user_main_calls = 0;
 extern "C" void shm_user_main(shm_device *dev, void **outs, void **ins) {
