@@ -40,7 +40,13 @@ SplitMesh::SplitMesh(Module &m, const JitFunc &j) : index_(j.mesh) {
   derived->name = mesh.name + ".split";
   derived->loc = mesh.loc;
   pieces_.resize(mesh.axes.size());
-  for (size_t a = 0; a < mesh.axes.size(); ++a)
+  for (size_t a = 0; a < mesh.axes.size(); ++a) {
+    if (cuts[a].size() == 1) {  // (an axis of size 1: one piece, the axis)
+      pieces_[a].push_back({AxisRef{(int)a, 1, 1}, (int)derived->axes.size()});
+      derived->axes.push_back(mesh.axes[a]);
+      derived->sizes.push_back(1);
+      continue;
+    }
     for (auto it = cuts[a].begin(); std::next(it) != cuts[a].end(); ++it) {
       const AxisRef piece{(int)a, *it, *std::next(it) / *it};
       pieces_[a].push_back({piece, (int)derived->axes.size()});
@@ -49,6 +55,7 @@ SplitMesh::SplitMesh(Module &m, const JitFunc &j) : index_(j.mesh) {
                                                  : mesh.axes[a]);
       derived->sizes.push_back(piece.size);
     }
+  }
   if (split) index_ = addMesh(m, std::move(derived));
   derived_ = m.meshes[(size_t)index_].get();
 }
