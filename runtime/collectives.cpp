@@ -168,13 +168,23 @@ void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind
   }
 }
 
+// --trace: the operand of the collective in progress, as its span shows it ("f32[2,5]").
+void note_operand(shm_device *dev, int32_t dtype, int32_t rank, const int64_t *shape) {
+  if (!g_tracing) return;
+  std::string &s = dev->collective_operand;
+  s = std::string(dtype_name(dtype)) + "[";
+  for (int32_t d = 0; d < rank && shape; ++d) s += (d ? "," : "") + std::to_string(shape[d]);
+  s += "]";
+}
+
 // --trace: the collective that just finished, from its start (group_of) to now, with the
 // time the device waited for the others to arrive (publish's barrier) as a span inside it.
 void trace_collective(shm_device *dev, int kind, int64_t sent, int64_t received) {
   const double t0 = dev->collective_start, waited = dev->collective_waited - t0;
   if (waited > 0) current_track()->events.push_back({"wait", "wait", t0, waited, {}});  // (a device's own track)
   trace_span(kind_name(kind), "collective", t0,
-             "\"axes\":\"" + dev->collective_axes + "\",\"bytes_sent\":" + std::to_string(sent) +
+             "\"axes\":\"" + dev->collective_axes + "\",\"operand\":\"" + dev->collective_operand +
+                 "\",\"bytes_sent\":" + std::to_string(sent) +
                  ",\"bytes_received\":" + std::to_string(received) +
                  ",\"wait_us\":" + std::to_string(waited > 0 ? waited : 0.0));
 }
@@ -445,6 +455,7 @@ void all_reduce_ranked(shm_device *dev, const Group &g, int32_t dtype, int32_t o
 void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char *what,
                 const void *in, void *out, int64_t n, const int32_t *axes, int32_t naxes) {
   Group g = group_of(dev, axes, naxes, what);
+  note_operand(dev, dtype, 1, &n);
   const int64_t es = dtype_size(dtype);
   if (n < 0) fatalf("%s: negative element count", what);
   if (!ranked(dev)) publish(dev, in, out, n * es, kind, axes, naxes);
@@ -554,6 +565,7 @@ void shm_all_gather(shm_device *dev, int32_t dtype, const void *in, void *out, i
   SHM_GUARD_BEGIN
   const char *what = "all_gather";
   Group g = group_of(dev, axes, naxes, what);
+  note_operand(dev, dtype, rank, in_shape);
   check_shape(rank, in_shape, what);
   if (tiled ? (axis < 0 || axis >= rank) : (axis < 0 || axis > rank))
     fatalf("all_gather: axis %d out of range for rank %d (%s)", (int)axis, (int)rank,
@@ -596,6 +608,7 @@ void shm_psum_scatter(shm_device *dev, int32_t dtype, const void *in, void *out,
   SHM_GUARD_BEGIN
   const char *what = "psum_scatter";
   Group g = group_of(dev, axes, naxes, what);
+  note_operand(dev, dtype, rank, in_shape);
   check_shape(rank, in_shape, what);
   if (dim < 0 || dim >= rank)
     fatalf("psum_scatter: scatter dimension %d out of range for rank %d", (int)dim, (int)rank);
@@ -652,6 +665,7 @@ void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, i
   SHM_GUARD_BEGIN
   const char *what = "all_to_all";
   Group g = group_of(dev, axes, naxes, what);
+  note_operand(dev, dtype, rank, in_shape);
   check_shape(rank, in_shape, what);
   if (split_axis < 0 || split_axis >= rank || concat_axis < 0 || concat_axis >= rank)
     fatalf("all_to_all: split_axis %d / concat_axis %d out of range for rank %d",
@@ -746,6 +760,7 @@ void shm_ppermute(shm_device *dev, int32_t dtype, const void *in, void *out, int
   SHM_GUARD_BEGIN
   const char *what = "ppermute";
   Group g = group_of(dev, axes, naxes, what);
+  note_operand(dev, dtype, 1, &n);
   if (n < 0) fatalf("ppermute: negative element count");
   if (npairs < 0 || (npairs > 0 && !pairs)) fatalf("ppermute: invalid permutation");
   std::vector<char> is_src((size_t)g.n, 0), is_dst((size_t)g.n, 0);
@@ -828,6 +843,7 @@ void shm_broadcast(shm_device *dev, int32_t dtype, const void *in, void *out, in
   SHM_GUARD_BEGIN
   const char *what = "broadcast";
   Group g = group_of(dev, axes, naxes, what);
+  note_operand(dev, dtype, 1, &n);
   check_root(root, g, what);
   if (n < 0) fatalf("broadcast: negative element count");
   const int64_t bytes = n * dtype_size(dtype);
@@ -852,6 +868,7 @@ void shm_reduce_to(shm_device *dev, int32_t op, int32_t dtype, const void *in, v
   SHM_GUARD_BEGIN
   const char *what = "reduce";
   Group g = group_of(dev, axes, naxes, what);
+  note_operand(dev, dtype, 1, &n);
   check_root(root, g, what);
   if (n < 0) fatalf("reduce: negative element count");
   const int64_t bytes = n * dtype_size(dtype);
@@ -880,6 +897,7 @@ void shm_gather_to(shm_device *dev, int32_t dtype, const void *in, void *out, in
   SHM_GUARD_BEGIN
   const char *what = "gather";
   Group g = group_of(dev, axes, naxes, what);
+  note_operand(dev, dtype, rank, in_shape);
   check_root(root, g, what);
   int64_t outer, blk;
   blocks(what, rank, in_shape, axis, tiled, g.n, false, dtype_size(dtype), outer, blk);
@@ -911,6 +929,7 @@ void shm_scatter_from(shm_device *dev, int32_t dtype, const void *in, void *out,
   SHM_GUARD_BEGIN
   const char *what = "scatter";
   Group g = group_of(dev, axes, naxes, what);
+  note_operand(dev, dtype, rank, in_shape);
   check_root(root, g, what);
   const int64_t es = dtype_size(dtype);
   int64_t outer, blk;

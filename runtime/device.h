@@ -70,7 +70,8 @@ struct alignas(64) shm_device {
   shm::Stats stats;                          // private counters, merged after the threads join
   shm::TraceTrack trace;                     // --trace: this device's events, likewise
   double collective_start = 0, collective_waited = 0;  // --trace: the collective in progress
-  std::string collective_axes;                          // ... and its axes ("x,y")
+  std::string collective_axes;                          // ... its axes ("x,y")
+  std::string collective_operand;                       // ... and its operand ("f32[2,5]")
 };
 
 namespace shm {

@@ -7,6 +7,7 @@ Trace Event Format that Perfetto and chrome://tracing open, which agrees with th
 - one track per device that ran (named "device N (axis=coordinate,...)"), and the host's;
 - on each track, events in time order, and a span that starts inside another ends inside it
   (collectives and their waits inside the shmap body that ran them);
+- each collective event names its axes and operand ("f32[2,5]");
 - the bytes sent and received in the collective events add up, per collective, to the --stats
   table, and their number to its calls (counted once per collective: on device 0's track).
 
@@ -82,6 +83,10 @@ def problems_of(trace, stats):
         for e in evs:
             if e.get("cat") != "collective":
                 continue
+            if not re.fullmatch(r"(f32|f64|i32|i64|f16|bf16|bool)\[[\d,]*\]", e["args"].get("operand", "")) \
+                    or "axes" not in e["args"]:
+                out.append("collective %r without its axes and operand: %r" % (e["name"], e["args"]))
+                return out
             t = totals[e["name"]]
             t[0] += key[1] == 1  # (device 0 counts each collective once, as --stats does)
             t[1] += e["args"]["bytes_sent"]
