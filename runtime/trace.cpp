@@ -14,7 +14,9 @@
 
 namespace shm {
 
+#ifndef SHMAP_NO_TRACE
 bool g_tracing = false;
+#endif
 
 namespace {
 
@@ -77,9 +79,13 @@ double trace_now() {
 }
 
 void trace_begin(const char *path) {
+#ifdef SHMAP_NO_TRACE
+  fatalf("--trace=%s: this program was linked with a runtime built without tracing", path);
+#else
   g_path = path;
   g_start = std::chrono::steady_clock::now();
   g_tracing = true;
+#endif
 }
 
 void trace_merge_device(int id, const std::string &label, TraceTrack &t) {

@@ -12,7 +12,12 @@
 
 namespace shm {
 
+#ifdef SHMAP_NO_TRACE
+// (shmap_runtime_notrace, for bench/trace/run.py: no hook does anything, and --trace is refused)
+constexpr bool g_tracing = false;
+#else
 extern bool g_tracing;
+#endif
 
 struct TraceEvent {
   const char *name;  // a literal

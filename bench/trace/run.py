@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Issue 15's benchmark: the cost of --trace. bench/train_step's MLP training step (a mesh of 4
 devices: matmuls and an all-reduce of the gradients every step, so each step records several
-spans on each device) timed per step without and with --trace: the same binary, whose hooks,
-untraced, each test one global flag. The time per step is (S2 steps - S1 steps) / (S2 - S1),
-the best of --repeats, the runs interleaved. Prints microseconds per step, the events recorded
-per step, and the ratio traced / untraced.
+spans on each device) timed per step three ways: linked with a runtime whose hooks are
+compiled out (shmap_runtime_notrace, through SHMAPC_RUNTIME_LIB), with the usual runtime
+untraced (each hook tests one global flag), and traced. The time per step is (S2 steps - S1
+steps) / (S2 - S1), the best of --repeats, the runs interleaved. Prints microseconds per step,
+the events recorded per step, and the ratios to the hook-free program.
 
     python3 bench/trace/run.py --shmapc build/compiler/shmapc"""
 import json
@@ -24,20 +25,27 @@ S1, S2 = 5, 45
 
 def main():
     a = parser(__doc__).parse_args()
+    build = os.path.dirname(os.path.dirname(os.path.abspath(a.shmapc)))
+    subprocess.run(["cmake", "--build", build, "--target", "shmap_runtime_notrace"], check=True,
+                   stdout=subprocess.DEVNULL)
+    notrace_lib = os.path.join(build, "runtime", "libshmap_runtime_notrace.a")
     with tempfile.TemporaryDirectory() as tmp:
-        src, exe, trace = (os.path.join(tmp, n) for n in ("mlp.smp", "mlp", "run.json"))
+        src, exe, bare, trace = (os.path.join(tmp, n) for n in ("mlp.smp", "mlp", "mlp_notrace", "run.json"))
         with open(src, "w") as f:
             f.write(MLP.format(n=4, rows=64))
         subprocess.run([a.shmapc, "compile", src, "-o", exe], check=True)
-        off, on = per_step_interleaved([lambda k: [exe, "--steps=%d" % k],
-                                        lambda k: [exe, "--steps=%d" % k, "--trace=" + trace]], a.repeats, S1, S2)
+        subprocess.run([a.shmapc, "compile", src, "-o", bare], check=True,
+                       env=dict(os.environ, SHMAPC_RUNTIME_LIB=notrace_lib))
+        none, off, on = per_step_interleaved([lambda k: [bare, "--steps=%d" % k],
+                                              lambda k: [exe, "--steps=%d" % k],
+                                              lambda k: [exe, "--steps=%d" % k, "--trace=" + trace]], a.repeats, S1, S2)
         counts = {}
         for k in (S1, S2):
             subprocess.run([exe, "--steps=%d" % k, "--trace=" + trace], check=True, stdout=subprocess.DEVNULL)
             counts[k] = len(json.load(open(trace))["traceEvents"])
     per_step = (counts[S2] - counts[S1]) / (S2 - S1)
-    print("MLP training step: %.1f us untraced, %.1f us traced (%.0f events a step): traced / untraced %.3fx"
-          % (off * 1e6, on * 1e6, per_step, on / off))
+    print("MLP training step (us): %.1f without hooks, %.1f untraced (%.3fx), %.1f traced (%.3fx; %.0f events a step)"
+          % (none * 1e6, off * 1e6, off / none, on * 1e6, on / none, per_step))
 
 
 if __name__ == "__main__":

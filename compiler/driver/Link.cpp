@@ -1,5 +1,6 @@
 #include "driver/Link.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <spawn.h>
 #include <sstream>
@@ -39,7 +40,10 @@ bool linkExecutable(const std::string &object, const std::string &output, bool m
   // g++ drives the link because the runtime is C++ (libstdc++, threads).
   // zlib: the runtime's .npz reader and writer (CRC-32, inflate); oneDNN: large f32 matmuls;
   // jemalloc (not in sanitizer builds): malloc for the program and its libraries.
-  std::vector<std::string> argv = {"g++", object, mpi ? SHMAPC_RUNTIME_MPI_LIB : SHMAPC_RUNTIME_LIB, SHMAPC_BLAS_LIB,
+  // SHMAPC_RUNTIME_LIB: another build of the runtime (bench/trace/run.py's, without hooks).
+  const char *runtime = std::getenv("SHMAPC_RUNTIME_LIB");
+  if (!runtime || !*runtime || mpi) runtime = mpi ? SHMAPC_RUNTIME_MPI_LIB : SHMAPC_RUNTIME_LIB;
+  std::vector<std::string> argv = {"g++", object, runtime, SHMAPC_BLAS_LIB,
                                    SHMAPC_DNNL_LIB, SHMAPC_ZLIB_LIB, "-lgomp", "-lpthread", "-lmvec", "-lm", "-o", output};
   if (mpi) {
     std::istringstream libs(SHMAPC_MPI_LIBS);
