@@ -875,17 +875,11 @@ void shm_reduce_to(shm_device *dev, int32_t op, int32_t dtype, const void *in, v
   const ReadOf read = [&](int, int k) { return Read{k == root ? Read::Whole : Read::Nothing}; };
   publish(dev, in, out, bytes, kReduce, axes, naxes, true, &read);
   const int64_t received = g.me == root ? (int64_t)(g.n - 1) * bytes : 0;
+  // (one device per rank: every input gathered onto the root first, MPI_Gather)
+  Scratch all(direct(dev) && g.me == root ? g.n * bytes : 0);
+  if (direct(dev)) group_gather(g, comm_key(dev, axes, naxes), in, all.data(), bytes, root);
   std::vector<const void *> srcs((size_t)g.n);
-  if (direct(dev)) {
-    Scratch all(g.me == root ? g.n * bytes : 0);
-    group_gather(g, comm_key(dev, axes, naxes), in, all.data(), bytes, root);
-    for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = all.data() + j * bytes;
-    if (g.me == root && out) fold(dtype, op, g.n, srcs.data(), 0, out, n);
-    else if (out) std::memset(out, 0, (size_t)bytes);
-    finish(dev, kReduce, 0, received);
-    return;
-  }
-  for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = in_of(dev, g, j);
+  for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = direct(dev) ? all.data() + j * bytes : in_of(dev, g, j);
   if (g.me == root && out) fold(dtype, op, g.n, srcs.data(), 0, out, n);
   else if (out) std::memset(out, 0, (size_t)bytes);  // (all-zero bits: 0, 0.0, false)
   finish(dev, kReduce, 0, received);
@@ -910,15 +904,11 @@ void shm_gather_to(shm_device *dev, int32_t dtype, const void *in, void *out, in
     for (int64_t o = 0; o < outer; ++o)
       std::memcpy((char *)out + (o * g.n + j) * blk, src + o * blk, (size_t)blk);
   };
-  if (direct(dev)) {
-    Scratch all(g.me == root ? g.n * bytes : 0);
-    group_gather(g, comm_key(dev, axes, naxes), in, all.data(), bytes, root);
-    for (int j = 0; j < g.n && g.me == root && out; ++j) place(j, all.data() + j * bytes);
-    if (g.me != root && out) std::memset(out, 0, (size_t)(g.n * bytes));
-    finish(dev, kGather, 0, received);
-    return;
-  }
-  for (int j = 0; j < g.n && g.me == root && out; ++j) place(j, (const char *)in_of(dev, g, j));
+  // (one device per rank: every input gathered onto the root first, MPI_Gather)
+  Scratch all(direct(dev) && g.me == root ? g.n * bytes : 0);
+  if (direct(dev)) group_gather(g, comm_key(dev, axes, naxes), in, all.data(), bytes, root);
+  for (int j = 0; j < g.n && g.me == root && out; ++j)
+    place(j, direct(dev) ? all.data() + j * bytes : (const char *)in_of(dev, g, j));
   if (g.me != root && out) std::memset(out, 0, (size_t)(g.n * bytes));
   finish(dev, kGather, 0, received);
   SHM_GUARD_END("gather")
