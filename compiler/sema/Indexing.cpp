@@ -68,6 +68,12 @@ SVal Sema::bScatterAdd(const ast::Expr &c) {
   if (vv->type.dtype != x->type.dtype)
     fail(DiagId::DTypeMismatch, a[2]->loc,
          "scatter_add adds " + str(vv->type) + " into " + str(x->type), "cast the values to " + str(x->type));
+  ir::Type wantType{x->type.dtype, want, 0};
+  if (!broadcastsTo(vv->type.shape, want))
+    fail(DiagId::ShapeMismatch, a[2]->loc,
+         "scatter_add's values are " + str(vv->type) + ", but x " + str(x->type) + " with indices " +
+             str(idx->type) + " along axis " + std::to_string(axis) + " takes " + str(wantType),
+         "give values shaped like take(x, indices, axis=" + std::to_string(axis) + "), or broadcastable to it");
   vv = broadcastTo(vv, want, a[2]->loc);
   return SVal::array(emit(ir::Prim::ScatterAdd, {x, idx, vv}, x->type, c.loc, {{"axis", axis}}), c.loc);
 }

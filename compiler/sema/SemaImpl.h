@@ -57,6 +57,9 @@ struct SVal {
   }
 };
 
+// numpy's rule for one side: `from` broadcasts to `to` (trailing dimensions equal or 1).
+bool broadcastsTo(const std::vector<int64_t> &from, const std::vector<int64_t> &to);
+
 struct Unit;
 
 // JAX's promotion of two (non-bool) dtypes, and the float an integer becomes where a float

@@ -147,10 +147,26 @@ ir::Value *Sema::toArray(const SVal &v) {
        "axis names are only arguments of collectives and of functions that pass them on");
 }
 
+// Callers check that v's shape broadcasts to `shape` with their own message; the check here is
+// the last line of defence, so a caller that forgot gives a located error, not an ill-typed eqn.
+bool broadcastsTo(const std::vector<int64_t> &from, const std::vector<int64_t> &to) {
+  if (from.size() > to.size()) return false;
+  size_t offset = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] != 1 && from[i] != to[offset + i]) return false;
+  return true;
+}
+
 ir::Value *Sema::broadcastTo(ir::Value *v, const std::vector<int64_t> &shape, Loc loc) {
   if (v->type.shape == shape) return v;
-  std::vector<int64_t> dims;
   int64_t offset = (int64_t)shape.size() - v->type.rank();
+  if (!broadcastsTo(v->type.shape, shape)) {
+    ir::Type t = v->type;
+    t.shape = shape;
+    fail(DiagId::ShapeMismatch, loc, "cannot broadcast " + str(v->type) + " to " + str(t),
+         "trailing dimensions must be equal or 1; reshape, slice or expand_dims the operand");
+  }
+  std::vector<int64_t> dims;
   for (int64_t i = 0; i < v->type.rank(); ++i) dims.push_back(offset + i);
   ir::Type t = v->type;
   t.shape = shape;
