@@ -50,8 +50,8 @@ struct MeshCall {
   int ndev = 0;
   int first = 0, nlocal = 0;  // the devices this process runs
   Barrier barrier;            // of the local devices
-  std::vector<Slot> slots;    // one per device of the mesh (remote ones: see collectives.cpp)
-  std::vector<char> mirror;   // what this rank received of remote devices' data (collectives.cpp)
+  std::vector<Slot> slots;    // one per device of the mesh (remote ones: see collective_protocol.h)
+  std::vector<char> mirror;   // what this rank received of remote devices' data (collective_protocol.cpp)
   std::vector<int64_t> region;             // ... where each remote device's is in it (-1: none)
   std::vector<std::vector<int>> partners;  // the ranks of each device's group, but its own
 

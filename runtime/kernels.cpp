@@ -21,12 +21,6 @@ using namespace shm;
 
 namespace {
 
-void check_shape(int32_t rank, const int64_t *shape, const char *what) {
-  check_rank(rank, what);
-  for (int32_t d = 0; d < rank; ++d)
-    if (shape[d] < 0) fatalf("%s: negative dimension %lld", what, (long long)shape[d]);
-}
-
 int64_t clamp_start(int64_t start, int64_t dim, int64_t size) {
   // JAX: start = clamp(start, 0, dim - size)
   const int64_t hi = dim - size;

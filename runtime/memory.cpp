@@ -203,6 +203,12 @@ void check_rank(int32_t rank, const char *what) {
     fatalf("%s: rank %d is out of the supported range 0..%d", what, (int)rank, kMaxRank);
 }
 
+void check_shape(int32_t rank, const int64_t *shape, const char *what) {
+  check_rank(rank, what);
+  for (int32_t d = 0; d < rank; ++d)
+    if (shape[d] < 0) fatalf("%s: negative dimension %lld", what, (long long)shape[d]);
+}
+
 int64_t num_elements(int32_t rank, const int64_t *shape) {
   int64_t n = 1;
   for (int32_t d = 0; d < rank; ++d) {

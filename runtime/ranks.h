@@ -44,7 +44,7 @@ const char *rank_prefix();
 // and moves between ranks (docs/runtime.md, "Several processes").
 bool log_ranks();
 // --reduce-locally-first (or SHMAP_REDUCE_LOCALLY_FIRST=1): with several devices per rank, an
-// all-reduce adds up a rank's members first (collectives.cpp, all_reduce_ranked).
+// all-reduce adds up a rank's members first (all_reduce.cpp, all_reduce_ranked).
 bool reduce_locally_first();
 // Whether this rank writes the program's output (print, savez, --stats): rank 0.
 inline bool writes_output() { return rank_id() == 0; }
@@ -87,7 +87,7 @@ void exchange_pieces(const std::vector<Piece> &pieces);
 // With one device per rank, a collective runs among the ranks of its group (its devices' ranks)
 // on a communicator per mesh and set of axes (`key`: the mesh's sizes and the axes, the same on
 // every rank), made at its first use: the data moves once, between the members that need it
-// (collectives.cpp, "direct").
+// (collective_protocol.h, "direct").
 // Member j receives bytes[j] from send + (the sum of bytes before j); this rank receives
 // from each member j recv_bytes[j] bytes, stored in member order.
 void group_alltoallv(const Group &g, const std::vector<int64_t> &key, const void *send, const std::vector<int64_t> &bytes, void *recv,

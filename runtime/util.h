@@ -37,6 +37,8 @@ void row_major_strides(int32_t rank, const int64_t *shape, int64_t *strides);
 // heap allocation); shm_fatal beyond it.
 constexpr int kMaxRank = SHM_MAX_RANK;
 void check_rank(int32_t rank, const char *what);
+// check_rank, and shm_fatal on a negative dimension.
+void check_shape(int32_t rank, const int64_t *shape, const char *what);
 
 // Copies a strided block of `shape` (rank may be 0: one element) from src to dst. Strides are in
 // elements and may be 0 (broadcast reads). The innermost loop is specialised for the common

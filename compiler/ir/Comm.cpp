@@ -1,6 +1,6 @@
 // The static communication report (Comm.h): a walk of the program from `main` that follows
-// codegen's lowering (the `lower` rules in compiler/prims/, codegen/ControlFlow.cpp) and the runtime's byte
-// model (runtime/collectives.cpp), and its printer.
+// codegen's lowering (the `lower` rules in compiler/prims/, codegen/ControlFlow.cpp) and the
+// runtime's byte model (runtime/all_reduce.cpp, collectives.cpp, rooted.cpp), and its printer.
 #include "ir/Comm.h"
 
 #include <algorithm>

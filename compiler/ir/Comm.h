@@ -3,8 +3,8 @@
 // and how often it runs; and the program's totals in exactly the form of the runtime's
 // `--stats` table (docs/runtime.md, "Statistics"), computed from the IR before anything runs.
 //
-// The byte model is the runtime's (runtime/collectives.cpp): per device and call, with N the
-// input block's bytes and n the group size,
+// The byte model is the runtime's (runtime/all_reduce.cpp, collectives.cpp, rooted.cpp): per
+// device and call, with N the input block's bytes and n the group size,
 //   psum/pmax/pmin  sent = received = (n-1) * chunk_r, chunk_r = floor(E(r+1)/n) - floor(Er/n)
 //                   elements of the E-element input (member r of its group)
 //   all_gather      received (n-1) * N

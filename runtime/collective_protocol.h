@@ -1,0 +1,108 @@
+// Private to the collectives (collective_protocol.cpp, fold.cpp, all_reduce.cpp,
+// collectives.cpp, rooted.cpp): the protocol every collective follows and the helpers they
+// share. Every collective, on every device of the mesh:
+//   1. publishes this device's `in` / `out` pointers in its slot (publish);  barrier
+//   2. does this device's share of the copying / reducing, reading other devices' published
+//      buffers (and, for the all-reduces, writing into them);  finish: barrier
+// The first barrier makes every slot and input visible before anyone reads it; the second
+// keeps a device from returning (and then overwriting its input, output or slot) while others
+// still read or write them. Barriers are mesh-wide, which is correct because every device
+// calls every collective in the same order (groups are disjoint and progress together).
+//
+// Statistics (docs/runtime.md): bytes a device writes into other devices' buffers count as
+// sent, bytes it reads from other devices' buffers as received.
+#ifndef SHMAP_RUNTIME_COLLECTIVE_PROTOCOL_H
+#define SHMAP_RUNTIME_COLLECTIVE_PROTOCOL_H
+#include "device.h"
+#include "ranks.h"
+#include "util.h"
+
+#include <functional>
+#include <vector>
+
+namespace shm {
+
+// Under MPI with one device per rank the collectives run "direct": each is MPI calls among the
+// ranks of its group (ranks.h), moving each byte once to the member that needs it, with the
+// same arithmetic in the same order as in one process (so the same bits).
+inline bool direct(const shm_device *dev) { return dev->call->nlocal == 1 && dev->call->ndev > 1; }
+
+// Under MPI with several devices per rank, the "ranked" mode: a rank's devices share memory,
+// and the ranks exchange only the pieces of data that a device of another rank reads
+// (exchange_pieces, by the first local device, the thread that calls MPI), each once per rank.
+inline bool ranked(const shm_device *dev) { return dev->call->nlocal < dev->call->ndev && !direct(dev); }
+
+inline int rank_of(const MeshCall &c, int id) { return id / c.nlocal; }
+inline bool is_local(const MeshCall &c, int id) { return id >= c.first && id < c.first + c.nlocal; }
+
+// A collective's communicator under MPI (ranks.h): the mesh's sizes, then its axes.
+std::vector<int64_t> comm_key(const shm_device *dev, const int32_t *axes, int32_t naxes);
+
+// Ranked mode: each device's group over `axes`, and the ranks other than its own that hold
+// members of it (ascending). Sets c.region: where in c.mirror this rank keeps the data of each
+// remote device in a group with a local one (`bytes` each; -1 for the others).
+std::vector<std::vector<int>> partner_ranks(MeshCall &c, const int32_t *axes, int32_t naxes, int64_t bytes,
+                                            std::vector<Group> &groups);
+
+// exchange_pieces, and under SHMAP_LOG_RANKS=1 what this rank sent and received.
+void move_pieces(int kind, const char *what, const std::vector<Piece> &pieces);
+
+// Ranked mode: the remote devices whose data this rank received read through their slots from
+// its copy (c.mirror at c.region).
+void read_remote_from_mirror(MeshCall &c);
+
+// What group member k reads of member j's input in a collective: nothing, all of it, or a box
+// (offsets, shape and strides in elements of `esize` bytes).
+struct Read {
+  enum Kind { Nothing, Whole, Box } kind = Whole;
+  int64_t offset = 0;
+  int32_t rank = 0;
+  int64_t shape[kMaxRank] = {0}, strides[kMaxRank] = {0};
+  int64_t esize = 1;
+  int64_t bytes() const { return num_elements(rank, shape) * esize; }
+};
+using ReadOf = std::function<Read(int j, int k)>;
+
+// Step 1. `bytes`: the size of every device's input; `kind`, `axes`: what the collective is.
+// Under MPI the ranks may first compare their collectives (--check-collectives). In ranked mode
+// what other ranks read of the inputs (`read`; null: all of every input) is then copied to
+// them, unless the caller moves its own data (`exchange` false); nothing writes into a remote
+// device's buffers.
+void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind, const int32_t *axes,
+             int32_t naxes, bool exchange = true, const ReadOf *read = nullptr);
+
+// --trace: the operand of the collective in progress, as its span shows it ("f32[2,5]").
+void note_operand(shm_device *dev, int32_t dtype, int32_t rank, const int64_t *shape);
+
+// Step 2's end: counts the bytes in --stats, waits for the group, and traces the collective.
+void finish(shm_device *dev, int kind, int64_t sent, int64_t received);
+
+// The published input / output of group member j.
+inline const void *in_of(shm_device *dev, const Group &g, int j) {
+  return dev->call->slots[(size_t)g.member[(size_t)j]].in;
+}
+inline void *out_of(shm_device *dev, const Group &g, int j) {
+  return dev->call->slots[(size_t)g.member[(size_t)j]].out;
+}
+
+// A buffer for a collective's data between ranks, from the runtime's block cache (reused
+// every step, and not zeroed as a std::vector would be).
+struct Scratch {
+  char *p;
+  explicit Scratch(int64_t bytes) : p((char *)shm_alloc(bytes)) {}
+  ~Scratch() { shm_free(p); }
+  Scratch(const Scratch &) = delete;
+  Scratch &operator=(const Scratch &) = delete;
+  char *data() const { return p; }
+};
+
+// fold.cpp: elements [offset, offset + len) of every source folded with `op` (SHM_REDUCE_*)
+// into dst[0, len), left to right in source order (so every layout gives the same bits).
+void fold(int32_t dtype, int32_t op, int nsrc, const void *const *srcs, int64_t offset, void *dst, int64_t len);
+
+// Product of shape[from..to).
+int64_t prod(const int64_t *shape, int32_t from, int32_t to);
+
+} // namespace shm
+
+#endif
