@@ -71,13 +71,13 @@ struct Bench {
 void line_up(shm_device *dev) {
   const int32_t axis = 0;
   float a = 0, b;
-  shm_psum(dev, SHM_F32, &a, &b, 1, &axis, 1);
+  shm_psum(dev, SHM_F32, &a, &b, 0, nullptr, &axis, 1);
 }
 
 void run_collective(shm_device *dev, Kind kind, const float *in, float *out, int64_t n) {
   const int32_t axis = 0;
   switch (kind) {
-  case kPsum: shm_psum(dev, SHM_F32, in, out, n, &axis, 1); return;
+  case kPsum: shm_psum(dev, SHM_F32, in, out, 1, &n, &axis, 1); return;
   case kAllGather: {
     const int64_t shape[1] = {n / kDevices};
     shm_all_gather(dev, SHM_F32, in, out, 1, shape, 0, 1, &axis, 1);
@@ -93,7 +93,7 @@ void run_collective(shm_device *dev, Kind kind, const float *in, float *out, int
     shm_all_to_all(dev, SHM_F32, in, out, 1, shape, 0, 0, 1, &axis, 1);
     return;
   }
-  case kBarrierOnly: shm_psum(dev, SHM_F32, in, out, 1, &axis, 1); return;
+  case kBarrierOnly: shm_psum(dev, SHM_F32, in, out, 0, nullptr, &axis, 1); return;
   }
 }
 

@@ -121,12 +121,12 @@ void all_reduce_ranked(shm_device *dev, const Group &g, int32_t dtype, int32_t o
   if (!out) shm_free(mine);
 }
 
-void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char *what,
-                const void *in, void *out, int64_t n, const int32_t *axes, int32_t naxes) {
+void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char *what, const void *in,
+                void *out, int32_t rank, const int64_t *shape, const int32_t *axes, int32_t naxes) {
   Group g = group_of(dev, axes, naxes, what);
-  note_operand(dev, dtype, 1, &n);
-  const int64_t es = dtype_size(dtype);
-  if (n < 0) fatalf("%s: negative element count", what);
+  check_shape(rank, shape, what);
+  note_operand(dev, dtype, rank, shape);
+  const int64_t es = dtype_size(dtype), n = num_elements(rank, shape);
   if (!ranked(dev)) publish(dev, in, out, n * es, kind, axes, naxes);
   // Chunk r of the flattened array is reduced by group member r (balanced split). A member
   // with no output (SHM_OUT_COLLECTIVE_ONLY: its result is not used) still reduces its chunk,
@@ -171,42 +171,42 @@ using namespace shm;
 
 extern "C" {
 
-void shm_psum(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
-              const int32_t *axes, int32_t naxes) {
+void shm_psum(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,
+              const int64_t *shape, const int32_t *axes, int32_t naxes) {
   SHM_GUARD_BEGIN
-  all_reduce(dev, dtype, SHM_REDUCE_SUM, kPsum, "psum", in, out, n, axes, naxes);
+  all_reduce(dev, dtype, SHM_REDUCE_SUM, kPsum, "psum", in, out, rank, shape, axes, naxes);
   SHM_GUARD_END("psum")
 }
 
-void shm_pmax(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
-              const int32_t *axes, int32_t naxes) {
+void shm_pmax(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,
+              const int64_t *shape, const int32_t *axes, int32_t naxes) {
   SHM_GUARD_BEGIN
-  all_reduce(dev, dtype, SHM_REDUCE_MAX, kPmax, "pmax", in, out, n, axes, naxes);
+  all_reduce(dev, dtype, SHM_REDUCE_MAX, kPmax, "pmax", in, out, rank, shape, axes, naxes);
   SHM_GUARD_END("pmax")
 }
 
-void shm_pmin(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
-              const int32_t *axes, int32_t naxes) {
+void shm_pmin(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,
+              const int64_t *shape, const int32_t *axes, int32_t naxes) {
   SHM_GUARD_BEGIN
-  all_reduce(dev, dtype, SHM_REDUCE_MIN, kPmin, "pmin", in, out, n, axes, naxes);
+  all_reduce(dev, dtype, SHM_REDUCE_MIN, kPmin, "pmin", in, out, rank, shape, axes, naxes);
   SHM_GUARD_END("pmin")
 }
 
-void shm_pprod(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
-               const int32_t *axes, int32_t naxes) {
+void shm_pprod(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,
+               const int64_t *shape, const int32_t *axes, int32_t naxes) {
   SHM_GUARD_BEGIN
-  all_reduce(dev, dtype, SHM_REDUCE_PROD, kPprod, "pprod", in, out, n, axes, naxes);
+  all_reduce(dev, dtype, SHM_REDUCE_PROD, kPprod, "pprod", in, out, rank, shape, axes, naxes);
   SHM_GUARD_END("pprod")
 }
 
-void shm_pbitwise(shm_device *dev, int32_t op, int32_t dtype, const void *in, void *out, int64_t n,
-                  const int32_t *axes, int32_t naxes) {
+void shm_pbitwise(shm_device *dev, int32_t op, int32_t dtype, const void *in, void *out, int32_t rank,
+                  const int64_t *shape, const int32_t *axes, int32_t naxes) {
   SHM_GUARD_BEGIN
   if (dtype != SHM_I32 && dtype != SHM_I64 && dtype != SHM_BOOL) fatalf("bitwise all-reduce of a float");
   switch (op) {
-  case SHM_REDUCE_AND: all_reduce(dev, dtype, op, kPand, "pand", in, out, n, axes, naxes); break;
-  case SHM_REDUCE_OR: all_reduce(dev, dtype, op, kPor, "por", in, out, n, axes, naxes); break;
-  case SHM_REDUCE_XOR: all_reduce(dev, dtype, op, kPxor, "pxor", in, out, n, axes, naxes); break;
+  case SHM_REDUCE_AND: all_reduce(dev, dtype, op, kPand, "pand", in, out, rank, shape, axes, naxes); break;
+  case SHM_REDUCE_OR: all_reduce(dev, dtype, op, kPor, "por", in, out, rank, shape, axes, naxes); break;
+  case SHM_REDUCE_XOR: all_reduce(dev, dtype, op, kPxor, "pxor", in, out, rank, shape, axes, naxes); break;
   default: fatalf("unknown bitwise op %d", (int)op);
   }
   SHM_GUARD_END("pbitwise")

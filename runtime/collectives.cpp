@@ -18,8 +18,8 @@ void shm_all_gather(shm_device *dev, int32_t dtype, const void *in, void *out, i
   SHM_GUARD_BEGIN
   const char *what = "all_gather";
   Group g = group_of(dev, axes, naxes, what);
-  note_operand(dev, dtype, rank, in_shape);
   check_shape(rank, in_shape, what);
+  note_operand(dev, dtype, rank, in_shape);
   if (tiled ? (axis < 0 || axis >= rank) : (axis < 0 || axis > rank))
     fatalf("all_gather: axis %d out of range for rank %d (%s)", (int)axis, (int)rank,
            tiled ? "tiled" : "untiled");
@@ -61,8 +61,8 @@ void shm_psum_scatter(shm_device *dev, int32_t dtype, const void *in, void *out,
   SHM_GUARD_BEGIN
   const char *what = "psum_scatter";
   Group g = group_of(dev, axes, naxes, what);
-  note_operand(dev, dtype, rank, in_shape);
   check_shape(rank, in_shape, what);
+  note_operand(dev, dtype, rank, in_shape);
   if (dim < 0 || dim >= rank)
     fatalf("psum_scatter: scatter dimension %d out of range for rank %d", (int)dim, (int)rank);
   if (tiled ? in_shape[dim] % g.n != 0 : in_shape[dim] != g.n)
@@ -118,8 +118,8 @@ void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, i
   SHM_GUARD_BEGIN
   const char *what = "all_to_all";
   Group g = group_of(dev, axes, naxes, what);
-  note_operand(dev, dtype, rank, in_shape);
   check_shape(rank, in_shape, what);
+  note_operand(dev, dtype, rank, in_shape);
   if (split_axis < 0 || split_axis >= rank || concat_axis < 0 || concat_axis >= rank)
     fatalf("all_to_all: split_axis %d / concat_axis %d out of range for rank %d",
            (int)split_axis, (int)concat_axis, (int)rank);
@@ -208,13 +208,14 @@ void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, i
   SHM_GUARD_END("all_to_all")
 }
 
-void shm_ppermute(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
-                  const int64_t *pairs, int32_t npairs, const int32_t *axes, int32_t naxes) {
+void shm_ppermute(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,
+                  const int64_t *shape, const int64_t *pairs, int32_t npairs, const int32_t *axes,
+                  int32_t naxes) {
   SHM_GUARD_BEGIN
   const char *what = "ppermute";
   Group g = group_of(dev, axes, naxes, what);
-  note_operand(dev, dtype, 1, &n);
-  if (n < 0) fatalf("ppermute: negative element count");
+  check_shape(rank, shape, what);
+  note_operand(dev, dtype, rank, shape);
   if (npairs < 0 || (npairs > 0 && !pairs)) fatalf("ppermute: invalid permutation");
   std::vector<char> is_src((size_t)g.n, 0), is_dst((size_t)g.n, 0);
   int64_t from = -1; // who sends to this device
@@ -228,7 +229,7 @@ void shm_ppermute(shm_device *dev, int32_t dtype, const void *in, void *out, int
     is_src[(size_t)s] = is_dst[(size_t)d] = 1;
     if (d == g.me) from = s;
   }
-  const int64_t bytes = n * dtype_size(dtype);
+  const int64_t bytes = num_elements(rank, shape) * dtype_size(dtype);
   // (member k reads the input of the member that sends to it)
   const ReadOf read = [&](int j, int k) {
     Read r;

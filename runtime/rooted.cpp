@@ -16,7 +16,6 @@ void check_root(int32_t root, const Group &g, const char *what) {
 // k's (gather: out's, untiled: a new axis of size n; scatter: in's, untiled: in_shape[axis] == n).
 void blocks(const char *what, int32_t rank, const int64_t *shape, int32_t axis, int32_t tiled, int n, bool split,
             int64_t es, int64_t &outer, int64_t &blk) {
-  check_shape(rank, shape, what);
   const bool in_range = split || tiled ? axis >= 0 && axis < rank : axis >= 0 && axis <= rank;
   if (!in_range) fatalf("%s: axis %d out of range for rank %d", what, (int)axis, (int)rank);
   if (split && (tiled ? shape[axis] % n != 0 : shape[axis] != n))
@@ -30,15 +29,15 @@ void blocks(const char *what, int32_t rank, const int64_t *shape, int32_t axis, 
 
 extern "C" {
 
-void shm_broadcast(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n, int32_t root,
-                   const int32_t *axes, int32_t naxes) {
+void shm_broadcast(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank, const int64_t *shape,
+                   int32_t root, const int32_t *axes, int32_t naxes) {
   SHM_GUARD_BEGIN
   const char *what = "broadcast";
   Group g = group_of(dev, axes, naxes, what);
-  note_operand(dev, dtype, 1, &n);
+  check_shape(rank, shape, what);
+  note_operand(dev, dtype, rank, shape);
   check_root(root, g, what);
-  if (n < 0) fatalf("broadcast: negative element count");
-  const int64_t bytes = n * dtype_size(dtype);
+  const int64_t bytes = num_elements(rank, shape) * dtype_size(dtype);
   const ReadOf read = [&](int j, int) { return Read{j == root ? Read::Whole : Read::Nothing}; };
   publish(dev, in, out, bytes, kBroadcast, axes, naxes, true, &read);
   const int64_t received = g.me == root ? 0 : bytes;
@@ -55,15 +54,15 @@ void shm_broadcast(shm_device *dev, int32_t dtype, const void *in, void *out, in
   SHM_GUARD_END("broadcast")
 }
 
-void shm_reduce_to(shm_device *dev, int32_t op, int32_t dtype, const void *in, void *out, int64_t n, int32_t root,
-                   const int32_t *axes, int32_t naxes) {
+void shm_reduce_to(shm_device *dev, int32_t op, int32_t dtype, const void *in, void *out, int32_t rank,
+                   const int64_t *shape, int32_t root, const int32_t *axes, int32_t naxes) {
   SHM_GUARD_BEGIN
   const char *what = "reduce";
   Group g = group_of(dev, axes, naxes, what);
-  note_operand(dev, dtype, 1, &n);
+  check_shape(rank, shape, what);
+  note_operand(dev, dtype, rank, shape);
   check_root(root, g, what);
-  if (n < 0) fatalf("reduce: negative element count");
-  const int64_t bytes = n * dtype_size(dtype);
+  const int64_t n = num_elements(rank, shape), bytes = n * dtype_size(dtype);
   const ReadOf read = [&](int, int k) { return Read{k == root ? Read::Whole : Read::Nothing}; };
   publish(dev, in, out, bytes, kReduce, axes, naxes, true, &read);
   const int64_t received = g.me == root ? (int64_t)(g.n - 1) * bytes : 0;
@@ -83,6 +82,7 @@ void shm_gather_to(shm_device *dev, int32_t dtype, const void *in, void *out, in
   SHM_GUARD_BEGIN
   const char *what = "gather";
   Group g = group_of(dev, axes, naxes, what);
+  check_shape(rank, in_shape, what);
   note_operand(dev, dtype, rank, in_shape);
   check_root(root, g, what);
   int64_t outer, blk;
@@ -111,6 +111,7 @@ void shm_scatter_from(shm_device *dev, int32_t dtype, const void *in, void *out,
   SHM_GUARD_BEGIN
   const char *what = "scatter";
   Group g = group_of(dev, axes, naxes, what);
+  check_shape(rank, in_shape, what);
   note_operand(dev, dtype, rank, in_shape);
   check_root(root, g, what);
   const int64_t es = dtype_size(dtype);

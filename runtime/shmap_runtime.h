@@ -77,19 +77,21 @@ void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes, const char *con
 void shm_parallel_for(void (*fn)(void *args, int64_t lo, int64_t hi), void *args, int64_t n);
 
 /* ---- collectives (call from inside a shmap body on every device of the mesh, in the same
- * order; `in` and `out` never alias). Shapes are the per-device block shapes. */
-void shm_psum(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
-              const int32_t *axes, int32_t naxes);
-void shm_pmax(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
-              const int32_t *axes, int32_t naxes);
-void shm_pmin(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
-              const int32_t *axes, int32_t naxes);
+ * order; `in` and `out` never alias). Shapes are the per-device block shapes (`rank`
+ * dimensions at `shape`); the element-wise ones (all-reduces, ppermute, broadcast, reduce)
+ * read only their element count from them, and --trace shows them. */
+void shm_psum(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,
+              const int64_t *shape, const int32_t *axes, int32_t naxes);
+void shm_pmax(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,
+              const int64_t *shape, const int32_t *axes, int32_t naxes);
+void shm_pmin(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,
+              const int64_t *shape, const int32_t *axes, int32_t naxes);
 /* the product over the group (integers wrap, as numpy's); and the bitwise and, or, xor of
  * integers and bools (of a bool: logical) */
-void shm_pprod(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
-               const int32_t *axes, int32_t naxes);
-void shm_pbitwise(shm_device *dev, int32_t op, int32_t dtype, const void *in, void *out, int64_t n,
-                  const int32_t *axes, int32_t naxes);
+void shm_pprod(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,
+               const int64_t *shape, const int32_t *axes, int32_t naxes);
+void shm_pbitwise(shm_device *dev, int32_t op, int32_t dtype, const void *in, void *out, int32_t rank,
+                  const int64_t *shape, const int32_t *axes, int32_t naxes);
 /* untiled: out has a new dimension of size n (group size) at `axis`; tiled: dimension `axis`
  * of out is n times that of in. */
 void shm_all_gather(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,
@@ -107,18 +109,19 @@ void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, i
                     const int64_t *in_shape, int32_t split_axis, int32_t concat_axis,
                     int32_t tiled, const int32_t *axes, int32_t naxes);
 /* pairs = {src0, dst0, src1, dst1, ...} (group indices); a device nobody sends to gets zeros. */
-void shm_ppermute(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n,
-                  const int64_t *pairs, int32_t npairs, const int32_t *axes, int32_t naxes);
+void shm_ppermute(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,
+                  const int64_t *shape, const int64_t *pairs, int32_t npairs, const int32_t *axes,
+                  int32_t naxes);
 int32_t shm_axis_index(shm_device *dev, const int32_t *axes, int32_t naxes);
 /* Rooted collectives (`root`: a group index). broadcast: every member's out is the root's in.
  * reduce: the root's out is the reduction of every member's in (SHM_REDUCE_*, member order, as
  * the all-reduces fold), the other members' out zeros. gather: the root's out is every member's
  * in along `axis` (all_gather's layout), the others' zeros. scatter: member k's out is block k
  * of the root's in along `dim` (psum_scatter's blocks). */
-void shm_broadcast(shm_device *dev, int32_t dtype, const void *in, void *out, int64_t n, int32_t root,
-                   const int32_t *axes, int32_t naxes);
-void shm_reduce_to(shm_device *dev, int32_t op, int32_t dtype, const void *in, void *out, int64_t n, int32_t root,
-                   const int32_t *axes, int32_t naxes);
+void shm_broadcast(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank, const int64_t *shape,
+                   int32_t root, const int32_t *axes, int32_t naxes);
+void shm_reduce_to(shm_device *dev, int32_t op, int32_t dtype, const void *in, void *out, int32_t rank,
+                   const int64_t *shape, int32_t root, const int32_t *axes, int32_t naxes);
 void shm_gather_to(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank, const int64_t *in_shape,
                    int32_t axis, int32_t tiled, int32_t root, const int32_t *axes, int32_t naxes);
 void shm_scatter_from(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank, const int64_t *in_shape,

@@ -16,7 +16,7 @@ bool lowerAllReduce(FuncEmitter &fe, size_t i, const char *runtimeFn) {
   const Type &t = e.ins[0]->type;
   AxesArg a = axesOf(fe, e);
   fe.callRt(runtimeFn, {fe.dev, fe.dtypeCode(t.dtype), fe.buffer(e.ins[0]), fe.buffer(e.outs[0]),
-                        fe.i64(t.numElements()), a.ptr, a.count});
+                        fe.i32(t.rank()), fe.me.i64Array(t.shape), a.ptr, a.count});
   return true;
 }
 
@@ -44,7 +44,7 @@ bool lowerBitwise(FuncEmitter &fe, size_t i) {
   const Type &t = e.ins[0]->type;
   AxesArg a = axesOf(fe, e);
   fe.callRt("shm_pbitwise", {fe.dev, fe.i32(op), fe.dtypeCode(t.dtype), fe.buffer(e.ins[0]), fe.buffer(e.outs[0]),
-                             fe.i64(t.numElements()), a.ptr, a.count});
+                             fe.i32(t.rank()), fe.me.i64Array(t.shape), a.ptr, a.count});
   return true;
 }
 

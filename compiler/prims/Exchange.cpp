@@ -86,7 +86,7 @@ template <> const Rules &define<Prim::Ppermute>() {
         if (perm.size() % 2) return fe.fail("ppermute: perm must hold (src, dst) pairs");
         AxesArg a = axesOf(fe, e);
         fe.callRt("shm_ppermute", {fe.dev, fe.dtypeCode(t.dtype), fe.buffer(e.ins[0]), fe.buffer(e.outs[0]),
-                                   fe.i64(t.numElements()), fe.me.i64Array(perm),
+                                   fe.i32(t.rank()), fe.me.i64Array(t.shape), fe.me.i64Array(perm),
                                    fe.i32((int64_t)perm.size() / 2), a.ptr, a.count});
         return true;
       },

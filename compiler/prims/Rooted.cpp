@@ -66,8 +66,8 @@ bool lowerSameShape(FuncEmitter &fe, size_t i) {
   AxesArg a = axesOf(fe, e);
   std::vector<llvm::Value *> args = {fe.dev};
   if (e.prim == Prim::ReduceTo) args.push_back(fe.i32(e.intParam("op")));
-  args.insert(args.end(), {fe.dtypeCode(t.dtype), fe.buffer(e.ins[0]), fe.buffer(e.outs[0]), fe.i64(t.numElements()),
-                           fe.i32(e.intParam("root")), a.ptr, a.count});
+  args.insert(args.end(), {fe.dtypeCode(t.dtype), fe.buffer(e.ins[0]), fe.buffer(e.outs[0]), fe.i32(t.rank()),
+                           fe.me.i64Array(t.shape), fe.i32(e.intParam("root")), a.ptr, a.count});
   fe.callRt(Fn, args);
   return true;
 }

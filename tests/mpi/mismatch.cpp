@@ -10,10 +10,11 @@ extern "C" {
 static void body(shm_device *dev, void **, void **) {
   float x[4] = {1, 2, 3, 4}, y[4];
   const int32_t axes[1] = {0};
+  const int64_t shape[1] = {4};
   if (shm::rank_id() == 0)
-    shm_psum(dev, SHM_F32, x, y, 4, axes, 1);
+    shm_psum(dev, SHM_F32, x, y, 1, shape, axes, 1);
   else
-    shm_pmax(dev, SHM_F32, x, y, 4, axes, 1);
+    shm_pmax(dev, SHM_F32, x, y, 1, shape, axes, 1);
 }
 
 void shm_user_main(shm_device *, void **, void **) {

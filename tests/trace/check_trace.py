@@ -7,7 +7,8 @@ Trace Event Format that Perfetto and chrome://tracing open, which agrees with th
 - one track per device that ran (named "device N (axis=coordinate,...)"), and the host's;
 - on each track, events in time order, and a span that starts inside another ends inside it
   (collectives and their waits inside the shmap body that ran them);
-- each collective event names its axes and operand ("f32[2,5]");
+- each collective event names its axes and operand ("f32[2,5]"), which is the per-device block
+  of a collective that --emit=comm lists under the same runtime name;
 - the bytes sent and received in the collective events add up, per collective, to the --stats
   table, and their number to its calls (counted once per collective: on device 0's track).
 
@@ -41,7 +42,15 @@ def stats_table(stdout):
     return rows
 
 
-def problems_of(trace, stats):
+def comm_operands(text):
+    """(runtime collective, operand type) of each collective --emit=comm lists."""
+    found = set()
+    for m in re.finditer(r"^ +\w+\[.*\] (\w+\[[\d,]*\])(?:\{[^}]*\})? -> .*\n.*\(runtime (\w+),", text, re.M):
+        found.add((m.group(2), m.group(1)))
+    return found
+
+
+def problems_of(trace, stats, comm=None):
     out = []
     events = trace.get("traceEvents") if isinstance(trace, dict) else None
     if not isinstance(events, list):
@@ -87,6 +96,10 @@ def problems_of(trace, stats):
                     or "axes" not in e["args"]:
                 out.append("collective %r without its axes and operand: %r" % (e["name"], e["args"]))
                 return out
+            if comm is not None and (e["name"], e["args"]["operand"]) not in comm:
+                out.append("collective %r of %s, which --emit=comm does not list (it has %s)" % (
+                    e["name"], e["args"]["operand"], sorted(comm)))
+                return out
             t = totals[e["name"]]
             t[0] += key[1] == 1  # (device 0 counts each collective once, as --stats does)
             t[1] += e["args"]["bytes_sent"]
@@ -111,6 +124,8 @@ def main():
             name = os.path.relpath(prog, ROOT)
             exe, path = os.path.join(tmp, "prog"), os.path.join(tmp, "run.json")
             subprocess.run([a.shmapc, "compile", prog, "-o", exe] + (["--mpi"] if a.mpi else []), check=True, cwd=ROOT)
+            comm = subprocess.run([a.shmapc, "compile", prog, "--emit=comm"], check=True, cwd=ROOT,
+                                  capture_output=True, text=True).stdout
             # (in the program's folder, where its data files are, as the golden tests run it)
             cmd = [exe, "--trace=" + path, "--stats"]
             if a.mpi:
@@ -124,7 +139,7 @@ def main():
                 continue
             try:
                 trace = json.load(open(path))
-                problems = problems_of(trace, stats_table(run.stdout))
+                problems = problems_of(trace, stats_table(run.stdout), comm_operands(comm))
             except (OSError, ValueError) as e:
                 problems = ["not JSON: %s" % e]
             for p in problems[:5]:

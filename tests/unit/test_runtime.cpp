@@ -355,11 +355,10 @@ void collective_body(shm_device *dev, void **outs, void **ins) {
   const int32_t rank = (int32_t)c.shape.size();
   const int32_t *axes = c.axes.data();
   const int32_t na = (int32_t)c.axes.size();
-  const int64_t n = numel(c.shape);
   switch (c.kind) {
-  case PSUM: shm_psum(dev, c.dtype, ins[0], outs[0], n, axes, na); break;
-  case PMAX: shm_pmax(dev, c.dtype, ins[0], outs[0], n, axes, na); break;
-  case PMIN: shm_pmin(dev, c.dtype, ins[0], outs[0], n, axes, na); break;
+  case PSUM: shm_psum(dev, c.dtype, ins[0], outs[0], rank, c.shape.data(), axes, na); break;
+  case PMAX: shm_pmax(dev, c.dtype, ins[0], outs[0], rank, c.shape.data(), axes, na); break;
+  case PMIN: shm_pmin(dev, c.dtype, ins[0], outs[0], rank, c.shape.data(), axes, na); break;
   case ALL_GATHER:
     shm_all_gather(dev, c.dtype, ins[0], outs[0], rank, c.shape.data(), c.a1, c.tiled, axes, na);
     break;
@@ -370,15 +369,15 @@ void collective_body(shm_device *dev, void **outs, void **ins) {
     shm_all_to_all(dev, c.dtype, ins[0], outs[0], rank, c.shape.data(), c.a1, c.a2, c.tiled, axes, na);
     break;
   case PPERMUTE:
-    shm_ppermute(dev, c.dtype, ins[0], outs[0], n, c.pairs.data(), (int32_t)(c.pairs.size() / 2), axes, na);
+    shm_ppermute(dev, c.dtype, ins[0], outs[0], rank, c.shape.data(), c.pairs.data(), (int32_t)(c.pairs.size() / 2), axes, na);
     break;
   case AXIS_INDEX: *(int32_t *)outs[0] = shm_axis_index(dev, axes, na); break;
-  case PPROD: shm_pprod(dev, c.dtype, ins[0], outs[0], n, axes, na); break;
-  case PAND: shm_pbitwise(dev, SHM_REDUCE_AND, c.dtype, ins[0], outs[0], n, axes, na); break;
-  case POR: shm_pbitwise(dev, SHM_REDUCE_OR, c.dtype, ins[0], outs[0], n, axes, na); break;
-  case PXOR: shm_pbitwise(dev, SHM_REDUCE_XOR, c.dtype, ins[0], outs[0], n, axes, na); break;
-  case BROADCAST: shm_broadcast(dev, c.dtype, ins[0], outs[0], n, c.root, axes, na); break;
-  case REDUCE_TO: shm_reduce_to(dev, c.op, c.dtype, ins[0], outs[0], n, c.root, axes, na); break;
+  case PPROD: shm_pprod(dev, c.dtype, ins[0], outs[0], rank, c.shape.data(), axes, na); break;
+  case PAND: shm_pbitwise(dev, SHM_REDUCE_AND, c.dtype, ins[0], outs[0], rank, c.shape.data(), axes, na); break;
+  case POR: shm_pbitwise(dev, SHM_REDUCE_OR, c.dtype, ins[0], outs[0], rank, c.shape.data(), axes, na); break;
+  case PXOR: shm_pbitwise(dev, SHM_REDUCE_XOR, c.dtype, ins[0], outs[0], rank, c.shape.data(), axes, na); break;
+  case BROADCAST: shm_broadcast(dev, c.dtype, ins[0], outs[0], rank, c.shape.data(), c.root, axes, na); break;
+  case REDUCE_TO: shm_reduce_to(dev, c.op, c.dtype, ins[0], outs[0], rank, c.shape.data(), c.root, axes, na); break;
   case GATHER_TO:
     shm_gather_to(dev, c.dtype, ins[0], outs[0], rank, c.shape.data(), c.a1, c.tiled, c.root, axes, na);
     break;
@@ -692,7 +691,7 @@ void chained_body(shm_device *dev, void **outs, void **ins) {
   const int64_t shape[1] = {64};
   for (int i = 0; i < 64; ++i) a[i] = ((const float *)ins[0])[0] + (float)i;
   for (int round = 0; round < 50; ++round) {
-    shm_psum(dev, SHM_F32, a, b, 64, &x, 1);
+    shm_psum(dev, SHM_F32, a, b, 1, shape, &x, 1);
     shm_all_gather(dev, SHM_F32, b, c, 1, shape, 0, 1, &x, 1);
     for (int i = 0; i < 64; ++i) a[i] = c[64 * (round % 4) + i] / 4.0f;
   }
@@ -722,7 +721,7 @@ std::atomic<int> g_with_output[8];
 void reduce_only_body(shm_device *dev, void **outs, void **ins) {
   const int32_t axis[1] = {0};
   const int64_t shape[1] = {4};
-  shm_psum(dev, SHM_F32, ins[0], outs[0], 4, axis, 1);
+  shm_psum(dev, SHM_F32, ins[0], outs[0], 1, shape, axis, 1);
   shm_all_gather(dev, SHM_F32, ins[0], outs[1], 1, shape, 0, 1, axis, 1);
   int me = shm_axis_index(dev, axis, 1);
   g_with_output[me] = (outs[0] != nullptr) + 2 * (outs[1] != nullptr);
@@ -848,7 +847,7 @@ TEST_CASE("shmap over a rank-0 mesh runs one device", "[shmap]") {
       0, nullptr, nullptr,
       [](shm_device *dev, void **o, void **i) {
         float v = *(float *)i[0];
-        shm_psum(dev, SHM_F32, &v, o[0], 1, nullptr, 0);
+        shm_psum(dev, SHM_F32, &v, o[0], 0, nullptr, nullptr, 0);
       },
       1, ins, &d, 1, outs, &d);
   CHECK(out == 2.5f);
@@ -862,7 +861,7 @@ void count_body(shm_device *dev, void **outs, void **) {
   const int32_t x = 0;
   const float one = 1;
   float devices = 0;
-  shm_psum(dev, SHM_F32, &one, &devices, 1, &x, 1);
+  shm_psum(dev, SHM_F32, &one, &devices, 0, nullptr, &x, 1);
   *(float *)outs[0] = devices * 10000 + (float)shm_axis_index(dev, &x, 1);
 }
 
@@ -900,11 +899,11 @@ void stats_body(shm_device *dev, void **outs, void **ins) {
   const int32_t x = 0;
   float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[8], g[32];
   const int64_t shape[1] = {8};
-  shm_psum(dev, SHM_F32, a, b, 8, &x, 1);
-  shm_psum(dev, SHM_F32, b, a, 8, &x, 1);
+  shm_psum(dev, SHM_F32, a, b, 1, shape, &x, 1);
+  shm_psum(dev, SHM_F32, b, a, 1, shape, &x, 1);
   shm_all_gather(dev, SHM_F32, a, g, 1, shape, 0, 0, &x, 1);
   const int64_t pairs[4] = {0, 1, 1, 0};
-  shm_ppermute(dev, SHM_F32, a, b, 8, pairs, 2, &x, 1);
+  shm_ppermute(dev, SHM_F32, a, b, 1, shape, pairs, 2, &x, 1);
   shm_axis_index(dev, &x, 1);
   *(float *)outs[0] = b[0];
 }
@@ -1527,7 +1526,7 @@ void bad_ppermute_body(shm_device *dev, void **outs, void **ins) {
   const int32_t x = 0;
   const int64_t pairs[4] = {0, 1, 2, 1}; // device 1 receives twice
   float a = 0, b;
-  shm_ppermute(dev, SHM_F32, &a, &b, 1, pairs, 2, &x, 1);
+  shm_ppermute(dev, SHM_F32, &a, &b, 0, nullptr, pairs, 2, &x, 1);
 }
 } // namespace
 
@@ -1537,7 +1536,7 @@ TEST_CASE("fatal errors exit with status 2 and a message", "[fatal]") {
     CHECK(run_child([] {
       float a = 1, b;
       const int32_t x = 0;
-      shm_psum(nullptr, SHM_F32, &a, &b, 1, &x, 1);
+      shm_psum(nullptr, SHM_F32, &a, &b, 0, nullptr, &x, 1);
     }, &err) == 2);
     CHECK(err.find("shmap runtime error: psum: collective outside a shmap") != std::string::npos);
   }
