@@ -135,7 +135,7 @@ void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char
   const int64_t moved = (int64_t)(g.n - 1) * (hi - lo) * es;
   std::vector<const void *> srcs((size_t)g.n);
   if (direct(dev)) {
-    // Member r reduces chunk r of every member's input (MPI_Alltoallv brings them), in member
+    // Member r reduces chunk r of every member's input (an all-to-all brings them), in member
     // order as below, and the reduced chunks go to every member (MPI_Allgatherv).
     const std::vector<int64_t> key = comm_key(dev, axes, naxes);
     std::vector<int64_t> chunk((size_t)g.n), mine((size_t)g.n, (hi - lo) * es);

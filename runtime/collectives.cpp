@@ -84,7 +84,7 @@ void shm_psum_scatter(shm_device *dev, int32_t dtype, const void *in, void *out,
   };
   publish(dev, in, out, prod(in_shape, 0, rank) * es, kPsumScatter, axes, naxes, true, &read);
   if (direct(dev)) {
-    // Member k gets [:, k, :] of every member's input (packed, MPI_Alltoallv) and folds them
+    // Member k gets [:, k, :] of every member's input (packed, an all-to-all) and folds them
     // in member order.
     const int64_t part = outer * blk * es;
     Scratch send(g.n * part), parts(g.n * part);
@@ -180,7 +180,7 @@ void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, i
   publish(dev, in, out, prod(in_shape, 0, rank) * es, kAllToAll, axes, naxes, true, &read);
   const int64_t block_elems = num_elements(brank, bshape);
   if (direct(dev)) {
-    // The block for member k (the one k would pull: at k's offset) packed for MPI_Alltoallv;
+    // The block for member k (the one k would pull: at k's offset) packed for the all-to-all;
     // the block from member j unpacked at position j along concat_axis.
     const int64_t part = block_elems * es;
     int64_t packed[kMaxRank];

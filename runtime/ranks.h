@@ -79,7 +79,8 @@ struct Piece {
   }
 };
 // With several devices per rank, called by the first local device between the barriers of a
-// collective: moves the pieces with this rank at one end, in one MPI_Alltoallv over all ranks.
+// collective: moves the pieces with this rank at one end, packed into one message per pair of
+// ranks (split into several when larger than one MPI call takes).
 // Every rank passes the same list (its pointers set where it is an end), so each knows what
 // to send and expect; an empty list (every group within a rank) calls nothing.
 void exchange_pieces(const std::vector<Piece> &pieces);

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mpi.h>
 #include <sched.h>
 #include <string>
@@ -179,18 +180,80 @@ MPI_Comm group_comm(const Group &g, const std::vector<int64_t> &key) {
   return comm;
 }
 
-// Byte counts and displacements as MPI's ints.
-void ints(const std::vector<int64_t> &bytes, std::vector<int> &n, std::vector<int> &at, const char *what) {
-  n.resize(bytes.size());
-  at.resize(bytes.size());
-  int64_t total = 0;
-  for (size_t j = 0; j < bytes.size(); ++j) {
-    if (total > INT_MAX || bytes[j] > INT_MAX)
-      fatalf("%s: %lld bytes are too many for one MPI call", what, (long long)(total + bytes[j]));
-    at[j] = (int)total;
-    n[j] = (int)bytes[j];
-    total += bytes[j];
-  }
+// MPI's counts and displacements are ints: one call moves at most INT_MAX bytes of MPI_BYTE.
+// Larger transfers go as several messages of at most max_message() bytes each, which
+// SHMAP_MPI_MAX_MESSAGE lowers so the tests run that path on small arrays.
+int64_t max_message() {
+  static const int64_t cap = [] {
+    const char *e = std::getenv("SHMAP_MPI_MAX_MESSAGE");
+    const long long v = e ? std::atoll(e) : 0;
+    return v > 0 && v < INT_MAX ? (int64_t)v : (int64_t)INT_MAX;
+  }();
+  return cap;
+}
+
+int64_t total_of(const std::vector<int64_t> &bytes) {
+  int64_t t = 0;
+  for (int64_t b : bytes) t += b;
+  return t;
+}
+
+// Where each member's bytes start when they lie one after another.
+std::vector<int64_t> offsets_of(const std::vector<int64_t> &bytes) {
+  std::vector<int64_t> at(bytes.size(), 0);
+  for (size_t j = 1; j < bytes.size(); ++j) at[j] = at[j - 1] + bytes[j - 1];
+  return at;
+}
+
+// Counts and displacements as MPI's ints (their total fits: every one does).
+void ints(const std::vector<int64_t> &bytes, std::vector<int> &n, std::vector<int> &at) {
+  n.assign(bytes.begin(), bytes.end());
+  const std::vector<int64_t> at64 = offsets_of(bytes);
+  at.assign(at64.begin(), at64.end());
+}
+
+constexpr int kSplitTag = 7;
+
+// A collective too large for one MPI call, as point-to-point messages of at most max_message()
+// bytes: send_bytes[j] bytes at send[j] to member j, recv_bytes[j] bytes from member j into
+// recv[j] (this member's own: copied). Messages between two ranks with one communicator and
+// tag arrive in the order sent, so the pieces of a transfer land in order.
+void exchange_in_messages(MPI_Comm comm, const std::vector<const char *> &send, const std::vector<int64_t> &send_bytes,
+                          const std::vector<char *> &recv, const std::vector<int64_t> &recv_bytes, const char *what) {
+  int me = 0;
+  MPI_Comm_rank(comm, &me);
+  const int64_t cap = max_message();
+  std::vector<MPI_Request> requests;
+  for (size_t j = 0; j < recv_bytes.size(); ++j)
+    for (int64_t o = 0; (int)j != me && o < recv_bytes[j]; o += cap) {
+      requests.emplace_back();
+      check(MPI_Irecv(recv[j] + o, (int)std::min(cap, recv_bytes[j] - o), MPI_BYTE, (int)j, kSplitTag, comm,
+                      &requests.back()),
+            what);
+    }
+  for (size_t j = 0; j < send_bytes.size(); ++j)
+    for (int64_t o = 0; (int)j != me && o < send_bytes[j]; o += cap) {
+      requests.emplace_back();
+      check(MPI_Isend(send[j] + o, (int)std::min(cap, send_bytes[j] - o), MPI_BYTE, (int)j, kSplitTag, comm,
+                      &requests.back()),
+            what);
+    }
+  if (send_bytes[(size_t)me] > 0) std::memcpy(recv[(size_t)me], send[(size_t)me], (size_t)send_bytes[(size_t)me]);
+  check(MPI_Waitall((int)requests.size(), requests.data(), MPI_STATUSES_IGNORE), what);
+}
+
+// MPI_Alltoallv of byte blocks lying one after another in send and recv, as point-to-point
+// messages (what Open MPI's MPI_Alltoallv does itself, its "basic linear" algorithm), so that
+// no count or displacement needs to fit an int. (Choosing MPI_Alltoallv when this rank's
+// counts fit would need every member to choose alike, and a member knows only its own.)
+void alltoallv(MPI_Comm comm, const void *send, const std::vector<int64_t> &send_bytes, void *recv,
+               const std::vector<int64_t> &recv_bytes, const char *what) {
+  const std::vector<int64_t> sat = offsets_of(send_bytes), rat = offsets_of(recv_bytes);
+  std::vector<const char *> s(send_bytes.size());
+  std::vector<char *> r(recv_bytes.size());
+  for (size_t j = 0; j < s.size(); ++j) s[j] = (const char *)send + sat[j];
+  for (size_t j = 0; j < r.size(); ++j) r[j] = (char *)recv + rat[j];
+  exchange_in_messages(comm, s, send_bytes, r, recv_bytes, what);
 }
 
 } // namespace
@@ -202,17 +265,15 @@ void exchange_pieces(const std::vector<Piece> &pieces) {
     if (p.from == g_rank) out_bytes[(size_t)p.to] += p.bytes;
     if (p.to == g_rank) in_bytes[(size_t)p.from] += p.bytes;
   }
-  std::vector<int> sn, sat, rn, rat;
-  ints(out_bytes, sn, sat, "a collective between ranks");
-  ints(in_bytes, rn, rat, "a collective between ranks");
   // Packed by destination rank, each rank's pieces in list order (which its receiver shares).
-  std::vector<char> sendbuf((size_t)(sat.empty() ? 0 : sat.back() + sn.back())),
-      recvbuf((size_t)(rat.empty() ? 0 : rat.back() + rn.back()));
-  std::vector<int64_t> at(sat.begin(), sat.end());
+  const std::vector<int64_t> sat = offsets_of(out_bytes), rat = offsets_of(in_bytes);
+  // (uninitialized: every byte is written before it is read)
+  std::unique_ptr<char[]> sendbuf(new char[(size_t)total_of(out_bytes)]), recvbuf(new char[(size_t)total_of(in_bytes)]);
+  std::vector<int64_t> at = sat;
   int64_t dense[kMaxRank];
   for (const Piece &p : pieces)
     if (p.from == g_rank && p.bytes > 0) {
-      char *to = sendbuf.data() + at[(size_t)p.to];
+      char *to = sendbuf.get() + at[(size_t)p.to];
       if (p.rank > 0) {
         row_major_strides(p.rank, p.shape, dense);
         copy_strided(p.esize, p.rank, p.shape, p.send, p.strides, to, dense);
@@ -221,13 +282,12 @@ void exchange_pieces(const std::vector<Piece> &pieces) {
       }
       at[(size_t)p.to] += p.bytes;
     }
-  check(MPI_Alltoallv(sendbuf.data(), sn.data(), sat.data(), MPI_BYTE, recvbuf.data(), rn.data(), rat.data(),
-                      MPI_BYTE, MPI_COMM_WORLD),
-        "a collective between ranks (MPI_Alltoallv)");
-  at.assign(rat.begin(), rat.end());
+  alltoallv(MPI_COMM_WORLD, sendbuf.get(), out_bytes, recvbuf.get(), in_bytes,
+            "a collective between ranks (MPI_Isend / MPI_Irecv)");
+  at = rat;
   for (const Piece &p : pieces)
     if (p.to == g_rank && p.bytes > 0) {
-      const char *from = recvbuf.data() + at[(size_t)p.from];
+      const char *from = recvbuf.get() + at[(size_t)p.from];
       if (p.rank > 0) {
         row_major_strides(p.rank, p.shape, dense);
         copy_strided(p.esize, p.rank, p.shape, from, dense, p.recv, p.strides);
@@ -240,49 +300,77 @@ void exchange_pieces(const std::vector<Piece> &pieces) {
 
 void group_alltoallv(const Group &g, const std::vector<int64_t> &key, const void *send, const std::vector<int64_t> &bytes, void *recv,
                      const std::vector<int64_t> &recv_bytes) {
-  std::vector<int> sn, sat, rn, rat;
-  ints(bytes, sn, sat, "a collective");
-  ints(recv_bytes, rn, rat, "a collective");
-  check(MPI_Alltoallv(send, sn.data(), sat.data(), MPI_BYTE, recv, rn.data(), rat.data(), MPI_BYTE,
-                      group_comm(g, key)),
-        "a collective between ranks (MPI_Alltoallv)");
+  alltoallv(group_comm(g, key), send, bytes, recv, recv_bytes, "a collective between ranks (MPI_Isend / MPI_Irecv)");
 }
 
 void group_allgatherv(const Group &g, const std::vector<int64_t> &key, void *buf, const std::vector<int64_t> &bytes) {
-  std::vector<int> n, at;
-  ints(bytes, n, at, "a collective");
-  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, n.data(), at.data(), MPI_BYTE, group_comm(g, key)),
-        "a collective between ranks (MPI_Allgatherv)");
+  const char *what = "a collective between ranks (MPI_Allgatherv)";
+  if (total_of(bytes) <= max_message()) {
+    std::vector<int> n, at;
+    ints(bytes, n, at);
+    check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, n.data(), at.data(), MPI_BYTE, group_comm(g, key)),
+          what);
+    return;
+  }
+  // (this member's block to every other; every other's into its place)
+  const std::vector<int64_t> at = offsets_of(bytes);
+  std::vector<const char *> send((size_t)g.n, (const char *)buf + at[(size_t)g.me]);
+  std::vector<int64_t> send_bytes((size_t)g.n, bytes[(size_t)g.me]);
+  std::vector<char *> recv((size_t)g.n);
+  for (int j = 0; j < g.n; ++j) recv[(size_t)j] = (char *)buf + at[(size_t)j];
+  send_bytes[(size_t)g.me] = 0;  // (already in place)
+  exchange_in_messages(group_comm(g, key), send, send_bytes, recv, bytes, what);
 }
 
 void group_sendrecv(const Group &g, const std::vector<int64_t> &key, const void *send, int to, void *recv, int from, int64_t bytes) {
-  if (bytes > INT_MAX) fatalf("ppermute: %lld bytes are too many for one MPI call", (long long)bytes);
-  check(MPI_Sendrecv(send, to < 0 ? 0 : (int)bytes, MPI_BYTE, to < 0 ? MPI_PROC_NULL : to, 0, recv,
-                     from < 0 ? 0 : (int)bytes, MPI_BYTE, from < 0 ? MPI_PROC_NULL : from, 0, group_comm(g, key),
-                     MPI_STATUS_IGNORE),
-        "ppermute between ranks (MPI_Sendrecv)");
-}
-
-// (one MPI call moves at most INT_MAX bytes of MPI_BYTE)
-static int byte_count(int64_t bytes, const char *what) {
-  if (bytes > INT_MAX) fatalf("%s: %lld bytes are too many for one MPI call", what, (long long)bytes);
-  return (int)bytes;
+  // (in pieces of at most max_message() bytes: sender and receiver count them alike)
+  for (int64_t o = 0; o < bytes; o += max_message()) {
+    const int n = (int)std::min(max_message(), bytes - o);
+    check(MPI_Sendrecv((const char *)send + o, to < 0 ? 0 : n, MPI_BYTE, to < 0 ? MPI_PROC_NULL : to, 0,
+                       (char *)recv + o, from < 0 ? 0 : n, MPI_BYTE, from < 0 ? MPI_PROC_NULL : from, 0,
+                       group_comm(g, key), MPI_STATUS_IGNORE),
+          "ppermute between ranks (MPI_Sendrecv)");
+  }
 }
 
 void group_bcast(const Group &g, const std::vector<int64_t> &key, void *buf, int64_t bytes, int root) {
-  check(MPI_Bcast(buf, byte_count(bytes, "broadcast"), MPI_BYTE, root, group_comm(g, key)),
-        "a broadcast between ranks (MPI_Bcast)");
+  for (int64_t o = 0; o < bytes; o += max_message())
+    check(MPI_Bcast((char *)buf + o, (int)std::min(max_message(), bytes - o), MPI_BYTE, root, group_comm(g, key)),
+          "a broadcast between ranks (MPI_Bcast)");
 }
 
 void group_gather(const Group &g, const std::vector<int64_t> &key, const void *send, void *recv, int64_t bytes, int root) {
-  const int n = byte_count(bytes, "gather");
-  check(MPI_Gather(send, n, MPI_BYTE, recv, n, MPI_BYTE, root, group_comm(g, key)), "a gather between ranks (MPI_Gather)");
+  const char *what = "a gather between ranks (MPI_Gather)";
+  if (g.n * bytes <= max_message()) {
+    check(MPI_Gather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, root, group_comm(g, key)), what);
+    return;
+  }
+  std::vector<const char *> s((size_t)g.n, (const char *)send);
+  std::vector<int64_t> send_bytes((size_t)g.n, 0), recv_bytes((size_t)g.n, 0);
+  std::vector<char *> r((size_t)g.n, nullptr);
+  send_bytes[(size_t)root] = bytes;
+  for (int j = 0; j < g.n && g.me == root; ++j) {
+    r[(size_t)j] = (char *)recv + j * bytes;
+    recv_bytes[(size_t)j] = bytes;
+  }
+  exchange_in_messages(group_comm(g, key), s, send_bytes, r, recv_bytes, what);
 }
 
 void group_scatter(const Group &g, const std::vector<int64_t> &key, const void *send, void *recv, int64_t bytes, int root) {
-  const int n = byte_count(bytes, "scatter");
-  check(MPI_Scatter(send, n, MPI_BYTE, recv, n, MPI_BYTE, root, group_comm(g, key)),
-        "a scatter between ranks (MPI_Scatter)");
+  const char *what = "a scatter between ranks (MPI_Scatter)";
+  if (g.n * bytes <= max_message()) {
+    check(MPI_Scatter(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, root, group_comm(g, key)), what);
+    return;
+  }
+  std::vector<const char *> s((size_t)g.n, nullptr);
+  std::vector<int64_t> send_bytes((size_t)g.n, 0), recv_bytes((size_t)g.n, 0);
+  std::vector<char *> r((size_t)g.n, (char *)recv);
+  recv_bytes[(size_t)root] = bytes;
+  for (int j = 0; j < g.n && g.me == root; ++j) {
+    s[(size_t)j] = (const char *)send + j * bytes;
+    send_bytes[(size_t)j] = bytes;
+  }
+  exchange_in_messages(group_comm(g, key), s, send_bytes, r, recv_bytes, what);
 }
 
 void sum_stats_over_ranks(Stats &s) {

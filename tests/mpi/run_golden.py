@@ -14,7 +14,11 @@ its smallest mesh has devices, naming a mesh that does not fit. A program expect
 the same output and exit with the same status; its error message comes from a rank
 (`shmap runtime error: rank R: ...`).
 
-    python3 tests/mpi/run_golden.py --shmapc build/compiler/shmapc [PROGRAMS...]"""
+--max-message=B runs the programs with SHMAP_MPI_MAX_MESSAGE=B: every transfer between ranks
+larger than B bytes goes as messages of at most B bytes (the path of transfers too large for
+one MPI call, over 2^31 - 1 bytes), which must give the same output.
+
+    python3 tests/mpi/run_golden.py --shmapc build/compiler/shmapc [--max-message=B] [PROGRAMS...]"""
 import argparse
 import glob
 import math
@@ -129,8 +133,11 @@ def check(shmapc, path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shmapc", required=True)
+    ap.add_argument("--max-message", type=int)
     ap.add_argument("programs", nargs="*")
     a = ap.parse_args()
+    if a.max_message:
+        MPIRUN.extend(["-x", "SHMAP_MPI_MAX_MESSAGE=%d" % a.max_message])
     shmapc = os.path.abspath(a.shmapc)
     os.chdir(ROOT)
     progs = a.programs or golden.run_programs()
