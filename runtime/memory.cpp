@@ -118,9 +118,10 @@ extern "C" {
 void shm_fatal(const char *msg) {
   // Several device threads may fail at once; exit() must run only once (calling it
   // concurrently is undefined), so the first caller takes this lock and never releases it:
-  // later callers block until the process is gone.
+  // later callers block until the process is gone. (A test's ranks_abort_hook may throw
+  // instead of exiting: the lock is then released.)
   static std::mutex once;
-  once.lock();
+  std::unique_lock<std::mutex> lock(once);
   std::fflush(stdout);
   std::fprintf(stderr, "shmap runtime error: %s%s\n", shm::rank_prefix(), msg ? msg : "(null)");
   std::fflush(stderr);

@@ -31,6 +31,9 @@ void check_layout();
 void ranks_finish();
 // Ends the whole job after a fatal error on this rank (MPI_Abort), so no rank waits for it.
 [[noreturn]] void ranks_abort(int code);
+// Tests only (one process): called by ranks_abort before it exits, and may throw instead, so a
+// fuzz target can go on after a file the loaders refuse (tests/fuzz/fuzz_load.cpp).
+extern void (*ranks_abort_hook)(int code);
 
 // How many processes of the job (this one included) run on this machine with the same CPU
 // affinity mask: unbound ranks share the machine's cores (pool.cpp divides them). 1 for one

@@ -28,7 +28,11 @@ int ranks_take_arg(const char *prog, const char *arg) {
 const char *ranks_usage() { return ""; }
 void check_layout() {}
 void ranks_finish() {}
-void ranks_abort(int code) { std::exit(code); }
+void (*ranks_abort_hook)(int code) = nullptr;
+void ranks_abort(int code) {
+  if (ranks_abort_hook) ranks_abort_hook(code);
+  std::exit(code);
+}
 bool reduce_locally_first() { return false; }
 int ranks_sharing_cores() { return 1; }
 int rank_id() { return 0; }

@@ -117,6 +117,7 @@ void check_layout() {
 }
 
 void ranks_finish() { MPI_Finalize(); }
+void (*ranks_abort_hook)(int code) = nullptr;  // (one process only: unused here)
 void ranks_abort(int code) {
   // An error in host code happens on every rank at once: the others give rank 0 (which writes
   // the program's output, flushed before this) a moment to report first, as one process would.

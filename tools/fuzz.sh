@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Fuzzes the front end (everything `shmapc check` runs) with libFuzzer, ASan and UBSan.
-#   tools/fuzz.sh SECONDS     (0: only build the target and run the regressions)
+# Fuzzes the front end (everything `shmapc check` runs) with libFuzzer, ASan and UBSan, then
+# the runtime's .npy / .npz loaders.
+#   tools/fuzz.sh SECONDS     (0: only build the targets and run the regressions)
 # Builds tests/fuzz/fuzz_check.cpp with clang-19 in build-fuzz/ (-DSHMAPC_FUZZ=ON) if needed,
 # runs tests/fuzz/regressions/ through it, then fuzzes for SECONDS from the corpus in
 # build-fuzz/corpus (kept between runs) plus seeds copied from samples/, tests/ and stdlib/.
-# On a crash, hang or out-of-memory the input is copied to tests/fuzz/regressions/ and the
-# status is 1. Environment: FUZZ_BUILD (folder), FUZZ_SEED (libFuzzer -seed; fixed = a
+# Then tests/fuzz/fuzz_load.cpp likewise: tests/fuzz/load_regressions/, then SECONDS / 2 from
+# build-fuzz/load_corpus plus the files tests/fuzz/make_load_seeds.py writes.
+# On a crash, hang or out-of-memory the input is copied to tests/fuzz/regressions/ (or
+# load_regressions/) and the status is 1. Environment: FUZZ_BUILD (folder), FUZZ_SEED (libFuzzer -seed; fixed = a
 # repeatable run), FUZZ_JOBS (ninja -j, default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +22,9 @@ if [ ! -f "$BUILD/build.ninja" ]; then
   CC=clang-19 CXX=clang++-19 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DSHMAPC_FUZZ=ON >/dev/null
 fi
-ninja -C "$BUILD" -j "${FUZZ_JOBS:-2}" shmapc_fuzz
+ninja -C "$BUILD" -j "${FUZZ_JOBS:-2}" shmapc_fuzz shmap_load_fuzz
+LOAD_FUZZER=$BUILD/tests/fuzz/shmap_load_fuzz
+LOAD_REGRESSIONS=tests/fuzz/load_regressions
 
 # The known crashes first (each input run once).
 shopt -s nullglob
@@ -28,6 +33,13 @@ if [ ${#regressions[@]} -gt 0 ]; then
   echo "== fuzz regressions (${#regressions[@]})"
   "$FUZZER" -timeout=10 -rss_limit_mb=4096 "${regressions[@]}" >"$BUILD/regressions.log" 2>&1 ||
     { tail -n 40 "$BUILD/regressions.log"; echo "fuzz: a regression fails (log: $BUILD/regressions.log)"; exit 1; }
+fi
+
+loads=("$LOAD_REGRESSIONS"/*)
+if [ ${#loads[@]} -gt 0 ]; then
+  echo "== loader fuzz regressions (${#loads[@]})"
+  "$LOAD_FUZZER" -timeout=10 -rss_limit_mb=2048 "${loads[@]}" >"$BUILD/load_regressions.log" 2>&1 ||
+    { tail -n 40 "$BUILD/load_regressions.log"; echo "fuzz: a loader regression fails (log: $BUILD/load_regressions.log)"; exit 1; }
 fi
 
 [ "$TIME" = 0 ] && exit 0
@@ -58,4 +70,29 @@ if [ "$status" -ne 0 ] || [ ${#found[@]} -gt 0 ]; then
   echo "fuzz: failed (status $status; full log: $BUILD/fuzz.log)"
   exit 1
 fi
-echo "== fuzzing found nothing"
+echo "== fuzzing the front end found nothing"
+
+# The loaders: seeds are valid files of every kind numpy writes, behind their load requests.
+rm -rf "$BUILD/load_seeds" "$BUILD/load_artifacts"
+mkdir -p "$BUILD/load_corpus" "$BUILD/load_artifacts"
+/usr/bin/python3 tests/fuzz/make_load_seeds.py "$BUILD/load_seeds" >/dev/null
+LOAD_TIME=$(( (TIME + 1) / 2 ))
+echo "== fuzzing the .npy / .npz loaders for ${LOAD_TIME}s (log: $BUILD/load_fuzz.log)"
+status=0
+# (-close_fd_mask=2: the refused files' runtime errors are the expected outcome, not noise to keep)
+"$LOAD_FUZZER" -timeout=10 -rss_limit_mb=2048 -max_total_time="$LOAD_TIME" -seed="${FUZZ_SEED:-0}" \
+  -close_fd_mask=2 -artifact_prefix="$BUILD/load_artifacts/" -print_final_stats=1 \
+  "$BUILD/load_corpus" "$BUILD/load_seeds" >"$BUILD/load_fuzz.log" 2>&1 || status=$?
+grep -E '^(stat::number_of_executed_units|stat::new_units_added|Done )' "$BUILD/load_fuzz.log" || true
+found=("$BUILD"/load_artifacts/*)
+if [ "$status" -ne 0 ] || [ ${#found[@]} -gt 0 ]; then
+  tail -n 30 "$BUILD/load_fuzz.log"
+  mkdir -p "$LOAD_REGRESSIONS"
+  for a in "${found[@]}"; do
+    cp "$a" "$LOAD_REGRESSIONS/$(basename "$a")"
+    echo "fuzz: saved $LOAD_REGRESSIONS/$(basename "$a")"
+  done
+  echo "fuzz: the loaders failed (status $status; rerun the input with $LOAD_FUZZER FILE without -close_fd_mask)"
+  exit 1
+fi
+echo "== fuzzing the loaders found nothing"

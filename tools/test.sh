@@ -4,7 +4,7 @@
 # of the differentiable programs (tests/jax; creates a venv from PyPI once)), then the
 # runtime's tests (collectives and .npy/.npz files) again under ThreadSanitizer and
 # AddressSanitizer, the golden tests and the runtime's tests under UBSan, and a one-minute
-# fuzz run of the front end (tools/fuzz.sh).
+# fuzz run of the front end and half a minute of the .npy/.npz loaders (tools/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh --deps-only
