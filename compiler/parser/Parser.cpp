@@ -1039,6 +1039,11 @@ ExprPtr Parser::parsePrimary() {
     return e;
   }
   case Tok::Ident:
+    // (JAX users write grad(lambda w: ...): say what to write instead of "expected ')'")
+    if (t.text == "lambda" && (at(Tok::Ident, 1) || at(Tok::Colon, 1)))
+      diags_.fatal(DiagId::NoLambda, t.loc, "lambda expressions are not part of the language",
+                   "define it with def and pass its name, e.g. grad(loss)(w, x): a function's other inputs "
+                   "are its arguments, and argnums= picks which to differentiate");
     if (t.text == "sharding" && at(Tok::Lt, 1) && at(Tok::At, 2)) {
       ExprPtr e = makeExpr(Expr::ShardingLit, t.loc);
       e->sharding = std::make_shared<ShardingExpr>(parseSharding());
