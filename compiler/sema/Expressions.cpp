@@ -49,7 +49,8 @@ SVal Sema::eval(const ast::Expr &e) {
              "index it (" + e.module + ".shape[0]) or pass it where a shape is expected (reshape(y, " +
                  e.module + ".shape))");
       fail(DiagId::UnknownName, e.loc, e.module + " has no attribute " + e.name,
-           "arrays have .shape[d], .ndim and .size");
+           e.name == "T" ? "transpose it with transpose(" + e.module + ")"
+                         : "arrays have .shape[d], .ndim and .size");
     }
     if (!e.module.empty())
       fail(DiagId::UnknownName, e.loc, e.module + "." + e.name + " is not a value",

@@ -163,6 +163,14 @@ const ast::FuncDecl *Sema::findFunction(const ast::Expr &call, const Unit *&unit
   const Unit *target = nullptr;
   for (const Unit &u : units_)
     if (u.name == call.module && !u.name.empty()) target = &u;
+  // (numpy and JAX habits first: x.sum() on an array, jnp.sum(x) for a builtin)
+  if (!imported && arrayNamed(call.module))
+    fail(DiagId::UnknownFunction, call.loc, call.module + " is an array, and arrays have no methods",
+         "pass it to the function instead: " + call.name + "(" + call.module + ", ...)");
+  if (!imported && builtins().count(call.name))
+    fail(DiagId::UnknownFunction, call.loc,
+         "unknown module " + call.module + " in " + call.module + "." + call.name,
+         call.name + " is a builtin: call it without a module, " + call.name + "(...)");
   if (!imported || !target)
     fail(DiagId::UnknownFunction, call.loc,
          "unknown module " + call.module + " in " + call.module + "." + call.name,
