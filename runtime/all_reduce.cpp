@@ -123,9 +123,7 @@ void all_reduce_ranked(shm_device *dev, const Group &g, int32_t dtype, int32_t o
 
 void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char *what, const void *in,
                 void *out, int32_t rank, const int64_t *shape, const int32_t *axes, int32_t naxes) {
-  Group g = group_of(dev, axes, naxes, what);
-  check_shape(rank, shape, what);
-  note_operand(dev, dtype, rank, shape);
+  Group g = begin_collective(dev, what, dtype, rank, shape, axes, naxes);
   const int64_t es = dtype_size(dtype), n = num_elements(rank, shape);
   if (!ranked(dev)) publish(dev, in, out, n * es, kind, axes, naxes);
   // Chunk r of the flattened array is reduced by group member r (balanced split). A member

@@ -103,6 +103,18 @@ void exchange_inputs(MeshCall &c, int kind, int64_t bytes, const int32_t *axes, 
   read_remote_from_mirror(c);
 }
 
+// --trace: the operand of the collective in progress, as its span shows it ("f32[2,5]").
+void note_operand(shm_device *dev, int32_t dtype, int32_t rank, const int64_t *shape) {
+  if (!g_tracing) return;
+  std::string &s = dev->collective_operand;
+  s = std::string(dtype_name(dtype)) + "[";
+  for (int32_t d = 0; d < rank && shape; ++d) {
+    if (d) s += ',';
+    s += std::to_string(shape[d]);
+  }
+  s += "]";
+}
+
 // --trace: the collective that just finished, from its start (group_of) to now, with the
 // time the device waited for the others to arrive (publish's barrier) as a span inside it.
 void trace_collective(shm_device *dev, int kind, int64_t sent, int64_t received) {
@@ -116,6 +128,14 @@ void trace_collective(shm_device *dev, int kind, int64_t sent, int64_t received)
 }
 
 } // namespace
+
+Group begin_collective(shm_device *dev, const char *what, int32_t dtype, int32_t rank, const int64_t *shape,
+                       const int32_t *axes, int32_t naxes) {
+  Group g = group_of(dev, axes, naxes, what);
+  check_shape(rank, shape, what);
+  note_operand(dev, dtype, rank, shape);
+  return g;
+}
 
 void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind, const int32_t *axes,
              int32_t naxes, bool exchange, const ReadOf *read) {
@@ -132,14 +152,6 @@ void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind
     if (dev->id == c.first) exchange_inputs(c, kind, bytes, axes, naxes, read);
     c.barrier.arrive_and_wait();
   }
-}
-
-void note_operand(shm_device *dev, int32_t dtype, int32_t rank, const int64_t *shape) {
-  if (!g_tracing) return;
-  std::string &s = dev->collective_operand;
-  s = std::string(dtype_name(dtype)) + "[";
-  for (int32_t d = 0; d < rank && shape; ++d) s += (d ? "," : "") + std::to_string(shape[d]);
-  s += "]";
 }
 
 void finish(shm_device *dev, int kind, int64_t sent, int64_t received) {

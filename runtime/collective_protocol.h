@@ -71,8 +71,10 @@ using ReadOf = std::function<Read(int j, int k)>;
 void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind, const int32_t *axes,
              int32_t naxes, bool exchange = true, const ReadOf *read = nullptr);
 
-// --trace: the operand of the collective in progress, as its span shows it ("f32[2,5]").
-void note_operand(shm_device *dev, int32_t dtype, int32_t rank, const int64_t *shape);
+// The start of every collective: its group over `axes` (group_of, which also starts its trace
+// span), and its operand (per-device block) checked and noted for --trace ("f32[2,5]").
+Group begin_collective(shm_device *dev, const char *what, int32_t dtype, int32_t rank, const int64_t *shape,
+                       const int32_t *axes, int32_t naxes);
 
 // Step 2's end: counts the bytes in --stats, waits for the group, and traces the collective.
 void finish(shm_device *dev, int kind, int64_t sent, int64_t received);

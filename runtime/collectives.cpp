@@ -17,9 +17,7 @@ void shm_all_gather(shm_device *dev, int32_t dtype, const void *in, void *out, i
                     int32_t naxes) {
   SHM_GUARD_BEGIN
   const char *what = "all_gather";
-  Group g = group_of(dev, axes, naxes, what);
-  check_shape(rank, in_shape, what);
-  note_operand(dev, dtype, rank, in_shape);
+  Group g = begin_collective(dev, what, dtype, rank, in_shape, axes, naxes);
   if (tiled ? (axis < 0 || axis >= rank) : (axis < 0 || axis > rank))
     fatalf("all_gather: axis %d out of range for rank %d (%s)", (int)axis, (int)rank,
            tiled ? "tiled" : "untiled");
@@ -60,9 +58,7 @@ void shm_psum_scatter(shm_device *dev, int32_t dtype, const void *in, void *out,
                       int32_t naxes) {
   SHM_GUARD_BEGIN
   const char *what = "psum_scatter";
-  Group g = group_of(dev, axes, naxes, what);
-  check_shape(rank, in_shape, what);
-  note_operand(dev, dtype, rank, in_shape);
+  Group g = begin_collective(dev, what, dtype, rank, in_shape, axes, naxes);
   if (dim < 0 || dim >= rank)
     fatalf("psum_scatter: scatter dimension %d out of range for rank %d", (int)dim, (int)rank);
   if (tiled ? in_shape[dim] % g.n != 0 : in_shape[dim] != g.n)
@@ -117,9 +113,7 @@ void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, i
                     int32_t tiled, const int32_t *axes, int32_t naxes) {
   SHM_GUARD_BEGIN
   const char *what = "all_to_all";
-  Group g = group_of(dev, axes, naxes, what);
-  check_shape(rank, in_shape, what);
-  note_operand(dev, dtype, rank, in_shape);
+  Group g = begin_collective(dev, what, dtype, rank, in_shape, axes, naxes);
   if (split_axis < 0 || split_axis >= rank || concat_axis < 0 || concat_axis >= rank)
     fatalf("all_to_all: split_axis %d / concat_axis %d out of range for rank %d",
            (int)split_axis, (int)concat_axis, (int)rank);
@@ -213,9 +207,7 @@ void shm_ppermute(shm_device *dev, int32_t dtype, const void *in, void *out, int
                   int32_t naxes) {
   SHM_GUARD_BEGIN
   const char *what = "ppermute";
-  Group g = group_of(dev, axes, naxes, what);
-  check_shape(rank, shape, what);
-  note_operand(dev, dtype, rank, shape);
+  Group g = begin_collective(dev, what, dtype, rank, shape, axes, naxes);
   if (npairs < 0 || (npairs > 0 && !pairs)) fatalf("ppermute: invalid permutation");
   std::vector<char> is_src((size_t)g.n, 0), is_dst((size_t)g.n, 0);
   int64_t from = -1; // who sends to this device

@@ -1,5 +1,6 @@
 // Array kernels without communication. Layout changes (broadcast, transpose, slices) are all
 // one strided block copy (copy_strided in memory.cpp) with suitably chosen strides.
+#include "combine.h"
 #include "half.h"
 #include "pool.h"
 #include "shmap_runtime.h"
@@ -31,28 +32,6 @@ int64_t clamp_start(int64_t start, int64_t dim, int64_t size) {
 
 // ---- reduce ---------------------------------------------------------------------------------
 
-template <typename T, int Op> inline T red(T a, T b);
-#define SHM_FLOAT_RED(T)                                                                       \
-  template <> inline T red<T, SHM_REDUCE_SUM>(T a, T b) { return a + b; }                    \
-  template <> inline T red<T, SHM_REDUCE_MAX>(T a, T b) { return (b > a || b != b) ? b : a; } \
-  template <> inline T red<T, SHM_REDUCE_MIN>(T a, T b) { return (b < a || b != b) ? b : a; }
-SHM_FLOAT_RED(float)
-SHM_FLOAT_RED(double)
-#undef SHM_FLOAT_RED
-template <> inline int32_t red<int32_t, SHM_REDUCE_SUM>(int32_t a, int32_t b) {
-  return (int32_t)((uint32_t)a + (uint32_t)b); // wraps instead of overflow UB
-}
-template <> inline int64_t red<int64_t, SHM_REDUCE_SUM>(int64_t a, int64_t b) {
-  return (int64_t)((uint64_t)a + (uint64_t)b);
-}
-template <> inline int64_t red<int64_t, SHM_REDUCE_MAX>(int64_t a, int64_t b) { return b > a ? b : a; }
-template <> inline int64_t red<int64_t, SHM_REDUCE_MIN>(int64_t a, int64_t b) { return b < a ? b : a; }
-template <> inline int32_t red<int32_t, SHM_REDUCE_MAX>(int32_t a, int32_t b) { return b > a ? b : a; }
-template <> inline int32_t red<int32_t, SHM_REDUCE_MIN>(int32_t a, int32_t b) { return b < a ? b : a; }
-template <> inline uint8_t red<uint8_t, SHM_REDUCE_SUM>(uint8_t a, uint8_t b) { return a | b; }
-template <> inline uint8_t red<uint8_t, SHM_REDUCE_MAX>(uint8_t a, uint8_t b) { return a | b; }
-template <> inline uint8_t red<uint8_t, SHM_REDUCE_MIN>(uint8_t a, uint8_t b) { return a & b; }
-
 // The identity each output element starts from (as JAX: 0, -inf / INT_MIN, +inf / INT_MAX).
 template <typename T, int Op> T identity() {
   if constexpr (Op == SHM_REDUCE_SUM) return T(0);
@@ -78,7 +57,7 @@ void reduce_t(const T *in, int32_t rank, const int64_t *shape, const bool *reduc
     if (!reduced[d]) s *= shape[d];
   }
   if (rank == 0) {
-    out[0] = red<T, Op>(out[0], in[0]);
+    out[0] = combine<T, Op>(out[0], in[0]);
     return;
   }
   for (int32_t d = 0; d < rank; ++d)
@@ -90,10 +69,10 @@ void reduce_t(const T *in, int32_t rank, const int64_t *shape, const bool *reduc
   for (;;) {
     if (ostr[last] == 0) {
       T acc = out[oo];
-      for (int64_t i = 0; i < len; ++i) acc = red<T, Op>(acc, in[i]);
+      for (int64_t i = 0; i < len; ++i) acc = combine<T, Op>(acc, in[i]);
       out[oo] = acc;
     } else {
-      for (int64_t i = 0; i < len; ++i) out[oo + i] = red<T, Op>(out[oo + i], in[i]);
+      for (int64_t i = 0; i < len; ++i) out[oo + i] = combine<T, Op>(out[oo + i], in[i]);
     }
     in += len;
     int32_t d = last - 1;

@@ -33,9 +33,7 @@ void shm_broadcast(shm_device *dev, int32_t dtype, const void *in, void *out, in
                    int32_t root, const int32_t *axes, int32_t naxes) {
   SHM_GUARD_BEGIN
   const char *what = "broadcast";
-  Group g = group_of(dev, axes, naxes, what);
-  check_shape(rank, shape, what);
-  note_operand(dev, dtype, rank, shape);
+  Group g = begin_collective(dev, what, dtype, rank, shape, axes, naxes);
   check_root(root, g, what);
   const int64_t bytes = num_elements(rank, shape) * dtype_size(dtype);
   const ReadOf read = [&](int j, int) { return Read{j == root ? Read::Whole : Read::Nothing}; };
@@ -58,9 +56,7 @@ void shm_reduce_to(shm_device *dev, int32_t op, int32_t dtype, const void *in, v
                    const int64_t *shape, int32_t root, const int32_t *axes, int32_t naxes) {
   SHM_GUARD_BEGIN
   const char *what = "reduce";
-  Group g = group_of(dev, axes, naxes, what);
-  check_shape(rank, shape, what);
-  note_operand(dev, dtype, rank, shape);
+  Group g = begin_collective(dev, what, dtype, rank, shape, axes, naxes);
   check_root(root, g, what);
   const int64_t n = num_elements(rank, shape), bytes = n * dtype_size(dtype);
   const ReadOf read = [&](int, int k) { return Read{k == root ? Read::Whole : Read::Nothing}; };
@@ -81,9 +77,7 @@ void shm_gather_to(shm_device *dev, int32_t dtype, const void *in, void *out, in
                    int32_t axis, int32_t tiled, int32_t root, const int32_t *axes, int32_t naxes) {
   SHM_GUARD_BEGIN
   const char *what = "gather";
-  Group g = group_of(dev, axes, naxes, what);
-  check_shape(rank, in_shape, what);
-  note_operand(dev, dtype, rank, in_shape);
+  Group g = begin_collective(dev, what, dtype, rank, in_shape, axes, naxes);
   check_root(root, g, what);
   int64_t outer, blk;
   blocks(what, rank, in_shape, axis, tiled, g.n, false, dtype_size(dtype), outer, blk);
@@ -110,9 +104,7 @@ void shm_scatter_from(shm_device *dev, int32_t dtype, const void *in, void *out,
                       int32_t dim, int32_t tiled, int32_t root, const int32_t *axes, int32_t naxes) {
   SHM_GUARD_BEGIN
   const char *what = "scatter";
-  Group g = group_of(dev, axes, naxes, what);
-  check_shape(rank, in_shape, what);
-  note_operand(dev, dtype, rank, in_shape);
+  Group g = begin_collective(dev, what, dtype, rank, in_shape, axes, naxes);
   check_root(root, g, what);
   const int64_t es = dtype_size(dtype);
   int64_t outer, blk;
