@@ -213,11 +213,11 @@ void ints(const std::vector<int64_t> &bytes, std::vector<int> &n, std::vector<in
   at.assign(at64.begin(), at64.end());
 }
 
-constexpr int kSplitTag = 7;
+constexpr int kMessageTag = 7;
 
-// A collective too large for one MPI call, as point-to-point messages of at most max_message()
-// bytes: send_bytes[j] bytes at send[j] to member j, recv_bytes[j] bytes from member j into
-// recv[j] (this member's own: copied). Messages between two ranks with one communicator and
+// A collective as point-to-point messages of at most max_message() bytes (the all-to-alls
+// always; the others when too large for one MPI call): send_bytes[j] bytes at send[j] to member
+// j, recv_bytes[j] bytes from member j into recv[j] (this member's own: copied). Messages between two ranks with one communicator and
 // tag arrive in the order sent, so the pieces of a transfer land in order.
 void exchange_in_messages(MPI_Comm comm, const std::vector<const char *> &send, const std::vector<int64_t> &send_bytes,
                           const std::vector<char *> &recv, const std::vector<int64_t> &recv_bytes, const char *what) {
@@ -228,14 +228,14 @@ void exchange_in_messages(MPI_Comm comm, const std::vector<const char *> &send, 
   for (size_t j = 0; j < recv_bytes.size(); ++j)
     for (int64_t o = 0; (int)j != me && o < recv_bytes[j]; o += cap) {
       requests.emplace_back();
-      check(MPI_Irecv(recv[j] + o, (int)std::min(cap, recv_bytes[j] - o), MPI_BYTE, (int)j, kSplitTag, comm,
+      check(MPI_Irecv(recv[j] + o, (int)std::min(cap, recv_bytes[j] - o), MPI_BYTE, (int)j, kMessageTag, comm,
                       &requests.back()),
             what);
     }
   for (size_t j = 0; j < send_bytes.size(); ++j)
     for (int64_t o = 0; (int)j != me && o < send_bytes[j]; o += cap) {
       requests.emplace_back();
-      check(MPI_Isend(send[j] + o, (int)std::min(cap, send_bytes[j] - o), MPI_BYTE, (int)j, kSplitTag, comm,
+      check(MPI_Isend(send[j] + o, (int)std::min(cap, send_bytes[j] - o), MPI_BYTE, (int)j, kMessageTag, comm,
                       &requests.back()),
             what);
     }

@@ -147,8 +147,6 @@ ir::Value *Sema::toArray(const SVal &v) {
        "axis names are only arguments of collectives and of functions that pass them on");
 }
 
-// Callers check that v's shape broadcasts to `shape` with their own message; the check here is
-// the last line of defence, so a caller that forgot gives a located error, not an ill-typed eqn.
 bool broadcastsTo(const std::vector<int64_t> &from, const std::vector<int64_t> &to) {
   if (from.size() > to.size()) return false;
   size_t offset = to.size() - from.size();
@@ -157,6 +155,8 @@ bool broadcastsTo(const std::vector<int64_t> &from, const std::vector<int64_t> &
   return true;
 }
 
+// Callers check that v's shape broadcasts to `shape` with their own message; the check here is
+// the last line of defence, so a caller that forgot gives a located error, not an ill-typed eqn.
 ir::Value *Sema::broadcastTo(ir::Value *v, const std::vector<int64_t> &shape, Loc loc) {
   if (v->type.shape == shape) return v;
   int64_t offset = (int64_t)shape.size() - v->type.rank();

@@ -17,6 +17,7 @@
 // header from the seeds (tests/fuzz/make_load_seeds.py writes valid files of every kind).
 #include "ranks.h"
 #include "shmap_runtime.h"
+#include "util.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -54,8 +55,6 @@ bool writeFile(const uint8_t *data, size_t size) {
   return true;
 }
 
-const int64_t kSizes[] = {4, 8, 4, 1, 8, 2, 2};  // bytes per element of each dtype code
-
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -78,7 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int64_t n = 1;
   for (int d = 0; d < rank; ++d) n *= block[d];
   if (!writeFile(data + at, size - at)) std::abort();
-  std::vector<unsigned char> out((size_t)(n * kSizes[dtype]) + 1);
+  std::vector<unsigned char> out((size_t)(n * shm::dtype_size(dtype)) + 1);
   try {
     if (what == 0) shm_load_npy(path.c_str(), dtype, rank, shape, out.data());
     if (what == 1) shm_load_npz(path.c_str(), "a", dtype, rank, shape, out.data());
