@@ -156,6 +156,9 @@ void shm_concatenate(int32_t dtype, int32_t n, const void *const *ins, int32_t r
 void shm_iota(int32_t dtype, void *out, int32_t rank, const int64_t *shape, int32_t dim);
 /* Deterministic across runs and machines; the generator is documented in docs/numerics.md */
 void shm_random(int32_t dtype, int32_t kind, int64_t seed, void *out, int64_t n);
+/* sin and cos of |x| >= 2^20 (the compiler's math functions, compiler/codegen/MathTrig.cpp):
+ * x = j pi/2 + *hi + *lo exactly reduced, |*hi| <= pi/4; returns j mod 4 (math_reduce.cpp) */
+int32_t shm_rem_pio2(double x, double *hi, double *lo);
 void shm_copy(void *dst, const void *src, int64_t bytes);
 
 /* ---- along one axis of an array viewed as [outer, n, inner] (runtime/indexing.cpp).

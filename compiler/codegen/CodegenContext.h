@@ -64,10 +64,10 @@ public:
   llvm::Type *computeType(ir::DType t) const;
   // A runtime entry point of shmap_runtime.h, declared on first use.
   llvm::FunctionCallee runtime(const std::string &name);
-  // libm's `name` ("exp", "log", "sin", "cos", "tanh", "pow") of float or double args, as a
-  // call the loop vectorizer turns into glibc's libmvec (VectorMath.cpp).
-  llvm::Value *vectorMath(llvm::IRBuilder<> &b, const std::string &name, const std::vector<llvm::Value *> &args);
-  size_t vectorMathCalls = 0;  // calls vectorMath has emitted (a fused loop interleaves if any)
+  // `name` ("exp", "log", "sin", "cos", "tanh", "pow") of float or double args: the
+  // compiler's own functions, the same bits on every CPU (Math.h).
+  llvm::Value *mathFunction(llvm::IRBuilder<> &b, const std::string &name, const std::vector<llvm::Value *> &args);
+  size_t mathCalls = 0;  // calls mathFunction has emitted (a fused loop interleaves if any)
   // Private constant globals (deduplicated): shapes and int lists, axis lists, strings.
   llvm::Constant *i64Array(const std::vector<int64_t> &v);
   llvm::Constant *i32Array(const std::vector<int32_t> &v);
@@ -81,7 +81,6 @@ private:
   std::map<std::vector<int64_t>, llvm::Constant *> i64Arrays_;
   std::map<std::vector<int32_t>, llvm::Constant *> i32Arrays_;
   std::map<std::string, llvm::Constant *> strings_;
-  std::map<std::string, llvm::Function *> vectorMath_;  // the lane-0 wrappers, by scalar name
 };
 
 // Where an IR value's bytes live inside the LLVM function of its Func.

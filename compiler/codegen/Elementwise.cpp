@@ -220,14 +220,14 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   llvm::PHINode *phi = lb.CreatePHI(me.i64Ty, 2, "i");
   phi->addIncoming(lo, entry);
   auto param = [&](const ir::Value *v) { return pointer.at(v); };
-  const size_t vectorMathBefore = me.vectorMathCalls;
+  const size_t mathCallsBefore = me.mathCalls;
   if (!emitGroupBody(first, last, lb, param, phi, n)) return false;
-  const bool callsVectorMath = me.vectorMathCalls != vectorMathBefore;
+  const bool callsMath = me.mathCalls != mathCallsBefore;
   llvm::Value *next = lb.CreateAdd(phi, i64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
   phi->addIncoming(next, lb.GetInsertBlock());
   llvm::BranchInst *latch = lb.CreateCondBr(lb.CreateICmpSLT(next, hi), loop, exit);
   // (fewer vectors in flight for longer bodies, whose copies would cost compile time)
-  if (callsVectorMath) interleave(latch, last - first < 32 ? 8 : last - first < 128 ? 4 : 2);
+  if (callsMath) interleave(latch, last - first < 32 ? 8 : last - first < 128 ? 4 : 2);
   lb.SetInsertPoint(exit);
   lb.CreateRetVoid();
 

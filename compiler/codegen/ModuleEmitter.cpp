@@ -1,5 +1,6 @@
 // Module-wide pieces: LLVM types, runtime declarations, deduplicated constant globals.
 #include "codegen/CodegenContext.h"
+#include "codegen/Math.h"
 #include "half.h"
 
 #include <llvm/IR/Constants.h>
@@ -92,6 +93,12 @@ const RuntimeSig kRuntime[] = {
     {"shm_parallel_for", "vppl"},
 };
 } // namespace
+
+llvm::Value *ModuleEmitter::mathFunction(llvm::IRBuilder<> &b, const std::string &name,
+                                         const std::vector<llvm::Value *> &args) {
+  ++mathCalls;
+  return math::call(b, mod, name, args);
+}
 
 llvm::FunctionCallee ModuleEmitter::runtime(const std::string &name) {
   const RuntimeSig *sig = nullptr;

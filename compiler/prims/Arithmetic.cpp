@@ -245,7 +245,7 @@ template <> const Rules &define<Prim::Pow>() {
       notLinear,
       [](ScalarCtx &c) -> llvm::Value * {
         llvm::IRBuilder<> &b = c.b;
-        if (c.fp) return c.fe.me.vectorMath(b, "pow", {c.x[0], c.x[1]});  // libmvec (VectorMath.cpp)
+        if (c.fp) return c.fe.me.mathFunction(b, "pow", {c.x[0], c.x[1]});  // codegen/Math.h
         if (c.isBool) return b.CreateOr(c.x[0], b.CreateXor(c.x[1], b.getInt8(1)));  // x^0 = 1
         if (c.t == DType::I64) return i64Pow(b, c.x[0], c.x[1]);
         return c.convert(b.CreateBinaryIntrinsic(llvm::Intrinsic::pow,

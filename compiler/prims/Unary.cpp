@@ -14,10 +14,10 @@ llvm::Value *floatIntrinsic(ScalarCtx &c, llvm::Intrinsic::ID id) {
   return c.b.CreateUnaryIntrinsic(id, c.x[0]);
 }
 
-// libm's function through libmvec (codegen/VectorMath.cpp); f16 / bf16 are computed in f32.
-llvm::Value *vectorMath(ScalarCtx &c, const char *name) {
+// The compiler's own function (codegen/Math.h); f16 / bf16 are computed in f32.
+llvm::Value *mathFunction(ScalarCtx &c, const char *name) {
   if (!c.fp) return c.error("needs a floating-point operand");
-  return c.fe.me.vectorMath(c.b, name, {c.x[0]});
+  return c.fe.me.mathFunction(c.b, name, {c.x[0]});
 }
 
 } // namespace
@@ -36,7 +36,7 @@ template <> const Rules &define<Prim::Neg>() {
 // d exp(x) = exp(x) dx: the result is the coefficient.
 template <> const Rules &define<Prim::Exp>() {
   static const Rules r = elementwise(floatOperands, [](JvpCtx &c) { c.set(c.scaled(c.t[0], c.y)); }, notLinear,
-                               [](ScalarCtx &c) { return vectorMath(c, "exp"); });
+                               [](ScalarCtx &c) { return mathFunction(c, "exp"); });
   return r;
 }
 
@@ -44,7 +44,7 @@ template <> const Rules &define<Prim::Log>() {
   static const Rules r = elementwise(
       floatOperands,
       [](JvpCtx &c) { c.set(c.t[0] ? c.linear(Prim::Div, {c.t[0], c.x}, c.ty) : nullptr); }, notLinear,
-      [](ScalarCtx &c) { return vectorMath(c, "log"); });
+      [](ScalarCtx &c) { return mathFunction(c, "log"); });
   return r;
 }
 
@@ -52,7 +52,7 @@ template <> const Rules &define<Prim::Sin>() {
   static const Rules r = elementwise(
       floatOperands,
       [](JvpCtx &c) { c.set(c.scaled(c.t[0], c.b.unary(Prim::Cos, c.x))); }, notLinear,
-      [](ScalarCtx &c) { return vectorMath(c, "sin"); });
+      [](ScalarCtx &c) { return mathFunction(c, "sin"); });
   return r;
 }
 
@@ -60,7 +60,7 @@ template <> const Rules &define<Prim::Cos>() {
   static const Rules r = elementwise(
       floatOperands,
       [](JvpCtx &c) { c.set(c.scaled(c.t[0], c.b.unary(Prim::Neg, c.b.unary(Prim::Sin, c.x)))); },
-      notLinear, [](ScalarCtx &c) { return vectorMath(c, "cos"); });
+      notLinear, [](ScalarCtx &c) { return mathFunction(c, "cos"); });
   return r;
 }
 
@@ -73,7 +73,7 @@ template <> const Rules &define<Prim::Tanh>() {
         c.set(c.scaled(c.t[0], d));
       },
       notLinear,
-      [](ScalarCtx &c) { return vectorMath(c, "tanh"); });
+      [](ScalarCtx &c) { return mathFunction(c, "tanh"); });
   return r;
 }
 

@@ -1,0 +1,98 @@
+// exp, log and tanh in the dtype's own precision (Math.h). The constants are
+// MathCoefficients.h's, made by tools/math_coefficients.py.
+#include "codegen/Math.h"
+#include "codegen/MathCoefficients.h"
+
+#include <cmath>
+#include <limits>
+
+namespace shmapc::codegen::math {
+
+namespace {
+
+template <size_t N> llvm::ArrayRef<double> coeffs(const float (&c)[N], std::vector<double> &store) {
+  store.assign(c, c + N);
+  return store;
+}
+
+llvm::ArrayRef<double> expPoly(Ops &o, std::vector<double> &store) {
+  if (o.single) return coeffs(kExpPolyF32, store);
+  return kExpPolyF64;
+}
+
+// exp(x) for x already within [lo, hi] of exp() below (or NaN): x = k ln2 + r with
+// |r| <= ln2/2 (k * ln2's high part is exact and x - k * hi cancels exactly), exp(r) =
+// 1 + (r + r^2 P(r)), times 2^k.
+llvm::Value *expOfClamped(Ops &o, llvm::Value *x) {
+  const double log2e = o.single ? (double)kLog2eF32[0] : kLog2eF64[0];
+  const double ln2hi = o.single ? (double)kLn2PartsF32[0] : kLn2PartsF64[0];
+  const double ln2lo = o.single ? (double)kLn2PartsF32[1] : kLn2PartsF64[1];
+  llvm::Value *k;
+  llvm::Value *kf = o.roundToInt(o.mul(x, o.c(log2e)), &k);
+  llvm::Value *r = o.sub(o.sub(x, o.mul(kf, o.c(ln2hi))), o.mul(kf, o.c(ln2lo)));
+  std::vector<double> store;
+  llvm::Value *p = o.horner(r, expPoly(o, store));
+  llvm::Value *e = o.add(o.c(1.0), o.add(r, o.mul(o.mul(r, r), p)));
+  return o.scaleBy2(e, k);
+}
+
+} // namespace
+
+// Below lo the result rounds to 0, above hi it is infinite; clamping there keeps k within the
+// exponent's range (and NaN passes through the ordered compares).
+llvm::Value *exp(Ops &o, llvm::Value *x) {
+  const double lo = o.single ? -104.0 : -746.0, hi = o.single ? 89.0 : 710.0;
+  llvm::Value *xc = o.select(o.lt(x, o.c(lo)), o.c(lo), x);
+  xc = o.select(o.gt(xc, o.c(hi)), o.c(hi), xc);
+  return expOfClamped(o, xc);
+}
+
+// x = 2^e m with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact), s = f / (2 + f):
+// log(x) = e ln2 + f - (f^2/2 - s (f^2/2 + R(s^2))), R(z) = 2z/3 + 2z^2/5 + ... (fitted).
+llvm::Value *log(Ops &o, llvm::Value *x) {
+  llvm::IRBuilder<> &b = o.b;
+  const double minNormal = o.single ? (double)std::numeric_limits<float>::min() : std::numeric_limits<double>::min();
+  const double up = o.single ? 16777216.0 : 18014398509481984.0;  // 2^24, 2^54: subnormals become normal
+  llvm::Value *subnormal = o.lt(x, o.c(minNormal));
+  llvm::Value *xs = o.select(subnormal, o.mul(x, o.c(up)), x);
+  llvm::Value *ix = o.bits(xs);
+  const int64_t sqrtHalfBits = o.single ? 0x3f3504f3 : 0x3fe6a09e667f3bcdLL;  // sqrt(1/2) rounded
+  llvm::Value *e = b.CreateAShr(b.CreateSub(ix, o.ci(sqrtHalfBits)), o.ci(o.mantissaBits));
+  llvm::Value *m = o.fromBits(b.CreateSub(ix, b.CreateShl(e, o.ci(o.mantissaBits))));
+  e = b.CreateSub(e, o.select(subnormal, o.ci(o.single ? 24 : 54), o.ci(0)));
+  llvm::Value *ef = b.CreateSIToFP(e, o.t);
+  llvm::Value *f = o.sub(m, o.c(1.0));
+  llvm::Value *s = o.div(f, o.add(o.c(2.0), f));
+  llvm::Value *z = o.mul(s, s);
+  std::vector<double> store;
+  llvm::ArrayRef<double> poly = o.single ? coeffs(kLogPolyF32, store) : llvm::ArrayRef<double>(kLogPolyF64);
+  llvm::Value *R = o.mul(z, o.horner(z, poly));
+  llvm::Value *hfsq = o.mul(o.c(0.5), o.mul(f, f));
+  const double ln2hi = o.single ? (double)kLn2PartsF32[0] : kLn2PartsF64[0];
+  const double ln2lo = o.single ? (double)kLn2PartsF32[1] : kLn2PartsF64[1];
+  llvm::Value *tail = o.add(o.mul(s, o.add(hfsq, R)), o.mul(ef, o.c(ln2lo)));
+  llvm::Value *r = o.add(o.mul(ef, o.c(ln2hi)), o.sub(f, o.sub(hfsq, tail)));
+  const double inf = std::numeric_limits<double>::infinity();
+  r = o.select(o.eq(x, o.c(inf)), o.c(inf), r);
+  r = o.select(o.eq(x, o.c(0.0)), o.c(-inf), r);  // also -0, as C's log
+  // negative or NaN: NaN (a NaN input is returned as it is)
+  r = o.select(o.lt(x, o.c(0.0)), o.c(std::numeric_limits<double>::quiet_NaN()), r);
+  return o.select(o.isNan(x), x, r);
+}
+
+// |x| < T: x + x^3 Q(x^2) (fitted); otherwise 1 - 2 / (exp(2|x|) + 1) with the sign of x, where
+// the subtraction loses less than a bit; beyond the cap tanh rounds to +-1.
+llvm::Value *tanh(Ops &o, llvm::Value *x) {
+  const double T = 0.625, cap = o.single ? 9.25 : 19.5;
+  llvm::Value *a = o.abs(x);
+  llvm::Value *w = o.mul(x, x);
+  std::vector<double> store;
+  llvm::ArrayRef<double> poly = o.single ? coeffs(kTanhPolyF32, store) : llvm::ArrayRef<double>(kTanhPolyF64);
+  llvm::Value *small = o.add(x, o.mul(o.mul(x, w), o.horner(w, poly)));
+  llvm::Value *ac = o.select(o.gt(a, o.c(cap)), o.c(cap), a);
+  llvm::Value *e = expOfClamped(o, o.add(ac, ac));
+  llvm::Value *large = o.copySign(o.sub(o.c(1.0), o.div(o.c(2.0), o.add(e, o.c(1.0)))), x);
+  return o.select(o.lt(a, o.c(T)), small, large);
+}
+
+} // namespace shmapc::codegen::math

@@ -1,0 +1,94 @@
+// pow in double (f32 pow rounds it once, Math.cpp): |x|^y = exp(y log|x|) where log|x| and
+// the product carry about 64 bits (two doubles), since y log|x| up to 745 in magnitude would
+// otherwise lose 10 bits of the result; then C99's (and numpy's) special cases.
+#include "codegen/Math.h"
+#include "codegen/MathCoefficients.h"
+
+#include <limits>
+
+namespace shmapc::codegen::math {
+
+namespace {
+
+// log(a) = hi + lo for a > 0 finite (the reduction of log() in Math.h's terms, with
+// s = f / (2 + f) carried as two doubles); hi is -inf at 0, +inf at inf, NaN at NaN.
+void logTwoDoubles(Ops &o, llvm::Value *a, llvm::Value *&hi, llvm::Value *&lo) {
+  llvm::IRBuilder<> &b = o.b;
+  llvm::Value *subnormal = o.lt(a, o.c(std::numeric_limits<double>::min()));
+  llvm::Value *as = o.select(subnormal, o.mul(a, o.c(18014398509481984.0)), a);  // 2^54
+  llvm::Value *ix = o.bits(as);
+  llvm::Value *e = b.CreateAShr(b.CreateSub(ix, o.ci(0x3fe6a09e667f3bcdLL)), o.ci(52));
+  llvm::Value *m = o.fromBits(b.CreateSub(ix, b.CreateShl(e, o.ci(52))));
+  e = b.CreateSub(e, o.select(subnormal, o.ci(54), o.ci(0)));
+  llvm::Value *ef = b.CreateSIToFP(e, o.t);
+  llvm::Value *f = o.sub(m, o.c(1.0));  // exact
+  // s = f / (2 + f) to about 106 bits: the denominator as two doubles, then one correction.
+  llvm::Value *den = o.add(o.c(2.0), f);
+  llvm::Value *denLo = o.sub(f, o.sub(den, o.c(2.0)));  // exact: |2| > |f|
+  llvm::Value *s = o.div(f, den);
+  llvm::Value *ph, *pl;
+  o.twoProduct(s, den, ph, pl);
+  llvm::Value *rem = o.sub(o.sub(o.sub(f, ph), pl), o.mul(s, denLo));
+  llvm::Value *sLo = o.div(rem, den);
+  llvm::Value *z = o.mul(s, s);
+  llvm::Value *R = o.mul(z, o.horner(z, kLogPolyF64));
+  // log(a) = e ln2 + 2s + s R(z): e * ln2's high part and 2s are exact.
+  llvm::Value *big, *bigErr;
+  o.twoSum(o.mul(ef, o.c(kLn2PartsF64[0])), o.add(s, s), big, bigErr);
+  llvm::Value *small = o.add(bigErr, o.add(o.add(o.add(sLo, sLo), o.mul(s, R)), o.mul(ef, o.c(kLn2PartsF64[1]))));
+  o.twoSum(big, small, hi, lo);
+  const double inf = std::numeric_limits<double>::infinity();
+  llvm::Value *special = b.CreateOr(b.CreateOr(o.eq(a, o.c(0.0)), o.eq(a, o.c(inf))), o.isNan(a));
+  hi = o.select(o.eq(a, o.c(0.0)), o.c(-inf), o.select(o.eq(a, o.c(inf)), o.c(inf), o.select(o.isNan(a), a, hi)));
+  lo = o.select(special, o.c(0.0), lo);
+}
+
+// exp(hi + lo) for |lo| <= ulp(hi): exp's reduction with lo added to r.
+llvm::Value *expTwoDoubles(Ops &o, llvm::Value *hi, llvm::Value *lo) {
+  llvm::Value *hc = o.select(o.lt(hi, o.c(-746.0)), o.c(-746.0), hi);
+  hc = o.select(o.gt(hc, o.c(710.0)), o.c(710.0), hc);
+  llvm::Value *k;
+  llvm::Value *kf = o.roundToInt(o.mul(hc, o.c(kLog2eF64[0])), &k);
+  llvm::Value *r = o.add(o.sub(o.sub(hc, o.mul(kf, o.c(kLn2PartsF64[0]))), o.mul(kf, o.c(kLn2PartsF64[1]))), lo);
+  llvm::Value *p = o.horner(r, kExpPolyF64);
+  llvm::Value *e = o.add(o.c(1.0), o.add(r, o.mul(o.mul(r, r), p)));
+  return o.scaleBy2(e, k);
+}
+
+} // namespace
+
+llvm::Value *powDouble(Ops &o, llvm::Value *x, llvm::Value *y) {
+  llvm::IRBuilder<> &b = o.b;
+  const double inf = std::numeric_limits<double>::infinity();
+  const double two52 = 4503599627370496.0;
+  llvm::Value *a = o.abs(x);
+  llvm::Value *lh, *ll;
+  logTwoDoubles(o, a, lh, ll);
+  llvm::Value *ph, *pl;
+  o.twoProduct(y, lh, ph, pl);
+  pl = o.add(pl, o.mul(y, ll));
+  // Where |y log a| is large the result is 0 or inf whatever pl is (and Dekker's split of a
+  // huge or infinite factor is NaN).
+  pl = o.select(o.lt(o.abs(ph), o.c(1024.0)), pl, o.c(0.0));
+  llvm::Value *r = expTwoDoubles(o, ph, pl);
+
+  // y integer, and odd: |y| < 2^52 rounds exactly by adding 2^52 (whose last bit is then
+  // y's); from 2^52 on every double is an integer, odd only below 2^53.
+  llvm::Value *ay = o.abs(y);
+  llvm::Value *belowTwo52 = o.lt(ay, o.c(two52));
+  llvm::Value *shifted = o.add(ay, o.c(two52));
+  llvm::Value *isInt = b.CreateOr(b.CreateNot(belowTwo52), o.eq(o.sub(shifted, o.c(two52)), ay));
+  isInt = b.CreateAnd(isInt, b.CreateNot(o.isNan(y)));
+  llvm::Value *lastBit = b.CreateAnd(o.bits(o.select(belowTwo52, shifted, ay)), o.ci(1));
+  llvm::Value *odd = b.CreateAnd(b.CreateAnd(isInt, o.lt(ay, o.c(2 * two52))), b.CreateICmpNE(lastBit, o.ci(0)));
+  llvm::Value *negativeBase = b.CreateICmpSLT(o.bits(x), o.ci(0));  // sign bit: -0 and -inf too
+  r = o.select(b.CreateAnd(negativeBase, odd), o.neg(r), r);
+  // A finite negative base to a non-integer power: NaN.
+  llvm::Value *finiteNegative = b.CreateAnd(o.lt(x, o.c(0.0)), o.gt(x, o.c(-inf)));
+  r = o.select(b.CreateAnd(finiteNegative, b.CreateNot(isInt)), o.c(std::numeric_limits<double>::quiet_NaN()), r);
+  // (+-1)^(+-inf) = 1, 1^y = 1 (also y NaN), x^0 = 1 (also x NaN).
+  r = o.select(b.CreateAnd(o.eq(a, o.c(1.0)), o.eq(ay, o.c(inf))), o.c(1.0), r);
+  return o.select(b.CreateOr(o.eq(x, o.c(1.0)), o.eq(y, o.c(0.0))), o.c(1.0), r);
+}
+
+} // namespace shmapc::codegen::math
