@@ -192,7 +192,8 @@ def main():
     # 2/pi to 1280 bits as 20 64-bit words, most significant first: word i holds bits
     # 64i+1 .. 64i+64 after the binary point.
     words = []
-    v = 2 / pi
+    mp.mp.dps = 450  # 1280 bits and a margin
+    v = 2 / mp.pi
     for _ in range(20):
         v *= mp.mpf(2) ** 64
         w = int(mp.floor(v))

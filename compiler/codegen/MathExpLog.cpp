@@ -21,18 +21,20 @@ llvm::ArrayRef<double> expPoly(Ops &o, std::vector<double> &store) {
 }
 
 // exp(x) for x already within [lo, hi] of exp() below (or NaN): x = k ln2 + r with
-// |r| <= ln2/2 (k * ln2's high part is exact and x - k * hi cancels exactly), exp(r) =
-// 1 + (r + r^2 P(r)), times 2^k.
+// |r| <= ln2/2, r = hi + lo exactly (k ln2's high part is exact and x - k * hi cancels
+// exactly), exp(r) = 1 + r + r^2 P(r) with 1 + hi kept exact until the last addition; times 2^k.
 llvm::Value *expOfClamped(Ops &o, llvm::Value *x) {
   const double log2e = o.single ? (double)kLog2eF32[0] : kLog2eF64[0];
   const double ln2hi = o.single ? (double)kLn2PartsF32[0] : kLn2PartsF64[0];
   const double ln2lo = o.single ? (double)kLn2PartsF32[1] : kLn2PartsF64[1];
   llvm::Value *k;
   llvm::Value *kf = o.roundToInt(o.mul(x, o.c(log2e)), &k);
-  llvm::Value *r = o.sub(o.sub(x, o.mul(kf, o.c(ln2hi))), o.mul(kf, o.c(ln2lo)));
+  llvm::Value *rhi, *rlo, *one, *oneErr;
+  o.twoSum(o.sub(x, o.mul(kf, o.c(ln2hi))), o.neg(o.mul(kf, o.c(ln2lo))), rhi, rlo);
   std::vector<double> store;
-  llvm::Value *p = o.horner(r, expPoly(o, store));
-  llvm::Value *e = o.add(o.c(1.0), o.add(r, o.mul(o.mul(r, r), p)));
+  llvm::Value *p = o.horner(rhi, expPoly(o, store));
+  o.twoSum(o.c(1.0), rhi, one, oneErr);
+  llvm::Value *e = o.add(one, o.add(oneErr, o.add(rlo, o.mul(o.mul(rhi, rhi), p))));
   return o.scaleBy2(e, k);
 }
 

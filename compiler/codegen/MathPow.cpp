@@ -67,9 +67,10 @@ llvm::Value *powDouble(Ops &o, llvm::Value *x, llvm::Value *y) {
   llvm::Value *ph, *pl;
   o.twoProduct(y, lh, ph, pl);
   pl = o.add(pl, o.mul(y, ll));
-  // Where |y log a| is large the result is 0 or inf whatever pl is (and Dekker's split of a
-  // huge or infinite factor is NaN).
-  pl = o.select(o.lt(o.abs(ph), o.c(1024.0)), pl, o.c(0.0));
+  // Where |y log a| is large the result is 0 or inf whatever pl is, and where |y| is huge
+  // while the product is not, log a is 0 (a = 1); Dekker's split of a huge or infinite factor
+  // would be NaN.
+  pl = o.select(b.CreateAnd(o.lt(o.abs(ph), o.c(1024.0)), o.lt(o.abs(y), o.c(0x1p960))), pl, o.c(0.0));
   llvm::Value *r = expTwoDoubles(o, ph, pl);
 
   // y integer, and odd: |y| < 2^52 rounds exactly by adding 2^52 (whose last bit is then
