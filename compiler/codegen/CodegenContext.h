@@ -68,6 +68,7 @@ public:
   // compiler's own functions, the same bits on every CPU (Math.h).
   llvm::Value *mathFunction(llvm::IRBuilder<> &b, const std::string &name, const std::vector<llvm::Value *> &args);
   size_t mathCalls = 0;  // calls mathFunction has emitted (a fused loop interleaves if any)
+  bool inlineMath = true;  // inline them (Math.h), or call them (loops with many calls)
   // Private constant globals (deduplicated): shapes and int lists, axis lists, strings.
   llvm::Constant *i64Array(const std::vector<int64_t> &v);
   llvm::Constant *i32Array(const std::vector<int32_t> &v);

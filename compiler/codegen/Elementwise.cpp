@@ -150,6 +150,16 @@ llvm::Value *ScalarCtx::convert(llvm::Value *v, ir::DType from, ir::DType to) {
 // (tens of microseconds) would cost more than it saves.
 constexpr int64_t kParallelMinElements = 1 << 16;
 
+// A fused loop inlines its math functions (exp, sin, ...: codegen/Math.h) up to this many
+// calls; beyond, it calls them (with their vector variants), as each inlined copy is ~50-100
+// instructions for the optimizer and the vectorizer to work through. The bits are the same.
+constexpr int kInlineMathCalls = 16;
+
+static bool isMathFunction(ir::Prim p) {
+  return p == ir::Prim::Exp || p == ir::Prim::Log || p == ir::Prim::Sin || p == ir::Prim::Cos ||
+         p == ir::Prim::Tanh || p == ir::Prim::Pow;
+}
+
 bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   // The loop runs over the group's shape; its one-element values (FuncEmitter::plan) are the
   // same in every iteration, read and written at element 0.
@@ -170,6 +180,9 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
     }
   }
   if (numStored == 0) return true;  // e.g. only dead values, or a pbroadcast alias
+  int mathCalls = 0;
+  for (size_t i = first; i <= last; ++i) mathCalls += isMathFunction(f.eqns[i].prim);
+  me.inlineMath = mathCalls <= kInlineMathCalls;
   if (n == 1) {  // straight-line code in place: nothing to vectorize
     auto same = [&](const ir::Value *v) { return buffer(v); };
     return emitGroupBody(first, last, b, same, i64(0), 1);

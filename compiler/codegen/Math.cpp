@@ -2,6 +2,7 @@
 #include "codegen/Math.h"
 
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/Transforms/Utils/ModuleUtils.h>
 
 namespace shmapc::codegen::math {
 
@@ -69,48 +70,97 @@ void Ops::twoProduct(llvm::Value *x, llvm::Value *y, llvm::Value *&h, llvm::Valu
 
 namespace {
 
-// The always-inlined scalar function `shm.math.NAME.f32|f64`: its body is the function on
-// the scalar type; the call sits in the fused loop, and once inlined the loop vectorizer widens
-// it (or -O0 runs it as it is).
-llvm::Function *scalarFunction(llvm::Module &m, const std::string &name, llvm::Type *t, unsigned arity) {
-  const bool single = t->isFloatTy();
-  const std::string fnName = "shm.math." + name + (single ? ".f32" : ".f64");
-  if (llvm::Function *f = m.getFunction(fnName)) return f;
+// t's shape with double elements (pow, sin and cos compute in double).
+llvm::Type *doubles(llvm::Type *t) {
+  llvm::Type *d = llvm::Type::getDoubleTy(t->getContext());
+  if (auto *vt = llvm::dyn_cast<llvm::VectorType>(t)) return llvm::VectorType::get(d, vt->getElementCount());
+  return d;
+}
+
+// `name` of `args`, of type t (scalar or vector), emitted at b.
+llvm::Value *body(llvm::IRBuilder<> &b, llvm::Module &m, const std::string &name, llvm::Type *t,
+                  llvm::ArrayRef<llvm::Value *> args) {
+  const bool single = t->getScalarType()->isFloatTy();
+  llvm::Value *x = args[0];
+  llvm::Value *result;
+  if (name == "exp" || name == "log" || name == "tanh") {
+    Ops o(b, t);
+    result = name == "exp" ? exp(o, x) : name == "log" ? log(o, x) : tanh(o, x);
+  } else {
+    llvm::Type *d = doubles(t);
+    Ops o(b, d);
+    auto widen = [&](llvm::Value *v) { return single ? b.CreateFPExt(v, d) : v; };
+    if (name == "pow") {
+      result = powDouble(o, widen(x), widen(args[1]));
+    } else {  // sin, cos
+      const bool cosine = name == "cos";
+      unsigned lanes = 1;
+      if (auto *vt = llvm::dyn_cast<llvm::FixedVectorType>(t)) lanes = vt->getNumElements();
+      result = sinCosDouble(o, widen(x), cosine, single, sinCosHugeFunction(m, cosine, single, lanes));
+    }
+  }
+  return result->getType() != t ? b.CreateFPTrunc(result, t) : result;
+}
+
+llvm::Function *newFunction(llvm::Module &m, const std::string &fnName, const std::string &name, llvm::Type *t,
+                            unsigned arity) {
   std::vector<llvm::Type *> params(arity, t);
   llvm::Function *f = llvm::Function::Create(llvm::FunctionType::get(t, params, false),
                                              llvm::Function::InternalLinkage, fnName, m);
-  f->addFnAttr(llvm::Attribute::AlwaysInline);
   f->addFnAttr(llvm::Attribute::NoUnwind);
   f->addFnAttr(llvm::Attribute::WillReturn);
   f->setDoesNotAccessMemory();
   llvm::IRBuilder<> b(llvm::BasicBlock::Create(m.getContext(), "entry", f));
-  llvm::Value *x = f->getArg(0);
-  llvm::Type *d = b.getDoubleTy();
-  llvm::Value *result = nullptr;
-  if (name == "exp" || name == "log" || name == "tanh") {
-    Ops o(b, t);
-    result = name == "exp" ? exp(o, x) : name == "log" ? log(o, x) : tanh(o, x);
-  } else if (name == "pow") {
-    Ops o(b, d);
-    llvm::Value *y = f->getArg(1);
-    result = powDouble(o, single ? b.CreateFPExt(x, d) : x, single ? b.CreateFPExt(y, d) : y);
-  } else {  // sin, cos
-    const bool cosine = name == "cos";
-    Ops o(b, d);
-    result = sinCosDouble(o, single ? b.CreateFPExt(x, d) : x, cosine, single,
-                          sinCosHugeFunction(m, cosine, single));
-  }
-  if (result->getType() != t) result = b.CreateFPTrunc(result, t);
-  b.CreateRet(result);
+  std::vector<llvm::Value *> args;
+  for (llvm::Argument &a : f->args()) args.push_back(&a);
+  b.CreateRet(body(b, m, name, t, args));
   return f;
+}
+
+std::string functionName(const std::string &name, llvm::Type *t, const char *suffix) {
+  return "shm.math." + name + (t->isFloatTy() ? ".f32" : ".f64") + suffix;
 }
 
 } // namespace
 
+const unsigned kVariantLanes[] = {2, 4, 8, 16};
+
 llvm::Value *call(llvm::IRBuilder<> &b, llvm::Module &m, const std::string &name,
-                  llvm::ArrayRef<llvm::Value *> args) {
-  llvm::Function *f = scalarFunction(m, name, args[0]->getType(), (unsigned)args.size());
-  return b.CreateCall(f, args);
+                  llvm::ArrayRef<llvm::Value *> args, bool inlined) {
+  llvm::Type *t = args[0]->getType();
+  const unsigned arity = (unsigned)args.size();
+  if (inlined) {
+    // Always inlined: the loop vectorizer then widens the operations themselves (or -O0 runs
+    // them as they are).
+    const std::string fnName = functionName(name, t, "");
+    llvm::Function *f = m.getFunction(fnName);
+    if (!f) {
+      f = newFunction(m, fnName, name, t, arity);
+      f->addFnAttr(llvm::Attribute::AlwaysInline);
+    }
+    return b.CreateCall(f, args);
+  }
+  // Out of line, for loops with many calls, whose inlined copies would cost compile time: the
+  // call carries the vector variants (the same operations on vectors) the vectorizer may call.
+  const std::string fnName = functionName(name, t, ".call");
+  llvm::Function *f = m.getFunction(fnName);
+  std::string abi;
+  for (unsigned lanes : kVariantLanes) {
+    const std::string variant = fnName + ".v" + std::to_string(lanes);
+    if (!f) {
+      llvm::Function *v = newFunction(m, variant, name, llvm::FixedVectorType::get(t, lanes), arity);
+      llvm::appendToCompilerUsed(m, {v});  // referenced only by the attribute until vectorized
+    }
+    abi += (abi.empty() ? "" : ",") + ("_ZGV_LLVM_N" + std::to_string(lanes) + std::string(arity, 'v') + "_" +
+                                       fnName + "(" + variant + ")");
+  }
+  if (!f) {
+    f = newFunction(m, fnName, name, t, arity);
+    f->addFnAttr(llvm::Attribute::NoInline);  // the vectorizer must see the call
+  }
+  llvm::CallInst *c = b.CreateCall(f, args);
+  c->addFnAttr(llvm::Attribute::get(m.getContext(), "vector-function-abi-variant", abi));
+  return c;
 }
 
 } // namespace shmapc::codegen::math

@@ -19,9 +19,11 @@
 namespace shmapc::codegen::math {
 
 // `name` of `args` (float or double scalars of one type), as a call of a function emitted once
-// per module. `name` is one of exp, log, sin, cos, tanh, pow.
+// per module. `name` is one of exp, log, sin, cos, tanh, pow. `inlined`: the function is
+// inlined where it is called (fast code); otherwise called, with vector variants of itself
+// (fast compilation of loops with many calls). Both compute the same bits.
 llvm::Value *call(llvm::IRBuilder<> &b, llvm::Module &m, const std::string &name,
-                  llvm::ArrayRef<llvm::Value *> args);
+                  llvm::ArrayRef<llvm::Value *> args, bool inlined = true);
 
 // The operations the functions are written with, on `t`: float or double, or a vector of
 // either. Constants are splats; integers are the same-width integers (i32 / i64) lane by lane.
@@ -75,9 +77,11 @@ llvm::Value *powDouble(Ops &o, llvm::Value *x, llvm::Value *y);  // t has double
 // sin or cos of double x (t has double elements); `shortPolynomials` when the result is
 // rounded to f32. The rare path is a call of `hugeFn` (see MathTrig.cpp).
 llvm::Value *sinCosDouble(Ops &o, llvm::Value *x, bool cosine, bool shortPolynomials, llvm::Function *hugeFn);
-// The rare path's own function: sin or cos of double |x| >= kHugeArgument (0 otherwise),
-// with vector variants the loop vectorizer calls (MathTrig.cpp).
-llvm::Function *sinCosHugeFunction(llvm::Module &m, bool cosine, bool shortPolynomials);
+// The rare path's own function: sin or cos of double |x| >= kHugeArgument (0 otherwise), on
+// `lanes` doubles; the scalar one (lanes 1) names vector variants the loop vectorizer calls.
+llvm::Function *sinCosHugeFunction(llvm::Module &m, bool cosine, bool shortPolynomials, unsigned lanes);
+// The vector widths of the variants: 2 to 16 lanes.
+extern const unsigned kVariantLanes[4];
 inline constexpr double kHugeArgument = 1048576.0;  // 2^20: the reduction's fast path below
 
 } // namespace shmapc::codegen::math

@@ -36,9 +36,6 @@ llvm::Value *fromReduced(Ops &o, llvm::Value *hi, llvm::Value *lo, llvm::Value *
   return o.select(negate, o.neg(v), v);
 }
 
-// "_ZGV_LLVM_N4v_NAME(NAME.v4),...": the vector variants the loop vectorizer may call.
-const unsigned kVariantLanes[] = {2, 4, 8, 16};
-
 llvm::Function *hugeScalar(llvm::Module &m, const std::string &name, bool cosine, bool shortPolys) {
   llvm::LLVMContext &ctx = m.getContext();
   llvm::Type *d = llvm::Type::getDoubleTy(ctx);
@@ -100,9 +97,10 @@ llvm::Function *hugeVariant(llvm::Module &m, llvm::Function *scalar, unsigned la
 
 } // namespace
 
-llvm::Function *sinCosHugeFunction(llvm::Module &m, bool cosine, bool shortPolys) {
+llvm::Function *sinCosHugeFunction(llvm::Module &m, bool cosine, bool shortPolys, unsigned lanes) {
   const std::string name = std::string("shm.math.") + (cosine ? "cos" : "sin") + (shortPolys ? ".f32" : ".f64") + ".huge";
-  if (llvm::Function *f = m.getFunction(name)) return f;
+  if (llvm::Function *f = m.getFunction(name))
+    return lanes == 1 ? f : m.getFunction(name + ".v" + std::to_string(lanes));
   llvm::Function *scalar = hugeScalar(m, name, cosine, shortPolys);
   std::string abi;
   std::vector<llvm::GlobalValue *> keep;
@@ -114,7 +112,7 @@ llvm::Function *sinCosHugeFunction(llvm::Module &m, bool cosine, bool shortPolys
   // The variants are referenced only by the attribute until the vectorizer calls them.
   llvm::appendToCompilerUsed(m, keep);
   scalar->addFnAttr(llvm::Attribute::get(m.getContext(), "shm.vector-variants", abi));
-  return scalar;
+  return lanes == 1 ? scalar : m.getFunction(name + ".v" + std::to_string(lanes));
 }
 
 llvm::Value *sinCosDouble(Ops &o, llvm::Value *x, bool cosine, bool shortPolys, llvm::Function *hugeFn) {
@@ -133,8 +131,9 @@ llvm::Value *sinCosDouble(Ops &o, llvm::Value *x, bool cosine, bool shortPolys, 
   llvm::Value *fast = fromReduced(o, hi, lo, j, cosine, shortPolys);
   if (!cosine) fast = o.select(o.eq(x, o.c(0.0)), x, fast);  // sin(-0) = -0
   llvm::CallInst *huge = b.CreateCall(hugeFn, {x});
-  huge->addFnAttr(llvm::Attribute::get(b.getContext(), "vector-function-abi-variant",
-                                       hugeFn->getFnAttribute("shm.vector-variants").getValueAsString()));
+  if (hugeFn->hasFnAttribute("shm.vector-variants"))  // the scalar function
+    huge->addFnAttr(llvm::Attribute::get(b.getContext(), "vector-function-abi-variant",
+                                         hugeFn->getFnAttribute("shm.vector-variants").getValueAsString()));
   return o.select(o.ge(o.abs(x), o.c(kHugeArgument)), huge, fast);
 }
 

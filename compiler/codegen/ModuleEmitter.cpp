@@ -97,7 +97,7 @@ const RuntimeSig kRuntime[] = {
 llvm::Value *ModuleEmitter::mathFunction(llvm::IRBuilder<> &b, const std::string &name,
                                          const std::vector<llvm::Value *> &args) {
   ++mathCalls;
-  return math::call(b, mod, name, args);
+  return math::call(b, mod, name, args, inlineMath);
 }
 
 llvm::FunctionCallee ModuleEmitter::runtime(const std::string &name) {

@@ -1,6 +1,7 @@
 // The compiler's math functions (compiler/codegen/Math.h), compiled in-process for several
 // x86-64 targets and optimisation levels and run here (LLVM's JIT):
-//   - every target and level gives the same bits on every input (the promise that a program
+//   - every target and level, inlined or called with vector variants, gives the same bits on
+//     every input (the promise that a program
 //     prints the same numbers wherever it was built; NaN results compare as NaN);
 //   - the error against a reference (libm in double for f32, long double for f64) stays within
 //     the bounds docs/numerics.md states, on special values, 2^18 random bit patterns and
@@ -52,7 +53,7 @@ std::vector<std::string> runnableCpus() {
 // One compiled set of loops: NAME_f32(x, [y,] out, n) and NAME_f64.
 class Compiled {
 public:
-  Compiled(const std::string &cpu, int level) {
+  Compiled(const std::string &cpu, int level, bool inlined) {
     static bool once = [] {
       llvm::InitializeNativeTarget();
       llvm::InitializeNativeTargetAsmPrinter();
@@ -62,7 +63,7 @@ public:
     auto ctx = std::make_unique<llvm::LLVMContext>();
     auto m = std::make_unique<llvm::Module>("math", *ctx);
     for (const char *name : kFunctions)
-      for (bool single : {true, false}) buildLoop(*m, name, single);
+      for (bool single : {true, false}) buildLoop(*m, name, single, inlined);
     std::string error;
     const std::string triple = llvm::sys::getDefaultTargetTriple();
     const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
@@ -112,7 +113,7 @@ private:
     return s;
   }
 
-  static void buildLoop(llvm::Module &m, const std::string &name, bool single) {
+  static void buildLoop(llvm::Module &m, const std::string &name, bool single, bool inlined) {
     llvm::LLVMContext &ctx = m.getContext();
     llvm::Type *t = single ? llvm::Type::getFloatTy(ctx) : llvm::Type::getDoubleTy(ctx);
     llvm::Type *ptr = llvm::PointerType::get(ctx, 0), *i64 = llvm::Type::getInt64Ty(ctx);
@@ -130,7 +131,7 @@ private:
     i->addIncoming(b.getInt64(0), entry);
     std::vector<llvm::Value *> args = {b.CreateLoad(t, b.CreateGEP(t, f->getArg(0), i))};
     if (name == "pow") args.push_back(b.CreateLoad(t, b.CreateGEP(t, f->getArg(1), i)));
-    b.CreateStore(math::call(b, m, name, args), b.CreateGEP(t, f->getArg(2), i));
+    b.CreateStore(math::call(b, m, name, args, inlined), b.CreateGEP(t, f->getArg(2), i));
     llvm::Value *next = b.CreateAdd(i, b.getInt64(1));
     i->addIncoming(next, loop);
     b.CreateCondBr(b.CreateICmpSLT(next, f->getArg(3)), loop, exit);
@@ -277,11 +278,13 @@ TEST_CASE("math functions: the same bits on every x86-64 target and -O; errors w
   std::vector<std::string> names;
   std::vector<Compiled> configs;
   for (const std::string &cpu : runnableCpus())
-    for (int level : {2, 0}) {
-      if (level == 0 && cpu != "x86-64" && cpu != llvm::sys::getHostCPUName()) continue;
-      names.push_back(cpu + " -O" + std::to_string(level));
-      configs.emplace_back(cpu, level);
-    }
+    for (int level : {2, 0})
+      for (bool inlined : {true, false}) {
+        const bool edge = cpu == "x86-64" || cpu == llvm::sys::getHostCPUName();
+        if ((level == 0 || !inlined) && !edge) continue;
+        names.push_back(cpu + " -O" + std::to_string(level) + (inlined ? "" : " (called)"));
+        configs.emplace_back(cpu, level, inlined);
+      }
   for (const char *fn : kFunctions) {
     checkFunction<float>(configs, names, fn, 1 << 18);
     checkFunction<double>(configs, names, fn, 1 << 18);
