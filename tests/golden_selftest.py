@@ -144,6 +144,12 @@ class Compare(unittest.TestCase):
         self.passes(text.replace("10.583", "10.5831"), text)
         self.fails(text.replace("10.583", "10.7"), text, mentioning=["tangent 0: f32[3] element [2]"])
 
+    def test_print_without_label(self):
+        text = "f32[2,2]\n[[1, 2],\n [3, 4]]\nf64[] = 0.5\n"
+        self.passes(text.replace("4]]", "4.00001]]"), text)
+        self.fails(text.replace("4]]", "4.1]]"), text, mentioning=["element [1,1]"])
+        self.fails(text.replace("f64[] = 0.5", "f64[] = 0.51"), text)
+
     def test_empty_and_high_rank_arrays(self):
         t = "e: f32[0,3]\n[[]]\nt: f32[2,1,2]\n[[[1, 2]],\n [[3, 4]]]\n"
         self.passes(t.replace("[[3, 4]]", "[[3.00001, 4]]"), t)
