@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""The golden run tests under mpirun (issue 12): every program of samples/ and tests/run/,
-compiled with `shmapc compile --mpi`, must print exactly its .expected output when run as MPI
-ranks, in two layouts:
+"""The golden run tests under mpirun (issue 12): every program of samples/ and tests/run/ is
+compiled twice, for the threaded runtime and with `shmapc compile --mpi`. The threaded run's
+output is compared with PROG.expected as the golden test compares it (tests/golden.py: float
+values within the tolerance for other CPUs' matmul kernels); the MPI runs must print exactly
+what the threaded run of the same program on this machine printed, byte for byte (the ranks
+reduce in the same member order as one process, docs/runtime.md), in two layouts:
 
   one device per rank       mpirun -np N prog            (N = the mesh's device count)
   several devices per rank  mpirun -np N/D prog --devices-per-rank=D
@@ -11,8 +14,8 @@ ranks, in two layouts:
 A program without a mesh runs on 2 ranks. A program whose meshes have different device counts
 cannot run as one job layout (docs/runtime.md): it must stop at start-up on as many ranks as
 its smallest mesh has devices, naming a mesh that does not fit. A program expected to fail must print
-the same output and exit with the same status; its error message comes from a rank
-(`shmap runtime error: rank R: ...`).
+the same output and fail too; each `shmap runtime error:` message of the threaded run must
+come from a rank (`shmap runtime error: rank R: ...`).
 
 --max-message=B runs the programs with SHMAP_MPI_MAX_MESSAGE=B: every transfer between ranks
 larger than B bytes goes as messages of at most B bytes (the path of transfers too large for
@@ -20,6 +23,7 @@ one MPI call, over 2^31 - 1 bytes), which must give the same output.
 
     python3 tests/mpi/run_golden.py --shmapc build/compiler/shmapc [--max-message=B] [PROGRAMS...]"""
 import argparse
+import difflib
 import glob
 import math
 import os
@@ -70,16 +74,6 @@ def layouts(path):
     return runs
 
 
-def split_expected(text):
-    """(stdout, exit status, error messages) of an expected output."""
-    if "\n[exit status " not in "\n" + text:
-        return text, 0, []
-    i = ("\n" + text).index("\n[exit status ")
-    out, rest = text[:i], text[i:]
-    status = int(re.match(r"\[exit status (\d+)\]", rest).group(1))
-    return out, status, [line for line in rest.splitlines()[1:] if line]
-
-
 def check_refused(shmapc, path):
     """A program whose meshes differ in size runs on no job layout: started on as many ranks
     as its smallest mesh has devices, it stops before it runs, saying why."""
@@ -99,28 +93,52 @@ def check_refused(shmapc, path):
                 "stderr:\n%s" % (ranks, r.returncode, r.stdout, r.stderr[-2000:])]
 
 
+def check_threaded(shmapc, path):
+    """Runs the threaded build: (its CompletedProcess, problems). Its output must match the
+    expected file (within the golden test's tolerance for floats)."""
+    with golden.Compiled(shmapc, path) as c:
+        if c.error:
+            return None, ["threaded: " + c.error]
+        r = c.run()
+    expected_path = os.path.splitext(path)[0] + ".expected"
+    expected = open(expected_path).read()
+    if golden.harness_failure(expected):
+        return r, ["%s holds harness failure text: %r" % (expected_path, golden.harness_failure(expected))]
+    cmp = golden.compare_outputs(expected, golden.run_output(r))
+    if not cmp.ok:
+        return r, ["threaded run: output differs from %s beyond the tolerance:\n  %s" % (
+            expected_path, "\n  ".join(cmp.problems))]
+    return r, []
+
+
 def check(shmapc, path):
     runs = layouts(path)
     if runs is None:
         return check_refused(shmapc, path)
-    expected_out, expected_status, messages = split_expected(open(os.path.splitext(path)[0] + ".expected").read())
+    threaded, problems = check_threaded(shmapc, path)
+    if threaded is None:
+        return problems
+    messages = [line for line in threaded.stderr.splitlines() if line] if threaded.returncode != 0 else []
     with tempfile.TemporaryDirectory() as tmp:
         exe = os.path.join(tmp, "prog")
         c = subprocess.run([shmapc, "compile", path, "--mpi", "-o", exe] + golden.compile_flags(path),
                            capture_output=True, text=True, timeout=300)
         if c.returncode != 0:
-            return ["compile failed: " + c.stderr]
-        problems = []
+            return problems + ["compile failed: " + c.stderr]
         for ranks, per_rank, flags in runs:
             cmd = MPIRUN + flags + ["-np", str(ranks), exe] + golden.program_args(path)
             if per_rank > 1:
                 cmd.append("--devices-per-rank=%d" % per_rank)
-            golden.link_data(path, tmp)
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp)
+            workdir = tempfile.mkdtemp(dir=tmp)
+            golden.link_data(path, workdir)
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=workdir)
             layout = "%d ranks x %d devices%s" % (ranks, per_rank, " over TCP" if flags else "")
-            if r.stdout != expected_out or (r.returncode != 0) != (expected_status != 0):
-                problems.append("%s: status %d (expected %d)\n--- expected\n%s--- actual\n%s%s" % (
-                    layout, r.returncode, expected_status, expected_out, r.stdout, r.stderr[-2000:]))
+            if r.stdout != threaded.stdout or (r.returncode != 0) != (threaded.returncode != 0):
+                problems.append("%s: status %d (threaded: %d); stdout must be the threaded run's, byte for byte\n%s%s"
+                                % (layout, r.returncode, threaded.returncode,
+                                   "".join(difflib.unified_diff(threaded.stdout.splitlines(True),
+                                                                r.stdout.splitlines(True), "threaded", "mpi")),
+                                   r.stderr[-2000:]))
                 continue
             for m in messages:
                 prefix = "shmap runtime error: "
