@@ -127,6 +127,20 @@ def main():
         table("kLogPoly" + tag, c, single, "R(z) = c[0] z + c[1] z^2 + ..., z = s^2 <= %.5f; "
               "error of s R(z) relative to log(1+f): %.3g" % (float(zmax), err))
 
+    # pow's log needs about 64 bits: R(z) = 2z/3 + z^2 T(z) with the first term exact in two
+    # doubles and T fitted on its own.
+    def log_t(z):
+        if z < mp.mpf("1e-30"):
+            return mp.mpf(2) / 5
+        return (log_r(z) - 2 * z / 3) / (z * z)
+    c = cheb_fit(log_t, 0, zmax, 9, False)
+    err = max_rel_error(log_t, c, zmax / 1e6, zmax,
+                        scale=lambda z: mp.log((1 + mp.sqrt(z)) / (1 - mp.sqrt(z))) / (mp.sqrt(z) * z * z))
+    table("kLogTailF64", c, False, "T(z), R(z) = 2z/3 + z^2 T(z) (pow's log); error of s z^2 T(z) "
+          "relative to log(1+f): %.3g" % err)
+    two3 = mp.mpf(2) / 3
+    table("kTwoThirds", [to_double(two3), to_double(two3 - mp.mpf(to_double(two3)))], False, "2/3 = hi + lo")
+
     # ---- tanh: |x| < T: x + x^3 Q(x^2); else 1 - 2 / (exp(2|x|) + 1).
     for single, deg, T, tag in ((True, 5, "0.625", "F32"), (False, 12, "0.625", "F64")):
         T = mp.mpf(T)

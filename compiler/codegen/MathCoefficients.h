@@ -28,6 +28,12 @@ inline constexpr float kLogPolyF32[] = {0x1.5555560000000p-1f, 0x1.9999ec0000000
 // R(z) = c[0] z + c[1] z^2 + ..., z = s^2 <= 0.02944; error of s R(z) relative to log(1+f): 5.33e-19
 inline constexpr double kLogPolyF64[] = {0x1.5555555555555p-1, 0x1.9999999999a38p-2, 0x1.2492492476c87p-2, 0x1.c71c720160b47p-3, 0x1.745cf901605f7p-3, 0x1.3b1c360763b8ap-3, 0x1.0fbe83c2cbcf3p-3, 0x1.0c04595972ab8p-3};
 
+// T(z), R(z) = 2z/3 + z^2 T(z) (pow's log); error of s z^2 T(z) relative to log(1+f): 9.32e-21
+inline constexpr double kLogTailF64[] = {0x1.999999999999ap-2, 0x1.2492492492492p-2, 0x1.c71c71c71c705p-3, 0x1.745d1745d3f1ap-3, 0x1.3b13b138ef3f7p-3, 0x1.1111121fe6062p-3, 0x1.e1e13f4ddfdd4p-4, 0x1.af468a7a862cdp-4, 0x1.82bdacb8484c9p-4, 0x1.986d120428349p-4};
+
+// 2/3 = hi + lo
+inline constexpr double kTwoThirds[] = {0x1.5555555555555p-1, 0x1.5555555555555p-55};
+
 // Q(w), tanh(x) = x + x^3 Q(x^2) for |x| < 0.625; error of x^3 Q relative to tanh(x): 4.22e-09
 inline constexpr float kTanhPolyF32[] = {-0x1.5555560000000p-2f, 0x1.1110ea0000000p-3f, -0x1.ba08c40000000p-5f, 0x1.64a9760000000p-6f, -0x1.116a160000000p-7f, 0x1.2c83c00000000p-9f};
 

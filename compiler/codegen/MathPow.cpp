@@ -10,8 +10,8 @@ namespace shmapc::codegen::math {
 
 namespace {
 
-// log(a) = hi + lo for a > 0 finite (the reduction of log() in Math.h's terms, with
-// s = f / (2 + f) carried as two doubles); hi is -inf at 0, +inf at inf, NaN at NaN.
+// log(a) = hi + lo to about 64 bits for a > 0 finite (log()'s reduction, with s = f / (2 + f)
+// and the leading terms carried in two doubles); hi is -inf at 0, +inf at inf, NaN at NaN.
 void logTwoDoubles(Ops &o, llvm::Value *a, llvm::Value *&hi, llvm::Value *&lo) {
   llvm::IRBuilder<> &b = o.b;
   llvm::Value *subnormal = o.lt(a, o.c(std::numeric_limits<double>::min()));
@@ -30,13 +30,24 @@ void logTwoDoubles(Ops &o, llvm::Value *a, llvm::Value *&hi, llvm::Value *&lo) {
   o.twoProduct(s, den, ph, pl);
   llvm::Value *rem = o.sub(o.sub(o.sub(f, ph), pl), o.mul(s, denLo));
   llvm::Value *sLo = o.div(rem, den);
-  llvm::Value *z = o.mul(s, s);
-  llvm::Value *R = o.mul(z, o.horner(z, kLogPolyF64));
-  // log(a) = e ln2 + 2s + s R(z): e * ln2's high part and 2s are exact.
-  llvm::Value *big, *bigErr;
-  o.twoSum(o.mul(ef, o.c(kLn2PartsF64[0])), o.add(s, s), big, bigErr);
-  llvm::Value *small = o.add(bigErr, o.add(o.add(o.add(sLo, sLo), o.mul(s, R)), o.mul(ef, o.c(kLn2PartsF64[1]))));
-  o.twoSum(big, small, hi, lo);
+  // log(1 + f) = 2s + (2/3) s^3 + s z^2 T(z), z = s^2: the first two terms to about 100 bits,
+  // the third (below 4e-4 of the result) in double.
+  llvm::Value *zh, *zl, *s3h, *s3l, *th, *tl;
+  o.twoProduct(s, s, zh, zl);
+  o.twoProduct(s, zh, s3h, s3l);
+  s3l = o.add(s3l, o.mul(s, zl));
+  o.twoProduct(s3h, o.c(kTwoThirds[0]), th, tl);
+  tl = o.add(tl, o.add(o.mul(s3h, o.c(kTwoThirds[1])), o.mul(s3l, o.c(kTwoThirds[0]))));
+  llvm::Value *tail = o.mul(o.mul(s, o.mul(zh, zh)), o.horner(zh, kLogTailF64));
+  // log(a) = e ln2 + 2s + (2/3)s^3 + ...: e * ln2's high part and 2s are exact; the rounding
+  // errors of the leading sums are kept and added to the small terms (s's low part enters
+  // through 2 sLo and (2/3) 3 s^2 sLo).
+  llvm::Value *a1, *a1e, *a2, *a2e;
+  o.twoSum(o.mul(ef, o.c(kLn2PartsF64[0])), o.add(s, s), a1, a1e);
+  o.twoSum(a1, th, a2, a2e);
+  llvm::Value *small = o.add(o.add(o.mul(ef, o.c(kLn2PartsF64[1])), o.add(tail, o.mul(o.add(zh, zh), sLo))),
+                             o.add(o.add(sLo, sLo), o.add(tl, o.add(a1e, a2e))));
+  o.twoSum(a2, small, hi, lo);
   const double inf = std::numeric_limits<double>::infinity();
   llvm::Value *special = b.CreateOr(b.CreateOr(o.eq(a, o.c(0.0)), o.eq(a, o.c(inf))), o.isNan(a));
   hi = o.select(o.eq(a, o.c(0.0)), o.c(-inf), o.select(o.eq(a, o.c(inf)), o.c(inf), o.select(o.isNan(a), a, hi)));
