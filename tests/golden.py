@@ -3,7 +3,8 @@
 
   run     PROG.smp  -> compiled, run; stdout (and the exit status if not 0) must equal
                        PROG.expected byte for byte. A leading comment `# ARGS: --stats` passes
-                       arguments to the program, `# FLAGS: ...` flags to shmapc.
+                       arguments to the program, `# FLAGS: ...` flags to shmapc; the environment
+                       variable SHMAPC_EXTRA_FLAGS adds flags to every compile (--target-cpu=x86-64-v3).
   error   PROG.smp  -> `shmapc check` must exit 1; stderr must equal PROG.expected.
 
 Both compile with --verify-each: after sema and after every pass, the IR verifier checks the
@@ -76,8 +77,8 @@ def expects_failure(path):
 def actual_run(shmapc, path):
     with tempfile.TemporaryDirectory() as tmp:
         exe = os.path.join(tmp, "prog")
-        c = subprocess.run([shmapc, "compile", path, "-o", exe, "--verify-each"] + compile_flags(path),
-                           capture_output=True, text=True, timeout=300)
+        c = subprocess.run([shmapc, "compile", path, "-o", exe, "--verify-each"] + compile_flags(path)
+                           + os.environ.get("SHMAPC_EXTRA_FLAGS", "").split(), capture_output=True, text=True, timeout=300)
         if c.returncode != 0:
             return "compile failed (status %d):\n%s" % (c.returncode, c.stderr)
         r = run_program(exe, path, program_args(path), tmp)
