@@ -226,6 +226,12 @@ const char *shm_arg_str(int32_t i);
 /* ---- runtime errors (e.g. a device thread fails): prints `shmap runtime error: msg`, exits 2 */
 void shm_fatal(const char *msg);
 
+/* ---- the start-up check (emitted as a constructor that runs before anything else): exits 2
+ * with `shmap runtime error: this program was compiled for CPU ...` if this CPU lacks one of
+ * `features` (comma-separated, LLVM's names: "avx2,avx512f"), which the program's code uses.
+ * `target` is what --target-cpu said ("native", "x86-64-v3", "znver4"), `cpu` LLVM's CPU name. */
+void shm_check_cpu(const char *target, const char *cpu, const char *features);
+
 /* provided by the emitted code */
 void shm_user_main(shm_device *dev, void **outs, void **ins);
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <string>
 
 namespace shm {
 
@@ -45,6 +46,13 @@ void check_shape(int32_t rank, const int64_t *shape, const char *what);
 // case of contiguous rows and for element sizes 1, 2, 4 and 8.
 void copy_strided(int64_t esize, int32_t rank, const int64_t *shape, const void *src,
                   const int64_t *src_strides, void *dst, const int64_t *dst_strides);
+
+// The start-up check of the CPU (cpu_check.cpp), both honouring SHMAP_PRETEND_CPU_LACKS: why
+// a program compiled for `cpu` (--target-cpu=`target`) whose code uses the comma-separated
+// instruction-set `features` (LLVM's names, cpu_features.h) cannot run on this CPU, or "" if
+// it can; and whether this CPU has one feature (1 or 0; -1 for a name not in cpu_features.h).
+std::string cpu_check_problem(const char *target, const char *cpu, const char *features);
+int cpu_has(const char *feature);
 
 } // namespace shm
 

@@ -6,7 +6,8 @@
                        values of `print` output (f32, f64, f16, bf16), which may differ within
                        the tolerance below (FLOAT_RTOL; docs/numerics.md, "What may differ
                        across machines"). A leading comment `# ARGS: --stats` passes arguments
-                       to the program, `# FLAGS: ...` flags to shmapc.
+                       to the program, `# FLAGS: ...` flags to shmapc; the environment variable
+                       SHMAPC_EXTRA_FLAGS adds flags to every compile (--target-cpu=x86-64-v3).
   error   PROG.smp  -> `shmapc check` must exit 1; stderr must equal PROG.expected byte for byte.
 
 Both compile with --verify-each: after sema and after every pass, the IR verifier checks the
@@ -141,7 +142,8 @@ class Compiled:
         self.exe = os.path.join(self.tmp, "prog")
         self.path = path
         c = subprocess.run([shmapc, "compile", path, "-o", self.exe, "--verify-each"] + list(flags)
-                           + compile_flags(path), capture_output=True, text=True, timeout=300)
+                           + compile_flags(path) + os.environ.get("SHMAPC_EXTRA_FLAGS", "").split(),
+                           capture_output=True, text=True, timeout=300)
         self.error = None if c.returncode == 0 else "compile failed (status %d):\n%s" % (c.returncode, c.stderr)
 
     def run(self, args=None, prefix=()):

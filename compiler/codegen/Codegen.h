@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace llvm {
 class LLVMContext;
@@ -13,15 +14,43 @@ class Module;
 
 namespace shmapc::codegen {
 
+// The CPU code is generated for (`--target-cpu`, Target.cpp): the host's (native, the
+// default) or one LLVM's X86 backend knows by name, e.g. the generic x86-64-v3 or znver4.
+struct Target {
+  std::string requested;  // as given: "native", "x86-64-v3", "znver4", ...
+  std::string cpu;        // LLVM's CPU name (native: the host's, e.g. "sapphirerapids")
+  std::string features;   // the TargetMachine's feature string: native: the host's features
+                          // ("+avx2,-amx-tile,..."); a named CPU: "" (the features LLVM implies for it)
+  std::vector<std::string> enabled;  // every LLVM feature on for it (ISA and tuning), sorted
+  // The instruction-set extensions among `enabled` that a CPU may lack (runtime/cpu_features.h,
+  // in its order): what the program's start-up check requires.
+  std::vector<std::string> checked;
+
+  // Whether LLVM's feature `name` ("avx2", "avx512f", "fma", ...) is on for this target.
+  bool has(const std::string &name) const;
+  // native, resolved once per process.
+  static const Target &native();
+};
+
+// Resolves a --target-cpu name: "native", or a CPU LLVM's X86 backend knows in 64-bit mode
+// (targetCpuNames). False if it knows no such CPU: `error` says so and `hint` suggests the
+// closest name and lists the valid ones. Never prints (no LLVM "not a recognized processor").
+bool resolveTarget(const std::string &name, Target &out, std::string &error, std::string &hint);
+// The names --target-cpu accepts besides native: x86-64, x86-64-v2..v4 and LLVM's x86-64
+// CPUs (alderlake, haswell, sapphirerapids, skylake-avx512, znver4, ...), sorted.
+std::vector<std::string> targetCpuNames();
+
 // Emits one LLVM function per IR Func (signature void(ptr dev, ptr outs, ptr ins), see
-// runtime/shmap_runtime.h), with Module::main as `shm_user_main`.
+// runtime/shmap_runtime.h), with Module::main as `shm_user_main`, and, unless the target
+// needs nothing beyond x86-64, the start-up check of the CPU (a constructor calling
+// shm_check_cpu with `target.checked`).
 std::unique_ptr<llvm::Module> emitLLVM(const ir::Module &m, llvm::LLVMContext &ctx,
-                                       std::string &error);
+                                       std::string &error, const Target &target = Target::native());
 // Runs the new pass manager's default pipeline at -O<level> (0..3).
-bool optimize(llvm::Module &m, int level, std::string &error);
-// Writes an object file (or assembly text when `assembly`) for the host target.
+bool optimize(llvm::Module &m, int level, std::string &error, const Target &target = Target::native());
+// Writes an object file (or assembly text when `assembly`) for the target.
 bool emitObjectFile(llvm::Module &m, int level, const std::string &path, bool assembly,
-                    std::string &error);
+                    std::string &error, const Target &target = Target::native());
 // Returns the module's textual LLVM IR.
 std::string printLLVM(const llvm::Module &m);
 

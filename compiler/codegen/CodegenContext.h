@@ -3,6 +3,7 @@
 // IR Func (where each IR value's buffer lives, and the lowering of its equations).
 // Internal to compiler/codegen; the public interface is Codegen.h.
 #pragma once
+#include "codegen/Codegen.h"
 #include "ir/IR.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -22,8 +23,8 @@ class TargetMachine;
 
 namespace shmapc::codegen {
 
-// Creates the host TargetMachine (PIC, host CPU); null with `error` set on failure.
-std::unique_ptr<llvm::TargetMachine> createHostTargetMachine(int optLevel, std::string &error);
+// Creates the TargetMachine for `target` (PIC); null with `error` set on failure.
+std::unique_ptr<llvm::TargetMachine> createTargetMachine(const Target &target, int optLevel, std::string &error);
 
 // A shmap operand's layout: the mesh (an index into ir::Module::meshes) and the in_spec.
 struct ShmapLayout {
@@ -34,11 +35,15 @@ struct ShmapLayout {
 
 class ModuleEmitter {
 public:
-  ModuleEmitter(const ir::Module &irm, llvm::LLVMContext &ctx, llvm::Module &mod);
+  ModuleEmitter(const ir::Module &irm, llvm::LLVMContext &ctx, llvm::Module &mod,
+                const Target &target = Target::native());
 
   const ir::Module &irm;
   llvm::LLVMContext &ctx;
   llvm::Module &mod;
+  // The CPU the code is for (--target-cpu): its LLVM CPU name and features, e.g.
+  // target.has("avx512f") for the widest vector variant a call may use.
+  const Target &target;
   llvm::Type *voidTy, *ptrTy, *i8Ty, *i32Ty, *i64Ty;
   std::map<const ir::Func *, llvm::Function *> funcs;
   // While bodies (used by one while alone) -> the carries they update in place

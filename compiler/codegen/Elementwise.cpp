@@ -154,6 +154,7 @@ constexpr int64_t kParallelMinElements = 1 << 16;
 // calls; beyond, it calls them (with their vector variants), as each inlined copy is ~50-100
 // instructions for the optimizer and the vectorizer to work through. The bits are the same.
 constexpr int kInlineMathCalls = 16;
+constexpr int64_t kInterleaveMinElements = 1024;
 
 static bool isMathFunction(ir::Prim p) {
   return p == ir::Prim::Exp || p == ir::Prim::Log || p == ir::Prim::Sin || p == ir::Prim::Cos ||
@@ -239,8 +240,12 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   llvm::Value *next = lb.CreateAdd(phi, i64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
   phi->addIncoming(next, lb.GetInsertBlock());
   llvm::BranchInst *latch = lb.CreateCondBr(lb.CreateICmpSLT(next, hi), loop, exit);
-  // (fewer vectors in flight for longer bodies, whose copies would cost compile time)
-  if (callsMath) interleave(latch, last - first < 32 ? 8 : last - first < 128 ? 4 : 2);
+  // Math functions make long dependency chains: interleaving keeps several vectors in flight
+  // (fewer for longer bodies, whose copies would cost compile time). Not on short loops, which
+  // gain nothing, and where LLVM 19's vectorizer does not finish on some f16 loops for AVX2
+  // targets when interleaving is forced (a 4-element loop of tests/run/grad_dtypes.smp).
+  if (callsMath && n >= kInterleaveMinElements)
+    interleave(latch, last - first < 32 ? 8 : last - first < 128 ? 4 : 2);
   lb.SetInsertPoint(exit);
   lb.CreateRetVoid();
 

@@ -7,6 +7,7 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
+#include <llvm/Transforms/Utils/ModuleUtils.h>
 
 namespace shmapc::codegen {
 
@@ -54,18 +55,44 @@ static void emitMeshTable(ModuleEmitter &me, const ir::Module &m) {
                            llvm::ConstantInt::get(me.i32Ty, counts.size()), "shm_user_mesh_count");
 }
 
+// The start-up check of the CPU (runtime/cpu_check.cpp, docs/runtime.md "Target CPU"): a
+// constructor, run before the executable's other constructors and main, that calls
+// shm_check_cpu(--target-cpu, CPU, "avx,avx2,...") so that a CPU lacking an extension the code
+// may use stops the program with a message instead of SIGILL. It is itself compiled for
+// baseline x86-64, whatever the target, so that it can run on any CPU.
+static void emitCpuCheck(ModuleEmitter &me) {
+  const std::vector<std::string> &needs = me.target.checked;
+  if (needs.empty()) return;  // x86-64: every x86-64 CPU runs it
+  std::string list;
+  for (const std::string &f : needs) list += (list.empty() ? "" : ",") + f;
+  llvm::Function *fn = llvm::Function::Create(llvm::FunctionType::get(me.voidTy, false),
+                                              llvm::GlobalValue::InternalLinkage, "shm.check_cpu", me.mod);
+  // Without its own "target-features" a function gets the TargetMachine's (native: the host's).
+  fn->addFnAttr("target-cpu", "x86-64");
+  fn->addFnAttr("target-features", "+cx8,+fxsr,+mmx,+sse,+sse2,+x87");
+  fn->addFnAttr(llvm::Attribute::NoInline);
+  fn->setDoesNotThrow();
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(me.ctx, "entry", fn));
+  b.CreateCall(me.runtime("shm_check_cpu"),
+               {me.cString(me.target.requested), me.cString(me.target.cpu), me.cString(list)});
+  b.CreateRetVoid();
+  // 101: the first priority a program may use (0-100 are reserved to the implementation);
+  // constructors with a priority run before those without, the runtime's among them.
+  llvm::appendToGlobalCtors(me.mod, fn, 101);
+}
+
 std::unique_ptr<llvm::Module> emitLLVM(const ir::Module &m, llvm::LLVMContext &ctx,
-                                       std::string &error) {
+                                       std::string &error, const Target &target) {
   auto mod = std::make_unique<llvm::Module>("shmapc", ctx);
   // The data layout must be the target's before optimizing (vector widths, alignment).
-  if (std::unique_ptr<llvm::TargetMachine> tm = createHostTargetMachine(2, error)) {
+  if (std::unique_ptr<llvm::TargetMachine> tm = createTargetMachine(target, 2, error)) {
     mod->setTargetTriple(tm->getTargetTriple().str());
     mod->setDataLayout(tm->createDataLayout());
   } else {
     return nullptr;
   }
 
-  ModuleEmitter me(m, ctx, *mod);
+  ModuleEmitter me(m, ctx, *mod, target);
   emitProgramArgTable(me, m);
   emitMeshTable(me, m);
   // Declare first: calls, loops, conds and shmaps refer to functions emitted later.
@@ -95,6 +122,8 @@ std::unique_ptr<llvm::Module> emitLLVM(const ir::Module &m, llvm::LLVMContext &c
       return nullptr;
     }
   }
+
+  emitCpuCheck(me);
 
   std::string msg;
   llvm::raw_string_ostream os(msg);

@@ -8,8 +8,9 @@
 
 namespace shmapc::codegen {
 
-ModuleEmitter::ModuleEmitter(const ir::Module &irm, llvm::LLVMContext &ctx, llvm::Module &mod)
-    : irm(irm), ctx(ctx), mod(mod) {
+ModuleEmitter::ModuleEmitter(const ir::Module &irm, llvm::LLVMContext &ctx, llvm::Module &mod,
+                             const Target &target)
+    : irm(irm), ctx(ctx), mod(mod), target(target) {
   voidTy = llvm::Type::getVoidTy(ctx);
   ptrTy = llvm::PointerType::get(ctx, 0);
   i8Ty = llvm::Type::getInt8Ty(ctx);
@@ -91,6 +92,7 @@ const RuntimeSig kRuntime[] = {
     {"shm_load_npy_split", "vppiipippp"},
     {"shm_save_npz", "vpippppp"},
     {"shm_parallel_for", "vppl"},
+    {"shm_check_cpu", "vppp"},
 };
 } // namespace
 

@@ -1,10 +1,13 @@
-// The host target: optimization with the new pass manager, object/assembly emission, printing.
-// Code is generated for the host CPU (its vector width), position independent because g++
+// The target: the CPU code is generated for (--target-cpu), optimization with the new pass
+// manager, object/assembly emission, printing. Code is position independent because g++
 // links the executables as PIE.
 #include "codegen/Codegen.h"
 #include "codegen/CodegenContext.h"
+#include "cpu_features.h"
+#include "source/Suggest.h"
 
 #include <llvm/IR/LegacyPassManager.h>
+#include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/FileSystem.h>
@@ -14,7 +17,9 @@
 #include <llvm/Target/TargetOptions.h>
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/SubtargetFeature.h>
+#include <llvm/TargetParser/X86TargetParser.h>
 
+#include <algorithm>
 #include <mutex>
 
 namespace shmapc::codegen {
@@ -26,33 +31,127 @@ static llvm::CodeGenOptLevel codeGenLevel(int level) {
   return llvm::CodeGenOptLevel::Aggressive;
 }
 
-std::unique_ptr<llvm::TargetMachine> createHostTargetMachine(int optLevel, std::string &error) {
+// The host's LLVM target (x86-64), its triple in `triple`; null with `error` set.
+static const llvm::Target *hostTarget(std::string &triple, std::string &error) {
   static std::once_flag once;
   std::call_once(once, [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
   });
-  std::string triple = llvm::sys::getDefaultTargetTriple();
+  triple = llvm::sys::getDefaultTargetTriple();
   std::string lookupError;
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, lookupError);
-  if (!target) {
-    error = "no LLVM target for " + triple + ": " + lookupError;
-    return nullptr;
+  if (!target) error = "no LLVM target for " + triple + ": " + lookupError;
+  return target;
+}
+
+std::vector<std::string> targetCpuNames() {
+  std::string triple, error;
+  const llvm::Target *target = hostTarget(triple, error);
+  if (!target) return {};
+  // The names the backend accepts (its processor table) that are 64-bit CPUs (clang's -march
+  // list for x86-64): "i686" or "pentium4" would be accepted and give 64-bit code for a CPU
+  // that cannot run it.
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(triple, "", ""));
+  llvm::SmallVector<llvm::StringRef, 128> names64;
+  llvm::X86::fillValidCPUArchList(names64, /*Only64Bit=*/true);
+  std::vector<std::string> names;
+  for (llvm::StringRef n : names64)
+    if (sti && sti->isCPUStringValid(n)) names.push_back(n.str());
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+bool Target::has(const std::string &name) const {
+  return std::binary_search(enabled.begin(), enabled.end(), name);
+}
+
+// Fills the features LLVM turns on for `t.cpu` with `t.features` (what the TargetMachine's
+// subtarget will have, implied features included).
+static bool fillFeatures(const llvm::Target &target, const std::string &triple, Target &t, std::string &error) {
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(target.createMCSubtargetInfo(triple, t.cpu, t.features));
+  if (!sti) {
+    error = "cannot describe the CPU " + t.cpu;
+    return false;
   }
-  llvm::SubtargetFeatures features;
-  for (const auto &f : llvm::sys::getHostCPUFeatures()) features.AddFeature(f.first(), f.second);
+  const llvm::FeatureBitset &bits = sti->getFeatureBits();
+  t.enabled.clear();
+  for (const llvm::SubtargetFeatureKV &kv : sti->getAllProcessorFeatures())
+    if (bits.test(kv.Value)) t.enabled.push_back(kv.Key);
+  std::sort(t.enabled.begin(), t.enabled.end());
+  t.checked.clear();
+  for (const shm::CpuFeature &f : shm::kCpuFeatures)
+    if (t.has(f.name)) t.checked.push_back(f.name);
+  return true;
+}
+
+bool resolveTarget(const std::string &name, Target &out, std::string &error, std::string &hint) {
+  std::string triple;
+  const llvm::Target *target = hostTarget(triple, error);
+  if (!target) return false;
+  Target t;
+  t.requested = name;
+  if (name == "native") {
+    t.cpu = llvm::sys::getHostCPUName().str();
+    llvm::SubtargetFeatures features;
+    for (const auto &f : llvm::sys::getHostCPUFeatures()) features.AddFeature(f.first(), f.second);
+    t.features = features.getString();
+  } else {
+    // Checked here, before LLVM sees the name: it would print "'NAME' is not a recognized
+    // processor for this target (ignoring processor)" and generate code for a generic CPU.
+    std::vector<std::string> names = targetCpuNames();
+    if (!std::binary_search(names.begin(), names.end(), name)) {
+      error = "unknown --target-cpu '" + name + "'";
+      std::string close = closestName(name, names);
+      // Else one that differs only in case ("SapphireRapids"), AMD's marketing name ("zen4"
+      // for znver4), or one that the name begins ("skylake-avx", "sapphire").
+      const std::string amd =
+          llvm::StringRef(name).starts_with_insensitive("zen") ? "znver" + name.substr(3) : std::string();
+      for (const std::string &n : names)
+        if (close.empty() && (llvm::StringRef(n).equals_insensitive(name) || llvm::StringRef(n).equals_insensitive(amd)))
+          close = n;
+      for (const std::string &n : names)
+        if (close.empty() && name.size() >= 4 && llvm::StringRef(n).starts_with_insensitive(name)) close = n;
+      hint = close.empty() ? "" : "did you mean '" + close + "'? ";
+      hint += "--target-cpu takes native (this machine's CPU, the default), the generic levels x86-64, "
+              "x86-64-v2, x86-64-v3 (AVX2) and x86-64-v4 (AVX-512), or a CPU LLVM knows:";
+      for (const std::string &n : names)
+        if (n.rfind("x86-64", 0) != 0) hint += " " + n;
+      return false;
+    }
+    t.cpu = name;
+  }
+  if (!fillFeatures(*target, triple, t, error)) return false;
+  out = std::move(t);
+  return true;
+}
+
+const Target &Target::native() {
+  static const Target t = [] {
+    Target n;
+    std::string error, hint;
+    if (!resolveTarget("native", n, error, hint)) n.requested = n.cpu = "native";  // createTargetMachine reports it
+    return n;
+  }();
+  return t;
+}
+
+std::unique_ptr<llvm::TargetMachine> createTargetMachine(const Target &t, int optLevel, std::string &error) {
+  std::string triple;
+  const llvm::Target *target = hostTarget(triple, error);
+  if (!target) return nullptr;
   llvm::TargetOptions options;
   // No fused multiply-add contraction: printed results must not depend on -O or the CPU.
   options.AllowFPOpFusion = llvm::FPOpFusion::Strict;
   std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      triple, llvm::sys::getHostCPUName(), features.getString(), options, llvm::Reloc::PIC_,
-      std::nullopt, codeGenLevel(optLevel)));
-  if (!tm) error = "cannot create a target machine for " + triple;
+      triple, t.cpu, t.features, options, llvm::Reloc::PIC_, std::nullopt, codeGenLevel(optLevel)));
+  if (!tm) error = "cannot create a target machine for " + triple + " (" + t.cpu + ")";
   return tm;
 }
 
-bool optimize(llvm::Module &m, int level, std::string &error) {
-  std::unique_ptr<llvm::TargetMachine> tm = createHostTargetMachine(level, error);
+bool optimize(llvm::Module &m, int level, std::string &error, const Target &target) {
+  std::unique_ptr<llvm::TargetMachine> tm = createTargetMachine(target, level, error);
   if (!tm) return false;
   m.setTargetTriple(tm->getTargetTriple().str());
   m.setDataLayout(tm->createDataLayout());
@@ -83,8 +182,8 @@ bool optimize(llvm::Module &m, int level, std::string &error) {
 }
 
 bool emitObjectFile(llvm::Module &m, int level, const std::string &path, bool assembly,
-                    std::string &error) {
-  std::unique_ptr<llvm::TargetMachine> tm = createHostTargetMachine(level, error);
+                    std::string &error, const Target &target) {
+  std::unique_ptr<llvm::TargetMachine> tm = createTargetMachine(target, level, error);
   if (!tm) return false;
   m.setTargetTriple(tm->getTargetTriple().str());
   m.setDataLayout(tm->createDataLayout());

@@ -57,11 +57,12 @@ void applyShmapFlags(const CompileOptions &opts, ir::Module &m) {
   }
 }
 
-int emitMachineCode(const CompileOptions &opts, Diagnostics &diags, ir::Module &m) {
+int emitMachineCode(const CompileOptions &opts, const codegen::Target &target, Diagnostics &diags,
+                    ir::Module &m) {
   llvm::LLVMContext ctx;
   std::string error;
-  std::unique_ptr<llvm::Module> lm = codegen::emitLLVM(m, ctx, error);
-  if (!lm || !codegen::optimize(*lm, opts.optLevel, error)) {
+  std::unique_ptr<llvm::Module> lm = codegen::emitLLVM(m, ctx, error, target);
+  if (!lm || !codegen::optimize(*lm, opts.optLevel, error, target)) {
     std::cerr << "shmapc: internal error: code generation failed: " << error << "\n";
     return 2;
   }
@@ -72,7 +73,7 @@ int emitMachineCode(const CompileOptions &opts, Diagnostics &diags, ir::Module &
   }
   if (opts.emit == Emit::Asm || opts.emit == Emit::Obj) {
     const bool assembly = opts.emit == Emit::Asm;
-    if (!codegen::emitObjectFile(*lm, opts.optLevel, out.empty() ? "-" : out, assembly, error))
+    if (!codegen::emitObjectFile(*lm, opts.optLevel, out.empty() ? "-" : out, assembly, error, target))
       diags.fatal(DiagId::CannotWrite, Loc{}, error);
     return 0;
   }
@@ -83,7 +84,7 @@ int emitMachineCode(const CompileOptions &opts, Diagnostics &diags, ir::Module &
   int fd = mkstemps(&obj[0], 2);
   if (fd < 0) diags.fatal(DiagId::CannotWrite, Loc{}, "cannot create a temporary object file " + obj);
   close(fd);
-  if (!codegen::emitObjectFile(*lm, opts.optLevel, obj, false, error)) {
+  if (!codegen::emitObjectFile(*lm, opts.optLevel, obj, false, error, target)) {
     std::remove(obj.c_str());
     diags.fatal(DiagId::CannotWrite, Loc{}, error);
   }
@@ -98,6 +99,12 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
                             : loadSource(sm, diags, opts.input, Loc{});
   const std::string out = outputPath(opts);
   requireWritableOutput(out, opts.input, diags);
+  // --target-cpu before anything is compiled, for `check` too (a mistyped name in a build
+  // script should not wait for the first `compile` to show).
+  codegen::Target target;
+  std::string targetError, targetHint;
+  if (!codegen::resolveTarget(opts.targetCpu, target, targetError, targetHint))
+    diags.fatal(DiagId::UnknownTargetCpu, Loc{}, targetError, targetHint);
   auto emitText = [&](const std::string &text) {
     writeTextOutput(out, text, diags);  // throws CompileError if it fails
     return 0;
@@ -127,7 +134,7 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
   if (opts.emit == Emit::IR) return emitText(ir::printModule(*m));
   if (opts.emit == Emit::Comm) return emitText(ir::printCommReport(ir::analyzeCommunication(*m), &sm));
   if (opts.checkOnly) return 0;
-  return emitMachineCode(opts, diags, *m);
+  return emitMachineCode(opts, target, diags, *m);
 }
 
 } // namespace

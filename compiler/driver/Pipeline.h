@@ -17,6 +17,7 @@ struct CompileOptions {
   std::string output;                  // file to write; "" = stdout for text emits
   Emit emit = Emit::Exe;
   int optLevel = 2;
+  std::string targetCpu = "native";    // --target-cpu: native, x86-64[-v2|-v3|-v4], or a CPU LLVM knows
   std::vector<std::string> includeDirs;
   bool verifyEach = false;             // run the IR verifier after every pass
   bool checkOnly = false;              // `shmapc check`: stop after the IR passes

@@ -36,6 +36,10 @@ void addCompileOptions(CLI::App *cmd, Args &a) {
       ->check(CLI::IsMember({"tokens", "ast", "ir", "comm", "sharded", "llvm", "asm", "obj", "exe"}));
   cmd->add_option("-O", a.opts.optLevel, "optimisation level 0..3 (default 2)")
       ->check(CLI::Range(0, 3));
+  cmd->add_option("--target-cpu", a.opts.targetCpu,
+                  "the CPU to generate code for, like clang's -march: native (default: this machine's), "
+                  "x86-64, x86-64-v2, x86-64-v3, x86-64-v4, or a CPU LLVM knows (haswell, skylake-avx512, "
+                  "sapphirerapids, znver4, ...); the program refuses to start on a CPU that lacks its features");
   cmd->add_option("-I", a.opts.includeDirs, "add a folder to the module search path");
   cmd->add_flag("--verify-each", a.opts.verifyEach, "run the IR verifier after every pass");
   cmd->add_flag("--explicit-pbroadcast", a.opts.explicitPbroadcast,

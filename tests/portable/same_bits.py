@@ -31,16 +31,19 @@ def main() {
   let d = cast(i, f64) / 4096.0;
   let h = cast(u * 8.0 - 4.0, f16);
   let bh = cast(u * 8.0 - 4.0, bf16);
-  let f32s = exp(wide) + log(u + tiny) * 0.5 + sin(wide) * cos(huge) + tanh(wide * 0.1)
-             + (u + 0.25) ** (wide * 0.05) + sqrt(u) / (u + 0.5) + floor(wide * 0.3);
+  let e32 = exp(wide * 0.85);
+  let l32 = log(u + tiny + 1e-40);
+  let t32 = sin(wide) * cos(huge) + tanh(wide * 0.1);
+  let p32 = (u + 0.25) ** (wide * 0.05) + sqrt(u) / (u + 0.5) + floor(wide * 0.3);
+  let f32s = e32 + l32 + t32 + p32;
   let f64s = exp(d * 700.0) + log(d + 1e-300) + sin(d * 1e6) * cos(d * 1e20) + tanh(d * 8.0 - 4.0)
              + (d + 0.5) ** (d * 40.0 - 20.0);
   let halves = exp(h) + tanh(h) * sin(h);
   let bhalves = log(cast(bh, f32) + 5.0) + cast(cos(bh), f32);
   let soft = nn.softmax(wide * 0.01);
   let g = grad(loss)(u - 0.5);
-  savez("out.npz", f32s=f32s, f64s=f64s, halves=halves, bhalves=bhalves, soft=soft,
-        sums=sum(f32s), means=mean(f64s), cum=cumsum(tanh(wide)), g=g);
+  savez("out.npz", e32=e32, l32=l32, t32=t32, p32=p32, f64s=f64s, halves=halves, bhalves=bhalves,
+        soft=soft, sums=sum(f32s), means=mean(f64s), cum=cumsum(tanh(wide)), g=g);
   print("sum f32s", sum(f32s));
   print("sum f64s", sum(f64s));
   print("first", f32s[:8]);

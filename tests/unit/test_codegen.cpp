@@ -9,7 +9,9 @@
 #include <catch2/catch.hpp>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <llvm/TargetParser/X86TargetParser.h>
 
+#include "cpu_features.h"
 #include "half.h"
 
 #include <algorithm>
@@ -563,4 +565,134 @@ TEST_CASE("emitted f16 / bf16 conversions agree with runtime/half.h bit for bit"
       bad += shm::f32_bits(w[(size_t)i]) != shm::f32_bits((float)halves[(size_t)i]);
     CHECK(bad == 0);
   }
+}
+
+// --target-cpu (codegen/Target.cpp) and the features the start-up check embeds
+// (runtime/cpu_features.h).
+namespace {
+
+std::set<std::string> checkedFeatureNames() {
+  std::set<std::string> s;
+  for (const shm::CpuFeature &f : shm::kCpuFeatures) s.insert(f.name);
+  return s;
+}
+
+codegen::Target resolved(const std::string &name) {
+  codegen::Target t;
+  std::string error, hint;
+  INFO(name << ": " << error);
+  REQUIRE(codegen::resolveTarget(name, t, error, hint));
+  return t;
+}
+
+} // namespace
+
+TEST_CASE("--target-cpu: the generic levels check what LLVM's levels turn on", "[codegen][target]") {
+  CHECK(resolved("x86-64").checked.empty());
+  std::vector<std::string> want;
+  for (const shm::CpuLevel &level : shm::kCpuLevels) {
+    std::string adds = level.adds;
+    for (size_t start = 0; start < adds.size();) {
+      size_t end = std::min(adds.find(',', start), adds.size());
+      want.push_back(adds.substr(start, end - start));
+      start = end + 1;
+    }
+    codegen::Target t = resolved(level.name);
+    INFO(level.name);
+    CHECK(std::set<std::string>(t.checked.begin(), t.checked.end()) ==
+          std::set<std::string>(want.begin(), want.end()));
+    CHECK(t.features == "");  // a named CPU gets LLVM's features for it, not the host's
+    CHECK(t.cpu == level.name);
+  }
+  codegen::Target v3 = resolved("x86-64-v3");
+  CHECK(v3.has("avx2"));
+  CHECK(v3.has("fma"));
+  CHECK(!v3.has("avx512f"));
+  codegen::Target spr = resolved("sapphirerapids");
+  for (const char *f : {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd", "avx512fp16", "avx512bf16",
+                        "avx512vnni", "avxvnni", "gfni"}) {
+    INFO(f);
+    CHECK(std::find(spr.checked.begin(), spr.checked.end(), f) != spr.checked.end());
+  }
+  CHECK(resolved("native").requested == "native");
+  CHECK(resolved("native").cpu != "native");
+}
+
+TEST_CASE("--target-cpu: every ISA feature of every known CPU is checked or deliberately not", "[codegen][target]") {
+  // What nothing shmapc emits can use (runtime/cpu_features.h says why): the x86-64 baseline,
+  // extensions reached only through intrinsics, TSX, AMX, system extensions. A feature a new
+  // LLVM adds fails this test until it is put in kCpuFeatures or here.
+  const std::set<std::string> unchecked = {
+      "64bit", "cmov", "cx8", "fxsr", "mmx", "sse", "sse2", "x87",                          // baseline
+      "crc32", "aes", "pclmul", "vaes", "vpclmulqdq", "sha", "sha512", "sm3", "sm4",  // crypto
+      "rdrnd", "rdseed", "adx", "prfchw", "prefetchi", "clflushopt", "clwb", "cldemote", "movdiri",
+      "movdir64b", "serialize", "waitpkg", "rdpid", "cmpccxadd", "raoint", "avxvnniint8", "avxvnniint16",
+      "avx512vp2intersect", "clzero", "mwaitx", "rdpru", "wbnoinvd", "pku", "lwp", "evex512",
+      "xsave", "xsaveopt", "xsavec", "xsaves", "fsgsbase", "invpcid", "sgx", "pconfig", "ptwrite", "shstk",
+      "kl", "widekl", "enqcmd", "uintr", "hreset", "usermsr", "rtm", "tsxldtrk", "amx-tile", "amx-int8",
+      "amx-bf16", "amx-fp16", "amx-complex", "prefetchwt1", "avx10.1-256", "avx10.1-512"};
+  const std::set<std::string> checked = checkedFeatureNames();
+  std::set<std::string> seen;
+  for (const std::string &cpu : codegen::targetCpuNames()) {
+    codegen::Target t = resolved(cpu);
+    for (const std::string &f : t.checked) seen.insert(f);
+    llvm::SmallVector<llvm::StringRef, 64> isa;
+    llvm::X86::getFeaturesForCPU(cpu, isa);
+    for (llvm::StringRef f : isa) {
+      INFO(cpu << ": LLVM turns on " << f.str() << ", which is neither checked nor listed as unchecked");
+      CHECK((checked.count(f.str()) || unchecked.count(f.str())));
+      if (checked.count(f.str())) {
+        INFO(cpu << ": " << f.str() << " is on in LLVM's CPU table but not in the subtarget");
+        CHECK(t.has(f.str()));
+      }
+    }
+  }
+  // Every name of the table is one LLVM uses (no typo that would never be checked).
+  for (const std::string &f : checked) {
+    INFO(f << " is on for no CPU LLVM knows");
+    CHECK(seen.count(f));
+  }
+}
+
+TEST_CASE("--target-cpu: an unknown name is refused with the closest one", "[codegen][target]") {
+  codegen::Target t;
+  std::string error, hint;
+  CHECK(!codegen::resolveTarget("skylake-avx", t, error, hint));
+  CHECK(error == "unknown --target-cpu 'skylake-avx'");
+  CHECK(hint.rfind("did you mean 'skylake-avx512'?", 0) == 0);
+  CHECK(hint.find("znver4") != std::string::npos);
+  CHECK(!codegen::resolveTarget("ZNVER4", t, error, hint));
+  CHECK(hint.rfind("did you mean 'znver4'?", 0) == 0);
+  // 32-bit CPUs LLVM knows make no x86-64 code
+  CHECK(!codegen::resolveTarget("i686", t, error, hint));
+  CHECK(!codegen::resolveTarget("", t, error, hint));
+  std::vector<std::string> names = codegen::targetCpuNames();
+  for (const char *n : {"x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4", "haswell", "skylake-avx512",
+                        "sapphirerapids", "znver4"}) {
+    INFO(n);
+    CHECK(std::find(names.begin(), names.end(), n) != names.end());
+  }
+}
+
+TEST_CASE("--target-cpu: the start-up check is a baseline constructor", "[codegen][target]") {
+  ir::Module m;
+  FB f = newFunc(m, "main", true);
+  f.print("x", f.constant(T(DType::F32, {}), {1.0}));
+  llvm::LLVMContext ctx;
+  std::string err;
+  codegen::Target v4 = resolved("x86-64-v4");
+  std::unique_ptr<llvm::Module> lm = codegen::emitLLVM(m, ctx, err, v4);
+  REQUIRE(lm);
+  std::string text = codegen::printLLVM(*lm);
+  CHECK(text.find("{ i32 101, ptr @shm.check_cpu, ptr null }") != std::string::npos);
+  CHECK(text.find("call void @shm_check_cpu(") != std::string::npos);
+  CHECK(text.find("\"target-cpu\"=\"x86-64\" \"target-features\"=\"+cx8,+fxsr,+mmx,+sse,+sse2,+x87\"") !=
+        std::string::npos);
+  CHECK(text.find("sse3,ssse3,sse4.1,sse4.2,popcnt,cx16,sahf,avx,avx2,fma,f16c,bmi,bmi2,lzcnt,movbe,avx512f,"
+                  "avx512bw,avx512cd,avx512dq,avx512vl") != std::string::npos);
+  // for the baseline, nothing to check and no constructor
+  llvm::LLVMContext ctx2;
+  std::unique_ptr<llvm::Module> base = codegen::emitLLVM(m, ctx2, err, resolved("x86-64"));
+  REQUIRE(base);
+  CHECK(codegen::printLLVM(*base).find("shm_check_cpu") == std::string::npos);
 }
