@@ -255,7 +255,7 @@ void inputs(const std::string &name, size_t n, std::vector<T> &x, std::vector<T>
 double bound(const std::string &name, bool single) {
   static const std::map<std::string, std::pair<double, double>> b = {
       {"exp", {1.0, 1.0}}, {"log", {1.0, 1.0}}, {"sin", {0.51, 1.0}}, {"cos", {0.51, 1.0}},
-      {"tanh", {2.5, 2.5}}, {"pow", {0.51, 2.0}}};
+      {"tanh", {1.5, 1.5}}, {"pow", {0.51, 2.0}}};
   return single ? b.at(name).first : b.at(name).second;
 }
 
