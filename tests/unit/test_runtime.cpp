@@ -1698,3 +1698,32 @@ TEST_CASE("f32 matmul: the same bits on any number of cores", "[kernels][blas][p
     CHECK(std::memcmp(host.data(), device.data(), outN * sizeof(float)) == 0);
   }
 }
+
+// The rare path of the compiler's sin and cos: x = j pi/2 + hi + lo, checked through glibc's
+// x87 long double sin (accurate for any argument): sin(x) is sin, cos, -sin or -cos of hi + lo
+// by j. Also under the sanitizers (tools/test.sh).
+TEST_CASE("shm_rem_pio2 reduces any double exactly", "[math]") {
+  std::mt19937_64 rng(5);
+  std::vector<double> xs = {1048576.0, -1048576.0, 1e6 + 0.5, 1e22, -1e22, 1.7976931348623157e308, -3.4e38,
+                            std::ldexp(1.0, 1000), 6381956970095103.0 * std::ldexp(1.0, 797), 5.0, -2.5, 0.5};
+  for (int i = 0; i < 20000; ++i) {
+    double x = std::ldexp(1.0 + (double)(rng() >> 11) * 0x1p-53, 20 + (int)(rng() % 1000));
+    xs.push_back(rng() & 1 ? -x : x);
+  }
+  for (double x : xs) {
+    double hi, lo;
+    const int32_t j = shm_rem_pio2(x, &hi, &lo);
+    REQUIRE(j >= 0);
+    REQUIRE(j <= 3);
+    REQUIRE(std::fabs(hi) <= 0.7853981633974484);
+    const long double r = (long double)hi + (long double)lo;
+    const long double viaReduction = j == 0 ? sinl(r) : j == 1 ? cosl(r) : j == 2 ? -sinl(r) : -cosl(r);
+    INFO("x = " << x << ", j = " << j << ", r = " << (double)r);
+    CHECK(std::fabs((double)(viaReduction - sinl((long double)x))) <= 1e-17 + 1e-15 * std::fabs((double)sinl(x)));
+  }
+  double hi, lo;
+  shm_rem_pio2(INFINITY, &hi, &lo);
+  CHECK(std::isnan(hi));
+  shm_rem_pio2(NAN, &hi, &lo);
+  CHECK(std::isnan(hi));
+}
