@@ -27,6 +27,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import golden  # noqa: E402  (link_data)
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 
 
@@ -126,11 +128,15 @@ def main():
             subprocess.run([a.shmapc, "compile", prog, "-o", exe] + (["--mpi"] if a.mpi else []), check=True, cwd=ROOT)
             comm = subprocess.run([a.shmapc, "compile", prog, "--emit=comm"], check=True, cwd=ROOT,
                                   capture_output=True, text=True).stdout
-            # (in the program's folder, where its data files are, as the golden tests run it)
+            # (in a folder of its own with the program's data files, as the golden tests run it:
+            # never in the source tree, where a sample's checkpoint would be written over)
+            rundir = os.path.join(tmp, "run_" + os.path.splitext(os.path.basename(prog))[0])
+            os.mkdir(rundir)
+            golden.link_data(prog, rundir)
             cmd = [exe, "--trace=" + path, "--stats"]
             if a.mpi:
                 cmd = MPIRUN + ["-np", "2", exe, "--devices-per-rank=2", "--trace=" + path, "--stats"]
-            run = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(os.path.abspath(prog)))
+            run = subprocess.run(cmd, capture_output=True, text=True, cwd=rundir)
             if a.mpi and run.returncode == 0:
                 subprocess.run([os.path.join(ROOT, "tools", "merge-traces"), path], check=True, capture_output=True)
             if run.returncode != 0:
