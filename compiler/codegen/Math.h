@@ -70,7 +70,10 @@ public:
 
 // The functions, on any t (MathExpLog.cpp, MathPow.cpp, MathTrig.cpp). For f32 pow, sin and
 // cos, the f32 entry points compute in double and round once.
-llvm::Value *exp(Ops &o, llvm::Value *x);
+llvm::Value *exp(Ops &o, llvm::Value *x, llvm::Value *lo = nullptr);  // exp(x + lo), |lo| tiny
+// x = 2^e m with m in [sqrt(1/2), sqrt(2)), for x > 0 finite, subnormals too (log's reduction,
+// pow's too); e as a float of o.t.
+void splitExponent(Ops &o, llvm::Value *x, llvm::Value *&e, llvm::Value *&m);
 llvm::Value *log(Ops &o, llvm::Value *x);
 llvm::Value *tanh(Ops &o, llvm::Value *x);
 llvm::Value *powDouble(Ops &o, llvm::Value *x, llvm::Value *y);  // t has double elements

@@ -20,10 +20,11 @@ llvm::ArrayRef<double> expPoly(Ops &o, std::vector<double> &store) {
   return kExpPolyF64;
 }
 
-// exp(x) for x already within [lo, hi] of exp() below (or NaN): x = k ln2 + r with
+// exp(x + lo) for x already within [lo, hi] of exp() below (or NaN) and |lo| below an ulp of x
+// (or null): x = k ln2 + r with
 // |r| <= ln2/2, r = hi + lo exactly (k ln2's high part is exact and x - k * hi cancels
 // exactly), exp(r) = 1 + r + r^2 P(r) with 1 + hi kept exact until the last addition; times 2^k.
-llvm::Value *expOfClamped(Ops &o, llvm::Value *x) {
+llvm::Value *expOfClamped(Ops &o, llvm::Value *x, llvm::Value *lo) {
   const double log2e = o.single ? (double)kLog2eF32[0] : kLog2eF64[0];
   const double ln2hi = o.single ? (double)kLn2PartsF32[0] : kLn2PartsF64[0];
   const double ln2lo = o.single ? (double)kLn2PartsF32[1] : kLn2PartsF64[1];
@@ -31,6 +32,7 @@ llvm::Value *expOfClamped(Ops &o, llvm::Value *x) {
   llvm::Value *kf = o.roundToInt(o.mul(x, o.c(log2e)), &k);
   llvm::Value *rhi, *rlo, *one, *oneErr;
   o.twoSum(o.sub(x, o.mul(kf, o.c(ln2hi))), o.neg(o.mul(kf, o.c(ln2lo))), rhi, rlo);
+  if (lo) o.twoSum(rhi, o.add(rlo, lo), rhi, rlo);  // r = hi + lo again, now with lo's part
   std::vector<double> store;
   llvm::Value *p = o.horner(rhi, expPoly(o, store));
   o.twoSum(o.c(1.0), rhi, one, oneErr);
@@ -42,27 +44,31 @@ llvm::Value *expOfClamped(Ops &o, llvm::Value *x) {
 
 // Below lo the result rounds to 0, above hi it is infinite; clamping there keeps k within the
 // exponent's range (and NaN passes through the ordered compares).
-llvm::Value *exp(Ops &o, llvm::Value *x) {
-  const double lo = o.single ? -104.0 : -746.0, hi = o.single ? 89.0 : 710.0;
-  llvm::Value *xc = o.select(o.lt(x, o.c(lo)), o.c(lo), x);
-  xc = o.select(o.gt(xc, o.c(hi)), o.c(hi), xc);
-  return expOfClamped(o, xc);
+llvm::Value *exp(Ops &o, llvm::Value *x, llvm::Value *lo) {
+  const double min = o.single ? -104.0 : -746.0, max = o.single ? 89.0 : 710.0;
+  llvm::Value *xc = o.select(o.lt(x, o.c(min)), o.c(min), x);
+  xc = o.select(o.gt(xc, o.c(max)), o.c(max), xc);
+  return expOfClamped(o, xc, lo);
+}
+
+void splitExponent(Ops &o, llvm::Value *x, llvm::Value *&ef, llvm::Value *&m) {
+  llvm::IRBuilder<> &b = o.b;
+  const double minNormal = o.single ? (double)std::numeric_limits<float>::min() : std::numeric_limits<double>::min();
+  const int up = o.single ? 24 : 54;  // subnormals times 2^up are normal
+  llvm::Value *subnormal = o.lt(x, o.c(minNormal));
+  llvm::Value *xs = o.select(subnormal, o.mul(x, o.c(std::ldexp(1.0, up))), x);
+  llvm::Value *ix = o.bits(xs);
+  const int64_t sqrtHalfBits = o.single ? 0x3f3504f3 : 0x3fe6a09e667f3bcdLL;  // sqrt(1/2) rounded
+  llvm::Value *e = b.CreateAShr(b.CreateSub(ix, o.ci(sqrtHalfBits)), o.ci(o.mantissaBits));
+  m = o.fromBits(b.CreateSub(ix, b.CreateShl(e, o.ci(o.mantissaBits))));
+  ef = b.CreateSIToFP(b.CreateSub(e, o.select(subnormal, o.ci(up), o.ci(0))), o.t);
 }
 
 // x = 2^e m with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact), s = f / (2 + f):
 // log(x) = e ln2 + f - (f^2/2 - s (f^2/2 + R(s^2))), R(z) = 2z/3 + 2z^2/5 + ... (fitted).
 llvm::Value *log(Ops &o, llvm::Value *x) {
-  llvm::IRBuilder<> &b = o.b;
-  const double minNormal = o.single ? (double)std::numeric_limits<float>::min() : std::numeric_limits<double>::min();
-  const double up = o.single ? 16777216.0 : 18014398509481984.0;  // 2^24, 2^54: subnormals become normal
-  llvm::Value *subnormal = o.lt(x, o.c(minNormal));
-  llvm::Value *xs = o.select(subnormal, o.mul(x, o.c(up)), x);
-  llvm::Value *ix = o.bits(xs);
-  const int64_t sqrtHalfBits = o.single ? 0x3f3504f3 : 0x3fe6a09e667f3bcdLL;  // sqrt(1/2) rounded
-  llvm::Value *e = b.CreateAShr(b.CreateSub(ix, o.ci(sqrtHalfBits)), o.ci(o.mantissaBits));
-  llvm::Value *m = o.fromBits(b.CreateSub(ix, b.CreateShl(e, o.ci(o.mantissaBits))));
-  e = b.CreateSub(e, o.select(subnormal, o.ci(o.single ? 24 : 54), o.ci(0)));
-  llvm::Value *ef = b.CreateSIToFP(e, o.t);
+  llvm::Value *ef, *m;
+  splitExponent(o, x, ef, m);
   llvm::Value *f = o.sub(m, o.c(1.0));
   llvm::Value *s = o.div(f, o.add(o.c(2.0), f));
   llvm::Value *z = o.mul(s, s);
@@ -92,7 +98,7 @@ llvm::Value *tanh(Ops &o, llvm::Value *x) {
   llvm::ArrayRef<double> poly = o.single ? coeffs(kTanhPolyF32, store) : llvm::ArrayRef<double>(kTanhPolyF64);
   llvm::Value *small = o.add(x, o.mul(o.mul(x, w), o.horner(w, poly)));
   llvm::Value *ac = o.select(o.gt(a, o.c(cap)), o.c(cap), a);
-  llvm::Value *e = expOfClamped(o, o.add(ac, ac));
+  llvm::Value *e = expOfClamped(o, o.add(ac, ac), nullptr);
   llvm::Value *large = o.copySign(o.sub(o.c(1.0), o.div(o.c(2.0), o.add(e, o.c(1.0)))), x);
   return o.select(o.lt(a, o.c(T)), small, large);
 }

@@ -14,13 +14,8 @@ namespace {
 // and the leading terms carried in two doubles); hi is -inf at 0, +inf at inf, NaN at NaN.
 void logTwoDoubles(Ops &o, llvm::Value *a, llvm::Value *&hi, llvm::Value *&lo) {
   llvm::IRBuilder<> &b = o.b;
-  llvm::Value *subnormal = o.lt(a, o.c(std::numeric_limits<double>::min()));
-  llvm::Value *as = o.select(subnormal, o.mul(a, o.c(18014398509481984.0)), a);  // 2^54
-  llvm::Value *ix = o.bits(as);
-  llvm::Value *e = b.CreateAShr(b.CreateSub(ix, o.ci(0x3fe6a09e667f3bcdLL)), o.ci(52));
-  llvm::Value *m = o.fromBits(b.CreateSub(ix, b.CreateShl(e, o.ci(52))));
-  e = b.CreateSub(e, o.select(subnormal, o.ci(54), o.ci(0)));
-  llvm::Value *ef = b.CreateSIToFP(e, o.t);
+  llvm::Value *ef, *m;
+  splitExponent(o, a, ef, m);
   llvm::Value *f = o.sub(m, o.c(1.0));  // exact
   // s = f / (2 + f) to about 106 bits: the denominator as two doubles, then one correction.
   llvm::Value *den = o.add(o.c(2.0), f);
@@ -54,18 +49,6 @@ void logTwoDoubles(Ops &o, llvm::Value *a, llvm::Value *&hi, llvm::Value *&lo) {
   lo = o.select(special, o.c(0.0), lo);
 }
 
-// exp(hi + lo) for |lo| <= ulp(hi): exp's reduction with lo added to r.
-llvm::Value *expTwoDoubles(Ops &o, llvm::Value *hi, llvm::Value *lo) {
-  llvm::Value *hc = o.select(o.lt(hi, o.c(-746.0)), o.c(-746.0), hi);
-  hc = o.select(o.gt(hc, o.c(710.0)), o.c(710.0), hc);
-  llvm::Value *k;
-  llvm::Value *kf = o.roundToInt(o.mul(hc, o.c(kLog2eF64[0])), &k);
-  llvm::Value *r = o.add(o.sub(o.sub(hc, o.mul(kf, o.c(kLn2PartsF64[0]))), o.mul(kf, o.c(kLn2PartsF64[1]))), lo);
-  llvm::Value *p = o.horner(r, kExpPolyF64);
-  llvm::Value *e = o.add(o.c(1.0), o.add(r, o.mul(o.mul(r, r), p)));
-  return o.scaleBy2(e, k);
-}
-
 } // namespace
 
 llvm::Value *powDouble(Ops &o, llvm::Value *x, llvm::Value *y) {
@@ -82,7 +65,7 @@ llvm::Value *powDouble(Ops &o, llvm::Value *x, llvm::Value *y) {
   // while the product is not, log a is 0 (a = 1); Dekker's split of a huge or infinite factor
   // would be NaN.
   pl = o.select(b.CreateAnd(o.lt(o.abs(ph), o.c(1024.0)), o.lt(o.abs(y), o.c(0x1p960))), pl, o.c(0.0));
-  llvm::Value *r = expTwoDoubles(o, ph, pl);
+  llvm::Value *r = exp(o, ph, pl);
 
   // y integer, and odd: |y| < 2^52 rounds exactly by adding 2^52 (whose last bit is then
   // y's); from 2^52 on every double is an integer, odd only below 2^53.
