@@ -9,7 +9,7 @@ f64: the compiler's own, codegen/Math.h) against the x87 long double functions o
   - every element is computed by the same routine: the inputs' last 1,003 values repeat the
     first 1,003, and the program's results for them are bit for bit the same (the last ones
     fall in the loop's scalar remainder, the first in its vector body).
-Usage: check_vector_math.py --shmapc PATH"""
+Usage: check_math.py --shmapc PATH"""
 import argparse
 import os
 import subprocess
