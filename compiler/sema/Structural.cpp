@@ -92,8 +92,12 @@ SVal Sema::bReshape(const ast::Expr &c) {
     } else if (shape[i] <= 0) {
       fail(DiagId::BadReshape, a[1]->loc, "bad target shape " + shapeText(shape),
            "dimensions must be positive, with at most one -1 (inferred)");
-    } else {
-      known *= shape[i];
+    } else if (__builtin_mul_overflow(known, shape[i], &known)) {
+      // (a wrapped product could match the element count, or be 0 and divide by zero)
+      fail(DiagId::BadReshape, a[1]->loc,
+           "bad target shape " + shapeText(shape) + ": its dimensions multiply past 2^63",
+           "the new shape must have the same number of elements as " + str(x->type) + " (" +
+               std::to_string(x->type.numElements()) + ")");
     }
   }
   int64_t total = x->type.numElements();
