@@ -66,6 +66,9 @@ bool parseArg(ArgValue &a, const char *text) {
   }
   double v = std::strtod(text, &end);
   if (*text == '\0' || *end != '\0') return false;
+  // Beyond double's range strtod says ERANGE and gives inf: not a value of any float type
+  // (an underflow to 0 or a subnormal is a value, as numpy reads 1e-400; "inf" is one too).
+  if (errno == ERANGE && std::isinf(v)) return false;
   // A finite value beyond the type's largest finite one is not of the type.
   const double largest = type == "f32"    ? 3.4028234663852886e38
                          : type == "bf16" ? 3.3895313892515355e38
