@@ -299,6 +299,9 @@ private:
         diags_.fatal(DiagId::UnterminatedString, t.loc, "unterminated string literal",
                      "close the string with '\"' on the same line");
       if (c == '"') break;
+      if (c == '\0')  // (the runtime takes strings as C strings: a label or path would end here)
+        diags_.fatal(DiagId::UnexpectedChar, here(), "NUL byte in a string literal",
+                     "remove it: a string cannot hold a NUL byte");
       if (c == '\\') {
         Loc escLoc = here();
         char e = peek(1);

@@ -66,7 +66,8 @@ class ShmapLexer(RegexLexer):
         "string": [
             (r'\\["\\]', String.Escape),
             (r'\\.', Error),  # (an unknown escape)
-            (r'[^"\\\n]+', String.Double),
+            (r'\x00', Error),  # (a NUL byte: the compiler's [unexpected-char])
+            (r'[^"\\\n\x00]+', String.Double),
             (r'"', String.Double, "#pop"),
             (r"\n", Error, "#pop"),  # (a string open at the end of its line: [unterminated-string])
         ],
