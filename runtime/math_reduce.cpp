@@ -94,10 +94,9 @@ extern "C" int32_t shm_rem_pio2(double x, double *hi, double *lo) {
   const double flo = (double)(f - (__int128)fhi);
   const double scale = 0x1p-128;
   // r = (fhi + flo) 2^-128 pi/2, as two doubles.
-  const double pio2hi = 0x1.921fb54442d18p+0, pio2lo = 0x1.1a62633145c07p-54;
   double ph, pl;
-  twoProduct(fhi * scale, pio2hi, ph, pl);
-  pl += fhi * scale * pio2lo + flo * scale * pio2hi;
+  twoProduct(fhi * scale, kPio2Hi, ph, pl);
+  pl += fhi * scale * kPio2Lo + flo * scale * kPio2Hi;
   double rh = ph + pl;
   double rl = pl - (rh - ph);
   if (negative) {

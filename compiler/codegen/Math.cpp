@@ -104,13 +104,8 @@ llvm::Value *body(llvm::IRBuilder<> &b, llvm::Module &m, const std::string &name
 
 llvm::Function *newFunction(llvm::Module &m, const std::string &fnName, const std::string &name, llvm::Type *t,
                             unsigned arity) {
-  std::vector<llvm::Type *> params(arity, t);
-  llvm::Function *f = llvm::Function::Create(llvm::FunctionType::get(t, params, false),
-                                             llvm::Function::InternalLinkage, fnName, m);
-  f->addFnAttr(llvm::Attribute::NoUnwind);
-  f->addFnAttr(llvm::Attribute::WillReturn);
-  f->setDoesNotAccessMemory();
-  llvm::IRBuilder<> b(llvm::BasicBlock::Create(m.getContext(), "entry", f));
+  llvm::Function *f = pureFunction(m, fnName, t, arity);
+  llvm::IRBuilder<> b(&f->getEntryBlock());
   std::vector<llvm::Value *> args;
   for (llvm::Argument &a : f->args()) args.push_back(&a);
   b.CreateRet(body(b, m, name, t, args));
@@ -124,6 +119,26 @@ std::string functionName(const std::string &name, llvm::Type *t, const char *suf
 } // namespace
 
 const unsigned kVariantLanes[] = {2, 4, 8, 16};
+
+llvm::Function *pureFunction(llvm::Module &m, const std::string &name, llvm::Type *t, unsigned arity) {
+  std::vector<llvm::Type *> params(arity, t);
+  llvm::Function *f = llvm::Function::Create(llvm::FunctionType::get(t, params, false),
+                                             llvm::Function::InternalLinkage, name, m);
+  f->addFnAttr(llvm::Attribute::NoUnwind);
+  f->addFnAttr(llvm::Attribute::WillReturn);
+  f->setDoesNotAccessMemory();
+  llvm::BasicBlock::Create(m.getContext(), "entry", f);
+  return f;
+}
+
+llvm::Attribute vectorVariants(llvm::LLVMContext &ctx, const std::string &name, unsigned arity) {
+  // "_ZGV_LLVM_N4v_NAME(NAME.v4),...": at 4 lanes, call NAME.v4.
+  std::string abi;
+  for (unsigned lanes : kVariantLanes)
+    abi += (abi.empty() ? "" : ",") + ("_ZGV_LLVM_N" + std::to_string(lanes) + std::string(arity, 'v') + "_" + name +
+                                       "(" + name + ".v" + std::to_string(lanes) + ")");
+  return llvm::Attribute::get(ctx, "vector-function-abi-variant", abi);
+}
 
 llvm::Value *call(llvm::IRBuilder<> &b, llvm::Module &m, const std::string &name,
                   llvm::ArrayRef<llvm::Value *> args, bool inlined) {
@@ -144,22 +159,17 @@ llvm::Value *call(llvm::IRBuilder<> &b, llvm::Module &m, const std::string &name
   // call carries the vector variants (the same operations on vectors) the vectorizer may call.
   const std::string fnName = functionName(name, t, ".call");
   llvm::Function *f = m.getFunction(fnName);
-  std::string abi;
-  for (unsigned lanes : kVariantLanes) {
-    const std::string variant = fnName + ".v" + std::to_string(lanes);
-    if (!f) {
-      llvm::Function *v = newFunction(m, variant, name, llvm::FixedVectorType::get(t, lanes), arity);
+  if (!f) {
+    for (unsigned lanes : kVariantLanes) {
+      llvm::Function *v =
+          newFunction(m, fnName + ".v" + std::to_string(lanes), name, llvm::FixedVectorType::get(t, lanes), arity);
       llvm::appendToCompilerUsed(m, {v});  // referenced only by the attribute until vectorized
     }
-    abi += (abi.empty() ? "" : ",") + ("_ZGV_LLVM_N" + std::to_string(lanes) + std::string(arity, 'v') + "_" +
-                                       fnName + "(" + variant + ")");
-  }
-  if (!f) {
     f = newFunction(m, fnName, name, t, arity);
     f->addFnAttr(llvm::Attribute::NoInline);  // the vectorizer must see the call
   }
   llvm::CallInst *c = b.CreateCall(f, args);
-  c->addFnAttr(llvm::Attribute::get(m.getContext(), "vector-function-abi-variant", abi));
+  c->addFnAttr(vectorVariants(m.getContext(), fnName, arity));
   return c;
 }
 

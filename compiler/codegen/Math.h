@@ -85,6 +85,13 @@ llvm::Value *sinCosDouble(Ops &o, llvm::Value *x, bool cosine, bool shortPolynom
 llvm::Function *sinCosHugeFunction(llvm::Module &m, bool cosine, bool shortPolynomials, unsigned lanes);
 // The vector widths of the variants: 2 to 16 lanes.
 extern const unsigned kVariantLanes[4];
+// An internal function t(t, ...) (`arity` parameters) with an empty entry block, that touches
+// no memory the caller sees, throws nothing and returns: what the vectorizer needs to widen or
+// replace a call of it.
+llvm::Function *pureFunction(llvm::Module &m, const std::string &name, llvm::Type *t, unsigned arity);
+// The "vector-function-abi-variant" attribute of a call of `name` (`arity` parameters): its
+// variants are the functions `name`.vN for N in kVariantLanes.
+llvm::Attribute vectorVariants(llvm::LLVMContext &ctx, const std::string &name, unsigned arity);
 inline constexpr double kHugeArgument = 1048576.0;  // 2^20: the reduction's fast path below
 
 } // namespace shmapc::codegen::math

@@ -58,7 +58,4 @@ inline constexpr double kPio2Parts[] = {0x1.921fb54400000p+0, 0x1.0b4611a600000p
 // 2/pi
 inline constexpr double kTwoOverPi[] = {0x1.45f306dc9c883p-1};
 
-// pi/2 = hi + lo
-inline constexpr double kPio2DoubleDouble[] = {0x1.921fb54442d18p+0, 0x1.1a62633145c07p-54};
-
 } // namespace shmapc::codegen::math

@@ -39,15 +39,11 @@ llvm::Value *fromReduced(Ops &o, llvm::Value *hi, llvm::Value *lo, llvm::Value *
 llvm::Function *hugeScalar(llvm::Module &m, const std::string &name, bool cosine, bool shortPolys) {
   llvm::LLVMContext &ctx = m.getContext();
   llvm::Type *d = llvm::Type::getDoubleTy(ctx);
-  llvm::Function *f = llvm::Function::Create(llvm::FunctionType::get(d, {d}, false), llvm::Function::InternalLinkage,
-                                             name, m);
   // Not inlined, so the loop vectorizer sees a call it can replace with a variant; no memory
   // the caller sees (the reduction writes this function's own stack).
+  llvm::Function *f = pureFunction(m, name, d, 1);
   f->addFnAttr(llvm::Attribute::NoInline);
-  f->addFnAttr(llvm::Attribute::NoUnwind);
-  f->addFnAttr(llvm::Attribute::WillReturn);
-  f->setDoesNotAccessMemory();
-  llvm::BasicBlock *entry = llvm::BasicBlock::Create(ctx, "entry", f);
+  llvm::BasicBlock *entry = &f->getEntryBlock();
   llvm::BasicBlock *reduce = llvm::BasicBlock::Create(ctx, "reduce", f);
   llvm::BasicBlock *small = llvm::BasicBlock::Create(ctx, "small", f);
   llvm::IRBuilder<> b(entry);
@@ -72,12 +68,8 @@ llvm::Function *hugeScalar(llvm::Module &m, const std::string &name, bool cosine
 llvm::Function *hugeVariant(llvm::Module &m, llvm::Function *scalar, unsigned lanes) {
   llvm::LLVMContext &ctx = m.getContext();
   llvm::Type *vt = llvm::FixedVectorType::get(llvm::Type::getDoubleTy(ctx), lanes);
-  llvm::Function *f = llvm::Function::Create(llvm::FunctionType::get(vt, {vt}, false), llvm::Function::InternalLinkage,
-                                             scalar->getName() + ".v" + std::to_string(lanes), m);
-  f->addFnAttr(llvm::Attribute::NoUnwind);
-  f->addFnAttr(llvm::Attribute::WillReturn);
-  f->setDoesNotAccessMemory();
-  llvm::BasicBlock *entry = llvm::BasicBlock::Create(ctx, "entry", f);
+  llvm::Function *f = pureFunction(m, scalar->getName().str() + ".v" + std::to_string(lanes), vt, 1);
+  llvm::BasicBlock *entry = &f->getEntryBlock();
   llvm::BasicBlock *lanesBlock = llvm::BasicBlock::Create(ctx, "lanes", f);
   llvm::BasicBlock *none = llvm::BasicBlock::Create(ctx, "none", f);
   llvm::IRBuilder<> b(entry);
@@ -102,16 +94,10 @@ llvm::Function *sinCosHugeFunction(llvm::Module &m, bool cosine, bool shortPolys
   if (llvm::Function *f = m.getFunction(name))
     return lanes == 1 ? f : m.getFunction(name + ".v" + std::to_string(lanes));
   llvm::Function *scalar = hugeScalar(m, name, cosine, shortPolys);
-  std::string abi;
   std::vector<llvm::GlobalValue *> keep;
-  for (unsigned lanes : kVariantLanes) {
-    llvm::Function *v = hugeVariant(m, scalar, lanes);
-    keep.push_back(v);
-    abi += (abi.empty() ? "" : ",") + ("_ZGV_LLVM_N" + std::to_string(lanes) + "v_" + name + "(" + v->getName().str() + ")");
-  }
+  for (unsigned lanes : kVariantLanes) keep.push_back(hugeVariant(m, scalar, lanes));
   // The variants are referenced only by the attribute until the vectorizer calls them.
   llvm::appendToCompilerUsed(m, keep);
-  scalar->addFnAttr(llvm::Attribute::get(m.getContext(), "shm.vector-variants", abi));
   return lanes == 1 ? scalar : m.getFunction(name + ".v" + std::to_string(lanes));
 }
 
@@ -131,9 +117,8 @@ llvm::Value *sinCosDouble(Ops &o, llvm::Value *x, bool cosine, bool shortPolys, 
   llvm::Value *fast = fromReduced(o, hi, lo, j, cosine, shortPolys);
   if (!cosine) fast = o.select(o.eq(x, o.c(0.0)), x, fast);  // sin(-0) = -0
   llvm::CallInst *huge = b.CreateCall(hugeFn, {x});
-  if (hugeFn->hasFnAttribute("shm.vector-variants"))  // the scalar function
-    huge->addFnAttr(llvm::Attribute::get(b.getContext(), "vector-function-abi-variant",
-                                         hugeFn->getFnAttribute("shm.vector-variants").getValueAsString()));
+  if (!hugeFn->getReturnType()->isVectorTy())  // the scalar function: the vectorizer may widen it
+    huge->addFnAttr(vectorVariants(b.getContext(), hugeFn->getName().str(), 1));
   return o.select(o.ge(o.abs(x), o.c(kHugeArgument)), huge, fast);
 }
 
