@@ -41,8 +41,8 @@ public:
   const ir::Module &irm;
   llvm::LLVMContext &ctx;
   llvm::Module &mod;
-  // The CPU the code is for (--target-cpu): its LLVM CPU name and features, e.g.
-  // target.has("avx512f") for the widest vector variant a call may use.
+  // The CPU the code is for (--target-cpu): its LLVM CPU name and features (the start-up
+  // check of the CPU lists target.checked).
   const Target &target;
   llvm::Type *voidTy, *ptrTy, *i8Ty, *i32Ty, *i64Ty;
   std::map<const ir::Func *, llvm::Function *> funcs;
