@@ -200,7 +200,7 @@ std::vector<Value *> Differentiator::flattenInto(const Func &src, Func &dst,
       break;
     }
     case Prim::Loop: {
-      // Kept as a loop, its body copied flattened too (no prints or calls left in it):
+      // Kept as a loop, its body copied flattened too (no calls left in it):
       // the jvp and transpose rules differentiate it as one (ADLoop.cpp). An empty loop's
       // results are its initial carries.
       size_t consts = (size_t)e.intParam("num_consts");
@@ -281,9 +281,6 @@ std::vector<Value *> Differentiator::flattenInto(const Func &src, Func &dst,
       emitCopy(std::move(c));
       break;
     }
-    case Prim::Print:
-    case Prim::Save:
-    case Prim::SaveNpz: break;  // differentiated code has no effects
     default: {
       Eqn c = e;
       c.ins = ins;

@@ -203,11 +203,48 @@ void Differentiator::checkLinear(const Func &g, const std::vector<Value *> &prim
 
 namespace {
 
+// print and save in a differentiated function run once, with the forward values (as
+// jax.debug.print does): the derivative keeps them among the function's primal equations,
+// which run once. The derived code of a loop or conditional runs its body again (the
+// transposed loop recomputes each iteration from its checkpoint, a cond's transpose reruns
+// the taken branch), and transpose() never computes the function's values, so an effect
+// there is refused rather than run twice, with made-up values, or dropped.
+void refuseRepeatedEffects(const ir::Func &f, const ir::Eqn *enclosing, bool linear, Loc at,
+                           Diagnostics &diags) {
+  for (const ir::Eqn &e : f.eqns) {
+    if (ir::primInfo(e.prim).kind == ir::PrimKind::Effect && (enclosing || linear)) {
+      std::string name = ir::primName(e.prim);
+      Loc where = e.loc.valid() ? e.loc : at;
+      if (linear) {
+        diags.error(DiagId::EffectUnderTransform, where,
+                    "'" + name + "' in a function that transpose() transposes: the transpose never "
+                    "computes the function's values",
+                    name + " the inputs before calling it, or the cotangent it returns");
+      } else {
+        bool cond = enclosing->prim == ir::Prim::Cond;
+        std::string in = cond ? "an if" : enclosing->prim == ir::Prim::While ? "a while loop" : "a for loop";
+        diags.error(DiagId::EffectUnderTransform, where,
+                    "'" + name + "' in " + in + " of a differentiated function: a derivative may run "
+                    "its body more than once",
+                    name + " what the " + (cond ? "if" : "loop") + " computes after it, or call the "
+                    "function outside grad/jvp/vjp to " + name + " its values");
+      }
+      if (e.loc.valid() && at.valid()) diags.note(at, linear ? "transposed here" : "differentiated here");
+      throw CompileError();
+    }
+    bool body = e.prim == ir::Prim::Loop || e.prim == ir::Prim::While || e.prim == ir::Prim::Cond;
+    for (const ir::Func *b : e.bodies) refuseRepeatedEffects(*b, body ? &e : enclosing, linear, at, diags);
+  }
+}
+
 void differentiateFunc(ad::Differentiator &d, ir::Func &f, std::set<ir::Func *> &done) {
   if (!done.insert(&f).second) return;
   bool changed = false;
   for (ir::Eqn &e : f.eqns) {
     for (ir::Func *b : e.bodies) differentiateFunc(d, *b, done);  // nested transforms first
+    if (e.prim == ir::Prim::Jvp || e.prim == ir::Prim::Vjp)
+      refuseRepeatedEffects(*e.bodies[0], nullptr, e.prim == ir::Prim::Vjp && e.intParam("linear") != 0, e.loc,
+                            d.diags());
     if (e.prim == ir::Prim::Jvp) {
       e.bodies = {d.jvpFunc(*e.bodies[0], false)};
     } else if (e.prim == ir::Prim::Vjp) {
