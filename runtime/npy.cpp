@@ -8,16 +8,18 @@
 // header and then only the block's contiguous runs of the C-order data; a Fortran-order file is
 // the C-order array of the reversed shape, so its block is read the same way and transposed.
 //
-// save writes version 1 through a temporary file and a rename, so a crash never leaves a
+// save writes version 1 through safe_write.h (a temporary file and a rename), so a crash never leaves a
 // half-written file under the final name; savez writes a stored (uncompressed) zip archive the
 // same way, with zlib's CRC-32s and without zip64 records (every member and offset below 4 GiB).
 #include "npy.h"
 #include "ranks.h"
+#include "safe_write.h"
 
 #include "device.h"
 #include "util.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -125,102 +127,260 @@ bool matches(const Header &h, int32_t dtype) {
   return false;
 }
 
-// A small reader of the Python dict literal numpy writes: {'descr': '<f4', 'fortran_order':
-// False, 'shape': (2, 3), }. Keys may come in any order; anything else is refused.
+// numpy reads a header with ast.literal_eval and then checks it (format.py,
+// _read_array_header): a dict whose keys are exactly 'descr', 'fortran_order' and 'shape'
+// (any order, either quote, any spacing, a trailing comma, a repeated key's last value wins),
+// 'fortran_order' a bool, 'shape' a tuple of ints. This reads the same Python literals (strings,
+// integers, True/False/None, tuples, lists, dicts, parentheses, comments) into a Value, then
+// checks the dict as numpy does, each defect with its own message.
+struct Value {
+  enum Kind { Str, Int, Bool, None, Tuple, List, Dict } kind = None;
+  std::string text;         // Str
+  int64_t integer = 0;      // Int, Bool
+  bool overflow = false;    // Int: beyond int64
+  std::vector<Value> items; // Tuple, List; Dict: key, value, key, value...
+};
+
+const char *kindName(Value::Kind k) {
+  switch (k) {
+  case Value::Str: return "a string";
+  case Value::Int: return "an integer";
+  case Value::Bool: return "a bool";
+  case Value::None: return "None";
+  case Value::Tuple: return "a tuple";
+  case Value::List: return "a list";
+  case Value::Dict: return "a dict";
+  }
+  return "?";
+}
+
 class HeaderParser {
 public:
   HeaderParser(const std::string &where, const std::string &text) : where_(where), s_(text) {}
 
   Header parse() {
-    Header h;
-    bool descr = false, order = false, shape = false;
-    expect('{');
-    while (!peekIs('}')) {
-      std::string key = quoted();
-      expect(':');
-      if (key == "descr") {
-        if (peekIs('[')) bad(where_, "structured dtypes (a list descr) are not supported");
-        h.descr = quoted();
-        descr = true;
-      } else if (key == "fortran_order") {
-        h.fortran = boolean();
-        order = true;
-      } else if (key == "shape") {
-        h.shape = tuple();
-        shape = true;
-      } else {
-        bad(where_, "bad .npy header: unknown key '" + key + "'");
-      }
-      if (!peekIs('}')) expect(',');
+    Value d = value(0);
+    skipSpace();
+    if (pos_ < s_.size()) syntax("unexpected text after the header's dict");
+    if (d.kind != Value::Dict) fail(std::string("it is ") + kindName(d.kind) + ", not a dict");
+    const Value *descr = nullptr, *order = nullptr, *shape = nullptr;
+    for (size_t i = 0; i < d.items.size(); i += 2) {
+      const Value &k = d.items[i], &v = d.items[i + 1];
+      if (k.kind != Value::Str) fail(std::string("a key is ") + kindName(k.kind) + " (numpy's keys are descr, fortran_order and shape)");
+      if (k.text == "descr") descr = &v;
+      else if (k.text == "fortran_order") order = &v;
+      else if (k.text == "shape") shape = &v;
+      else fail("unknown key '" + k.text + "' (numpy's keys are descr, fortran_order and shape)");
     }
-    expect('}');
-    if (!descr || !order || !shape) bad(where_, "bad .npy header: it needs descr, fortran_order and shape");
+    for (auto [v, name] : {std::pair{descr, "descr"}, {order, "fortran_order"}, {shape, "shape"}})
+      if (!v) fail(std::string("no '") + name + "' key (a header needs descr, fortran_order and shape)");
+    Header h;
+    if (shape->kind != Value::Tuple) fail(std::string("'shape' is ") + kindName(shape->kind) + ", not a tuple of integers");
+    for (const Value &dim : shape->items) {
+      if (dim.kind != Value::Int) fail(std::string("'shape' holds ") + kindName(dim.kind) + ", not only integers");
+      if (dim.overflow) fail("a dimension overflows");
+      if (dim.integer < 0) fail("'shape' has the negative dimension " + num(dim.integer));
+      h.shape.push_back(dim.integer);
+    }
+    if (h.shape.size() > (size_t)kMaxRank) bad(where_, "the array has more than 16 dimensions");
+    if (order->kind != Value::Bool) fail(std::string("'fortran_order' is ") + kindName(order->kind) + ", not True or False");
+    h.fortran = order->integer != 0;
+    if (descr->kind == Value::List) bad(where_, "structured dtypes (a list descr) are not supported");
+    if (descr->kind != Value::Str) fail(std::string("'descr' is ") + kindName(descr->kind) + ", not a dtype string");
+    h.descr = descr->text;
     parseDescr(h);
     return h;
   }
 
 private:
+  [[noreturn]] void fail(const std::string &what) { bad(where_, "bad .npy header: " + what); }
+  [[noreturn]] void syntax(const std::string &what) {
+    bad(where_, "bad .npy header: " + what + " at character " + num((int64_t)pos_ + 1) + " of " + shown());
+  }
+  // The header as a message shows it: padding and newline dropped, at most 200 characters.
+  std::string shown() const {
+    std::string t = s_;
+    while (!t.empty() && (t.back() == ' ' || t.back() == '\n')) t.pop_back();
+    if (t.size() > 200) t = t.substr(0, 200) + "...";
+    for (char &c : t)
+      if ((unsigned char)c < 0x20) c = ' ';
+    return t;
+  }
+  // Python's whitespace between tokens (newlines too: the dict is inside braces) and comments.
   void skipSpace() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t')) ++pos_;
+    while (pos_ < s_.size()) {
+      const char c = s_[pos_];
+      if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') ++pos_;
+      else if (c == '#') {
+        while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
+      } else break;
+    }
   }
   bool peekIs(char c) {
     skipSpace();
     return pos_ < s_.size() && s_[pos_] == c;
   }
-  void expect(char c) {
-    if (!peekIs(c)) bad(where_, std::string("bad .npy header: expected '") + c + "' in " + s_);
+  void expect(char c, const char *context) {
+    if (!peekIs(c)) syntax(std::string("expected '") + c + "' " + context);
     ++pos_;
   }
-  std::string quoted() {
+  static bool isWordChar(char c) { return std::isalnum((unsigned char)c) || c == '_'; }
+
+  Value value(int depth) {
+    if (depth > 32) syntax("nested too deeply");
     skipSpace();
-    if (pos_ >= s_.size() || (s_[pos_] != '\'' && s_[pos_] != '"'))
-      bad(where_, "bad .npy header: expected a quoted string in " + s_);
-    char q = s_[pos_++];
-    size_t end = s_.find(q, pos_);
-    if (end == std::string::npos) bad(where_, "bad .npy header: unterminated string");
-    std::string out = s_.substr(pos_, end - pos_);
-    pos_ = end + 1;
-    return out;
-  }
-  bool boolean() {
-    skipSpace();
-    if (s_.compare(pos_, 4, "True") == 0) return pos_ += 4, true;
-    if (s_.compare(pos_, 5, "False") == 0) return pos_ += 5, false;
-    bad(where_, "bad .npy header: fortran_order must be True or False");
-  }
-  std::vector<int64_t> tuple() {
-    std::vector<int64_t> out;
-    expect('(');
-    while (!peekIs(')')) {
-      skipSpace();
-      int64_t v = 0;
-      size_t start = pos_;
-      while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
-        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, s_[pos_] - '0', &v))
-          bad(where_, "bad .npy header: a dimension overflows");
-        ++pos_;
-      }
-      if (pos_ == start) bad(where_, "bad .npy header: expected a dimension in " + s_);
-      out.push_back(v);
-      if (out.size() > (size_t)kMaxRank) bad(where_, "the array has more than 16 dimensions");
-      if (!peekIs(')')) expect(',');
+    if (pos_ >= s_.size()) syntax("the header ends where a value should come");
+    const char c = s_[pos_];
+    if (c == '{') return sequence(depth, '}', Value::Dict);
+    if (c == '[') return sequence(depth, ']', Value::List);
+    if (c == '(') return sequence(depth, ')', Value::Tuple);
+    if (c == '\'' || c == '"') return string();
+    if ((c == 'u' || c == 'U') && pos_ + 1 < s_.size() && (s_[pos_ + 1] == '\'' || s_[pos_ + 1] == '"')) {
+      ++pos_;  // u'<f4': a Python 2 unicode literal, the same string in Python 3
+      return string();
     }
-    expect(')');
-    return out;
+    if (c == '-' || c == '+' || std::isdigit((unsigned char)c)) return integer();
+    size_t end = pos_;
+    while (end < s_.size() && isWordChar(s_[end])) ++end;
+    const std::string word = s_.substr(pos_, end - pos_);
+    Value v;
+    if (word == "True" || word == "False") {
+      v.kind = Value::Bool;
+      v.integer = word == "True";
+    } else if (word == "None") {
+      v.kind = Value::None;
+    } else {
+      syntax(word.empty() ? std::string("unexpected '") + c + "'" : "'" + word + "' is not a Python literal");
+    }
+    pos_ = end;
+    return v;
   }
+
+  // {k: v, ...}, [v, ...] or (v, ...): a trailing comma allowed; (v) without one is v itself.
+  Value sequence(int depth, char close, Value::Kind kind) {
+    const char open = s_[pos_++];
+    Value v;
+    v.kind = kind;
+    bool comma = false;
+    auto unclosed = [&] {
+      skipSpace();
+      if (pos_ >= s_.size()) syntax(std::string("no '") + close + "' closes the '" + open + "'");
+    };
+    while (!peekIs(close)) {
+      unclosed();
+      v.items.push_back(value(depth + 1));
+      if (kind == Value::Dict) {
+        expect(':', "after a dict key");
+        v.items.push_back(value(depth + 1));
+      }
+      unclosed();
+      if (peekIs(close)) break;
+      if (!peekIs(',')) syntax(std::string("expected ',' or '") + close + "'");
+      ++pos_;
+      comma = true;
+    }
+    ++pos_;
+    if (kind == Value::Tuple && !comma && v.items.size() == 1) return v.items[0];  // parentheses
+    return v;
+  }
+
+  Value string() {
+    const char q = s_[pos_++];
+    Value v;
+    v.kind = Value::Str;
+    while (true) {
+      if (pos_ >= s_.size() || s_[pos_] == '\n') syntax("unterminated string");
+      const char c = s_[pos_++];
+      if (c == q) break;
+      if (c == '\\') syntax("escape sequences in a header string are not supported");
+      v.text += c;
+    }
+    // Adjacent literals concatenate in Python ('<' 'f4'); rare, but cheap to follow.
+    skipSpace();
+    if (pos_ < s_.size() && (s_[pos_] == '\'' || s_[pos_] == '"')) v.text += string().text;
+    return v;
+  }
+
+  // A Python int: decimal (with _ between digits), 0x/0o/0b, a sign; Python 2's L suffix.
+  Value integer() {
+    Value v;
+    v.kind = Value::Int;
+    bool negative = false;
+    while (pos_ < s_.size() && (s_[pos_] == '-' || s_[pos_] == '+')) {
+      negative ^= s_[pos_] == '-';
+      ++pos_;
+      skipSpace();
+    }
+    int base = 10;
+    if (pos_ + 1 < s_.size() && s_[pos_] == '0' && std::strchr("xXoObB", s_[pos_ + 1])) {
+      base = std::tolower((unsigned char)s_[pos_ + 1]) == 'x' ? 16 : std::tolower((unsigned char)s_[pos_ + 1]) == 'o' ? 8 : 2;
+      pos_ += 2;
+    }
+    const size_t start = pos_;
+    uint64_t magnitude = 0;
+    bool digits = false, zeroLead = base == 10 && pos_ < s_.size() && s_[pos_] == '0', nonzero = false;
+    for (; pos_ < s_.size(); ++pos_) {
+      const char c = s_[pos_];
+      if (c == '_' && digits && pos_ + 1 < s_.size() && std::isxdigit((unsigned char)s_[pos_ + 1])) continue;
+      int d = std::isdigit((unsigned char)c) ? c - '0' : std::isxdigit((unsigned char)c) ? std::tolower((unsigned char)c) - 'a' + 10 : 99;
+      if (d >= base) break;
+      digits = true;
+      nonzero |= d != 0;
+      if (__builtin_mul_overflow(magnitude, (uint64_t)base, &magnitude) ||
+          __builtin_add_overflow(magnitude, (uint64_t)d, &magnitude))
+        v.overflow = true;
+    }
+    if (!digits) syntax("expected an integer");
+    if (pos_ < s_.size() && (s_[pos_] == 'L' || s_[pos_] == 'l')) ++pos_;  // Python 2's long
+    if (pos_ < s_.size() && (isWordChar(s_[pos_]) || s_[pos_] == '.')) {
+      pos_ = start;
+      syntax("not an integer");
+    }
+    if (zeroLead && nonzero) {
+      pos_ = start;
+      syntax("an integer with a leading zero (not a Python literal)");
+    }
+    if (magnitude > (uint64_t)INT64_MAX + (negative ? 1 : 0)) v.overflow = true;
+    v.integer = negative ? (int64_t)(0 - magnitude) : (int64_t)magnitude;
+    return v;
+  }
+
+  // numpy's dtype strings for the types shmapc reads: an optional byte order ('<' little,
+  // '>' big, '=' native, '|' not applicable; none is native too, as np.dtype('f4')), then a
+  // kind and a size in bytes ('f4'), a one-character type code ('f', 'd', '?') or a name
+  // ('float32', 'bool').
   void parseDescr(Header &h) {
     const std::string &d = h.descr;
-    if (d.size() < 3 || !std::strchr("<>|=", d[0]))
-      bad(where_, "unsupported dtype '" + d + "' (shmapc reads float16, float32, float64, int32, int64 and bool)");
-    h.order = d[0] == '=' ? '<' : d[0];  // '=' is native: little-endian here
-    h.kind = d[1];
-    h.size = 0;
-    for (size_t i = 2; i < d.size(); ++i) {
-      if (d[i] < '0' || d[i] > '9' || h.size > 64)
-        bad(where_, "unsupported dtype '" + d + "' (shmapc reads float16, float32, float64, int32, int64 and bool)");
-      h.size = h.size * 10 + (d[i] - '0');
+    std::string body = d;
+    h.order = '<';  // native: little-endian here
+    if (!body.empty() && std::strchr("<>|=", body[0])) {
+      if (body[0] == '>') h.order = '>';
+      if (body[0] == '|') h.order = '|';
+      body = body.substr(1);
     }
-    if (h.size == 0) bad(where_, "unsupported dtype '" + d + "'");
+    static const struct {
+      const char *name;
+      char kind;
+      int size;
+    } kCodes[] = {{"e", 'f', 2}, {"f", 'f', 4}, {"d", 'f', 8}, {"?", 'b', 1}, {"i", 'i', 4}, {"l", 'i', 8},
+                  {"q", 'i', 8}, {"float16", 'f', 2}, {"float32", 'f', 4}, {"float64", 'f', 8}, {"half", 'f', 2},
+                  {"single", 'f', 4}, {"double", 'f', 8}, {"bool", 'b', 1}, {"int32", 'i', 4}, {"int64", 'i', 8},
+                  {"b1", 'b', 1}};
+    for (const auto &c : kCodes)
+      if (body == c.name) {
+        h.kind = c.kind;
+        h.size = c.size;
+        return;
+      }
+    h.size = 0;
+    bool ok = body.size() >= 2 && std::isalpha((unsigned char)body[0]);
+    for (size_t i = 1; ok && i < body.size(); ++i) {
+      if (body[i] < '0' || body[i] > '9' || h.size > 64) ok = false;
+      else h.size = h.size * 10 + (body[i] - '0');
+    }
+    if (!ok || h.size == 0)
+      bad(where_, "unsupported dtype '" + d + "' (shmapc reads float16, float32, float64, int32, int64 and bool)");
+    h.kind = body[0];
   }
 
   const std::string &where_;
@@ -470,13 +630,23 @@ std::vector<Member> readDirectory(Fd &fd, const std::string &where) {
   uint64_t disk = le16(e + 4), cdDisk = le16(e + 6), here = le16(e + 8), entries = le16(e + 10);
   uint64_t cdSize = le32(e + 12), cdOffset = le32(e + 16);
   uint64_t cdEnd = (uint64_t)eocd;  // the central directory ends where the end records begin
-  if (here == 0xFFFF || entries == 0xFFFF || cdSize == 0xFFFFFFFF || cdOffset == 0xFFFFFFFF) {
-    // zip64: a locator just before the record points at the zip64 end-of-central-directory.
-    unsigned char loc[20], r[56];
-    if (eocd < 20) bad(where, "corrupt zip64 archive: no zip64 end-of-central-directory locator");
+  // zip64: a locator just before the record points at the zip64 end-of-central-directory,
+  // whose fields replace the saturated ones. A count of exactly 65535 is saturated-looking
+  // but real when no locator follows: numpy (Python's zipfile) and savez write 65535 members
+  // without zip64 records, so only the sizes and offsets, which cannot be real at 0xFFFFFFFF
+  // in a file whose records fit, need the locator.
+  unsigned char loc[20];
+  bool locator = false;
+  if (eocd >= 20) {
     fd.read(eocd - 20, 20, loc);
+    locator = le32(loc) == 0x07064b50;
+  }
+  if (!locator && (cdSize == 0xFFFFFFFF || cdOffset == 0xFFFFFFFF))
+    bad(where, "corrupt zip64 archive: no zip64 end-of-central-directory locator");
+  if (locator && (here == 0xFFFF || entries == 0xFFFF || cdSize == 0xFFFFFFFF || cdOffset == 0xFFFFFFFF)) {
+    unsigned char r[56];
     uint64_t pos = le64(loc + 8);
-    if (le32(loc) != 0x07064b50 || eocd < 20 + 56 || pos > (uint64_t)(eocd - 20 - 56))
+    if (eocd < 20 + 56 || pos > (uint64_t)(eocd - 20 - 56))
       bad(where, "corrupt zip64 archive: no valid zip64 end-of-central-directory locator");
     fd.read((int64_t)pos, 56, r);
     if (le32(r) != 0x06064b50) bad(where, "corrupt zip64 archive: no zip64 end-of-central-directory record");
@@ -764,22 +934,36 @@ std::string npyPrefix(int32_t dtype, int32_t rank, const int64_t *shape, const c
   return out + header;
 }
 
-// Writes `path` through a temporary file in the same folder, synced and renamed over it.
-void writeAtomically(const char *path, const std::function<bool(FILE *)> &write) {
-  std::string tmp = std::string(path) + ".tmp-" + std::to_string((long)getpid());
-  FILE *f = std::fopen(tmp.c_str(), "wb");
-  if (!f) bad(path, std::string("cannot write: ") + std::strerror(errno));
-  bool ok = write(f) && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
-  int err = errno;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path) != 0) {
-    if (ok) err = errno;
-    std::remove(tmp.c_str());
-    bad(path, std::string("cannot write: ") + std::strerror(err));
+// The bytes of a file being written, gathered into large writes (an archive's many small
+// headers would otherwise be a system call each).
+struct Sink {
+  safe_write::Output out;
+  std::string buffer, error;
+  bool flush() {
+    bool ok = out.write(buffer.data(), buffer.size(), error);
+    buffer.clear();
+    return ok;
+  }
+};
+
+// Writes `path` through safe_write (a temporary file in the same folder, synced and renamed
+// over it; a device or FIFO in place).
+void writeAtomically(const char *path, const std::function<bool(Sink &)> &write) {
+  Sink sink;
+  if (!sink.out.open(path, false, sink.error)) bad(path, "cannot write: " + sink.error);
+  if (!write(sink) || !sink.flush() || !sink.out.commit(sink.error)) {
+    sink.out.abandon();
+    bad(path, "cannot write: " + sink.error);
   }
 }
 
-bool put(FILE *f, const void *p, int64_t n) { return n == 0 || std::fwrite(p, 1, (size_t)n, f) == (size_t)n; }
+bool put(Sink &f, const void *p, int64_t n) {
+  if (n <= 0) return true;
+  if (f.buffer.size() + (size_t)n > (1u << 20) && !f.flush()) return false;
+  if (n >= (1 << 20)) return f.out.write(p, (size_t)n, f.error);
+  f.buffer.append(static_cast<const char *>(p), (size_t)n);
+  return true;
+}
 
 void put16(std::string &s, uint32_t v) {
   s += (char)(v & 0xff);
@@ -855,7 +1039,7 @@ extern "C" void shm_save_npy(const char *path, int32_t dtype, int32_t rank, cons
   int64_t bytes = num_elements(rank, shape) * dtype_size(dtype);
   // Every rank runs the host code; rank 0 writes, and the others wait for the file.
   if (shm::writes_output())
-    writeAtomically(path, [&](FILE *f) { return put(f, prefix.data(), (int64_t)prefix.size()) && put(f, data, bytes); });
+    writeAtomically(path, [&](Sink &f) { return put(f, prefix.data(), (int64_t)prefix.size()) && put(f, data, bytes); });
   shm::ranks_barrier();
   SHM_GUARD_END("save")
 }
@@ -936,7 +1120,7 @@ extern "C" void shm_save_npz(const char *path, int32_t n, const char *const *key
   put32(end, (uint32_t)central.size());
   put32(end, (uint32_t)offset);
   put16(end, 0);  // comment length
-  auto write = [&](FILE *f) {
+  auto write = [&](Sink &f) {
     for (int32_t i = 0; i < n; ++i) {
       const Entry &e = entries[(size_t)i];
       std::string local;
