@@ -112,7 +112,7 @@ def main():
                              text=True, timeout=120)
         expect("-o a link to a program: the link stays and runs the new program",
                r.returncode == 0 and os.path.islink(os.path.join(d, "latest")) and run.returncode == 0 and
-               run.stdout.startswith("w: f32[2,3]"), "status %d, %s, run %d %s %s" %
+               run.stdout.startswith("f32[2,3]"), "status %d, %s, run %d %s %s" %
                (r.returncode, r.stderr, run.returncode, run.stdout, run.stderr))
 
         # The program's save: onto a FIFO and a link to /dev/null, in place.
