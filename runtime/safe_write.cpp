@@ -76,9 +76,11 @@ bool Output::open(const std::string &path, bool executable, std::string &error) 
       error = "it is a socket";
       return false;
     }
-    // Devices and FIFOs are written in place, and so is everything under /dev/ and /proc/
-    // (/dev/stdout may name a pipe, a terminal or the file the shell redirected it to).
-    const bool special = !S_ISREG(st.st_mode) || startsWith(path, "/dev/") || startsWith(path, "/proc/");
+    // Devices and FIFOs are written in place, and so are the process's own file descriptors
+    // (/dev/stdout may name a pipe, a terminal or the file the shell redirected it to, which
+    // the shell holds open: replacing it would write to a file nobody reads).
+    const bool special = !S_ISREG(st.st_mode) || startsWith(path, "/proc/") || startsWith(path, "/dev/fd/") ||
+                         path == "/dev/stdout" || path == "/dev/stderr";
     if (special) {
       const int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY | (S_ISREG(st.st_mode) ? O_TRUNC : 0);
       fd_ = ::open(path.c_str(), flags);

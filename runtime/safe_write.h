@@ -6,8 +6,8 @@
 // crash never leaves a half-written file under the final name, and a symbolic link planted in
 // the folder cannot make the write land elsewhere. What is not a regular file is never
 // replaced: a character or block device or a FIFO (/dev/null, a pipe a reader waits on) is
-// written in place, as is anything under /dev/ or /proc/ (/dev/stdout: the process's own
-// standard output, whatever it is); a directory, a socket and a symbolic link to a missing
+// written in place, as are the process's own descriptors (/dev/stdout, /dev/stderr,
+// /dev/fd/N, /proc/...: whatever they are); a directory, a socket and a symbolic link to a missing
 // file are refused. A symbolic link to a regular file is written through: the link stays and
 // its target is replaced, like a shell's `>` or numpy's np.save.
 //

@@ -131,6 +131,17 @@ def main():
                stat.S_ISCHR(os.stat(os.path.join(tmp, "null", "prog")).st_mode),
                "status %d, %s" % (run.returncode, run.stderr))
 
+        # -o /dev/stdout with standard output redirected to a file: that file (the same one,
+        # which the redirection holds open) gets the IR.
+        redirected = os.path.join(tmp, "stdout.ir")
+        with open(redirected, "wb") as f:
+            inode = os.fstat(f.fileno()).st_ino
+            r = subprocess.run([a.shmapc, "compile", src, "--emit=ir", "-o", "/dev/stdout"], stdout=f,
+                               stderr=subprocess.PIPE, text=True, timeout=300)
+        expect("-o /dev/stdout redirected to a file: written in place, the same file",
+               r.returncode == 0 and os.stat(redirected).st_ino == inode and open(redirected, "rb").read() == ir,
+               "status %d, %s" % (r.returncode, r.stderr))
+
         # Refused before any work: a socket, a dangling link.
         sock_path = os.path.join(tmp, "sock")
         s = socket.socket(socket.AF_UNIX)
