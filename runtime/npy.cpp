@@ -29,6 +29,7 @@
 #include <memory>
 #include <string>
 #include <sys/stat.h>
+#include <unordered_set>
 #include <unistd.h>
 #include <vector>
 #include <zlib.h>
@@ -789,11 +790,11 @@ extern "C" void shm_save_npz(const char *path, int32_t n, const char *const *key
   std::vector<Entry> entries((size_t)n);
   int64_t offset = 0;
   const int64_t *shape = shapes;
+  std::unordered_set<std::string> seen;  // (up to 65535 keys: a set, not pairwise comparisons)
   for (int32_t i = 0; i < n; ++i) {
     Entry &e = entries[(size_t)i];
     e.name = std::string(keys[i]) + ".npy";
-    for (int32_t j = 0; j < i; ++j)
-      if (entries[(size_t)j].name == e.name) bad(path, "savez: key '" + std::string(keys[i]) + "' is given twice");
+    if (!seen.insert(e.name).second) bad(path, "savez: key '" + std::string(keys[i]) + "' is given twice");
     e.prefix = npyPrefix(dtypes[i], ranks[i], shape, "savez");
     e.bytes = num_elements(ranks[i], shape) * dtype_size(dtypes[i]);
     shape += ranks[i];

@@ -65,6 +65,19 @@ def main():
                sorted(os.listdir(tmp)) == sorted(before + ["t.json"]) and
                open(os.path.join(tmp, "t.json")).read().startswith('{"displayTimeUnit"'), r.stderr)
 
+        # A program that fails after the trace file was opened leaves no temporary file.
+        failing = os.path.join(tmp, "fails.smp")
+        open(failing, "w").write('def main() {\n  print(load("missing.npy", f32[3]));\n}\n')
+        fexe = os.path.join(tmp, "fails")
+        subprocess.run([a.shmapc, "compile", failing, "-o", fexe], check=True)
+        d = os.path.join(tmp, "traces")
+        os.mkdir(d)
+        r = subprocess.run([fexe, "--trace=" + os.path.join(d, "t.json")], capture_output=True, text=True,
+                           timeout=120, env=clean, cwd=tmp)
+        expect("a program that fails while tracing leaves no trace file and no temporary file",
+               r.returncode == 2 and "missing.npy" in r.stderr and os.listdir(d) == [],
+               "status %d, %s, %s" % (r.returncode, r.stderr, os.listdir(d)))
+
         # SHMAP_* values.
         bad = [("SHMAP_THREADS", "bogus", "pool (the default: a pool of device threads) or spawn (threads per call)"),
                ("SHMAP_THREADS", "-1", "pool"),

@@ -347,6 +347,24 @@ TEST_CASE("npz: the arrays of np.savez and np.savez_compressed load by key", "[n
     CHECK(first == -7);
     CHECK(last == 65534 * 3 - 7);
   }
+  SECTION("65535 members written by savez load back") {
+    const int32_t n = 65535;
+    std::vector<std::string> names((size_t)n);
+    std::vector<const char *> keys((size_t)n);
+    std::vector<int32_t> dtypes((size_t)n, SHM_I32), ranks((size_t)n, 0), values((size_t)n);
+    std::vector<const void *> data((size_t)n);
+    for (int32_t i = 0; i < n; ++i) {
+      names[(size_t)i] = "k" + std::to_string(i);
+      keys[(size_t)i] = names[(size_t)i].c_str();
+      values[(size_t)i] = i * 7;
+      data[(size_t)i] = &values[(size_t)i];
+    }
+    const std::string p = fixtures() + "/saved_65535.npz";
+    shm_save_npz(p.c_str(), n, keys.data(), dtypes.data(), ranks.data(), nullptr, data.data());
+    int32_t got = 0;
+    shm_load_npz(p.c_str(), "k65534", SHM_I32, 0, nullptr, &got);
+    CHECK(got == 65534 * 7);
+  }
 }
 
 TEST_CASE("npz: bad archives are refused, naming the file and the key", "[npz][python]") {
