@@ -13,6 +13,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <sys/socket.h>
@@ -23,9 +24,24 @@
 
 namespace {
 
+// The folders made here, removed when the test program ends (not when a forked child, whose
+// save fails with exit(2), does).
+struct Folders {
+  std::vector<std::string> made;
+  pid_t owner = getpid();
+  ~Folders() {
+    if (getpid() != owner) return;
+    for (const std::string &d : made) {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  }
+} g_folders;
+
 std::string freshDir() {
   char tmpl[] = "/tmp/shmapc-safe-write-XXXXXX";
   REQUIRE(mkdtemp(tmpl) != nullptr);
+  g_folders.made.push_back(tmpl);
   return tmpl;
 }
 
