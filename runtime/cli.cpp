@@ -126,6 +126,13 @@ int runtime_main(int argc, char **argv) {
     if (!parseArg(a, a.text)) fatalf("the default of --%s (%s) is not a %s", a.name, a.text, a.type);
     g_args.push_back(a);
   }
+  // A bad SHMAP_* value stops the program before it runs (status 2, as a runtime error; once,
+  // from rank 0, and every rank ends MPI in order so mpirun adds no abort report).
+  if (std::string bad = environment_error(); !bad.empty()) {
+    if (writes_output()) std::fprintf(stderr, "%s: error: %s\n", prog, bad.c_str());
+    ranks_finish();
+    return 2;
+  }
   bool stats = false;
   const char *env = std::getenv("SHMAP_STATS");
   if (env && std::strcmp(env, "1") == 0) stats = true;
@@ -165,7 +172,13 @@ int runtime_main(int argc, char **argv) {
   // at the largest value, and no trimming, the pages of one step serve the next.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  check_layout();
+  // A layout that fits no mesh of the program: said once (every rank finds the same), and every
+  // rank ends MPI in order, so the job stops with status 2 and no abort report from mpirun.
+  if (std::string bad = layout_problem(); !bad.empty()) {
+    if (writes_output()) std::fprintf(stderr, "shmap runtime error: %s\n", bad.c_str());
+    ranks_finish();
+    return 2;
+  }
   stats_reset();
   if (trace) trace_begin(trace);
   shm_user_main(nullptr, nullptr, nullptr);

@@ -8,16 +8,19 @@
 // header and then only the block's contiguous runs of the C-order data; a Fortran-order file is
 // the C-order array of the reversed shape, so its block is read the same way and transposed.
 //
-// save writes version 1 through a temporary file and a rename, so a crash never leaves a
+// save writes version 1 through safe_write.h (a temporary file and a rename), so a crash never leaves a
 // half-written file under the final name; savez writes a stored (uncompressed) zip archive the
 // same way, with zlib's CRC-32s and without zip64 records (every member and offset below 4 GiB).
 #include "npy.h"
+#include "npy_header.h"
 #include "ranks.h"
+#include "safe_write.h"
 
 #include "device.h"
 #include "util.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -26,6 +29,7 @@
 #include <memory>
 #include <string>
 #include <sys/stat.h>
+#include <unordered_set>
 #include <unistd.h>
 #include <vector>
 #include <zlib.h>
@@ -39,15 +43,6 @@ namespace {
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr int64_t kMaxHeaderBytes = 1 << 20;  // numpy writes a few hundred; refuse absurd ones
 
-// What a header says. `kind` and `size` come from the descr ('<f4': kind 'f', size 4).
-struct Header {
-  char order = '<';  // '<' little, '>' big, '|' not applicable (1 byte)
-  char kind = 0;     // f, i, u, b, c, ...
-  int64_t size = 0;
-  bool fortran = false;
-  std::vector<int64_t> shape;
-  std::string descr;
-};
 
 // `where` is the prefix of every message: the file, and for an archive member also its key.
 [[noreturn]] void bad(const std::string &where, const std::string &what) {
@@ -63,7 +58,7 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 }
 
 // The numpy name of a descr, for messages.
-std::string numpyName(const Header &h) {
+std::string numpyName(const NpyHeader &h) {
   std::string bits = std::to_string(h.size * 8);
   switch (h.kind) {
   case 'f': return "float" + bits;
@@ -113,7 +108,7 @@ const char *descrOf(int32_t dtype, const char *what) {
   fatalf("%s: unknown dtype code %d", what, (int)dtype);
 }
 
-bool matches(const Header &h, int32_t dtype) {
+bool matches(const NpyHeader &h, int32_t dtype) {
   switch (dtype) {
   case SHM_F32: return h.kind == 'f' && h.size == 4;
   case SHM_F64: return h.kind == 'f' && h.size == 8;
@@ -124,109 +119,6 @@ bool matches(const Header &h, int32_t dtype) {
   }
   return false;
 }
-
-// A small reader of the Python dict literal numpy writes: {'descr': '<f4', 'fortran_order':
-// False, 'shape': (2, 3), }. Keys may come in any order; anything else is refused.
-class HeaderParser {
-public:
-  HeaderParser(const std::string &where, const std::string &text) : where_(where), s_(text) {}
-
-  Header parse() {
-    Header h;
-    bool descr = false, order = false, shape = false;
-    expect('{');
-    while (!peekIs('}')) {
-      std::string key = quoted();
-      expect(':');
-      if (key == "descr") {
-        if (peekIs('[')) bad(where_, "structured dtypes (a list descr) are not supported");
-        h.descr = quoted();
-        descr = true;
-      } else if (key == "fortran_order") {
-        h.fortran = boolean();
-        order = true;
-      } else if (key == "shape") {
-        h.shape = tuple();
-        shape = true;
-      } else {
-        bad(where_, "bad .npy header: unknown key '" + key + "'");
-      }
-      if (!peekIs('}')) expect(',');
-    }
-    expect('}');
-    if (!descr || !order || !shape) bad(where_, "bad .npy header: it needs descr, fortran_order and shape");
-    parseDescr(h);
-    return h;
-  }
-
-private:
-  void skipSpace() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t')) ++pos_;
-  }
-  bool peekIs(char c) {
-    skipSpace();
-    return pos_ < s_.size() && s_[pos_] == c;
-  }
-  void expect(char c) {
-    if (!peekIs(c)) bad(where_, std::string("bad .npy header: expected '") + c + "' in " + s_);
-    ++pos_;
-  }
-  std::string quoted() {
-    skipSpace();
-    if (pos_ >= s_.size() || (s_[pos_] != '\'' && s_[pos_] != '"'))
-      bad(where_, "bad .npy header: expected a quoted string in " + s_);
-    char q = s_[pos_++];
-    size_t end = s_.find(q, pos_);
-    if (end == std::string::npos) bad(where_, "bad .npy header: unterminated string");
-    std::string out = s_.substr(pos_, end - pos_);
-    pos_ = end + 1;
-    return out;
-  }
-  bool boolean() {
-    skipSpace();
-    if (s_.compare(pos_, 4, "True") == 0) return pos_ += 4, true;
-    if (s_.compare(pos_, 5, "False") == 0) return pos_ += 5, false;
-    bad(where_, "bad .npy header: fortran_order must be True or False");
-  }
-  std::vector<int64_t> tuple() {
-    std::vector<int64_t> out;
-    expect('(');
-    while (!peekIs(')')) {
-      skipSpace();
-      int64_t v = 0;
-      size_t start = pos_;
-      while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
-        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, s_[pos_] - '0', &v))
-          bad(where_, "bad .npy header: a dimension overflows");
-        ++pos_;
-      }
-      if (pos_ == start) bad(where_, "bad .npy header: expected a dimension in " + s_);
-      out.push_back(v);
-      if (out.size() > (size_t)kMaxRank) bad(where_, "the array has more than 16 dimensions");
-      if (!peekIs(')')) expect(',');
-    }
-    expect(')');
-    return out;
-  }
-  void parseDescr(Header &h) {
-    const std::string &d = h.descr;
-    if (d.size() < 3 || !std::strchr("<>|=", d[0]))
-      bad(where_, "unsupported dtype '" + d + "' (shmapc reads float16, float32, float64, int32, int64 and bool)");
-    h.order = d[0] == '=' ? '<' : d[0];  // '=' is native: little-endian here
-    h.kind = d[1];
-    h.size = 0;
-    for (size_t i = 2; i < d.size(); ++i) {
-      if (d[i] < '0' || d[i] > '9' || h.size > 64)
-        bad(where_, "unsupported dtype '" + d + "' (shmapc reads float16, float32, float64, int32, int64 and bool)");
-      h.size = h.size * 10 + (d[i] - '0');
-    }
-    if (h.size == 0) bad(where_, "unsupported dtype '" + d + "'");
-  }
-
-  const std::string &where_;
-  const std::string &s_;
-  size_t pos_ = 0;
-};
 
 uint32_t le16(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 uint32_t le32(const unsigned char *p) { return le16(p) | le16(p + 2) << 16; }
@@ -470,13 +362,23 @@ std::vector<Member> readDirectory(Fd &fd, const std::string &where) {
   uint64_t disk = le16(e + 4), cdDisk = le16(e + 6), here = le16(e + 8), entries = le16(e + 10);
   uint64_t cdSize = le32(e + 12), cdOffset = le32(e + 16);
   uint64_t cdEnd = (uint64_t)eocd;  // the central directory ends where the end records begin
-  if (here == 0xFFFF || entries == 0xFFFF || cdSize == 0xFFFFFFFF || cdOffset == 0xFFFFFFFF) {
-    // zip64: a locator just before the record points at the zip64 end-of-central-directory.
-    unsigned char loc[20], r[56];
-    if (eocd < 20) bad(where, "corrupt zip64 archive: no zip64 end-of-central-directory locator");
+  // zip64: a locator just before the record points at the zip64 end-of-central-directory,
+  // whose fields replace the saturated ones. A count of exactly 65535 is saturated-looking
+  // but real when no locator follows: numpy (Python's zipfile) and savez write 65535 members
+  // without zip64 records, so only the sizes and offsets, which cannot be real at 0xFFFFFFFF
+  // in a file whose records fit, need the locator.
+  unsigned char loc[20];
+  bool locator = false;
+  if (eocd >= 20) {
     fd.read(eocd - 20, 20, loc);
+    locator = le32(loc) == 0x07064b50;
+  }
+  if (!locator && (cdSize == 0xFFFFFFFF || cdOffset == 0xFFFFFFFF))
+    bad(where, "corrupt zip64 archive: no zip64 end-of-central-directory locator");
+  if (locator && (here == 0xFFFF || entries == 0xFFFF || cdSize == 0xFFFFFFFF || cdOffset == 0xFFFFFFFF)) {
+    unsigned char r[56];
     uint64_t pos = le64(loc + 8);
-    if (le32(loc) != 0x07064b50 || eocd < 20 + 56 || pos > (uint64_t)(eocd - 20 - 56))
+    if (eocd < 20 + 56 || pos > (uint64_t)(eocd - 20 - 56))
       bad(where, "corrupt zip64 archive: no valid zip64 end-of-central-directory locator");
     fd.read((int64_t)pos, 56, r);
     if (le32(r) != 0x06064b50) bad(where, "corrupt zip64 archive: no zip64 end-of-central-directory record");
@@ -665,7 +567,7 @@ void loadBlock(Source &src, int32_t dtype, int32_t rank, const int64_t *shape, c
   std::string text((size_t)headerLen, '\0');
   if (headerLen > 0) src.read(prefix, headerLen, &text[0]);
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\0')) text.pop_back();
-  Header h = HeaderParser(where, text).parse();
+  NpyHeader h = parse_npy_header(where, text);
 
   std::vector<int64_t> want(shape, shape + rank);
   std::string type = std::string(languageName(dtype)) + "[";
@@ -764,22 +666,36 @@ std::string npyPrefix(int32_t dtype, int32_t rank, const int64_t *shape, const c
   return out + header;
 }
 
-// Writes `path` through a temporary file in the same folder, synced and renamed over it.
-void writeAtomically(const char *path, const std::function<bool(FILE *)> &write) {
-  std::string tmp = std::string(path) + ".tmp-" + std::to_string((long)getpid());
-  FILE *f = std::fopen(tmp.c_str(), "wb");
-  if (!f) bad(path, std::string("cannot write: ") + std::strerror(errno));
-  bool ok = write(f) && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
-  int err = errno;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path) != 0) {
-    if (ok) err = errno;
-    std::remove(tmp.c_str());
-    bad(path, std::string("cannot write: ") + std::strerror(err));
+// The bytes of a file being written, gathered into large writes (an archive's many small
+// headers would otherwise be a system call each).
+struct Sink {
+  safe_write::Output out;
+  std::string buffer, error;
+  bool flush() {
+    bool ok = out.write(buffer.data(), buffer.size(), error);
+    buffer.clear();
+    return ok;
+  }
+};
+
+// Writes `path` through safe_write (a temporary file in the same folder, synced and renamed
+// over it; a device or FIFO in place).
+void writeAtomically(const char *path, const std::function<bool(Sink &)> &write) {
+  Sink sink;
+  if (!sink.out.open(path, false, sink.error)) bad(path, "cannot write: " + sink.error);
+  if (!write(sink) || !sink.flush() || !sink.out.commit(sink.error)) {
+    sink.out.abandon();
+    bad(path, "cannot write: " + sink.error);
   }
 }
 
-bool put(FILE *f, const void *p, int64_t n) { return n == 0 || std::fwrite(p, 1, (size_t)n, f) == (size_t)n; }
+bool put(Sink &f, const void *p, int64_t n) {
+  if (n <= 0) return true;
+  if (f.buffer.size() + (size_t)n > (1u << 20) && !f.flush()) return false;
+  if (n >= (1 << 20)) return f.out.write(p, (size_t)n, f.error);
+  f.buffer.append(static_cast<const char *>(p), (size_t)n);
+  return true;
+}
 
 void put16(std::string &s, uint32_t v) {
   s += (char)(v & 0xff);
@@ -855,7 +771,7 @@ extern "C" void shm_save_npy(const char *path, int32_t dtype, int32_t rank, cons
   int64_t bytes = num_elements(rank, shape) * dtype_size(dtype);
   // Every rank runs the host code; rank 0 writes, and the others wait for the file.
   if (shm::writes_output())
-    writeAtomically(path, [&](FILE *f) { return put(f, prefix.data(), (int64_t)prefix.size()) && put(f, data, bytes); });
+    writeAtomically(path, [&](Sink &f) { return put(f, prefix.data(), (int64_t)prefix.size()) && put(f, data, bytes); });
   shm::ranks_barrier();
   SHM_GUARD_END("save")
 }
@@ -874,11 +790,11 @@ extern "C" void shm_save_npz(const char *path, int32_t n, const char *const *key
   std::vector<Entry> entries((size_t)n);
   int64_t offset = 0;
   const int64_t *shape = shapes;
+  std::unordered_set<std::string> seen;  // (up to 65535 keys: a set, not pairwise comparisons)
   for (int32_t i = 0; i < n; ++i) {
     Entry &e = entries[(size_t)i];
     e.name = std::string(keys[i]) + ".npy";
-    for (int32_t j = 0; j < i; ++j)
-      if (entries[(size_t)j].name == e.name) bad(path, "savez: key '" + std::string(keys[i]) + "' is given twice");
+    if (!seen.insert(e.name).second) bad(path, "savez: key '" + std::string(keys[i]) + "' is given twice");
     e.prefix = npyPrefix(dtypes[i], ranks[i], shape, "savez");
     e.bytes = num_elements(ranks[i], shape) * dtype_size(dtypes[i]);
     shape += ranks[i];
@@ -936,7 +852,7 @@ extern "C" void shm_save_npz(const char *path, int32_t n, const char *const *key
   put32(end, (uint32_t)central.size());
   put32(end, (uint32_t)offset);
   put16(end, 0);  // comment length
-  auto write = [&](FILE *f) {
+  auto write = [&](Sink &f) {
     for (int32_t i = 0; i < n; ++i) {
       const Entry &e = entries[(size_t)i];
       std::string local;

@@ -25,8 +25,9 @@ int ranks_take_arg(const char *prog, const char *arg);
 // The usage lines of the transport's arguments ("" for one process).
 const char *ranks_usage();
 // Checks, before the program runs, that every mesh its shmaps use fits the job's layout
-// (ranks x devices per rank), naming the first that does not; nothing to check on one process.
-void check_layout();
+// (ranks x devices per rank): why the first that does not cannot run, or "" (always "" on one
+// process). Every rank finds the same answer, so the caller reports it once, from rank 0.
+std::string layout_problem();
 // Ends the transport after the program's output (MPI_Finalize).
 void ranks_finish();
 // Ends the whole job after a fatal error on this rank (MPI_Abort), so no rank waits for it.

@@ -26,7 +26,7 @@ int ranks_take_arg(const char *prog, const char *arg) {
   return 0;
 }
 const char *ranks_usage() { return ""; }
-void check_layout() {}
+std::string layout_problem() { return ""; }
 void ranks_finish() {}
 void (*ranks_abort_hook)(int code) = nullptr;
 void ranks_abort(int code) {

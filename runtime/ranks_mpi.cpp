@@ -108,12 +108,23 @@ const char *ranks_usage() {
          "            differently from one process (the same for every run of one layout)\n";
 }
 
-void check_layout() {
-  if (!&shm_user_mesh_count) return;  // no shmap
-  for (int32_t i = 0; i < shm_user_mesh_count; ++i) {
-    int first, count;
-    local_devices(shm_user_mesh_devices[i], &first, &count);
-  }
+namespace {
+std::string mesh_problem(int64_t ndev) {
+  if (ndev == (int64_t)g_ranks * g_per_rank) return "";
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "the mesh has %lld devices, but the job runs %d ranks x %d devices per rank = %d: start it with "
+                "mpirun -np R and --devices-per-rank=D where R x D = %lld",
+                (long long)ndev, g_ranks, g_per_rank, g_ranks * g_per_rank, (long long)ndev);
+  return buf;
+}
+} // namespace
+
+std::string layout_problem() {
+  if (!&shm_user_mesh_count) return "";  // no shmap
+  for (int32_t i = 0; i < shm_user_mesh_count; ++i)
+    if (std::string p = mesh_problem(shm_user_mesh_devices[i]); !p.empty()) return p;
+  return "";
 }
 
 void ranks_finish() { MPI_Finalize(); }
@@ -132,10 +143,7 @@ int rank_count() { return g_ranks; }
 const char *rank_prefix() { return g_prefix; }
 
 void local_devices(int64_t ndev, int *first, int *count) {
-  if (ndev != (int64_t)g_ranks * g_per_rank)
-    fatalf("the mesh has %lld devices, but the job runs %d ranks x %d devices per rank = %d: start it with "
-           "mpirun -np R and --devices-per-rank=D where R x D = %lld",
-           (long long)ndev, g_ranks, g_per_rank, g_ranks * g_per_rank, (long long)ndev);
+  if (std::string p = mesh_problem(ndev); !p.empty()) fatalf("%s", p.c_str());
   *first = g_rank * g_per_rank;
   *count = g_per_rank;
 }

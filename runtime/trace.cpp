@@ -2,12 +2,14 @@
 #include "trace.h"
 
 #include "ranks.h"
+#include "safe_write.h"
 #include "util.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -21,6 +23,10 @@ bool g_tracing = false;
 namespace {
 
 std::string g_path;
+// The trace file, opened when the run starts (an unwritable path is refused before the program
+// runs, not after it) and committed at its end; its destructor, run by exit() when the program
+// fails, removes the temporary file.
+safe_write::Output g_out;
 std::chrono::steady_clock::time_point g_start;
 TraceTrack g_host;
 std::map<int, std::pair<std::string, std::vector<TraceEvent>>> g_devices;  // id -> (label, events)
@@ -83,6 +89,14 @@ void trace_begin(const char *path) {
   fatalf("--trace=%s: this program was linked with a runtime built without tracing", path);
 #else
   g_path = path;
+  if (rank_count() > 1) {  // run.json -> run.rank3.json
+    const size_t dot = g_path.rfind('.'), slash = g_path.rfind('/');
+    const std::string tag = ".rank" + std::to_string(rank_id());
+    if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) g_path.insert(dot, tag);
+    else g_path += tag;
+  }
+  std::string error;
+  if (!g_out.open(g_path, false, error)) fatalf("--trace: cannot write %s: %s", g_path.c_str(), error.c_str());
   g_start = std::chrono::steady_clock::now();
   g_tracing = true;
 #endif
@@ -97,14 +111,11 @@ void trace_merge_device(int id, const std::string &label, TraceTrack &t) {
 
 void trace_write() {
   if (!g_tracing) return;
-  std::string path = g_path;
-  if (rank_count() > 1) {  // run.json -> run.rank3.json
-    const size_t dot = path.rfind('.'), slash = path.rfind('/');
-    const std::string tag = ".rank" + std::to_string(rank_id());
-    if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) path.insert(dot, tag);
-    else path += tag;
-  }
-  std::FILE *f = std::fopen(path.c_str(), "w");
+  const std::string &path = g_path;
+  // The JSON is built in memory: the trace of a long run is a few megabytes.
+  char *text = nullptr;
+  size_t bytes = 0;
+  std::FILE *f = open_memstream(&text, &bytes);
   if (!f) fatalf("--trace: cannot write %s: %s", path.c_str(), std::strerror(errno));
   const int pid = rank_id();
   bool first = true;
@@ -115,7 +126,11 @@ void trace_write() {
   write_events(f, pid, 0, g_host.events, first);
   for (const auto &[id, track] : g_devices) write_events(f, pid, id + 1, track.second, first);
   std::fputs("\n]}\n", f);
-  if (std::fclose(f) != 0) fatalf("--trace: cannot write %s", path.c_str());
+  std::string error;
+  const bool closed = std::fclose(f) == 0;
+  const bool ok = closed && g_out.write(text, bytes, error) && g_out.commit(error);
+  std::free(text);
+  if (!ok) fatalf("--trace: cannot write %s: %s", path.c_str(), closed ? error.c_str() : "out of memory");
 }
 
 } // namespace shm

@@ -54,6 +54,9 @@ void copy_strided(int64_t esize, int32_t rank, const int64_t *shape, const void 
 std::string cpu_check_problem(const char *target, const char *cpu, const char *features);
 int cpu_has(const char *feature);
 
+// Why a SHMAP_* environment variable's value is not one it takes, or "" (env.cpp).
+std::string environment_error();
+
 } // namespace shm
 
 // The C ABI must never let a C++ exception escape (callers are emitted C-like code). Every

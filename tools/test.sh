@@ -18,9 +18,10 @@ ninja -C "$BUILD" -j "$JOBS"
 for san in thread address; do
   echo "== runtime tests under -DSHMAPC_SANITIZE=$san"
   cmake -S . -B "$BUILD-$san" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMAPC_SANITIZE=$san >/dev/null
-  ninja -C "$BUILD-$san" -j "$JOBS" test_runtime test_npy
+  ninja -C "$BUILD-$san" -j "$JOBS" test_runtime test_npy test_safe_write
   "$BUILD-$san/tests/test_runtime"
   "$BUILD-$san/tests/test_npy"
+  "$BUILD-$san/tests/test_safe_write"
 done
 # UBSan aborts at the first undefined behaviour, in shmapc, the runtime or a compiled program;
 # the golden tests then fail on the changed output or status.

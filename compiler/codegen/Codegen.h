@@ -48,9 +48,9 @@ std::unique_ptr<llvm::Module> emitLLVM(const ir::Module &m, llvm::LLVMContext &c
                                        std::string &error, const Target &target = Target::native());
 // Runs the new pass manager's default pipeline at -O<level> (0..3).
 bool optimize(llvm::Module &m, int level, std::string &error, const Target &target = Target::native());
-// Writes an object file (or assembly text when `assembly`) for the target.
-bool emitObjectFile(llvm::Module &m, int level, const std::string &path, bool assembly,
-                    std::string &error, const Target &target = Target::native());
+// The bytes of an object file (or assembly text when `assembly`) for the target, in `out`.
+bool emitObjectCode(llvm::Module &m, int level, bool assembly, std::string &out, std::string &error,
+                    const Target &target = Target::native());
 // Returns the module's textual LLVM IR.
 std::string printLLVM(const llvm::Module &m);
 

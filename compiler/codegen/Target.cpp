@@ -6,6 +6,7 @@
 #include "cpu_features.h"
 #include "source/Suggest.h"
 
+#include <llvm/ADT/SmallString.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
@@ -181,37 +182,28 @@ bool optimize(llvm::Module &m, int level, std::string &error, const Target &targ
   return true;
 }
 
-bool emitObjectFile(llvm::Module &m, int level, const std::string &path, bool assembly,
-                    std::string &error, const Target &target) {
+bool emitObjectCode(llvm::Module &m, int level, bool assembly, std::string &out, std::string &error,
+                    const Target &target) {
   std::unique_ptr<llvm::TargetMachine> tm = createTargetMachine(target, level, error);
   if (!tm) return false;
   m.setTargetTriple(tm->getTargetTriple().str());
   m.setDataLayout(tm->createDataLayout());
 
-  std::error_code ec;
-  llvm::raw_fd_ostream out(path, ec, assembly ? llvm::sys::fs::OF_Text : llvm::sys::fs::OF_None);
-  if (ec) {
-    error = "cannot write '" + path + "': " + ec.message();
-    return false;
-  }
+  // Into memory: the driver writes the file (safe_write.h), so no file is opened here.
+  llvm::SmallString<0> buffer;
+  llvm::raw_svector_ostream stream(buffer);
   {
-    // The pass manager owns the assembly printer's buffered stream, which flushes into `out`
-    // when it is destroyed: only after that can `out` report a failed write.
+    // The pass manager owns the assembly printer's buffered stream, which flushes into
+    // `stream` when it is destroyed.
     llvm::legacy::PassManager pm;
     auto kind = assembly ? llvm::CodeGenFileType::AssemblyFile : llvm::CodeGenFileType::ObjectFile;
-    if (tm->addPassesToEmitFile(pm, out, nullptr, kind)) {
+    if (tm->addPassesToEmitFile(pm, stream, nullptr, kind)) {
       error = "the target cannot emit this file type";
       return false;
     }
     pm.run(m);
   }
-  out.flush();
-  if (out.has_error()) {
-    error = (path == "-" ? "cannot write standard output: " : "cannot write '" + path + "': ") +
-            out.error().message();
-    out.clear_error();
-    return false;
-  }
+  out.assign(buffer.begin(), buffer.end());
   return true;
 }
 

@@ -1,5 +1,7 @@
 #include "driver/Output.h"
 
+#include "safe_write.h"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +25,7 @@ std::string lastError() { return errno ? std::strerror(errno) : "write error"; }
 std::string outputPath(const CompileOptions &opts) {
   if (opts.emit != Emit::Obj && opts.emit != Emit::Exe) return opts.output == "-" ? "" : opts.output;
   if (opts.checkOnly) return "";
+  if (opts.emit == Emit::Obj && opts.output == "-") return "";  // an object to standard output
   if (!opts.output.empty()) return opts.output;
   return opts.emit == Emit::Obj ? "a.o" : "a.out";
 }
@@ -30,12 +33,24 @@ std::string outputPath(const CompileOptions &opts) {
 void requireWritableOutput(const std::string &path, const std::string &input, Diagnostics &diags) {
   if (path.empty()) return;
   struct stat out, in;
+  if (stat(path.c_str(), &out) != 0 && lstat(path.c_str(), &out) == 0)
+    cannotWrite(diags, path, "it is a symbolic link to a missing file");
   if (stat(path.c_str(), &out) == 0) {
     if (S_ISDIR(out.st_mode)) cannotWrite(diags, path, "it is a directory");
+    if (S_ISSOCK(out.st_mode)) cannotWrite(diags, path, "it is a socket");
     // Linking over the program's own source would destroy it.
     if (stat(input.c_str(), &in) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino)
       cannotWrite(diags, path, "it is the input file");
     if (access(path.c_str(), W_OK) != 0) cannotWrite(diags, path, std::strerror(errno));
+    // A regular file is replaced by a new one made in its folder (through a symbolic link,
+    // the target's folder), which must be writable too.
+    if (S_ISREG(out.st_mode)) {
+      std::error_code ec;
+      const std::filesystem::path real = std::filesystem::canonical(path, ec);
+      const std::string dir = ec ? std::string() : real.parent_path().string();
+      if (!dir.empty() && access(dir.c_str(), W_OK) != 0)
+        cannotWrite(diags, path, "folder '" + dir + "': " + std::strerror(errno));
+    }
     return;
   }
   const std::string parent = std::filesystem::path(path).parent_path().string();
@@ -50,19 +65,16 @@ void requireWritableOutput(const std::string &path, const std::string &input, Di
     cannotWrite(diags, path, "folder '" + dir + "': " + std::strerror(errno));
 }
 
-void writeTextOutput(const std::string &path, const std::string &text, Diagnostics &diags) {
+void writeOutput(const std::string &path, const std::string &bytes, bool executable, Diagnostics &diags) {
   errno = 0;
   if (path.empty()) {
     // stdio reports the error of a buffered write at the flush (e.g. > /dev/full).
-    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
+    if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() || std::fflush(stdout) != 0)
       cannotWrite(diags, "", lastError());
     return;
   }
-  std::FILE *f = std::fopen(path.c_str(), "wb");
-  if (!f) cannotWrite(diags, path, lastError());
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok) cannotWrite(diags, path, lastError());
+  std::string error;
+  if (!safe_write::writeFile(path, bytes.data(), bytes.size(), executable, error)) cannotWrite(diags, path, error);
 }
 
 } // namespace shmapc

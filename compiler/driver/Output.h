@@ -15,7 +15,9 @@ std::string outputPath(const CompileOptions &opts);
 // Reports [cannot-write] and throws CompileError if `path` cannot become the output.
 void requireWritableOutput(const std::string &path, const std::string &input, Diagnostics &diags);
 
-// Writes a text emit to `path` ("" = standard output); a failure is a [cannot-write] error.
-void writeTextOutput(const std::string &path, const std::string &text, Diagnostics &diags);
+// Writes an emit to `path` ("" = standard output) through safe_write.h: a regular file is
+// replaced by a renamed temporary file, a device or FIFO written in place, a symbolic link
+// written through; a failure is a [cannot-write] error. `executable`: mode 0777 less the umask.
+void writeOutput(const std::string &path, const std::string &bytes, bool executable, Diagnostics &diags);
 
 } // namespace shmapc

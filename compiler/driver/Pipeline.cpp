@@ -12,6 +12,7 @@
 #include "passes/Passes.h"
 #include "prims/Rules.h"
 #include "sema/Sema.h"
+#include "safe_write.h"
 #include "source/BigStack.h"
 
 #include <llvm/IR/LLVMContext.h>
@@ -19,7 +20,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,29 +72,41 @@ int emitMachineCode(const CompileOptions &opts, const codegen::Target &target, D
   }
   const std::string out = outputPath(opts);
   if (opts.emit == Emit::LLVM) {
-    writeTextOutput(out, codegen::printLLVM(*lm), diags);
+    writeOutput(out, codegen::printLLVM(*lm), false, diags);
     return 0;
+  }
+  std::string code;
+  const bool assembly = opts.emit == Emit::Asm;
+  if (!codegen::emitObjectCode(*lm, opts.optLevel, assembly, code, error, target)) {
+    std::cerr << "shmapc: internal error: code generation failed: " << error << "\n";
+    return 2;
   }
   if (opts.emit == Emit::Asm || opts.emit == Emit::Obj) {
-    const bool assembly = opts.emit == Emit::Asm;
-    if (!codegen::emitObjectFile(*lm, opts.optLevel, out.empty() ? "-" : out, assembly, error, target))
-      diags.fatal(DiagId::CannotWrite, Loc{}, error);
+    writeOutput(out, code, false, diags);
     return 0;
   }
-  // An executable: object into a temporary file, then link. The temporary lives in $TMPDIR,
-  // not beside the output (which may be /dev/null or in a folder we may not litter).
+  // An executable: the object and the linked program in a private temporary folder (in
+  // $TMPDIR, not beside the output, which may be /dev/null or in a folder we may not litter),
+  // then the program copied to the output through writeOutput, as any other output: the
+  // linker never opens the output path itself.
   const char *tmpdir = std::getenv("TMPDIR");
-  std::string obj = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/shmapc-XXXXXX.o";
-  int fd = mkstemps(&obj[0], 2);
-  if (fd < 0) diags.fatal(DiagId::CannotWrite, Loc{}, "cannot create a temporary object file " + obj);
-  close(fd);
-  if (!codegen::emitObjectFile(*lm, opts.optLevel, obj, false, error, target)) {
-    std::remove(obj.c_str());
-    diags.fatal(DiagId::CannotWrite, Loc{}, error);
-  }
-  bool linked = linkExecutable(obj, out, opts.mpi, error);
-  std::remove(obj.c_str());
-  if (!linked) diags.fatal(DiagId::LinkFailed, Loc{}, error);
+  std::string dir = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/shmapc-XXXXXX";
+  if (!mkdtemp(&dir[0])) diags.fatal(DiagId::CannotWrite, Loc{}, "cannot create a temporary folder " + dir);
+  struct RemoveDir {
+    std::string path;
+    ~RemoveDir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } cleanup{dir};
+  const std::string obj = dir + "/prog.o", exe = dir + "/prog";
+  if (!safe_write::writeFile(obj, code.data(), code.size(), false, error))
+    diags.fatal(DiagId::CannotWrite, Loc{}, "cannot write a temporary object file " + obj + ": " + error);
+  if (!linkExecutable(obj, exe, opts.mpi, error)) diags.fatal(DiagId::LinkFailed, Loc{}, error);
+  std::ifstream linked(exe, std::ios::binary);
+  std::string program((std::istreambuf_iterator<char>(linked)), std::istreambuf_iterator<char>());
+  if (!linked) diags.fatal(DiagId::CannotWrite, Loc{}, "cannot read the linked program " + exe);
+  writeOutput(out, program, true, diags);
   return 0;
 }
 
@@ -106,7 +122,7 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
   if (!codegen::resolveTarget(opts.targetCpu, target, targetError, targetHint))
     diags.fatal(DiagId::UnknownTargetCpu, Loc{}, targetError, targetHint);
   auto emitText = [&](const std::string &text) {
-    writeTextOutput(out, text, diags);  // throws CompileError if it fails
+    writeOutput(out, text, false, diags);  // throws CompileError if it fails
     return 0;
   };
 

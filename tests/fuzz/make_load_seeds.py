@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Seeds for the loaders' fuzz target (tests/fuzz/fuzz_load.cpp): valid .npy files and .npz
 archives of every kind numpy writes (each dtype the language loads, ranks 0-3, C and Fortran
-order, big-endian, format versions 1 and 2, np.savez and np.savez_compressed), each behind the
+order, big-endian, format versions 1 and 2, np.savez and np.savez_compressed, headers spelled
+as other writers spell them), each behind the
 request bytes that load it whole, and some as a block.
 
     /usr/bin/python3 tests/fuzz/make_load_seeds.py OUT_DIR"""
@@ -53,6 +54,13 @@ def main():
                 f = io.BytesIO()
                 (np.savez_compressed if compressed else np.savez)(f, a=a, b=np.arange(5))
                 seeds[name + ("_npz_deflated" if compressed else "_npz_stored")] = request(1, dtype, shape) + f.getvalue()
+    # Headers in the other spellings numpy reads (tests/numpy/npy_fixtures.py's GOOD_HEADERS):
+    # f32 [2, 3] behind each.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "numpy"))
+    import npy_fixtures  # noqa: E402
+    data = np.arange(6, dtype="<f4").tobytes()
+    for hname, header in npy_fixtures.GOOD_HEADERS.items():
+        seeds[hname] = request(0, "float32", (2, 3)) + npy_fixtures.npy_with_header(header, data)
     for name, data in seeds.items():
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)

@@ -47,6 +47,7 @@ def write(d):
     open(os.path.join(d, "short.npy"), "wb").write(good[:7])
     open(os.path.join(d, "bad_header.npy"), "wb").write(good.replace(b"'shape'", b"'shapf'"))
     os.mkdir(os.path.join(d, "a_directory.npy"))
+    write_headers(d)
 
     # Blocks (shm_load_npy_block): C order, Fortran order, big-endian, 3-D.
     save("blk_f32_8x4.npy", values((8, 4), np.float32))
@@ -55,6 +56,64 @@ def write(d):
     save("blk_f32_4x6x4.npy", values((4, 6, 4), np.float32))
     save("blk_f32_4x6x4_fortran.npy", np.asfortranarray(values((4, 6, 4), np.float32)))
     write_archives(d)
+
+
+# Headers other writers produce, which numpy reads (checked below): each holds f32 [2, 3] with
+# the values formula; and headers with one defect each, which numpy refuses too.
+GOOD_HEADERS = {
+    "hdr_double_quotes": '{"descr": "<f4", "fortran_order": False, "shape": (2, 3)}',
+    "hdr_no_byte_order": "{'descr': 'f4', 'fortran_order': False, 'shape': (2, 3), }",
+    "hdr_spaces": "{ 'descr' :  '<f4' ,\t'fortran_order' : False ,  'shape' : ( 2 , 3 ) }",
+    "hdr_no_trailing_comma": "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)}",
+    "hdr_trailing_commas": "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3,),}",
+    "hdr_key_order": "{'shape': (2, 3), 'fortran_order': False, 'descr': '<f4'}",
+    "hdr_newlines": "{'descr': '<f4',\n 'fortran_order': False,\n 'shape': (2, 3)}",
+    "hdr_name_descr": "{'descr': 'float32', 'fortran_order': False, 'shape': (2, 3)}",
+    "hdr_python2_long": "{'descr': '<f4', 'fortran_order': False, 'shape': (2L, 3L), }",
+    "hdr_parenthesised": "{'descr': ('<f4'), 'fortran_order': (False), 'shape': ((2, 3))}",
+    "hdr_repeated_key": "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), 'descr': '<f4'}",
+}
+# Fortran order spelled True: the bytes are the transposed array's C order.
+FORTRAN_HEADER = '{"descr":"<f4","fortran_order":True,"shape":(2,3)}'
+BAD_HEADERS = {
+    "hdr_missing_shape": "{'descr': '<f4', 'fortran_order': False}",
+    "hdr_extra_key": "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'x': 1}",
+    "hdr_order_int": "{'descr': '<f4', 'fortran_order': 0, 'shape': (2, 3)}",
+    "hdr_order_lower": "{'descr': '<f4', 'fortran_order': false, 'shape': (2, 3)}",
+    "hdr_shape_list": "{'descr': '<f4', 'fortran_order': False, 'shape': [2, 3]}",
+    "hdr_shape_float": "{'descr': '<f4', 'fortran_order': False, 'shape': (2.0, 3)}",
+    "hdr_not_dict": "['descr', 'fortran_order', 'shape']",
+    "hdr_unclosed": "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)",
+    "hdr_unterminated": "{'descr': '<f4, 'fortran_order': False, 'shape': (2, 3)}",
+    "hdr_no_colon": "{'descr' '<f4', 'fortran_order': False, 'shape': (2, 3)}",
+}
+
+
+def npy_with_header(header, data):
+    """Version 1.0 bytes: magic, version, length, the header padded to 64 bytes, data."""
+    text = header.encode("latin1")
+    pad = (64 - (10 + len(text) + 1) % 64) % 64
+    text += b" " * pad + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + data
+
+
+def write_headers(d):
+    a = values((2, 3), np.float32)
+    for name, header in GOOD_HEADERS.items():
+        path = os.path.join(d, name + ".npy")
+        open(path, "wb").write(npy_with_header(header, a.astype("<f4").tobytes()))
+        assert np.array_equal(np.load(path), a), name
+    path = os.path.join(d, "hdr_fortran_true.npy")
+    open(path, "wb").write(npy_with_header(FORTRAN_HEADER, a.astype("<f4").tobytes(order="F")))
+    assert np.array_equal(np.load(path), a)
+    for name, header in BAD_HEADERS.items():
+        path = os.path.join(d, name + ".npy")
+        open(path, "wb").write(npy_with_header(header, a.astype("<f4").tobytes()))
+        try:
+            np.load(path)
+            raise SystemExit("numpy reads " + name)
+        except Exception:  # ValueError, or tokenize's error for an unclosed brace
+            pass
 
 
 # The arrays of the archives: a f32 [2,3], b bool [5], c i32 [3,4], g f32 [8,4], f i32 [6,4]
@@ -129,6 +188,14 @@ def write_archives(d):
     open(p("bad_crc_deflated.npz"), "wb").write(bytes(crc_fixed))
     deflated[data_start(deflated, info)] = 0x07  # a final block of the reserved type 3
     open(p("corrupt_deflate.npz"), "wb").write(bytes(deflated))
+
+    # 65535 members, the most an archive holds without zip64 records: Python's zipfile (under
+    # np.savez) writes the count 0xFFFF in the end record and no zip64 records.
+    np.savez(p("members_65535.npz"), **{"a%d" % i: np.int32(i * 3 - 7) for i in range(65535)})
+    tail = open(p("members_65535.npz"), "rb").read()[-42:]
+    assert tail[20:24] == b"PK\x05\x06" and tail[30:32] == b"\xff\xff" and b"PK\x06\x07" not in tail
+    with np.load(p("members_65535.npz")) as f:
+        assert len(f.files) == 65535 and f["a65534"] == 65534 * 3 - 7
 
     # The fixtures are what they claim: numpy reads the good ones and refuses the bad ones.
     for name in ("arrays.npz", "arrays_compressed.npz", "zip64.npz", "bzip2.npz"):

@@ -145,7 +145,9 @@ Compiled compile(const ir::Module &m, int level, const std::string &name) {
   if (std::getenv("SHMAPC_TEST_DUMP"))  // for debugging: keep the optimized IR next to the .o
     std::ofstream(tempDir() + "/" + name + ".O" + std::to_string(level) + ".ll") << c.ir;
   c.object = tempDir() + "/" + name + ".O" + std::to_string(level) + ".o";
-  if (!codegen::emitObjectFile(*lm, level, c.object, false, c.error)) c.object.clear();
+  std::string bytes;
+  if (!codegen::emitObjectCode(*lm, level, false, bytes, c.error)) c.object.clear();
+  else if (!(std::ofstream(c.object, std::ios::binary) << bytes)) c.error = "cannot write " + c.object, c.object.clear();
   return c;
 }
 

@@ -218,6 +218,35 @@ TEST_CASE("npy: bad files are refused, naming the file", "[npy][python]") {
                   "the file holds an array of shape (3, 2) but the program loads f32[2,3] (shape (2, 3))");
 }
 
+TEST_CASE("npy: headers numpy reads load, however they are spelled", "[npy][python]") {
+  if (access("/usr/bin/python3", X_OK) != 0) return;
+  // tests/numpy/npy_fixtures.py writes these and checks that numpy loads each one.
+  for (const char *name : {"hdr_double_quotes", "hdr_no_byte_order", "hdr_spaces", "hdr_no_trailing_comma",
+                           "hdr_trailing_commas", "hdr_key_order", "hdr_newlines", "hdr_name_descr",
+                           "hdr_python2_long", "hdr_parenthesised", "hdr_repeated_key", "hdr_fortran_true"}) {
+    INFO(name);
+    std::vector<float> got(6, -100.0f);
+    int64_t shape[2] = {2, 3};
+    shm_load_npy(path(std::string(name) + ".npy").c_str(), SHM_F32, 2, shape, got.data());
+    checkValues(got, SHM_F32);
+  }
+}
+
+TEST_CASE("npy: each header defect has its own message", "[npy][python]") {
+  if (access("/usr/bin/python3", X_OK) != 0) return;
+  // Headers numpy refuses too (npy_fixtures.py checks that).
+  expectLoadError("hdr_missing_shape.npy", {2, 3}, "bad .npy header: no 'shape' key");
+  expectLoadError("hdr_extra_key.npy", {2, 3}, "bad .npy header: unknown key 'x'");
+  expectLoadError("hdr_order_int.npy", {2, 3}, "bad .npy header: 'fortran_order' is an integer, not True or False");
+  expectLoadError("hdr_order_lower.npy", {2, 3}, "bad .npy header: 'false' is not a Python literal at character 35");
+  expectLoadError("hdr_shape_list.npy", {2, 3}, "bad .npy header: 'shape' is a list, not a tuple of integers");
+  expectLoadError("hdr_shape_float.npy", {2, 3}, "bad .npy header: not an integer at character 52");
+  expectLoadError("hdr_not_dict.npy", {2, 3}, "bad .npy header: it is a list, not a dict");
+  expectLoadError("hdr_unclosed.npy", {2, 3}, "bad .npy header: no '}' closes the '{'");
+  expectLoadError("hdr_unterminated.npy", {2, 3}, "bad .npy header: expected ',' or '}' at character 18");
+  expectLoadError("hdr_no_colon.npy", {2, 3}, "bad .npy header: expected ':' after a dict key at character 15");
+}
+
 TEST_CASE("npy: saved files are what numpy reads back", "[npy][python]") {
   if (access("/usr/bin/python3", X_OK) != 0) return;
   std::string d = fixtures();
@@ -310,6 +339,31 @@ TEST_CASE("npz: the arrays of np.savez and np.savez_compressed load by key", "[n
     std::vector<float> a(6);
     shm_load_npz(path("zip64.npz").c_str(), "a", SHM_F32, 2, s23, a.data());
     checkValues(a, SHM_F32);
+  }
+  SECTION("65535 members, the count 0xFFFF without zip64 records (as np.savez writes them)") {
+    int32_t first = 0, last = 0;
+    shm_load_npz(path("members_65535.npz").c_str(), "a0", SHM_I32, 0, nullptr, &first);
+    shm_load_npz(path("members_65535.npz").c_str(), "a65534", SHM_I32, 0, nullptr, &last);
+    CHECK(first == -7);
+    CHECK(last == 65534 * 3 - 7);
+  }
+  SECTION("65535 members written by savez load back") {
+    const int32_t n = 65535;
+    std::vector<std::string> names((size_t)n);
+    std::vector<const char *> keys((size_t)n);
+    std::vector<int32_t> dtypes((size_t)n, SHM_I32), ranks((size_t)n, 0), values((size_t)n);
+    std::vector<const void *> data((size_t)n);
+    for (int32_t i = 0; i < n; ++i) {
+      names[(size_t)i] = "k" + std::to_string(i);
+      keys[(size_t)i] = names[(size_t)i].c_str();
+      values[(size_t)i] = i * 7;
+      data[(size_t)i] = &values[(size_t)i];
+    }
+    const std::string p = fixtures() + "/saved_65535.npz";
+    shm_save_npz(p.c_str(), n, keys.data(), dtypes.data(), ranks.data(), nullptr, data.data());
+    int32_t got = 0;
+    shm_load_npz(p.c_str(), "k65534", SHM_I32, 0, nullptr, &got);
+    CHECK(got == 65534 * 7);
   }
 }
 

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""A signal to `shmapc run` (SIGTERM, SIGINT, SIGHUP) reaches the program it runs: shmapc
+waits for it, removes its temporary folder and exits with 128 + the signal; no program is
+left running and no folder left behind.
+
+    python3 tests/io/check_run_signal.py --shmapc build/compiler/shmapc"""
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+FAILED = []
+
+PROGRAM = """# Loops for minutes unless stopped.
+arg steps: i32 = 2000000000;
+def main() {
+  let x = iota(f32[8]);
+  let i = 0;
+  while i < steps {
+    x = x * 0.5 + 1.0;
+    i = i + 1;
+  }
+  print(x);
+}
+"""
+
+
+def expect(what, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        FAILED.append(what)
+        if detail:
+            print("     " + detail.replace("\n", "\n     "))
+
+
+def children(pid):
+    """The pids whose parent is pid."""
+    out = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            fields = open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(p))
+    return out
+
+
+def alive(pid):
+    try:
+        state = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shmapc", required=True)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "loop.smp")
+        open(src, "w").write(PROGRAM)
+        env = dict(os.environ, TMPDIR=tmp)  # shmapc's temporary folders go here, to be counted
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            job = subprocess.Popen([a.shmapc, "run", src], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            prog = None
+            deadline = time.time() + 120
+            while prog is None and time.time() < deadline and job.poll() is None:
+                for c in children(job.pid):
+                    try:
+                        if os.path.basename(os.readlink("/proc/%d/exe" % c)) == "prog":
+                            prog = c
+                    except OSError:
+                        pass
+                time.sleep(0.1)
+            if prog is None:
+                job.kill()
+                job.communicate()
+                expect("%s: the program started" % sig.name, False)
+                continue
+            time.sleep(0.5)
+            job.send_signal(sig)
+            try:
+                out, err = job.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                job.kill()
+                out, err = job.communicate()
+            left = [f for f in os.listdir(tmp) if f.startswith("shmapc-")]
+            expect("%s: shmapc exits with %d, the program is gone, no temporary folder is left" % (sig.name, 128 + sig),
+                   job.returncode == 128 + sig and not alive(prog) and left == [],
+                   "status %s, program alive %s, left %s, stderr %s" % (job.returncode, alive(prog), left, err))
+            if alive(prog):
+                os.kill(prog, signal.SIGKILL)
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
