@@ -16,6 +16,9 @@ int SourceManager::addBuffer(const std::string &path, std::string text) {
   auto f = std::make_unique<SourceFile>();
   f->path = path;
   f->text = std::move(text);
+  // A UTF-8 byte-order mark (which some Windows editors write) is not part of the program:
+  // it is dropped, so columns count from the character after it and lines echo without it.
+  if (f->text.compare(0, 3, "\xEF\xBB\xBF") == 0) f->text.erase(0, 3);
   f->lineStarts.push_back(0);
   for (size_t i = 0; i < f->text.size(); ++i)
     if (f->text[i] == '\n' && i + 1 <= f->text.size()) f->lineStarts.push_back(i + 1);
