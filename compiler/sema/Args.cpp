@@ -147,8 +147,8 @@ const ir::Value *Sema::arrayNamed(const std::string &name) {
 int64_t Sema::staticInt(const ast::Expr &e, const std::string &what) {
   if (auto v = staticIntOpt(e)) return *v;
   fail(DiagId::BadArgument, e.loc, what + " must be a static integer",
-       "it must be known at compile time: a literal, x.shape[d], x.ndim, axis_size(...), or "
-       "+ - * // % of those");
+       "it must be known at compile time: a literal, x.shape[d], x.ndim, axis_size(...), "
+       "+ - * // % of those, or a name bound to one (let half = x.shape[0] // 2;)");
 }
 
 // `1`, `[1, 2]` or `(1, 2)`.
