@@ -78,6 +78,11 @@ public:
   llvm::Constant *i64Array(const std::vector<int64_t> &v);
   llvm::Constant *i32Array(const std::vector<int32_t> &v);
   llvm::Constant *cString(const std::string &s);
+  // A private constant array of pointers to constants (savez's member names): no stores.
+  llvm::Constant *constPtrArray(const std::vector<llvm::Constant *> &ptrs);
+  // ptr f(ptr p): p, through an asm the optimizer cannot see into, never inlined: a pointer
+  // it cannot trace back to its object, made by a call (FuncEmitter::ptrArray).
+  llvm::Function *opaquePointer();
   // A constant global holding `values` converted to `t`'s element type.
   llvm::Constant *dataArray(ir::DType t, const std::vector<double> &values);
 
@@ -87,6 +92,7 @@ private:
   std::map<std::vector<int64_t>, llvm::Constant *> i64Arrays_;
   std::map<std::vector<int32_t>, llvm::Constant *> i32Arrays_;
   std::map<std::string, llvm::Constant *> strings_;
+  llvm::Function *opaquePointer_ = nullptr;
 };
 
 // Where an IR value's bytes live inside the LLVM function of its Func.

@@ -373,8 +373,18 @@ llvm::Value *FuncEmitter::entryAlloca(llvm::Type *t, int64_t count, const char *
 llvm::Value *FuncEmitter::ptrArray(const std::vector<llvm::Value *> &ptrs) {
   if (ptrs.empty()) return llvm::ConstantPointerNull::get(llvm::PointerType::get(me.ctx, 0));
   llvm::Value *arr = entryAlloca(me.ptrTy, (int64_t)ptrs.size(), "ptrs");
-  for (size_t i = 0; i < ptrs.size(); ++i)
-    b.CreateStore(ptrs[i], b.CreateConstGEP1_64(me.ptrTy, arr, i));
+  // A table of thousands (savez of thousands of arrays) took LLVM time quadratic in its
+  // length: InstCombine revisits the alloca for each of its users, and the machine scheduler
+  // compares each store of a region with the stores before it. So a long table is filled
+  // kChunk entries at a time, each chunk through a pointer opaquePointer() makes: the alloca
+  // has one user per chunk, and the call ends the scheduler's region.
+  constexpr size_t kChunk = 256;
+  llvm::Value *base = arr;
+  for (size_t i = 0; i < ptrs.size(); ++i) {
+    if (ptrs.size() > kChunk && i % kChunk == 0)
+      base = b.CreateCall(me.opaquePointer(), {b.CreateConstGEP1_64(me.ptrTy, arr, i)});
+    b.CreateStore(ptrs[i], b.CreateConstGEP1_64(me.ptrTy, base, ptrs.size() > kChunk ? i % kChunk : i));
+  }
   return arr;
 }
 

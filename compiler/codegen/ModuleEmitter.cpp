@@ -5,6 +5,7 @@
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/GlobalVariable.h>
+#include <llvm/IR/InlineAsm.h>
 
 namespace shmapc::codegen {
 
@@ -163,6 +164,24 @@ llvm::Constant *ModuleEmitter::i32Array(const std::vector<int32_t> &v) {
   llvm::Constant *g =
       privateGlobal(mod, llvm::ConstantDataArray::get(ctx, data), "shm.i32s");
   return i32Arrays_[v] = g;
+}
+
+llvm::Constant *ModuleEmitter::constPtrArray(const std::vector<llvm::Constant *> &ptrs) {
+  std::vector<llvm::Constant *> items = ptrs;
+  if (items.empty()) items.push_back(llvm::ConstantPointerNull::get(llvm::PointerType::get(ctx, 0)));
+  return privateGlobal(mod, llvm::ConstantArray::get(llvm::ArrayType::get(ptrTy, items.size()), items), "shm.ptrs");
+}
+
+llvm::Function *ModuleEmitter::opaquePointer() {
+  if (opaquePointer_) return opaquePointer_;
+  llvm::FunctionType *ft = llvm::FunctionType::get(ptrTy, {ptrTy}, false);
+  opaquePointer_ = llvm::Function::Create(ft, llvm::GlobalValue::InternalLinkage, "shm.opaque_pointer", mod);
+  opaquePointer_->addFnAttr(llvm::Attribute::NoInline);
+  opaquePointer_->setDoesNotThrow();
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", opaquePointer_));
+  // "=r,0": the result is the operand's register, unchanged.
+  b.CreateRet(b.CreateCall(llvm::InlineAsm::get(ft, "", "=r,0", /*hasSideEffects=*/false), {opaquePointer_->getArg(0)}));
+  return opaquePointer_;
 }
 
 llvm::Constant *ModuleEmitter::cString(const std::string &s) {

@@ -17,6 +17,7 @@
 
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <llvm/Support/ErrorHandling.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <new>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -153,9 +155,24 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
   return emitMachineCode(opts, target, diags, *m);
 }
 
+// LLVM is built without exceptions: an allocation it cannot make calls this handler (never
+// returning) rather than throwing; it reports out of memory as the compile does (exit 2).
+void llvmOutOfMemory(void *, const char *, bool) {
+  static const char msg[] = "shmapc: out of memory: the program is too large to compile in the memory "
+                            "this process may use (see ulimit -v)\n";
+  ssize_t written = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)written;
+  std::_Exit(2);
+}
+
 } // namespace
 
 int compile(const CompileOptions &opts, std::ostream &diagOut) {
+  static const bool handlerInstalled = [] {  // (LLVM allows one handler per process)
+    llvm::install_bad_alloc_error_handler(llvmOutOfMemory);
+    return true;
+  }();
+  (void)handlerInstalled;
   return runWithBigStack([&] {
     SourceManager sm;
     Diagnostics diags(sm, diagOut);
@@ -165,6 +182,17 @@ int compile(const CompileOptions &opts, std::ostream &diagOut) {
       return 1;
     } catch (const InternalError &e) {  // an equation its primitive's shape rule refuses
       diagOut << "shmapc: internal error: " << e.what() << "\n";
+      return 2;
+    } catch (const std::bad_alloc &) {
+      // Unwinding here has freed what the compile held, so the message can be written.
+      diagOut << "shmapc: out of memory: the program is too large to compile in the memory "
+                 "this process may use (see ulimit -v)\n";
+      return 2;
+    } catch (const std::exception &e) {  // any other exception is a bug, not a crash
+      diagOut << "shmapc: internal error: " << e.what() << "\n";
+      return 2;
+    } catch (...) {
+      diagOut << "shmapc: internal error: an unknown exception\n";
       return 2;
     }
   });

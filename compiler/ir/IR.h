@@ -158,9 +158,11 @@ struct AxisRef {
   int64_t preSize = 1, size = 0;
 
   bool isFull(const Mesh &mesh) const { return preSize == 1 && size == mesh.sizes[(size_t)axis]; }
-  // Whether the two share a part of one axis ("x":(1)4 and "x":(2)4 do).
+  // Whether the two share a part of one axis ("x":(1)4 and "x":(2)4 do). An axis of size 1
+  // has no part but itself, whose range [1, 1) is empty: it overlaps only itself.
   bool overlaps(const AxisRef &o) const {
-    return axis == o.axis && preSize < o.preSize * o.size && o.preSize < preSize * size;
+    return axis == o.axis &&
+           ((preSize < o.preSize * o.size && o.preSize < preSize * size) || (preSize == o.preSize && size == o.size));
   }
   bool operator==(const AxisRef &o) const { return axis == o.axis && preSize == o.preSize && size == o.size; }
 };

@@ -227,7 +227,10 @@ template <> const Rules &define<Prim::Min>() {
   return r;
 }
 
-// d(a^b) = b a^(b-1) da + log(a) a^b db.
+// d(a^b) = b a^(b-1) da + log(a) a^b db, with JAX's rule for lax.pow where a is 0: log(a) is
+// read as log(1) = 0 there (its _replace_zero), so d/db of 0^b is 0 (log(0) 0^b was -inf
+// at b = 0 and nan at b > 0); d/da stays b a^(b-1), as JAX's for a float exponent (nan at
+// a = b = 0).
 template <> const Rules &define<Prim::Pow>() {
   static const Rules r = elementwise(
       numericOperands,
@@ -239,7 +242,12 @@ template <> const Rules &define<Prim::Pow>() {
           Value *bm1 = b.binary(Prim::Sub, e.ins[1], b.full(1, e.ins[1]->type));
           ta = c.scaled(c.t[0], b.binary(Prim::Mul, e.ins[1], b.binary(Prim::Pow, e.ins[0], bm1)));
         }
-        if (c.t[1]) tb = c.scaled(c.t[1], b.binary(Prim::Mul, b.unary(Prim::Log, e.ins[0]), c.y));
+        if (c.t[1]) {
+          Value *a = e.ins[0];
+          Value *zero = b.compare(Prim::Eq, a, b.full(0, a->type));
+          Value *logA = b.unary(Prim::Log, b.select(zero, b.full(1, a->type), a));
+          tb = c.scaled(c.t[1], b.binary(Prim::Mul, logA, c.y));
+        }
         c.set(c.add(ta, tb));
       },
       notLinear,

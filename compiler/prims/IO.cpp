@@ -120,7 +120,8 @@ template <> const Rules &define<Prim::SaveNpz>() {
           start = comma + 1;
         }
         if (keys.size() != e.ins.size()) return fe.fail("savez: one key per operand expected");
-        std::vector<llvm::Value *> names, data;
+        std::vector<llvm::Constant *> names;
+        std::vector<llvm::Value *> data;
         std::vector<int32_t> dtypes, ranks;
         std::vector<int64_t> shapes;
         for (size_t k = 0; k < keys.size(); ++k) {
@@ -131,7 +132,7 @@ template <> const Rules &define<Prim::SaveNpz>() {
           ranks.push_back((int32_t)t.rank());
           shapes.insert(shapes.end(), t.shape.begin(), t.shape.end());
         }
-        fe.callRt("shm_save_npz", {pathArg(fe, e), fe.i32((int64_t)keys.size()), fe.ptrArray(names),
+        fe.callRt("shm_save_npz", {pathArg(fe, e), fe.i32((int64_t)keys.size()), fe.me.constPtrArray(names),
                                    fe.me.i32Array(dtypes), fe.me.i32Array(ranks), fe.me.i64Array(shapes),
                                    fe.ptrArray(data)});
         return true;

@@ -119,13 +119,20 @@ int64_t Sema::checkedStatic(const ast::Expr &e, int64_t a, int64_t b, char op) {
 // The value of an integer scalar constant made in the function being built (or one it is
 // nested in), e.g. a static integer bound by `let`.
 std::optional<int64_t> Sema::constantInt(const ir::Value *v) {
-  if (v->type.dtype != ir::DType::I32 || v->type.rank() != 0) return std::nullopt;
-  for (FuncCtx *c = cur_; c; c = c->parent)
-    for (const ir::Eqn &e : c->func->eqns)
-      if (e.prim == ir::Prim::Constant && e.outs[0] == v) {
-        const std::vector<double> &values = e.doublesParam("value");
-        if (values.size() == 1 && std::fabs(values[0]) <= 2147483648.0) return (int64_t)values[0];
-      }
+  auto it = intConstants_.find(v);
+  if (it == intConstants_.end()) return std::nullopt;
+  const auto [func, index] = it->second;
+  for (FuncCtx *c = cur_; c; c = c->parent) {
+    if (c->func != func) continue;
+    // The equation is read back (the index records where, not what), so a stale entry can
+    // only miss.
+    if (index >= c->func->eqns.size()) return std::nullopt;
+    const ir::Eqn &e = c->func->eqns[index];
+    if (e.prim != ir::Prim::Constant || e.outs[0] != v) return std::nullopt;
+    const std::vector<double> &values = e.doublesParam("value");
+    if (values.size() == 1 && std::fabs(values[0]) <= 2147483648.0) return (int64_t)values[0];
+    return std::nullopt;
+  }
   return std::nullopt;
 }
 
@@ -140,8 +147,8 @@ const ir::Value *Sema::arrayNamed(const std::string &name) {
 int64_t Sema::staticInt(const ast::Expr &e, const std::string &what) {
   if (auto v = staticIntOpt(e)) return *v;
   fail(DiagId::BadArgument, e.loc, what + " must be a static integer",
-       "it must be known at compile time: a literal, x.shape[d], x.ndim, axis_size(...), or "
-       "+ - * // % of those");
+       "it must be known at compile time: a literal, x.shape[d], x.ndim, axis_size(...), "
+       "+ - * // % of those, or a name bound to one (let half = x.shape[0] // 2;)");
 }
 
 // `1`, `[1, 2]` or `(1, 2)`.

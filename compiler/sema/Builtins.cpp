@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdint>
 #include <functional>
+#include <unordered_map>
 
 namespace shmapc::sema {
 
@@ -296,13 +297,16 @@ std::vector<SVal> Sema::lowerSavez(const ast::Expr &c) {
     locs.push_back(kw.loc);
   }
   std::string keys;
+  std::unordered_map<std::string, size_t> firstWith;  // (a pairwise check was quadratic)
   for (size_t i = 0; i < arrays.size(); ++i) {
-    for (size_t j = 0; j < i; ++j)
-      if (arrays[j].first == arrays[i].first)
-        failWithNote(DiagId::DuplicateKey, locs[i], "savez is given the key " + arrays[i].first + " twice",
-                     "each array of an archive needs its own name",
-                     locs[j], arrays[j].first + (j < c.items.size() - 1 ? " is the name of this positional array"
-                                                                         : " is first given here"));
+    auto [it, fresh] = firstWith.try_emplace(arrays[i].first, i);
+    if (!fresh) {
+      const size_t j = it->second;
+      failWithNote(DiagId::DuplicateKey, locs[i], "savez is given the key " + arrays[i].first + " twice",
+                   "each array of an archive needs its own name",
+                   locs[j], arrays[j].first + (j < c.items.size() - 1 ? " is the name of this positional array"
+                                                                       : " is first given here"));
+    }
     keys += (i ? "," : "") + arrays[i].first;
   }
   ir::Eqn e;

@@ -20,7 +20,7 @@ static std::optional<std::pair<double, bool>> staticNumber(const ast::Expr &e) {
 SVal Sema::eval(const ast::Expr &e) {
   switch (e.kind) {
   case ast::Expr::IntLit:
-    return SVal::lit((double)e.intValue, false, e.loc);
+    return SVal::staticInteger(e.intValue, false, e.loc);
   case ast::Expr::FloatLit:
     return SVal::lit(e.floatValue, true, e.loc);
   case ast::Expr::BoolLit:
@@ -43,7 +43,7 @@ SVal Sema::eval(const ast::Expr &e) {
          "shardings are arguments of @jit(...) and of sharding_constraint(x, sharding<...>)");
   case ast::Expr::Name:
     if (!e.module.empty() && arrayNamed(e.module)) {
-      if (e.name == "ndim" || e.name == "size") return SVal::lit((double)*staticIntOpt(e), false, e.loc);
+      if (e.name == "ndim" || e.name == "size") return SVal::staticInteger(*staticIntOpt(e), false, e.loc);
       if (e.name == "shape")
         fail(DiagId::BadArgument, e.loc, e.module + ".shape is a list of static integers, not a value",
              "index it (" + e.module + ".shape[0]) or pass it where a shape is expected (reshape(y, " +
@@ -58,11 +58,26 @@ SVal Sema::eval(const ast::Expr &e) {
     return lookup(e.name, e.loc);
   case ast::Expr::ArrayLit:
     return evalArrayLit(e);
-  case ast::Expr::Unary:
-    return unaryOp(e.op, eval(*e.items.at(0)), e.loc);
+  case ast::Expr::Unary: {
+    SVal a;
+    bool evaluated = false;
+    if (e.op == "-") {
+      const ast::Expr &x = *e.items.at(0);
+      if (auto v = staticOperand(x, a, evaluated))
+        return SVal::staticInteger(checkedStatic(e, 0, *v, '-'), x.kind != ast::Expr::IntLit, e.loc);
+    }
+    if (!evaluated) a = eval(*e.items.at(0));
+    return unaryOp(e.op, a, e.loc);
+  }
   case ast::Expr::Binary: {
-    SVal a = eval(*e.items.at(0));
-    SVal b = eval(*e.items.at(1));
+    SVal a, b;
+    bool evaluatedA = false, evaluatedB = false;
+    if (e.op == "+" || e.op == "-" || e.op == "*" || e.op == "//" || e.op == "%")
+      if (auto x = staticOperand(*e.items.at(0), a, evaluatedA))
+        if (auto y = staticOperand(*e.items.at(1), b, evaluatedB))
+          return SVal::staticInteger(checkedStatic(e, *x, *y, e.op == "//" ? '/' : e.op[0]), true, e.loc);
+    if (!evaluatedA) a = eval(*e.items.at(0));
+    if (!evaluatedB) b = eval(*e.items.at(1));
     return binaryOp(e.op, a, b, e.loc);
   }
   case ast::Expr::Call: {
@@ -78,6 +93,20 @@ SVal Sema::eval(const ast::Expr &e) {
     return evalIndex(e);
   }
   fail(DiagId::BadArgument, e.loc, "unsupported expression", "");
+}
+
+// + - * // % (and unary -) of static integers is a static integer (docs/language.md), folded
+// here so that a name bound to one stays static (`let half = x.shape[0] // 2;`). The static
+// integer operand `e` is, if it is one: a name is only looked up (a nested body must not
+// capture a name it does not use); anything else is evaluated into `val` (`evaluated`), and a
+// nested operation folds itself there, so a long chain is folded in linear time.
+std::optional<int64_t> Sema::staticOperand(const ast::Expr &e, SVal &val, bool &evaluated) {
+  if (e.kind == ast::Expr::Name && e.module.empty()) return staticIntOpt(e);
+  val = eval(e);
+  evaluated = true;
+  if (val.kind == SVal::Literal) return val.isStaticInt ? std::optional<int64_t>(val.staticInt) : std::nullopt;
+  if (val.kind == SVal::Array) return constantInt(val.value);  // axis_size(...)
+  return std::nullopt;
 }
 
 std::vector<SVal> Sema::evalMulti(const ast::Expr &e) {
@@ -159,7 +188,7 @@ SVal Sema::evalIndex(const ast::Expr &e) {
     auto d = staticIntOpt(e);
     if (!d)
       fail(DiagId::BadArgument, e.loc, b0.module + ".shape takes one static index", "write " + b0.module + ".shape[0]");
-    return SVal::lit((double)*d, false, e.loc);
+    return SVal::staticInteger(*d, false, e.loc);
   }
   SVal baseVal = eval(*e.items.at(0));
   if (baseVal.kind != SVal::Array)

@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace shmapc::sema {
@@ -31,6 +32,11 @@ struct SVal {
   ir::Value *value = nullptr;      // Array
   double literal = 0;              // Literal
   bool literalIsFloat = false;     // Literal: written as a float (`2.0`) rather than an int
+  // Literal: a static integer (docs/language.md) held exactly, as `literal` may not hold one
+  // beyond 2^53; `computed` when it is the result of + - * // % of static integers, which are
+  // exact and so may not fit the dtype they are used as.
+  bool isStaticInt = false, computed = false;
+  int64_t staticInt = 0;
   std::vector<std::string> axes;   // Axes
   Loc loc;
 
@@ -46,6 +52,13 @@ struct SVal {
     s.literal = v;
     s.literalIsFloat = isFloat;
     s.loc = loc;
+    return s;
+  }
+  static SVal staticInteger(int64_t v, bool computed, Loc loc) {
+    SVal s = lit((double)v, false, loc);
+    s.isStaticInt = true;
+    s.computed = computed;
+    s.staticInt = v;
     return s;
   }
   static SVal axisNames(std::vector<std::string> axes, Loc loc) {
@@ -187,6 +200,7 @@ public:
   std::optional<SVal> programArg(const std::string &name, Loc loc);
   int programArgIndex(const std::string &name) const;
   std::optional<int64_t> constantInt(const ir::Value *v);
+  std::optional<int64_t> staticOperand(const ast::Expr &e, SVal &val, bool &evaluated);
   void checkMeshLimits(const ast::MeshDecl &m);
   ir::Value *emit(ir::Prim p, std::vector<ir::Value *> ins, const ir::Type &out, Loc loc,
                   Params params = {});
@@ -425,6 +439,9 @@ public:
   std::set<std::string> usedFuncNames_;
   FuncCtx *cur_ = nullptr;
   Scope *scope_ = nullptr;
+  // Where each i32[] constant was made (function, equation index): constantInt looks a value
+  // up here, not by a scan of the functions, since every operand of + - * // % asks.
+  std::unordered_map<const ir::Value *, std::pair<const ir::Func *, size_t>> intConstants_;
 };
 
 } // namespace shmapc::sema

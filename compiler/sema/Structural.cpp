@@ -179,7 +179,14 @@ SVal Sema::bConcatenate(const ast::Expr &c) {
              "cannot concatenate " + str(first) + " and " + str(o) + " along axis " +
                  std::to_string(axis) + ": dimension " + std::to_string(d) + " differs",
              "all dimensions except the concatenated one must be equal");
+    // Each operand has at most 2^40 elements, so the sum cannot overflow before it passes
+    // the limit (millions of operands would otherwise wrap it).
     t.shape[axis] += o.shape[axis];
+    if (t.numElements() > SHM_MAX_ELEMENTS)
+      fail(DiagId::ArrayTooLarge, c.loc,
+           "concatenate would make an array of more than 2^40 elements (by operand " + std::to_string(i + 1) +
+               " of " + std::to_string(xs.size()) + ")",
+           "concatenate fewer or smaller arrays; split the data over a mesh or over several arrays");
   }
   if (xs.size() == 1) return SVal::array(xs[0], c.loc);
   return SVal::array(emit(ir::Prim::Concatenate, xs, t, c.loc, {{"dimension", axis}}), c.loc);

@@ -93,6 +93,9 @@ ir::Value *Sema::emit(ir::Prim p, std::vector<ir::Value *> ins, const ir::Type &
 
 ir::Eqn &Sema::pushEqn(ir::Eqn e, bool check) {
   if (check) checkShapeRule(e);
+  if (e.prim == ir::Prim::Constant && e.outs.size() == 1 && e.outs[0]->type.dtype == ir::DType::I32 &&
+      e.outs[0]->type.rank() == 0)
+    intConstants_[e.outs[0]] = {cur_->func, cur_->func->eqns.size()};
   cur_->func->eqns.push_back(std::move(e));
   return cur_->func->eqns.back();
 }
@@ -125,6 +128,19 @@ ir::Value *Sema::literalAs(const SVal &lit, ir::DType dt, const std::vector<int6
   if (dt == ir::DType::Bool)
     fail(DiagId::DTypeMismatch, lit.loc, "cannot use " + what + " as bool",
          "use true or false, or compare, e.g. x != 0");
+  // Static integer arithmetic is exact (as Python's on x.shape[0]); its result must fit the
+  // dtype it becomes, or it would wrap where JAX refuses ("Python int too large").
+  if (lit.computed && lit.isStaticInt &&
+      (dt == ir::DType::I32 ? lit.staticInt > INT32_MAX || lit.staticInt < INT32_MIN
+                            : dt == ir::DType::I64 && (lit.staticInt >= (int64_t(1) << 53) ||
+                                                       lit.staticInt <= -(int64_t(1) << 53))))
+    fail(DiagId::StaticIntOverflow, lit.loc,
+         "static integer arithmetic gives " + std::to_string(lit.staticInt) + ", which does not fit in " +
+             ir::dtypeName(dt) + (dt == ir::DType::I64 ? " exactly (an i64 literal must lie strictly between -2^53 and 2^53)" : ""),
+         dt == ir::DType::I32
+             ? "it is exact at compile time and used as an i32 value here; use smaller values, or compute in "
+               "i64 (cast(x.shape[0], i64) * x.shape[0])"
+             : "build larger values with i64 arithmetic, e.g. cast(x.shape[0], i64) * x.shape[0]");
   if (dt == ir::DType::I32 && (lit.literal > INT32_MAX || lit.literal < INT32_MIN))
     fail(DiagId::BadLiteral, lit.loc, what + " does not fit in i32",
          "use a value between -2147483648 and 2147483647, or make the other operand i64 "

@@ -1,5 +1,8 @@
 #include "source/BigStack.h"
 
+#include <cstdio>
+#include <exception>
+#include <new>
 #include <pthread.h>
 
 namespace shmapc {
@@ -25,9 +28,22 @@ struct Job {
   int result = 0;
 };
 
+// An exception must not leave the thread (it would end the process with SIGABRT): the
+// callers turn theirs into messages, and this is the last resort for any they did not.
 void *runJob(void *arg) {
   Job *job = static_cast<Job *>(arg);
-  job->result = (*job->fn)();
+  try {
+    job->result = (*job->fn)();
+  } catch (const std::bad_alloc &) {
+    std::fputs("shmapc: out of memory\n", stderr);
+    job->result = 2;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "shmapc: internal error: %s\n", e.what());
+    job->result = 2;
+  } catch (...) {
+    std::fputs("shmapc: internal error: an unknown exception\n", stderr);
+    job->result = 2;
+  }
   return nullptr;
 }
 

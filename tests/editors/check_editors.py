@@ -121,7 +121,9 @@ def main():
         counts[verdict] += 1
         if verdict == "other":  # (a [bad-number] or a file that is not one)
             continue
-        text = open(path, encoding="utf-8", errors="replace").read()
+        # (utf-8-sig: a byte-order mark is no character of the program, and editors drop it
+        # when they read the file, as the compiler does)
+        text = open(path, encoding="utf-8-sig", errors="replace").read()
         errors = pygments_errors(text)
         illegal, bare = textmate_problems(parser, text)
         problems = []

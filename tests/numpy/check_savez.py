@@ -3,6 +3,8 @@
 and of ranks 0 to 3 with savez (keyword and positional names, a literal path and a str program
 argument), then opens the archives with numpy.load and zipfile and checks names, dtypes,
 shapes, values (recomputed here with numpy), the members' CRC-32s and that they are stored.
+One archive holds MANY arrays, each its own (a table of thousands of pointers once took the
+compiler seconds, quadratically; it is now filled in chunks, codegen/FuncEmitter.cpp ptrArray).
 
     /usr/bin/python3 tests/numpy/check_savez.py --shmapc build/compiler/shmapc
 """
@@ -25,8 +27,14 @@ def main() {
   let d = cast(iota(f32[3]), f64) / 3.0;
   savez("ckpt.npz", w=w, b=b, m=m, d=d, s=2.5);
   savez(out, b, w[0], bias=b + 1);
+  let x = iota(f32[2]);
+  MANY_SAVEZ;
 }
 """
+# savez("many.npz", x + 0.0, ..., k1000=x + 1000.0, ...): positional and keyword members.
+MANY = 3000
+PROGRAM = PROGRAM.replace("MANY_SAVEZ", 'savez("many.npz", ' + ", ".join(
+    ("x + %d.0" % k) if k < MANY // 3 else ("k%d=x + %d.0" % (k, k)) for k in range(MANY)) + ")")
 
 
 def expected():
@@ -36,6 +44,8 @@ def expected():
         "ckpt.npz": {"w": w, "b": b, "m": np.arange(4, dtype=np.int32) % 3 == 0,
                      "d": np.arange(3, dtype=np.float64) / 3.0, "s": np.float32(2.5)},
         "arg.npz": {"arr_0": b, "arr_1": w[0], "bias": b + 1},
+        "many.npz": {("arr_%d" % k if k < MANY // 3 else "k%d" % k): np.arange(2, dtype=np.float32) + np.float32(k)
+                     for k in range(MANY)},
     }
 
 
