@@ -4,6 +4,7 @@
 #include "ranks.h"
 #include "shmap_runtime.h"
 #include "stats.h"
+#include "sync.h"
 #include "trace.h"
 #include "util.h"
 
@@ -166,6 +167,7 @@ int runtime_main(int argc, char **argv) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   check_layout();
+  collective_timeout();  // (a bad SHMAP_COLLECTIVE_TIMEOUT is refused now, not at the first long wait)
   stats_reset();
   if (trace) trace_begin(trace);
   shm_user_main(nullptr, nullptr, nullptr);

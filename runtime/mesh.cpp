@@ -1,6 +1,7 @@
 // shm_run_shmap: splits global inputs into per-device blocks, runs the body on one thread per
 // device, assembles the global outputs. Also the barrier and the group computation the
 // collectives use.
+#include "collective_protocol.h"
 #include "device.h"
 #include "pool.h"
 #include "trace.h"
@@ -12,29 +13,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <immintrin.h>
 #include <map>
 #include <memory>
 #include <thread>
 
 namespace shm {
-
-void Barrier::arrive_and_wait() {
-  const uint32_t g = gen_.load(std::memory_order_acquire);
-  if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
-    // Last to arrive: nobody can start the next round before seeing the new generation, so
-    // resetting the count here cannot race with a later arrival.
-    count_.store(0, std::memory_order_relaxed);
-    gen_.store(g + 1, std::memory_order_release);
-    gen_.notify_all();
-    return;
-  }
-  for (int i = 0; i < 256; ++i) {
-    if (gen_.load(std::memory_order_acquire) != g) return;
-    _mm_pause();
-  }
-  while (gen_.load(std::memory_order_acquire) == g) gen_.wait(g, std::memory_order_acquire);
-}
 
 void require_device(const shm_device *dev, const char *what) {
   if (!dev) fatalf("%s: collective outside a shmap", what);
@@ -272,6 +255,7 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
   } else {
     body(&dev, bout.data(), bin.data());
   }
+  end_of_body(&dev);
   for (size_t i = 0; i < outp.size(); ++i) {
     const ArrayPlan &p = outp[i];
     if (out_direct[i] || !bout[i]) continue;

@@ -108,7 +108,11 @@ void group_scatter(const Group &g, const std::vector<int64_t> &key, const void *
 void group_sendrecv(const Group &g, const std::vector<int64_t> &key, const void *send, int to, void *recv, int from, int64_t bytes);
 // With --check-collectives the ranks first compare their collectives (a device-varying branch
 // that skipped one would make them disagree): a mismatch is a fatal error naming the ranks.
-void check_collective(const CollectiveSig &sig);
+// With one device per rank the ranks of the collective's group compare (`g`, on its
+// communicator for `key`: groups progress independently); otherwise (g null) every rank.
+void check_collective(const CollectiveSig &sig, const Group *g = nullptr, const std::vector<int64_t> *key = nullptr);
+// Whether --check-collectives (SHMAP_CHECK_COLLECTIVES=1) is on.
+bool checking_collectives();
 
 // Sums every rank's statistics into rank 0's (for --stats).
 void sum_stats_over_ranks(Stats &s);
