@@ -119,6 +119,7 @@ int takeArg(const char *prog, const char *arg) {
 
 int runtime_main(int argc, char **argv) {
   ranks_init(&argc, &argv);
+  check_same_program(argc, argv);
   const char *prog = argc > 0 && argv[0][0] ? argv[0] : "program";
   if (const char *slash = std::strrchr(prog, '/')) prog = slash[1] ? slash + 1 : prog;  // messages name the program, not its path
   g_args.clear();

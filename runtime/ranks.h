@@ -19,6 +19,11 @@ struct Group;
 
 // Starts the transport (MPI_Init) before the program's arguments are read.
 void ranks_init(int *argc, char ***argv);
+// Under MPI, before anything else: every rank runs the same executable (its size and a hash of
+// its bytes) with the same arguments, or the job stops with status 2, rank 0 naming the ranks
+// that differ from it and how (once; the others say nothing). Ranks that ran different
+// programs or arguments would run different collectives and wait for each other forever.
+void check_same_program(int argc, char **argv);
 // A runtime argument of the transport (--devices-per-rank=N): 1 taken, 0 not one, -1 a bad
 // value (the message printed).
 int ranks_take_arg(const char *prog, const char *arg);

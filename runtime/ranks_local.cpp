@@ -11,6 +11,7 @@
 namespace shm {
 
 void ranks_init(int *, char ***) {}
+void check_same_program(int, char **) {}
 // The arguments of the MPI build are refused by name, with what to do.
 int ranks_take_arg(const char *prog, const char *arg) {
   for (const char *flag : {"--devices-per-rank", "--check-collectives", "--reduce-locally-first"}) {

@@ -21,6 +21,7 @@
 #include <mpi.h>
 #include <sched.h>
 #include <string>
+#include <string_view>
 #include <thread>
 
 // The device counts of the meshes the program's shmaps use (emitted by shmapc; absent
@@ -74,6 +75,109 @@ void ranks_init(int *argc, char ***argv) {
   g_check = check && std::strcmp(check, "1") == 0;
   const char *local_first = std::getenv("SHMAP_REDUCE_LOCALLY_FIRST");
   g_local_first = local_first && std::strcmp(local_first, "1") == 0;
+}
+
+namespace {
+
+// The executable's size and a hash of its bytes (read whole: a few milliseconds for a program
+// of some megabytes), -1 if it cannot be read.
+void hash_executable(int64_t &size, uint64_t &hash) {
+  size = -1;
+  hash = 0;
+  std::FILE *f = std::fopen("/proc/self/exe", "rb");
+  if (!f) return;
+  std::vector<char> buf(1 << 20);
+  size = 0;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
+    hash = hash * 1099511628211u ^ std::hash<std::string_view>()(std::string_view(buf.data(), n));
+    size += (int64_t)n;
+  }
+  std::fclose(f);
+}
+
+// The program's arguments as one string, each quoted where it has a space.
+std::string joined_args(int argc, char **argv) {
+  std::string s;
+  for (int i = 1; i < argc; ++i) {
+    if (i > 1) s += ' ';
+    const bool quote = std::strchr(argv[i], ' ') != nullptr;
+    if (quote) s += '\'';
+    s += argv[i];
+    if (quote) s += '\'';
+  }
+  return s;
+}
+
+} // namespace
+
+void check_same_program(int argc, char **argv) {
+  if (g_ranks == 1) return;
+  const std::string args = joined_args(argc, argv);
+  int64_t mine[3];
+  uint64_t exe_hash;
+  hash_executable(mine[1], exe_hash);
+  mine[0] = (int64_t)exe_hash;
+  mine[2] = (int64_t)std::hash<std::string>()(args);
+  std::vector<int64_t> all((size_t)(3 * g_ranks));
+  check(MPI_Allgather(mine, 3, MPI_INT64_T, all.data(), 3, MPI_INT64_T, MPI_COMM_WORLD), "comparing the ranks' programs");
+  bool same = true;
+  for (int r = 1; r < g_ranks; ++r) same &= std::equal(&all[0], &all[3], &all[(size_t)(3 * r)]);
+  if (same) return;
+  // Every rank's arguments to rank 0, which names what differs.
+  int len = (int)args.size();
+  std::vector<int> lens((size_t)g_ranks), at((size_t)g_ranks, 0);
+  check(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "comparing the ranks' programs");
+  for (int r = 1; r < g_ranks; ++r) at[(size_t)r] = at[(size_t)r - 1] + lens[(size_t)r - 1];
+  std::string every((size_t)(g_rank == 0 ? at.back() + lens.back() : 0), '\0');
+  check(MPI_Gatherv(args.data(), len, MPI_CHAR, every.data(), lens.data(), at.data(), MPI_CHAR, 0, MPI_COMM_WORLD),
+        "comparing the ranks' programs");
+  if (g_rank == 0) {
+    std::string msg;
+    for (int r = 1; r < g_ranks; ++r) {
+      const int64_t *o = &all[(size_t)(3 * r)];
+      std::string what;
+      if (o[1] != all[1]) {
+        what += "another executable (";
+        what += std::to_string(o[1]);
+        what += " bytes, rank 0's ";
+        what += std::to_string(all[1]);
+        what += ')';
+      } else if (o[0] != all[0]) {
+        what += "another executable (as large, other bytes)";
+      }
+      if (o[2] != all[2]) {
+        if (!what.empty()) what += " and ";
+        // (`--steps=5`, rank 0's `--steps=3`)
+        auto quoted = [&](const std::string &text, size_t from, size_t n) {
+          if (n == 0) return what += "none";
+          what += '`';
+          what.append(text, from, n);
+          return what += '`';
+        };
+        what += "other arguments (";
+        quoted(every, (size_t)at[(size_t)r], (size_t)lens[(size_t)r]);
+        what += ", rank 0's ";
+        quoted(args, 0, args.size());
+        what += ')';
+      }
+      if (what.empty()) continue;
+      msg += "\n  rank ";
+      msg += std::to_string(r);
+      msg += " runs ";
+      msg += what;
+    }
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "shmap runtime error: the ranks of this job do not all run the same program with the same arguments, "
+                 "so their collectives would not match:%s\nStart every rank with the same executable and arguments "
+                 "(mpirun -np N ./prog ARGS)\n",
+                 msg.c_str());
+    std::fflush(stderr);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // (rank 0 has reported)
+  MPI_Finalize();
+  std::exit(2);
 }
 
 int ranks_take_arg(const char *prog, const char *arg) {

@@ -10,6 +10,9 @@ hang (each job has a deadline here):
                      rank saying why; --devices-per-rank=0 is refused.
   mismatch           tests/mpi/mismatch.cpp runs psum on rank 0 and pmax on rank 1; with
                      --check-collectives the job stops with both named.
+  other programs     ranks started with different arguments (`mpirun -np 1 prog --steps=3 :
+                     -np 1 prog --steps=5`) or executables stop at start-up, rank 0 naming
+                     the difference once.
 
     python3 tests/mpi/failures.py --shmapc build/compiler/shmapc --mismatch build/tests/mpi_mismatch"""
 import argparse
@@ -82,6 +85,23 @@ def main():
         expect("a killed rank ends the job, named",
                1 in ranks and ended and job.returncode != 0 and "rank 1" in err,
                "ranks found %s, ended %s, status %s\nstderr:\n%s" % (ranks, ended, job.returncode, err))
+
+        # ranks started with different arguments, or different executables: refused at start-up,
+        # rank 0 naming what differs, once
+        r = subprocess.run(MPIRUN + ["-np", "1", exe, "--steps=3", ":", "-np", "1", exe, "--steps=5"],
+                           capture_output=True, text=True, timeout=120)
+        expect("ranks with different arguments are refused at start-up, the difference named once",
+               r.returncode == 2 and r.stdout == "" and r.stderr.count("shmap runtime error") == 1 and
+               "shmap runtime error: the ranks of this job do not all run the same program with the same arguments"
+               in r.stderr and "\n  rank 1 runs other arguments (`--steps=5`, rank 0's `--steps=3`)\n" in r.stderr,
+               "status %d\nstdout:\n%s\nstderr:\n%s" % (r.returncode, r.stdout, r.stderr))
+        other = os.path.join(tmp, "one_rank_fails")
+        r = subprocess.run(MPIRUN + ["-np", "1", exe, ":", "-np", "1", other], capture_output=True, text=True,
+                           timeout=120)
+        expect("ranks running different executables are refused at start-up",
+               r.returncode == 2 and r.stdout == "" and r.stderr.count("shmap runtime error") == 1 and
+               "\n  rank 1 runs another executable (" in r.stderr,
+               "status %d\nstdout:\n%s\nstderr:\n%s" % (r.returncode, r.stdout, r.stderr))
 
         # a layout that fits no mesh of the program: stopped before it runs, on every rank
         exe = os.path.join(tmp, "psum")
