@@ -216,6 +216,9 @@ const char *ranks_usage() {
 void check_layout() {
   if (!&shm_user_mesh_count) return;  // no shmap
   for (int32_t i = 0; i < shm_user_mesh_count; ++i) {
+    // (every rank finds the same mesh, and meets the others first: none is still starting up,
+    // and so silent, when rank 0 has reported and ended the job)
+    if (shm_user_mesh_devices[i] != (int64_t)g_ranks * g_per_rank) MPI_Barrier(MPI_COMM_WORLD);
     int first, count;
     local_devices(shm_user_mesh_devices[i], &first, &count);
   }

@@ -157,6 +157,9 @@ double collective_timeout() {
 
 namespace {
 
+// (appended piece by piece: GCC 12 warns, wrongly, about `"text" + std::string` at -O3)
+template <typename... Parts> void append(std::string &s, const Parts &...parts) { (s += ... += parts); }
+
 std::string device_name(const MeshCall &c, int id) {
   int64_t coords[kMaxMeshRank];
   coords_of(c, id, coords);
@@ -208,12 +211,17 @@ std::string whereabouts(const MeshCall &c, const shm_device &m, const Whereabout
   const bool same = n.what.load(std::memory_order_relaxed) == mine.what.load(std::memory_order_relaxed) &&
                     n.axes.load(std::memory_order_relaxed) == mine.axes.load(std::memory_order_relaxed) &&
                     n.naxes.load(std::memory_order_relaxed) == mine.naxes.load(std::memory_order_relaxed);
-  const std::string its = "collective #" + std::to_string(k) + ", " + describe(c, n);
-  if (phase == Whereabouts::kInCollective)
-    return same ? "waits in its " + its : "has not arrived: it waits in its " + its;
-  const std::string last = k > 0 ? "the last collective it completed is its " + its : "it has completed no collective";
-  if (phase == Whereabouts::kFinished) return "has not arrived: its shmap body has returned; " + last;
-  return "has not arrived: it runs its shmap body; " + last;
+  std::string its, s;
+  append(its, "collective #", std::to_string(k), ", ", describe(c, n));
+  if (phase == Whereabouts::kInCollective) {
+    append(s, same ? "waits in its " : "has not arrived: it waits in its ", its);
+    return s;
+  }
+  append(s, phase == Whereabouts::kFinished ? "has not arrived: its shmap body has returned; "
+                                            : "has not arrived: it runs its shmap body; ");
+  if (k > 0) append(s, "the last collective it completed is its ", its);
+  else append(s, "it has completed no collective");
+  return s;
 }
 
 } // namespace
@@ -231,14 +239,21 @@ void watchdog_fire(shm_device *dev, double waited) {
   char head[256];
   std::snprintf(head, sizeof head, "a collective has waited %.1f s for its group, more than SHMAP_COLLECTIVE_TIMEOUT=%g s: ",
                 waited, collective_timeout());
-  std::string msg = head + device_name(c, dev->id) + " waits in its collective #" + std::to_string(k) + ", " +
-                    describe(c, mine) + ", for the group of " + std::to_string(g.n) + " devices:";
+  std::string msg;
+  append(msg, head, device_name(c, dev->id));
+  if (w.phase.load(std::memory_order_relaxed) == Whereabouts::kFinished)  // (ranked mode: the rank's devices meet at the end)
+    append(msg, " waits, its shmap body returned, for the other devices of its rank; its last collective was its "
+                "collective #", std::to_string(k), ", ", describe(c, mine), ", of a group of ", std::to_string(g.n),
+           " devices:");
+  else
+    append(msg, " waits in its collective #", std::to_string(k), ", ", describe(c, mine), ", for the group of ",
+           std::to_string(g.n), " devices:");
   // (the devices of the call are one array, in id order from c.first)
   const shm_device *devs = dev - (dev->id - c.first);
   for (int m : g.member) {
-    msg += "\n  " + device_name(c, m) + ": ";
-    if (is_local(c, m)) msg += whereabouts(c, devs[m - c.first], mine);
-    else msg += "on rank " + std::to_string(rank_of(c, m)) + " (its whereabouts are known there)";
+    append(msg, "\n  ", device_name(c, m), ": ");
+    if (is_local(c, m)) append(msg, whereabouts(c, devs[m - c.first], mine));
+    else append(msg, "on rank ", std::to_string(rank_of(c, m)), " (its whereabouts are known there)");
   }
   if (ranked(dev))
     msg += "\n  (with several devices per rank, the rank's devices run every collective together: the rank's first "

@@ -10,6 +10,9 @@ hang (each job has a deadline here):
                      rank saying why; --devices-per-rank=0 is refused.
   mismatch           tests/mpi/mismatch.cpp runs psum on rank 0 and pmax on rank 1; with
                      --check-collectives the job stops with both named.
+  groups differ      tests/mpi/groups_differ_within_rank.smp: groups over "x" with different
+                     trip counts run on 4 ranks; with 2 devices per rank, on a rank whose
+                     devices are in different groups, the job stops naming two devices.
   other programs     ranks started with different arguments (`mpirun -np 1 prog --steps=3 :
                      -np 1 prog --steps=5`) or executables stop at start-up, rank 0 naming
                      the difference once.
@@ -101,6 +104,24 @@ def main():
         expect("ranks running different executables are refused at start-up",
                r.returncode == 2 and r.stdout == "" and r.stderr.count("shmap runtime error") == 1 and
                "\n  rank 1 runs another executable (" in r.stderr,
+               "status %d\nstdout:\n%s\nstderr:\n%s" % (r.returncode, r.stdout, r.stderr))
+
+        # groups that run different numbers of collectives: fine with one device per rank (each
+        # group waits only for itself: y = 0 swaps once and adds 1, y = 1 swaps back and adds 4);
+        # with two devices per rank, whose devices differ in y, the job stops naming two of them
+        exe = os.path.join(tmp, "groups_differ")
+        subprocess.run([a.shmapc, "compile", os.path.join(HERE, "groups_differ_within_rank.smp"), "--mpi", "-o", exe],
+                       check=True)
+        r = subprocess.run(MPIRUN + ["-np", "4", exe], capture_output=True, text=True, timeout=120)
+        expect("groups with different trip counts, one device per rank",
+               r.returncode == 0 and r.stdout == "x: f32[8]\n[5, 6, 6, 7, 1, 2, 10, 11]\n",
+               "status %d\nstdout:\n%s\nstderr:\n%s" % (r.returncode, r.stdout, r.stderr))
+        r = subprocess.run(MPIRUN + ["-np", "2", exe, "--devices-per-rank=2"], capture_output=True, text=True,
+                           timeout=120)
+        expect("groups with different trip counts on one rank stop the job, two devices named",
+               r.returncode != 0 and "with several devices per rank, the devices of a rank run every collective "
+               "together, but on this rank device 0 (x=0,y=0) has returned from its shmap body (after 1 collective) "
+               "while device 1 (x=0,y=1) runs ppermute over \"x\" (its collective #2)" in r.stderr,
                "status %d\nstdout:\n%s\nstderr:\n%s" % (r.returncode, r.stdout, r.stderr))
 
         # a layout that fits no mesh of the program: stopped before it runs, on every rank
