@@ -395,11 +395,13 @@ extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
     d.id = (int)id;
     coords_of(call, id, d.coords);
   }
+  watch_devices(devs.data(), nlocal);
   run_on_threads(nlocal, [&](int i) {
     SHM_GUARD_BEGIN
     run_device(call, devs[(size_t)i], body, inp, ins, outp, outs);
     SHM_GUARD_END("shmap device thread")
   });
+  watch_devices(nullptr, 0);
   // The threads have finished (run_on_threads synchronises with them): merge their counters.
   for (const shm_device &d : devs) stats_merge(d.stats);
   if (g_tracing) {

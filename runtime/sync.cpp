@@ -7,6 +7,7 @@
 #include "ranks.h"
 #include "stats.h"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -15,7 +16,9 @@
 #include <cstring>
 #include <immintrin.h>
 #include <linux/futex.h>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -226,7 +229,10 @@ std::string whereabouts(const MeshCall &c, const shm_device &m, const Whereabout
 
 } // namespace
 
-void watchdog_fire(shm_device *dev, double waited) {
+namespace {
+
+// The watchdog's report: `dev` has waited `waited` seconds in its collective.
+std::string stuck_report(const shm_device *dev, double waited) {
   const MeshCall &c = *dev->call;
   const Whereabouts &w = dev->where;
   const int64_t k = w.started.load(std::memory_order_relaxed);
@@ -260,7 +266,63 @@ void watchdog_fire(shm_device *dev, double waited) {
            "device moves the data between ranks)";
   msg += "\nA member that skips the collective, or runs collectives of its group in another order, leaves the others "
          "waiting (docs/runtime.md, \"Stuck collectives\")";
-  shm_fatal(msg.c_str());
+  return msg;
+}
+
+// Under MPI: the devices of this rank's running shmap call, which a thread of the rank watches
+// (watch_devices).
+std::mutex g_watch_m;
+const shm_device *g_watched = nullptr;
+int g_watched_n = 0;
+uint64_t g_watch_generation = 0;
+
+// Every quarter of the timeout (at most a second) the watcher looks at each device: one in the
+// same collective as at an earlier look for longer than the timeout is stuck there (inside an
+// MPI call, where no barrier times its wait).
+void watch_loop() {
+  const double limit = collective_timeout();
+  const auto period = std::chrono::duration<double>(std::min(1.0, std::max(0.01, limit / 4)));
+  struct Seen {
+    int64_t started = -1;
+    double since = 0;
+  };
+  std::vector<Seen> seen;
+  uint64_t generation = 0;
+  for (;;) {
+    std::this_thread::sleep_for(period);
+    std::lock_guard<std::mutex> lk(g_watch_m);
+    if (generation != g_watch_generation) seen.clear();  // (another shmap call)
+    generation = g_watch_generation;
+    seen.resize((size_t)g_watched_n);
+    const double now = seconds_now();
+    for (int i = 0; i < g_watched_n; ++i) {
+      const Whereabouts &w = g_watched[i].where;
+      const int64_t started = w.started.load(std::memory_order_acquire);
+      if (w.phase.load(std::memory_order_acquire) != Whereabouts::kInCollective) {
+        seen[(size_t)i].started = -1;
+      } else if (seen[(size_t)i].started != started) {
+        seen[(size_t)i] = {started, now};
+      } else if (now - seen[(size_t)i].since > limit) {
+        shm_fatal(stuck_report(&g_watched[i], now - seen[(size_t)i].since).c_str());  // (MPI_Abort: every rank ends)
+      }
+    }
+  }
+}
+
+} // namespace
+
+void watch_devices(const shm_device *devs, int n) {
+  if (rank_count() == 1) return;  // (one process: every wait is at a barrier, which times itself)
+  static std::once_flag started;
+  std::call_once(started, [] { std::thread(watch_loop).detach(); });
+  std::lock_guard<std::mutex> lk(g_watch_m);
+  g_watched = devs;
+  g_watched_n = devs ? n : 0;
+  ++g_watch_generation;
+}
+
+void watchdog_fire(shm_device *dev, double waited) {
+  shm_fatal(stuck_report(dev, waited).c_str());
   std::abort();  // (not reached)
 }
 

@@ -59,6 +59,11 @@ double collective_timeout();
 // the report of its group.
 [[noreturn]] void watchdog_fire(shm_device *dev, double waited);
 
+// Under MPI: the devices of the shmap call now running on this rank (null when it has ended),
+// which a thread of the rank watches: a device inside one collective for longer than the
+// timeout (waiting in an MPI call, with one device per rank) ends the job with the report.
+void watch_devices(const shm_device *devs, int n);
+
 // shm_fatal on a device thread of a process that runs the devices itself (one process): records
 // `msg` as the run's failure (the first one wins) and stops this thread (stop_this_thread).
 // Returns false where shm_fatal must end the process at once itself (host code with no device
