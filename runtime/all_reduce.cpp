@@ -82,7 +82,7 @@ void all_reduce_ranked(shm_device *dev, const Group &g, int32_t dtype, int32_t o
     // The reduced chunks, below, go to the same ranks: keep the partners.
     c.partners = std::move(partners);
   }
-  c.barrier.arrive_and_wait();
+  c.barrier.arrive_and_wait(dev);
   std::vector<const void *> srcs;
   if (local_first) {  // this rank's members in member order, then each other rank's sum
     for (int m : g.member)
@@ -97,7 +97,7 @@ void all_reduce_ranked(shm_device *dev, const Group &g, int32_t dtype, int32_t o
   for (int j = 0; j < g.n; ++j)  // to the other members on this rank, as in one process
     if (j != g.me && is_local(c, g.member[(size_t)j]) && out_of(dev, g, j) && hi > lo)
       std::memcpy((char *)out_of(dev, g, j) + lo * es, mine, (size_t)((hi - lo) * es));
-  c.barrier.arrive_and_wait();
+  c.barrier.arrive_and_wait(dev);
   if (dev->id == c.first) {  // each reduced chunk once to every other rank of its group
     std::vector<Piece> pieces;
     for (int id = 0; id < c.ndev; ++id) {
@@ -110,7 +110,7 @@ void all_reduce_ranked(shm_device *dev, const Group &g, int32_t dtype, int32_t o
     }
     move_pieces(kind, "reduced chunks", pieces);
   }
-  c.barrier.arrive_and_wait();
+  c.barrier.arrive_and_wait(dev);
   for (int j = 0; j < g.n && out; ++j) {  // the chunks of members on other ranks
     const int m = g.member[(size_t)j];
     const int64_t jlo = chunk_lo(n, j, g.n), jhi = chunk_lo(n, j + 1, g.n);

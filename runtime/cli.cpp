@@ -4,6 +4,7 @@
 #include "ranks.h"
 #include "shmap_runtime.h"
 #include "stats.h"
+#include "sync.h"
 #include "trace.h"
 #include "util.h"
 
@@ -118,6 +119,7 @@ int takeArg(const char *prog, const char *arg) {
 
 int runtime_main(int argc, char **argv) {
   ranks_init(&argc, &argv);
+  check_same_program(argc, argv);
   const char *prog = argc > 0 && argv[0][0] ? argv[0] : "program";
   if (const char *slash = std::strrchr(prog, '/')) prog = slash[1] ? slash + 1 : prog;  // messages name the program, not its path
   g_args.clear();
@@ -179,6 +181,7 @@ int runtime_main(int argc, char **argv) {
     ranks_finish();
     return 2;
   }
+  collective_timeout();  // (a bad SHMAP_COLLECTIVE_TIMEOUT is refused now, not at the first long wait)
   stats_reset();
   if (trace) trace_begin(trace);
   shm_user_main(nullptr, nullptr, nullptr);

@@ -1,6 +1,7 @@
 // The protocol every collective follows (collective_protocol.h): publishing, the ranked
 // mode's exchange of inputs between MPI ranks, and finishing (statistics, trace).
 #include "collective_protocol.h"
+#include "sync.h"
 #include "trace.h"
 
 #include <algorithm>
@@ -134,23 +135,105 @@ Group begin_collective(shm_device *dev, const char *what, int32_t dtype, int32_t
   Group g = group_of(dev, axes, naxes, what);
   check_shape(rank, shape, what);
   note_operand(dev, dtype, rank, shape);
+  note_collective(dev, what, dtype, rank, shape, axes, naxes);
+  dev->sync = &collective_barrier(dev, axes, naxes);
   return g;
+}
+
+namespace {
+
+std::string signature_text(const MeshCall &c, const int64_t *sig) {
+  std::string s;
+  if (sig[0] < 0) {
+    s = "has returned from its shmap body (after ";
+    s += std::to_string(sig[2]);
+    s += sig[2] == 1 ? " collective)" : " collectives)";
+    return s;
+  }
+  s = "runs ";
+  s += kind_name((int)sig[0]);
+  s += " over ";
+  bool first = true;
+  for (int32_t a = 0; a < c.mesh_rank; ++a)
+    if (sig[1] >> a & 1) {
+      s += first ? "\"" : ",\"";
+      s += c.axis_names ? c.axis_names[a] : "?";
+      s += '"';
+      first = false;
+    }
+  s += " (its collective #";
+  s += std::to_string(sig[2]);
+  s += ')';
+  return s;
+}
+
+} // namespace
+
+void check_rank_in_step(shm_device *dev) {
+  const MeshCall &c = *dev->call;
+  const int64_t *mine = c.slots[(size_t)dev->id].sig;
+  for (int id = c.first; id < c.first + c.nlocal; ++id) {
+    const int64_t *other = c.slots[(size_t)id].sig;
+    if (other[0] == mine[0] && other[1] == mine[1]) continue;
+    int64_t coords[kMaxMeshRank];
+    auto name = [&](int d) {
+      coords_of(c, d, coords);
+      std::string s = "device ";
+      s += std::to_string(d);
+      s += " (";
+      for (int32_t a = 0; a < c.mesh_rank; ++a) {
+        if (a) s += ',';
+        s += c.axis_names ? c.axis_names[a] : "?";
+        s += '=';
+        s += std::to_string(coords[a]);
+      }
+      s += ')';
+      return s;
+    };
+    const int lo = std::min(id, dev->id), hi = std::max(id, dev->id);
+    fatalf("with several devices per rank, the devices of a rank run every collective together, but on this rank %s "
+           "%s while %s %s: their groups run different collectives (a loop or branch that differs between the "
+           "groups); run it with one device per rank (mpirun -np %d) or in one process",
+           name(lo).c_str(), signature_text(c, c.slots[(size_t)lo].sig).c_str(), name(hi).c_str(),
+           signature_text(c, c.slots[(size_t)hi].sig).c_str(), c.ndev);
+  }
+}
+
+void end_of_body(shm_device *dev) {
+  note_body_finished(dev);
+  if (!ranked(dev)) return;
+  // (the rank's devices meet once more: one whose body ended early is named, not waited for)
+  int64_t *sig = dev->call->slots[(size_t)dev->id].sig;
+  sig[0] = -1, sig[1] = 0, sig[2] = dev->where.started.load(std::memory_order_relaxed);
+  dev->call->barrier.arrive_and_wait(dev);
+  check_rank_in_step(dev);
 }
 
 void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind, const int32_t *axes,
              int32_t naxes, bool exchange, const ReadOf *read) {
   MeshCall &c = *dev->call;
-  c.slots[(size_t)dev->id].in = in;
-  c.slots[(size_t)dev->id].out = out;
-  c.barrier.arrive_and_wait();
+  Slot &slot = c.slots[(size_t)dev->id];
+  slot.in = in;
+  slot.out = out;
+  if (c.nlocal < c.ndev && !direct(dev))
+    slot.sig[0] = kind, slot.sig[1] = axis_bits(axes, naxes), slot.sig[2] = dev->where.started.load(std::memory_order_relaxed);
+  dev->sync->arrive_and_wait(dev);
   if (g_tracing || g_stats_wait) dev->collective_waited = trace_now();  // (every member has arrived)
   if (c.nlocal < c.ndev) {
     CollectiveSig sig{kind, bytes, axis_bits(axes, naxes)};
-    if (direct(dev)) return check_collective(sig);
-    if (dev->id == c.first) check_collective(sig);
+    if (direct(dev)) {
+      if (!checking_collectives()) return;
+      const Group g = group_at(c, dev->coords, axes, naxes);
+      const std::vector<int64_t> key = comm_key(dev, axes, naxes);
+      return check_collective(sig, &g, &key);
+    }
+    check_rank_in_step(dev);
+    // (a collective whose groups all lie within ranks moves nothing between them, and the
+    // ranks need not be at the same one)
+    if (dev->id == c.first && axes_sync(c, axes, naxes).spans_ranks) check_collective(sig);
     if (!exchange) return;
     if (dev->id == c.first) exchange_inputs(c, kind, bytes, axes, naxes, read);
-    c.barrier.arrive_and_wait();
+    c.barrier.arrive_and_wait(dev);
   }
 }
 
@@ -160,7 +243,8 @@ void finish(shm_device *dev, int kind, int64_t sent, int64_t received) {
   r.bytes_sent += sent;
   r.bytes_received += received;
   if (g_stats_wait) r.wait_ns += (int64_t)((dev->collective_waited - dev->collective_start) * 1e3);
-  dev->call->barrier.arrive_and_wait();
+  dev->sync->arrive_and_wait(dev);
+  note_collective_done(dev);
   if (g_tracing) trace_collective(dev, kind, sent, received);
 }
 

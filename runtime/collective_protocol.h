@@ -1,13 +1,14 @@
 // Private to the collectives (collective_protocol.cpp, fold.cpp, all_reduce.cpp,
 // collectives.cpp, rooted.cpp): the protocol every collective follows and the helpers they
-// share. Every collective, on every device of the mesh:
+// share. Every collective, on every device of its group:
 //   1. publishes this device's `in` / `out` pointers in its slot (publish);  barrier
 //   2. does this device's share of the copying / reducing, reading other devices' published
 //      buffers (and, for the all-reduces, writing into them);  finish: barrier
 // The first barrier makes every slot and input visible before anyone reads it; the second
 // keeps a device from returning (and then overwriting its input, output or slot) while others
-// still read or write them. Barriers are mesh-wide, which is correct because every device
-// calls every collective in the same order (groups are disjoint and progress together).
+// still read or write them. The barriers are the group's (sync.h): a device's slot is read
+// only by the members of the group of the collective it is in, so groups need not wait for
+// each other, and groups of a loop that runs longer on some of them progress independently.
 //
 // Statistics (docs/runtime.md): bytes a device writes into other devices' buffers count as
 // sent, bytes it reads from other devices' buffers as received.
@@ -78,6 +79,13 @@ Group begin_collective(shm_device *dev, const char *what, int32_t dtype, int32_t
 
 // Step 2's end: counts the bytes in --stats, waits for the group, and traces the collective.
 void finish(shm_device *dev, int kind, int64_t sent, int64_t received);
+
+// Ranked mode: after the rank's barrier in publish, every local device is in the collective
+// this one is in (its slot's sig), or the run stops naming two that differ (sync.h).
+void check_rank_in_step(shm_device *dev);
+// After a device's shmap body has returned: noted for the watchdog; in ranked mode the rank's
+// devices meet once more, so that one whose body ended while others run a collective is named.
+void end_of_body(shm_device *dev);
 
 // The published input / output of group member j.
 inline const void *in_of(shm_device *dev, const Group &g, int j) {

@@ -8,6 +8,7 @@
 #include "util.h"
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <cstdint>
 #include <vector>
@@ -16,22 +17,35 @@ namespace shm {
 
 constexpr int kMaxMeshRank = SHM_MAX_MESH_AXES;
 
-// A reusable barrier for the devices of one mesh. Sense is carried by a generation counter:
-// the last thread to arrive resets the count and bumps the generation; the others wait for
-// the generation to change. Waiting spins briefly (a barrier often completes within a few
-// microseconds) and then sleeps on the futex behind std::atomic::wait, because the mesh usually
-// has more devices than the machine has cores and spinning would steal their time.
+// A reusable barrier for the devices of one group (or, in the ranked MPI mode, of a rank).
+// Sense is carried by a generation counter: the last thread to arrive resets the count and
+// bumps the generation; the others wait for the generation to change. Waiting spins briefly
+// (a barrier often completes within a few microseconds) and then sleeps on a futex, because
+// the mesh usually has more devices than the machine has cores and spinning would steal their
+// time. A sleeper wakes at least every 100 ms to see whether the run is being stopped (a
+// device failed: sync.h) or whether it has waited past the collective timeout (the watchdog).
 // The acq_rel/release/acquire orderings make everything a device wrote before arriving visible
 // to every device after it leaves, which is what the collectives rely on.
 class Barrier {
 public:
   explicit Barrier(int n) : n_(n) {}
-  void arrive_and_wait();
+  // `dev`: the device arriving, named in the watchdog's report (null outside a collective).
+  void arrive_and_wait(shm_device *dev = nullptr);
 
 private:
+  void sleep_until_changed(uint32_t g, shm_device *dev);
+
   const int n_;
   alignas(64) std::atomic<int> count_{0};
   alignas(64) std::atomic<uint32_t> gen_{0};
+  std::atomic<int> sleepers_{0};  // in the futex: the last arriver wakes them only if any
+};
+
+// The barriers of one set of mesh axes: one per group over them that has a device here.
+struct AxesSync {
+  std::vector<std::unique_ptr<Barrier>> barriers;
+  std::vector<Barrier *> of;  // by local device (id - first): the barrier of its group
+  bool spans_ranks = false;   // some group over these axes has members on several ranks
 };
 
 // Where a device publishes its buffers for the collective in progress.
@@ -39,6 +53,24 @@ struct alignas(64) Slot {
   const void *in = nullptr;
   void *out = nullptr;
   const void *reduced = nullptr;  // an all-reduce over several ranks: this member's reduced chunk
+  int64_t sig[3] = {0, 0, 0};     // ranked mode: the collective it is in (publish checks the rank's agree)
+};
+
+// Where a device is, for the watchdog's report (sync.cpp) when a collective waits too long:
+// written by the device itself (relaxed atomics, a few stores per collective), read by the
+// device that reports. Collective number k (counted from 1 per shmap call) is noted in
+// note[k % 2], so the one in progress and the last one completed are both at hand.
+struct Whereabouts {
+  enum Phase { kBody, kInCollective, kFinished };
+  struct Note {
+    std::atomic<const char *> what{nullptr};  // "psum"
+    std::atomic<uint64_t> axes{0};            // the axis indices, 4 bits each, in the listed order
+    std::atomic<int32_t> naxes{0}, dtype{0}, rank{0};
+    std::atomic<int64_t> shape[SHM_MAX_RANK] = {};
+  };
+  std::atomic<int> phase{kBody};
+  std::atomic<int64_t> started{0};  // collectives begun in this shmap call
+  Note note[2];
 };
 
 // State shared by the devices of one shm_run_shmap call that this process runs: all of them,
@@ -49,14 +81,23 @@ struct MeshCall {
   const char *const *axis_names = nullptr;
   int ndev = 0;
   int first = 0, nlocal = 0;  // the devices this process runs
-  Barrier barrier;            // of the local devices
+  Barrier barrier;            // of the local devices (the ranked mode's collectives, sync.h)
   std::vector<Slot> slots;    // one per device of the mesh (remote ones: see collective_protocol.h)
   std::vector<char> mirror;   // what this rank received of remote devices' data (collective_protocol.cpp)
   std::vector<int64_t> region;             // ... where each remote device's is in it (-1: none)
   std::vector<std::vector<int>> partners;  // the ranks of each device's group, but its own
 
+  // By set of axes (a bit per mesh axis): the barriers of its groups, made at the first
+  // collective over those axes by whichever device gets there first (sync.cpp).
+  std::atomic<AxesSync *> axes_sync[1 << kMaxMeshRank] = {};
+
   MeshCall(int n, int first_local, int n_local)
       : ndev(n), first(first_local), nlocal(n_local), barrier(n_local), slots((size_t)n) {}
+  ~MeshCall() {
+    for (auto &a : axes_sync) delete a.load(std::memory_order_relaxed);
+  }
+  MeshCall(const MeshCall &) = delete;
+  MeshCall &operator=(const MeshCall &) = delete;
 };
 
 } // namespace shm
@@ -72,6 +113,8 @@ struct alignas(64) shm_device {
   double collective_start = 0, collective_waited = 0;  // --trace: the collective in progress
   std::string collective_axes;                          // ... its axes ("x,y")
   std::string collective_operand;                       // ... and its operand ("f32[2,5]")
+  shm::Barrier *sync = nullptr;  // the barrier of the collective in progress (sync.h)
+  shm::Whereabouts where;        // what the watchdog reports of this device (sync.h)
 };
 
 namespace shm {

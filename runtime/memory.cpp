@@ -2,6 +2,7 @@
 #include "shmap_runtime.h"
 #include "half.h"
 #include "ranks.h"
+#include "sync.h"
 #include "util.h"
 
 #include <cstdarg>
@@ -116,7 +117,11 @@ void buffer_cache_give(void *p) {
 extern "C" {
 
 void shm_fatal(const char *msg) {
-  // Several device threads may fail at once; exit() must run only once (calling it
+  // On a device thread of a run this process holds, the run stops first: the other devices
+  // park, and the thread that started them reports and exits (sync.h), so exit() frees
+  // nothing that a device still reads.
+  if (shm::fail_on_device_thread(msg)) return;  // (not reached: it stops this thread)
+  // Host code, or under MPI: several device threads may fail at once; exit() must run only once (calling it
   // concurrently is undefined), so the first caller takes this lock and never releases it:
   // later callers block until the process is gone. (A test's ranks_abort_hook may throw
   // instead of exiting: the lock is then released.)

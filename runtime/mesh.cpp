@@ -1,10 +1,12 @@
 // shm_run_shmap: splits global inputs into per-device blocks, runs the body on one thread per
 // device, assembles the global outputs. Also the barrier and the group computation the
 // collectives use.
+#include "collective_protocol.h"
 #include "device.h"
 #include "pool.h"
 #include "trace.h"
 #include "ranks.h"
+#include "sync.h"
 #include "shmap_runtime.h"
 #include "util.h"
 
@@ -12,29 +14,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <immintrin.h>
 #include <map>
 #include <memory>
 #include <thread>
 
 namespace shm {
-
-void Barrier::arrive_and_wait() {
-  const uint32_t g = gen_.load(std::memory_order_acquire);
-  if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
-    // Last to arrive: nobody can start the next round before seeing the new generation, so
-    // resetting the count here cannot race with a later arrival.
-    count_.store(0, std::memory_order_relaxed);
-    gen_.store(g + 1, std::memory_order_release);
-    gen_.notify_all();
-    return;
-  }
-  for (int i = 0; i < 256; ++i) {
-    if (gen_.load(std::memory_order_acquire) != g) return;
-    _mm_pause();
-  }
-  while (gen_.load(std::memory_order_acquire) == g) gen_.wait(g, std::memory_order_acquire);
-}
 
 void require_device(const shm_device *dev, const char *what) {
   if (!dev) fatalf("%s: collective outside a shmap", what);
@@ -272,6 +256,7 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
   } else {
     body(&dev, bout.data(), bin.data());
   }
+  end_of_body(&dev);
   for (size_t i = 0; i < outp.size(); ++i) {
     const ArrayPlan &p = outp[i];
     if (out_direct[i] || !bout[i]) continue;
@@ -391,6 +376,7 @@ extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
   if (on_device_thread()) fatalf("shm_run_shmap: a shmap may not run inside a shmap body");
   if (!body) fatalf("shm_run_shmap: no body");
   if (nin < 0 || nout < 0) fatalf("shm_run_shmap: negative argument count");
+  collective_timeout();  // (a bad SHMAP_COLLECTIVE_TIMEOUT is refused here, on the host, not by a waiting device)
   const std::unique_ptr<MeshCall> local = local_call(mesh_rank, mesh_sizes, "shm_run_shmap");
   MeshCall &call = *local;
   call.axis_names = axis_names;
@@ -409,11 +395,13 @@ extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
     d.id = (int)id;
     coords_of(call, id, d.coords);
   }
+  watch_devices(devs.data(), nlocal);
   run_on_threads(nlocal, [&](int i) {
     SHM_GUARD_BEGIN
     run_device(call, devs[(size_t)i], body, inp, ins, outp, outs);
     SHM_GUARD_END("shmap device thread")
   });
+  watch_devices(nullptr, 0);
   // The threads have finished (run_on_threads synchronises with them): merge their counters.
   for (const shm_device &d : devs) stats_merge(d.stats);
   if (g_tracing) {

@@ -1,5 +1,6 @@
 // Device threads: a persistent pool (default) or one std::thread per device and call.
 #include "pool.h"
+#include "sync.h"
 #include "trace.h"
 
 #include "ranks.h"
@@ -9,6 +10,8 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -28,7 +31,26 @@ bool on_device_thread() { return t_on_device; }
 static thread_local int t_team = 0;
 int team_size() { return t_team > 0 ? t_team : usable_cores(); }
 
+// A worker of a pool (or a thread spawned for a device): stopping parks it (sync.h).
+static thread_local bool t_worker = false;
+bool is_pool_worker() { return t_worker; }
+
 namespace {
+
+// Workers handed a job that have neither finished it nor parked: a pool's run() counts the
+// workers it wakes before waking them, so a worker about to start counts too, and the thread
+// that reports a failure waits for this to reach 0 before the process exits under them.
+std::atomic<int> g_busy_workers{0};
+
+// Waits on `cv` for `done`, and stops this thread instead if the run is stopping (a device
+// failed: the worker that would have signalled may have parked).
+template <typename Pred> void wait_or_stop(std::condition_variable &cv, std::unique_lock<std::mutex> &lk, Pred done) {
+  while (!cv.wait_for(lk, std::chrono::milliseconds(100), done))
+    if (stopping()) {
+      lk.unlock();
+      stop_this_thread();
+    }
+}
 
 // Runs one job index with the "on a device thread" flag set and the thread's team size, both
 // restored afterwards (a device thread runs its team's job 0 itself).
@@ -71,11 +93,12 @@ public:
       remaining_ = n - 1;
       ++call_;
       for (int w = 0; w < n - 1; ++w) workers_[(size_t)w]->go = call_;
+      g_busy_workers.fetch_add(n - 1, std::memory_order_relaxed);
     }
     for (int w = 0; w < n - 1; ++w) workers_[(size_t)w]->wake.notify_one();
     run_job(job, 0, teamOf(0, n));
     std::unique_lock<std::mutex> lk(m_);
-    done_cv_.wait(lk, [this] { return remaining_ == 0; });
+    wait_or_stop(done_cv_, lk, [this] { return remaining_ == 0; });
     job_ = nullptr;
   }
 
@@ -86,6 +109,7 @@ private:
   };
 
   void loop(Worker &me, int index) {
+    t_worker = true;
     uint64_t seen = 0;
     std::unique_lock<std::mutex> lk(m_);
     for (;;) {
@@ -95,6 +119,7 @@ private:
       const int n = n_;
       lk.unlock();
       run_job(*job, index, teamOf(index, n));
+      g_busy_workers.fetch_sub(1, std::memory_order_release);
       lk.lock();
       if (--remaining_ == 0) done_cv_.notify_one();
     }
@@ -156,10 +181,26 @@ void run_on_threads(int n, const std::function<void(int)> &job) {
     return;
   }
   if (spawn_mode()) {
+    // (joined once every thread has finished; a run that stops leaves them parked, unjoined)
+    std::mutex m;
+    std::condition_variable cv;
+    int finished = 0;
     std::vector<std::thread> ts;
     ts.reserve((size_t)n - 1);
-    for (int i = 1; i < n; ++i) ts.emplace_back([&job, i, n, cores] { run_job(job, i, share(cores, n, i)); });
+    g_busy_workers.fetch_add(n - 1, std::memory_order_relaxed);
+    for (int i = 1; i < n; ++i)
+      ts.emplace_back([&, i] {
+        t_worker = true;
+        run_job(job, i, share(cores, n, i));
+        g_busy_workers.fetch_sub(1, std::memory_order_release);
+        std::lock_guard<std::mutex> lk(m);
+        if (++finished == n - 1) cv.notify_one();
+      });
     run_job(job, 0, share(cores, n, 0));
+    {
+      std::unique_lock<std::mutex> lk(m);
+      wait_or_stop(cv, lk, [&] { return finished == n - 1; });
+    }
     for (auto &t : ts) t.join();
     return;
   }
@@ -180,6 +221,20 @@ void run_on_team(int parts, const std::function<void(int)> &job) {
     return;
   }
   team_pool().run(parts, job);
+}
+
+void park_this_worker() {
+  g_busy_workers.fetch_sub(1, std::memory_order_release);
+  for (;;) pause();  // (the process ends under it)
+}
+
+bool wait_for_workers_to_stop(double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (g_busy_workers.load(std::memory_order_acquire) > 0) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
 }
 
 int usable_cores() {

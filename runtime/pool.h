@@ -32,5 +32,13 @@ void run_on_team(int parts, const std::function<void(int)> &job);
 // True while the current thread is executing a device job (used to reject nested shmaps).
 bool on_device_thread();
 
+// Stopping a run after a failure (sync.h). A worker of a pool (a device thread other than the
+// first, or a team helper) parks: it never runs again, and the process ends under it. The
+// thread that started the devices waits until no worker runs a job any more (or `seconds`
+// have passed: false) before it reports.
+bool is_pool_worker();
+[[noreturn]] void park_this_worker();
+bool wait_for_workers_to_stop(double seconds);
+
 } // namespace shm
 #endif

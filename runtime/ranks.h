@@ -19,6 +19,11 @@ struct Group;
 
 // Starts the transport (MPI_Init) before the program's arguments are read.
 void ranks_init(int *argc, char ***argv);
+// Under MPI, before anything else: every rank runs the same executable (its size and a hash of
+// its bytes) with the same arguments, or the job stops with status 2, rank 0 naming the ranks
+// that differ from it and how (once; the others say nothing). Ranks that ran different
+// programs or arguments would run different collectives and wait for each other forever.
+void check_same_program(int argc, char **argv);
 // A runtime argument of the transport (--devices-per-rank=N): 1 taken, 0 not one, -1 a bad
 // value (the message printed).
 int ranks_take_arg(const char *prog, const char *arg);
@@ -109,7 +114,11 @@ void group_scatter(const Group &g, const std::vector<int64_t> &key, const void *
 void group_sendrecv(const Group &g, const std::vector<int64_t> &key, const void *send, int to, void *recv, int from, int64_t bytes);
 // With --check-collectives the ranks first compare their collectives (a device-varying branch
 // that skipped one would make them disagree): a mismatch is a fatal error naming the ranks.
-void check_collective(const CollectiveSig &sig);
+// With one device per rank the ranks of the collective's group compare (`g`, on its
+// communicator for `key`: groups progress independently); otherwise (g null) every rank.
+void check_collective(const CollectiveSig &sig, const Group *g = nullptr, const std::vector<int64_t> *key = nullptr);
+// Whether --check-collectives (SHMAP_CHECK_COLLECTIVES=1) is on.
+bool checking_collectives();
 
 // Sums every rank's statistics into rank 0's (for --stats).
 void sum_stats_over_ranks(Stats &s);

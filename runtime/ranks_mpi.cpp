@@ -1,8 +1,9 @@
 // Several processes under MPI (ranks.h; `shmapc compile --mpi`): rank r runs devices
 // [r * d, (r + 1) * d) of every mesh as threads, d = --devices-per-rank (default 1). Only the
 // first local device's thread calls MPI, and it is the main thread (run_on_threads runs job 0
-// on the caller), so MPI_THREAD_FUNNELED is enough. Every rank makes the same calls in the same
-// order, as every device runs every collective in order.
+// on the caller), so MPI_THREAD_FUNNELED is enough. The ranks of a collective's group make the
+// same calls in the same order, as every member of a group runs its collectives in order;
+// other groups may be elsewhere (sync.h).
 #include "ranks.h"
 
 #include "device.h"
@@ -20,6 +21,7 @@
 #include <mpi.h>
 #include <sched.h>
 #include <string>
+#include <string_view>
 #include <thread>
 
 // The device counts of the meshes the program's shmaps use (emitted by shmapc; absent
@@ -73,6 +75,109 @@ void ranks_init(int *argc, char ***argv) {
   g_check = check && std::strcmp(check, "1") == 0;
   const char *local_first = std::getenv("SHMAP_REDUCE_LOCALLY_FIRST");
   g_local_first = local_first && std::strcmp(local_first, "1") == 0;
+}
+
+namespace {
+
+// The executable's size and a hash of its bytes (read whole: a few milliseconds for a program
+// of some megabytes), -1 if it cannot be read.
+void hash_executable(int64_t &size, uint64_t &hash) {
+  size = -1;
+  hash = 0;
+  std::FILE *f = std::fopen("/proc/self/exe", "rb");
+  if (!f) return;
+  std::vector<char> buf(1 << 20);
+  size = 0;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
+    hash = hash * 1099511628211u ^ std::hash<std::string_view>()(std::string_view(buf.data(), n));
+    size += (int64_t)n;
+  }
+  std::fclose(f);
+}
+
+// The program's arguments as one string, each quoted where it has a space.
+std::string joined_args(int argc, char **argv) {
+  std::string s;
+  for (int i = 1; i < argc; ++i) {
+    if (i > 1) s += ' ';
+    const bool quote = std::strchr(argv[i], ' ') != nullptr;
+    if (quote) s += '\'';
+    s += argv[i];
+    if (quote) s += '\'';
+  }
+  return s;
+}
+
+} // namespace
+
+void check_same_program(int argc, char **argv) {
+  if (g_ranks == 1) return;
+  const std::string args = joined_args(argc, argv);
+  int64_t mine[3];
+  uint64_t exe_hash;
+  hash_executable(mine[1], exe_hash);
+  mine[0] = (int64_t)exe_hash;
+  mine[2] = (int64_t)std::hash<std::string>()(args);
+  std::vector<int64_t> all((size_t)(3 * g_ranks));
+  check(MPI_Allgather(mine, 3, MPI_INT64_T, all.data(), 3, MPI_INT64_T, MPI_COMM_WORLD), "comparing the ranks' programs");
+  bool same = true;
+  for (int r = 1; r < g_ranks; ++r) same &= std::equal(&all[0], &all[3], &all[(size_t)(3 * r)]);
+  if (same) return;
+  // Every rank's arguments to rank 0, which names what differs.
+  int len = (int)args.size();
+  std::vector<int> lens((size_t)g_ranks), at((size_t)g_ranks, 0);
+  check(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "comparing the ranks' programs");
+  for (int r = 1; r < g_ranks; ++r) at[(size_t)r] = at[(size_t)r - 1] + lens[(size_t)r - 1];
+  std::string every((size_t)(g_rank == 0 ? at.back() + lens.back() : 0), '\0');
+  check(MPI_Gatherv(args.data(), len, MPI_CHAR, every.data(), lens.data(), at.data(), MPI_CHAR, 0, MPI_COMM_WORLD),
+        "comparing the ranks' programs");
+  if (g_rank == 0) {
+    std::string msg;
+    for (int r = 1; r < g_ranks; ++r) {
+      const int64_t *o = &all[(size_t)(3 * r)];
+      std::string what;
+      if (o[1] != all[1]) {
+        what += "another executable (";
+        what += std::to_string(o[1]);
+        what += " bytes, rank 0's ";
+        what += std::to_string(all[1]);
+        what += ')';
+      } else if (o[0] != all[0]) {
+        what += "another executable (as large, other bytes)";
+      }
+      if (o[2] != all[2]) {
+        if (!what.empty()) what += " and ";
+        // (`--steps=5`, rank 0's `--steps=3`)
+        auto quoted = [&](const std::string &text, size_t from, size_t n) {
+          if (n == 0) return what += "none";
+          what += '`';
+          what.append(text, from, n);
+          return what += '`';
+        };
+        what += "other arguments (";
+        quoted(every, (size_t)at[(size_t)r], (size_t)lens[(size_t)r]);
+        what += ", rank 0's ";
+        quoted(args, 0, args.size());
+        what += ')';
+      }
+      if (what.empty()) continue;
+      msg += "\n  rank ";
+      msg += std::to_string(r);
+      msg += " runs ";
+      msg += what;
+    }
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "shmap runtime error: the ranks of this job do not all run the same program with the same arguments, "
+                 "so their collectives would not match:%s\nStart every rank with the same executable and arguments "
+                 "(mpirun -np N ./prog ARGS)\n",
+                 msg.c_str());
+    std::fflush(stderr);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // (rank 0 has reported)
+  MPI_Finalize();
+  std::exit(2);
 }
 
 int ranks_take_arg(const char *prog, const char *arg) {
@@ -148,42 +253,62 @@ void local_devices(int64_t ndev, int *first, int *count) {
   *count = g_per_rank;
 }
 
-// --check-collectives: every rank's collective, compared with rank 0's.
-static void check_same_collective(const CollectiveSig &sig) {
-  std::vector<int64_t> all((size_t)(3 * g_ranks));
+namespace {
+MPI_Comm group_comm(const Group &g, const std::vector<int64_t> &key);
+}
+
+// --check-collectives: every rank's collective on `comm` (whose rank j is world rank
+// world[j]), compared with its first rank's.
+static void check_same_collective(const CollectiveSig &sig, MPI_Comm comm, const std::vector<int> &world) {
+  const int n = (int)world.size();
+  std::vector<int64_t> all((size_t)(3 * n));
   int64_t mine[3] = {sig.kind, sig.bytes, sig.axes};
-  check(MPI_Allgather(mine, 3, MPI_INT64_T, all.data(), 3, MPI_INT64_T, MPI_COMM_WORLD), "--check-collectives");
+  check(MPI_Allgather(mine, 3, MPI_INT64_T, all.data(), 3, MPI_INT64_T, comm), "--check-collectives");
   auto describe = [&](int r) {
     const int64_t *s = &all[(size_t)(3 * r)];
     std::string axes;
     for (int a = 0; a < 63; ++a)
       if (s[2] >> a & 1) axes += (axes.empty() ? "" : ", ") + std::to_string(a);
-    return "rank " + std::to_string(r) + " runs " + kind_name((int)s[0]) + " over mesh axes (" + axes + ") of " +
-           std::to_string(s[1]) + " bytes a device";
+    return "rank " + std::to_string(world[(size_t)r]) + " runs " + kind_name((int)s[0]) + " over mesh axes (" + axes +
+           ") of " + std::to_string(s[1]) + " bytes a device";
   };
-  for (int r = 1; r < g_ranks; ++r)
+  for (int r = 1; r < n; ++r)
     if (!std::equal(&all[0], &all[3], &all[(size_t)(3 * r)]))
       fatalf("--check-collectives: the ranks disagree on a collective: %s, %s", describe(0).c_str(),
              describe(r).c_str());
 }
 
+bool checking_collectives() { return g_check; }
 
-void check_collective(const CollectiveSig &sig) {
-  if (g_check) check_same_collective(sig);
+void check_collective(const CollectiveSig &sig, const Group *g, const std::vector<int64_t> *key) {
+  if (!g_check) return;
+  if (g) return check_same_collective(sig, group_comm(*g, *key), g->member);  // (device ids are ranks here)
+  std::vector<int> world((size_t)g_ranks);
+  for (int r = 0; r < g_ranks; ++r) world[(size_t)r] = r;
+  check_same_collective(sig, MPI_COMM_WORLD, world);
 }
 
 namespace {
 
 // The communicator of this rank's group for `key` (a mesh and axes; one device per rank, so a
-// group's members are ranks g.member[0..n), in group order). Made by MPI_Comm_split at the
-// first collective with this key, which every rank reaches together (every rank then finds
-// or makes it, so the split is collective).
+// group's members are ranks g.member[0..n), in group order). Made at the first collective
+// with this key by MPI_Comm_create_group, which only the group's members take part in: groups
+// progress independently (sync.h), so other ranks may be at other collectives, or past the
+// last one (MPI_Comm_split, collective over every rank, would pair unrelated calls).
 MPI_Comm group_comm(const Group &g, const std::vector<int64_t> &key) {
   static std::map<std::vector<int64_t>, MPI_Comm> comms;
   auto it = comms.find(key);
   if (it != comms.end()) return it->second;
+  MPI_Group world, members;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  MPI_Group_incl(world, g.n, g.member.data(), &members);
+  // (the tag tells apart the creations for different axes that one rank's groups may overlap in)
+  int tag = 0;
+  for (int64_t k : key) tag = (int)((tag * 131u + (uint64_t)k) % 32749u);
   MPI_Comm comm;
-  check(MPI_Comm_split(MPI_COMM_WORLD, g.member[0], g.me, &comm), "making a communicator for a mesh axis group");
+  check(MPI_Comm_create_group(MPI_COMM_WORLD, members, tag, &comm), "making a communicator for a mesh axis group");
+  MPI_Group_free(&members);
+  MPI_Group_free(&world);
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   comms[key] = comm;
   return comm;

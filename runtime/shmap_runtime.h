@@ -76,8 +76,9 @@ void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes, const char *con
  * fn must compute each element independently of the split (compiled element-wise loops). */
 void shm_parallel_for(void (*fn)(void *args, int64_t lo, int64_t hi), void *args, int64_t n);
 
-/* ---- collectives (call from inside a shmap body on every device of the mesh, in the same
- * order; `in` and `out` never alias). Shapes are the per-device block shapes (`rank`
+/* ---- collectives (call from inside a shmap body on every device of the collective's group
+ * (the devices sharing every coordinate not in `axes`), in the same order within the group;
+ * other groups may run other collectives meanwhile; `in` and `out` never alias). Shapes are the per-device block shapes (`rank`
  * dimensions at `shape`); the element-wise ones (all-reduces, ppermute, broadcast, reduce)
  * read only their element count from them, and --trace shows them. */
 void shm_psum(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,

@@ -11,11 +11,21 @@ hang (each job has a deadline here):
                      is refused.
   mismatch           tests/mpi/mismatch.cpp runs psum on rank 0 and pmax on rank 1; with
                      --check-collectives the job stops with both named.
+  groups differ      tests/mpi/groups_differ_within_rank.smp: groups over "x" with different
+                     trip counts run on 4 ranks; with 2 devices per rank, on a rank whose
+                     devices are in different groups, the job stops naming two devices.
+  stuck collective   tests/mpi/stuck_collective.smp on two ranks with different data (each rank's
+                     steps.npy): rank 1 waits inside MPI in a psum rank 0 never runs; the
+                     watchdog (SHMAP_COLLECTIVE_TIMEOUT=2) ends the job with its report.
+  other programs     ranks started with different arguments (`mpirun -np 1 prog --steps=3 :
+                     -np 1 prog --steps=5`) or executables stop at start-up, rank 0 naming
+                     the difference once.
 
     python3 tests/mpi/failures.py --shmapc build/compiler/shmapc --mismatch build/tests/mpi_mismatch"""
 import argparse
 import os
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -43,6 +53,14 @@ def rank_pids(exe):
             if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
                 ranks[int(kv.split(b"=")[1])] = int(pid)
     return ranks
+
+
+def write_npy_i32_scalar(path, value):
+    """A numpy .npy file (version 1.0) holding one little-endian int32, as np.save writes it."""
+    header = "{'descr': '<i4', 'fortran_order': False, 'shape': (), }"
+    header += " " * (64 - (10 + len(header) + 1) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + struct.pack("<i", value))
 
 
 def main():
@@ -83,6 +101,66 @@ def main():
         expect("a killed rank ends the job, named",
                1 in ranks and ended and job.returncode != 0 and "rank 1" in err,
                "ranks found %s, ended %s, status %s\nstderr:\n%s" % (ranks, ended, job.returncode, err))
+
+        # ranks started with different arguments, or different executables: refused at start-up,
+        # rank 0 naming what differs, once
+        r = subprocess.run(MPIRUN + ["-np", "1", exe, "--steps=3", ":", "-np", "1", exe, "--steps=5"],
+                           capture_output=True, text=True, timeout=120)
+        expect("ranks with different arguments are refused at start-up, the difference named once",
+               r.returncode == 2 and r.stdout == "" and r.stderr.count("shmap runtime error") == 1 and
+               "shmap runtime error: the ranks of this job do not all run the same program with the same arguments"
+               in r.stderr and "\n  rank 1 runs other arguments (`--steps=5`, rank 0's `--steps=3`)\n" in r.stderr,
+               "status %d\nstdout:\n%s\nstderr:\n%s" % (r.returncode, r.stdout, r.stderr))
+        other = os.path.join(tmp, "one_rank_fails")
+        r = subprocess.run(MPIRUN + ["-np", "1", exe, ":", "-np", "1", other], capture_output=True, text=True,
+                           timeout=120)
+        expect("ranks running different executables are refused at start-up",
+               r.returncode == 2 and r.stdout == "" and r.stderr.count("shmap runtime error") == 1 and
+               "\n  rank 1 runs another executable (" in r.stderr,
+               "status %d\nstdout:\n%s\nstderr:\n%s" % (r.returncode, r.stdout, r.stderr))
+
+        # groups that run different numbers of collectives: fine with one device per rank (each
+        # group waits only for itself: y = 0 swaps once and adds 1, y = 1 swaps back and adds 4);
+        # with two devices per rank, whose devices differ in y, the job stops naming two of them
+        exe = os.path.join(tmp, "groups_differ")
+        subprocess.run([a.shmapc, "compile", os.path.join(HERE, "groups_differ_within_rank.smp"), "--mpi", "-o", exe],
+                       check=True)
+        r = subprocess.run(MPIRUN + ["-np", "4", exe], capture_output=True, text=True, timeout=120)
+        expect("groups with different trip counts, one device per rank",
+               r.returncode == 0 and r.stdout == "x: f32[8]\n[5, 6, 6, 7, 1, 2, 10, 11]\n",
+               "status %d\nstdout:\n%s\nstderr:\n%s" % (r.returncode, r.stdout, r.stderr))
+        r = subprocess.run(MPIRUN + ["-np", "2", exe, "--devices-per-rank=2"], capture_output=True, text=True,
+                           timeout=120)
+        expect("groups with different trip counts on one rank stop the job, two devices named",
+               r.returncode != 0 and "with several devices per rank, the devices of a rank run every collective "
+               "together, but on this rank device 0 (x=0,y=0) has returned from its shmap body (after 1 collective) "
+               "while device 1 (x=0,y=1) runs ppermute over \"x\" (its collective #2)" in r.stderr,
+               "status %d\nstdout:\n%s\nstderr:\n%s" % (r.returncode, r.stdout, r.stderr))
+
+        # ranks whose data differ (each its own steps.npy): rank 1 waits in a psum that rank 0
+        # never runs, inside MPI; the watchdog ends the job after SHMAP_COLLECTIVE_TIMEOUT=2
+        exe = os.path.join(tmp, "stuck")
+        subprocess.run([a.shmapc, "compile", os.path.join(HERE, "stuck_collective.smp"), "--mpi", "-o", exe],
+                       check=True)
+        dirs = []
+        for steps in (3, 5):
+            d = os.path.join(tmp, "steps%d" % steps)
+            os.mkdir(d)
+            write_npy_i32_scalar(os.path.join(d, "steps.npy"), steps)
+            dirs.append(d)
+        start = time.time()
+        # (-x sets the variable for its own part of the command line only)
+        r = subprocess.run(MPIRUN + ["-x", "SHMAP_COLLECTIVE_TIMEOUT=2", "-np", "1", "-wdir", dirs[0], exe, ":",
+                                     "-x", "SHMAP_COLLECTIVE_TIMEOUT=2", "-np", "1", "-wdir", dirs[1], exe],
+                           capture_output=True, text=True, timeout=120)
+        took = time.time() - start
+        expect("a collective stuck inside MPI ends the job with the watchdog's report",
+               r.returncode != 0 and took < 30 and
+               "shmap runtime error: rank 1: a collective has waited " in r.stderr and
+               "more than SHMAP_COLLECTIVE_TIMEOUT=2 s: device 1 (i=1) waits in its collective #1, psum over \"i\" "
+               "of f32[1], for the group of 2 devices:\n  device 0 (i=0): on rank 0 (its whereabouts are known "
+               "there)\n  device 1 (i=1): waits in its collective #1, psum over \"i\" of f32[1]\n" in r.stderr,
+               "status %d after %.1f s\nstdout:\n%s\nstderr:\n%s" % (r.returncode, took, r.stdout, r.stderr))
 
         # a layout that fits no mesh of the program: stopped before it runs, said once
         exe = os.path.join(tmp, "psum")
