@@ -16,10 +16,12 @@ level, only in ways that keep a program likely valid:
   flag        `true` and `false` swap (tiled=, check_vma=, conditions)
 
 A mutant `shmapc check` refuses (status 1) is dropped. Each accepted one is compiled for the
-threaded runtime and, where mpirun is available, with --mpi; it runs on threads and under
-`mpirun --allow-run-as-root --oversubscribe -np N` (N: the mesh's device count, 2 without a
-mesh; a program whose meshes differ in size runs on threads only), as
-tests/mpi/run_golden.py runs the golden programs. A find is:
+threaded runtime and, where mpirun is available, with --mpi; it runs on threads (on every
+core, and pinned to one with taskset), and under `mpirun --allow-run-as-root --oversubscribe`
+in one of tests/mpi/run_golden.py's layouts, drawn: `-np N` (N: the mesh's device count, 2
+without a mesh), or N / D ranks of D devices each over TCP; a quarter of the MPI runs cut every
+transfer into messages of at most 7 bytes (SHMAP_MPI_MAX_MESSAGE). A program whose meshes
+differ in size runs on threads only. A find is:
 
   - `shmapc check` or `shmapc compile` killed by a signal or exiting with another status than
     0 or 1, or compile refusing (status 1) what check accepted;
@@ -27,7 +29,8 @@ tests/mpi/run_golden.py runs the golden programs. A find is:
     `shmap runtime error:` line, or still running after --timeout seconds (a hang);
   - the MPI run's stdout differing from the threaded run's, or one failing where the other
     did not (docs/runtime.md: the output is byte-identical), or a `shmap runtime error:` of
-    the threaded run that no rank reports.
+    the threaded run that no rank reports; the one-core run's stdout or status differing
+    from the run on every core.
 
     tests/fuzz/run_fuzz.py --shmapc build/compiler/shmapc --seconds 300 --seed 1 --keep finds/
     tests/fuzz/run_fuzz.py --shmapc build/compiler/shmapc --count 4 samples/psum.smp
@@ -275,16 +278,16 @@ class Tester:
                     origin, "; ".join(mutations), "\n".join(problems), log))
             print("  saved %s.smp and %s.txt" % (base, base), flush=True)
 
-    def test(self, origin, text, mutations):
-        """Checks, compiles and runs one mutant: the problems found, and a log of what ran."""
+    def test(self, origin, text, mutations, rng):
+        """Checks, compiles and runs one mutant (rng draws the MPI layout), reporting what it finds."""
         self.counts["mutants"] += 1
         tmp = tempfile.mkdtemp(prefix="run_fuzz.")
         try:
-            return self._test(origin, text, mutations, tmp)
+            return self._test(origin, text, mutations, tmp, rng)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _test(self, origin, text, mutations, tmp):
+    def _test(self, origin, text, mutations, tmp, rng):
         prog = os.path.join(tmp, "mutant.smp")
         with open(prog, "w") as f:
             f.write(text)
@@ -316,9 +319,24 @@ class Tester:
         threaded = step("threaded", [exe] + args, self.a.timeout, workdir)
         self.counts["ran"] += 1
         problems = [p for p in [run_problem("threaded run", threaded)] if p]
-        sizes = run_golden.mesh_sizes(prog)
-        if self.mpi and len(sizes) <= 1 and not threaded.timed_out:
-            ranks = sizes.pop() if sizes else 2
+        cores = sorted(os.sched_getaffinity(0))
+        if not problems and len(cores) > 1 and shutil.which("taskset"):
+            # Results never depend on the number of cores (docs/runtime.md).
+            owork = tempfile.mkdtemp(dir=tmp)
+            golden.link_data(origin, owork)
+            one = step("one core", ["taskset", "-c", str(cores[0]), exe] + args, self.a.timeout, owork)
+            problems += [p for p in [run_problem("threaded run on one core", one)] if p]
+            if not problems and (one.stdout != threaded.stdout or one.status != threaded.status):
+                problems.append("threaded run on one core (taskset -c %d): status %d (on %d cores: %d), stdout %s" % (
+                    cores[0], one.status, len(cores), threaded.status,
+                    "differs" if one.stdout != threaded.stdout else "the same"))
+        layouts = run_golden.layouts(prog)
+        if self.mpi and layouts and not threaded.timed_out:
+            # One device per rank, or several per rank over TCP (as tests/mpi/run_golden.py);
+            # a quarter of the time with every transfer cut in messages of at most 7 bytes.
+            ranks, per_rank, mca = rng.choice(layouts)
+            extra = (["--devices-per-rank=%d" % per_rank] if per_rank > 1 else [])
+            small = ["-x", "SHMAP_MPI_MAX_MESSAGE=7"] if rng.random() < 0.25 else []
             mexe = os.path.join(tmp, "prog_mpi")
             r = step("compile --mpi", [self.shmapc, "compile", prog, "--mpi", "-o", mexe] + flags, 300)
             problem = tool_problem("shmapc compile --mpi", r) or (
@@ -328,20 +346,22 @@ class Tester:
             else:
                 mworkdir = tempfile.mkdtemp(dir=tmp)
                 golden.link_data(origin, mworkdir)
-                m = step("mpi", MPIRUN + ["-np", str(ranks), mexe] + args, self.a.timeout + 30, mworkdir)
+                m = step("mpi", MPIRUN + small + mca + ["-np", str(ranks), mexe] + args + extra, self.a.timeout + 30,
+                         mworkdir)
                 self.counts["ran under mpirun"] += 1
-                problem = run_problem("mpirun -np %d" % ranks, m, mpi=True)
+                layout = " ".join(["mpirun"] + small + mca + ["-np", str(ranks)] + extra)
+                problem = run_problem(layout, m, mpi=True)
                 if problem:
                     problems.append(problem)
                 elif m.stdout != threaded.stdout or (m.status != 0) != (threaded.status != 0):
-                    problems.append("mpirun -np %d: status %d (threaded: %d), stdout %s the threaded run's" % (
-                        ranks, m.status, threaded.status, "differs from" if m.stdout != threaded.stdout else "is"))
+                    problems.append("%s: status %d (threaded: %d), stdout %s the threaded run's" % (
+                        layout, m.status, threaded.status, "differs from" if m.stdout != threaded.stdout else "is"))
                 elif threaded.status != 0:
                     prefix = "shmap runtime error: "
                     for line in threaded.stderr.splitlines():
                         ranked = re.escape(prefix) + r"rank \d+: " + re.escape(line[len(prefix):])
                         if line.startswith(prefix) and not re.search(ranked, m.stderr):
-                            problems.append("mpirun -np %d: no rank reported: %s" % (ranks, line))
+                            problems.append("%s: no rank reported: %s" % (layout, line))
         if problems:
             self.report(origin, mutations, text, problems, "\n".join(log))
 
@@ -370,7 +390,7 @@ def main():
             text, mutations = mutate(f.read(), rng)
         if not mutations:
             continue
-        tester.test(origin, text, mutations)
+        tester.test(origin, text, mutations, random.Random(rng.random()))
     print("run_fuzz: %.0f s, %s, %d finds" % (time.monotonic() - start, ", ".join(
         "%d %s" % (v, k) for k, v in tester.counts.items()), tester.finds))
     return 1 if tester.finds else 0
