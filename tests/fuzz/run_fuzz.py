@@ -5,7 +5,8 @@ The run programs of the repository (samples/*.smp, tests/run/*.smp) are mutated 
 level, only in ways that keep a program likely valid:
 
   number      an integer literal moves by a little (n - 1, n + 1, 2n, n // 2); a float is
-              doubled, halved, negated or moved by 1
+              doubled, halved, negated or moved by 1, or becomes an edge of the float types
+              (nan, inf, -0.0, 65504, 3.4e38, 1e39, a subnormal)
   collective  an all-reduce becomes another of its family (psum pmean pmax pmin pprod; pand
               por pxor), a rooted reduce's op="sum" another op
   mesh        a mesh axis size becomes 1, 2, 3, 4 or 8, and (half the time) every other
@@ -26,7 +27,11 @@ differ in size runs on threads only. A find is:
   - `shmapc check` or `shmapc compile` killed by a signal or exiting with another status than
     0 or 1, or compile refusing (status 1) what check accepted;
   - a run killed by a signal, exiting with a status other than 0, 1 or 2, exiting 2 without a
-    `shmap runtime error:` line, or still running after --timeout seconds (a hang);
+    `shmap runtime error:` line, or a collective waiting for its group past
+    SHMAP_COLLECTIVE_TIMEOUT (2/3 of --timeout): a deadlock;
+  - one run (threaded or MPI) still running after --timeout seconds where the other ended (a
+    run past it both ways is most likely the mutant's own endless loop, as a while whose body
+    no longer moves toward its end: printed as TIMEOUT, not counted);
   - the MPI run's stdout differing from the threaded run's, or one failing where the other
     did not (docs/runtime.md: the output is byte-identical), or a `shmap runtime error:` of
     the threaded run that no rank reports; the one-core run's stdout or status differing
@@ -40,6 +45,7 @@ with its data/ beside it: the note names it) with DIR/find-N.txt saying what dif
 commands. Exit status: 0 when nothing was found, 1 when something was. Python stdlib only.
 """
 import argparse
+import difflib
 import os
 import random
 import re
@@ -65,6 +71,9 @@ TOKEN = re.compile(r"""(?P<comment>\#[^\n]*)|(?P<string>"(?:\\.|[^"\\\n])*")|"""
                    re.S)
 FAMILIES = [("psum", "pmean", "pmax", "pmin", "pprod"), ("pand", "por", "pxor")]
 REDUCE_OPS = ('"sum"', '"mean"', '"max"', '"min"', '"prod"')
+# nan, infinities, -0.0, f16's largest and smallest normal, bf16 / f32 overflow, a subnormal
+EXTREME_FLOATS = ("(0.0 / 0.0)", "(1.0 / 0.0)", "(-1.0 / 0.0)", "(-0.0)", "65504.0", "6.1e-05", "3.4e38", "1e39",
+                  "1e-40", "0.0")
 
 
 class Tok:
@@ -132,6 +141,8 @@ def mutate_once(tokens, rng):
         if is_int(tokens[i]):
             n = int(old)
             new = str(max(0, rng.choice([n - 1, n + 1, 2 * n, n // 2])))
+        elif rng.random() < 0.3:  # an edge of the float types (floats are values, rarely shapes)
+            new = rng.choice(EXTREME_FLOATS)
         else:
             x = float(old)
             new = repr(rng.choice([2 * x, x / 2, x + 1, x - 1, -x]))
@@ -227,6 +238,7 @@ def tool_problem(what, r):
 
 
 RUNTIME_ERROR = re.compile(r"^shmap runtime error: ", re.M)
+STUCK = re.compile(r"a collective has waited [0-9.]+ s for its group")
 
 
 def run_problem(what, r, mpi=False):
@@ -240,6 +252,8 @@ def run_problem(what, r, mpi=False):
         return "%s: a rank was killed by a signal" % what
     if r.status not in (0, 1, 2):
         return "%s: exit status %d" % (what, r.status)
+    if STUCK.search(r.stderr):
+        return "%s: a collective waited for its group past SHMAP_COLLECTIVE_TIMEOUT (a deadlock?)" % what
     if r.status == 2 and not RUNTIME_ERROR.search(r.stderr):
         return "%s: exit status 2 without a `shmap runtime error:` line" % what
     return None
@@ -262,7 +276,8 @@ class Tester:
         self.shmapc = os.path.abspath(a.shmapc)
         self.mpi = not a.no_mpi and shutil.which("mpirun") is not None
         self.finds = 0
-        self.counts = {"mutants": 0, "refused by check": 0, "ran": 0, "ran under mpirun": 0}
+        self.counts = {"mutants": 0, "refused by check": 0, "ran": 0, "ran under mpirun": 0,
+                       "past the timeout (endless?)": 0}
 
     def report(self, origin, mutations, text, problems, log):
         self.finds += 1
@@ -318,20 +333,24 @@ class Tester:
         golden.link_data(origin, workdir)
         threaded = step("threaded", [exe] + args, self.a.timeout, workdir)
         self.counts["ran"] += 1
-        problems = [p for p in [run_problem("threaded run", threaded)] if p]
+        # A run past the timeout is compared with the MPI run before it counts: a mutant may
+        # loop forever by itself (a while whose body no longer moves it toward its end).
+        problems = [p for p in [run_problem("threaded run", threaded)] if p and not threaded.timed_out]
         cores = sorted(os.sched_getaffinity(0))
-        if not problems and len(cores) > 1 and shutil.which("taskset"):
+        if not problems and not threaded.timed_out and len(cores) > 1 and shutil.which("taskset"):
             # Results never depend on the number of cores (docs/runtime.md).
             owork = tempfile.mkdtemp(dir=tmp)
             golden.link_data(origin, owork)
             one = step("one core", ["taskset", "-c", str(cores[0]), exe] + args, self.a.timeout, owork)
-            problems += [p for p in [run_problem("threaded run on one core", one)] if p]
-            if not problems and (one.stdout != threaded.stdout or one.status != threaded.status):
+            # (on one core, a long run may pass the timeout: then it is not compared)
+            problems += [p for p in [run_problem("threaded run on one core", one)] if p and not one.timed_out]
+            if not problems and not one.timed_out and (one.stdout != threaded.stdout or one.status != threaded.status):
                 problems.append("threaded run on one core (taskset -c %d): status %d (on %d cores: %d), stdout %s" % (
                     cores[0], one.status, len(cores), threaded.status,
                     "differs" if one.stdout != threaded.stdout else "the same"))
         layouts = run_golden.layouts(prog)
-        if self.mpi and layouts and not threaded.timed_out:
+        m = None
+        if self.mpi and layouts and not problems:
             # One device per rank, or several per rank over TCP (as tests/mpi/run_golden.py);
             # a quarter of the time with every transfer cut in messages of at most 7 bytes.
             ranks, per_rank, mca = rng.choice(layouts)
@@ -351,17 +370,29 @@ class Tester:
                 self.counts["ran under mpirun"] += 1
                 layout = " ".join(["mpirun"] + small + mca + ["-np", str(ranks)] + extra)
                 problem = run_problem(layout, m, mpi=True)
-                if problem:
+                if threaded.timed_out or m.timed_out:
+                    if not (threaded.timed_out and m.timed_out):
+                        problems.append("%s past the timeout, but not %s" % (
+                            ("the threaded run", layout) if threaded.timed_out else (layout, "the threaded run")))
+                elif problem:
                     problems.append(problem)
                 elif m.stdout != threaded.stdout or (m.status != 0) != (threaded.status != 0):
-                    problems.append("%s: status %d (threaded: %d), stdout %s the threaded run's" % (
-                        layout, m.status, threaded.status, "differs from" if m.stdout != threaded.stdout else "is"))
+                    problems.append("%s: status %d (threaded: %d), stdout %s the threaded run's%s" % (
+                        layout, m.status, threaded.status, "differs from" if m.stdout != threaded.stdout else "is",
+                        "".join(difflib.unified_diff(threaded.stdout.splitlines(True), m.stdout.splitlines(True),
+                                                     "threaded", "mpi"))[:3000]))
                 elif threaded.status != 0:
                     prefix = "shmap runtime error: "
                     for line in threaded.stderr.splitlines():
                         ranked = re.escape(prefix) + r"rank \d+: " + re.escape(line[len(prefix):])
                         if line.startswith(prefix) and not re.search(ranked, m.stderr):
                             problems.append("%s: no rank reported: %s" % (layout, line))
+        if threaded.timed_out and not problems:
+            # (both runs, or the only one): most likely the mutant's own endless loop; a
+            # collective that waits forever would have ended in SHMAP_COLLECTIVE_TIMEOUT's report
+            self.counts["past the timeout (endless?)"] += 1
+            print("TIMEOUT (not counted as a find: %s): %s mutated (%s)" % (
+                "the MPI run too" if m else "not compared", origin, "; ".join(mutations)), flush=True)
         if problems:
             self.report(origin, mutations, text, problems, "\n".join(log))
 
@@ -373,10 +404,14 @@ def main():
     ap.add_argument("--count", type=int, help="stop after this many mutants")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", help="folder for the finds")
-    ap.add_argument("--timeout", type=float, default=60, help="seconds a run may take (more is a hang)")
+    ap.add_argument("--timeout", type=float, default=30,
+                    help="seconds a run may take (SHMAP_COLLECTIVE_TIMEOUT is 2/3 of it)")
     ap.add_argument("--no-mpi", action="store_true", help="threaded runs only")
     ap.add_argument("programs", nargs="*", help="programs to mutate (default: samples/ and tests/run/)")
     a = ap.parse_args()
+    # A collective that waits forever ends in the watchdog's report (a find), before the timeout.
+    os.environ["SHMAP_COLLECTIVE_TIMEOUT"] = "%g" % max(1, int(a.timeout * 2 / 3))
+    MPIRUN.extend(["-x", "SHMAP_COLLECTIVE_TIMEOUT"])
     os.chdir(ROOT)
     programs = a.programs or golden.run_programs()
     tester = Tester(a)
