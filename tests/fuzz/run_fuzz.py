@@ -377,7 +377,7 @@ class Tester:
                 elif problem:
                     problems.append(problem)
                 elif m.stdout != threaded.stdout or (m.status != 0) != (threaded.status != 0):
-                    problems.append("%s: status %d (threaded: %d), stdout %s the threaded run's%s" % (
+                    problems.append("%s: status %d (threaded: %d), stdout %s the threaded run's\n%s" % (
                         layout, m.status, threaded.status, "differs from" if m.stdout != threaded.stdout else "is",
                         "".join(difflib.unified_diff(threaded.stdout.splitlines(True), m.stdout.splitlines(True),
                                                      "threaded", "mpi"))[:3000]))
