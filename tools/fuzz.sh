@@ -1,18 +1,36 @@
 #!/usr/bin/env bash
 # Fuzzes the front end (everything `shmapc check` runs) with libFuzzer, ASan and UBSan, then
 # the runtime's .npy / .npz loaders.
-#   tools/fuzz.sh SECONDS     (0: only build the targets and run the regressions)
+#   tools/fuzz.sh SECONDS [--run]   (0: only build the targets and run the regressions)
 # Builds tests/fuzz/fuzz_check.cpp with clang-19 in build-fuzz/ (-DSHMAPC_FUZZ=ON) if needed,
 # runs tests/fuzz/regressions/ through it, then fuzzes for SECONDS from the corpus in
 # build-fuzz/corpus (kept between runs) plus seeds copied from samples/, tests/ and stdlib/.
 # Then tests/fuzz/fuzz_load.cpp likewise: tests/fuzz/load_regressions/, then SECONDS / 2 from
 # build-fuzz/load_corpus plus the files tests/fuzz/make_load_seeds.py writes.
 # On a crash, hang or out-of-memory the input is copied to tests/fuzz/regressions/ (or
-# load_regressions/) and the status is 1. Environment: FUZZ_BUILD (folder), FUZZ_SEED (libFuzzer -seed; fixed = a
-# repeatable run), FUZZ_JOBS (ninja -j, default 2).
+# load_regressions/) and the status is 1. The front end's mutations are token-level half the
+# time (tests/fuzz/grammar_mutator.cpp).
+# --run adds the run mode (not part of CI's run: it compiles and runs programs, too slow for its
+# budget): tests/fuzz/run_fuzz.py mutates the run programs, compiles the ones `shmapc check`
+# accepts, runs them on threads and under mpirun for SECONDS and compares the outputs, with
+# the normal build's compiler (FUZZ_SHMAPC, default build/compiler/shmapc, built beforehand);
+# its finds go to $BUILD/run_finds/ (the program and a note of what differed), status 1.
+# Environment: FUZZ_BUILD (folder), FUZZ_SEED (libFuzzer -seed, and run_fuzz.py's --seed;
+# fixed = a repeatable run), FUZZ_JOBS (ninja -j, default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TIME=${1:?usage: tools/fuzz.sh SECONDS}
+TIME=${1:?usage: tools/fuzz.sh SECONDS [--run]}
+RUN_MODE=0
+case "${2:-}" in
+  "") ;;
+  --run) RUN_MODE=1 ;;
+  *) echo "usage: tools/fuzz.sh SECONDS [--run]" >&2; exit 2 ;;
+esac
+RUN_SHMAPC=${FUZZ_SHMAPC:-build/compiler/shmapc}
+if [ "$RUN_MODE" = 1 ] && [ ! -x "$RUN_SHMAPC" ]; then
+  echo "fuzz: --run needs a built compiler at $RUN_SHMAPC (build the normal build first, or set FUZZ_SHMAPC)" >&2
+  exit 2
+fi
 BUILD=${FUZZ_BUILD:-build-fuzz}
 FUZZER=$BUILD/tests/fuzz/shmapc_fuzz
 REGRESSIONS=tests/fuzz/regressions
@@ -96,3 +114,18 @@ if [ "$status" -ne 0 ] || [ ${#found[@]} -gt 0 ]; then
   exit 1
 fi
 echo "== fuzzing the loaders found nothing"
+
+[ "$RUN_MODE" = 1 ] || exit 0
+# The run mode: mutated programs compiled and run, threads against mpirun.
+rm -rf "$BUILD/run_finds"
+echo "== running mutated programs for ${TIME}s (log: $BUILD/run_fuzz.log)"
+status=0
+/usr/bin/python3 tests/fuzz/run_fuzz.py --shmapc "$RUN_SHMAPC" --seconds "$TIME" --seed "${FUZZ_SEED:-0}" \
+  --keep "$BUILD/run_finds" >"$BUILD/run_fuzz.log" 2>&1 || status=$?
+tail -n 1 "$BUILD/run_fuzz.log"
+if [ "$status" -ne 0 ]; then
+  grep -A 3 '^FIND' "$BUILD/run_fuzz.log" || tail -n 30 "$BUILD/run_fuzz.log"
+  echo "fuzz: the run mode found something (status $status; the programs and notes: $BUILD/run_finds/)"
+  exit 1
+fi
+echo "== running mutated programs found nothing"

@@ -17,6 +17,7 @@
 // header from the seeds (tests/fuzz/make_load_seeds.py writes valid files of every kind).
 #include "ranks.h"
 #include "shmap_runtime.h"
+#include "sync.h"
 #include "util.h"
 
 #include <cstdint>
@@ -56,6 +57,14 @@ bool writeFile(const uint8_t *data, size_t size) {
 }
 
 } // namespace
+
+// shm_fatal (memory.cpp) first asks the device threads' stop protocol (sync.cpp, which needs
+// the whole runtime) whether it runs on a device thread. The loaders run here on the fuzzer's
+// own thread, host code with no device running, so the answer is no: shm_fatal goes on to
+// ranks_abort_hook, which throws Refused.
+namespace shm {
+bool fail_on_device_thread(const char *) { return false; }
+} // namespace shm
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const bool ready = setUp();
