@@ -9,10 +9,10 @@
 # Needs qemu-user-static (installed here if missing) and Linux >= 6.7 (binfmt_misc in a user
 # namespace: the emulation applies to this script's processes only, nothing else on the machine).
 # Slow (every process is translated): about an hour for the whole suite on 2 cores.
-# Two checks fail under QEMU for reasons of the emulator, not of the CPU: ir.lit's
+# One check fails under QEMU for a reason of the emulator, not of the CPU: ir.lit's
 # driver_errors.smp (a linker that cannot be started shows as its exit status 127, since QEMU
-# starts processes by fork and exec), and mpi.failures' killed rank (the test finds the rank
-# processes by their executable, which is QEMU's).
+# starts processes by fork and exec). Tests that look for a program's process find it by its
+# executable or, for an emulated one, by QEMU's arguments.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=${1:-EPYC-Rome}

@@ -51,6 +51,18 @@ def children(pid):
     return out
 
 
+def is_prog(pid):
+    """Whether pid runs the compiled program: its executable, or the program an emulator it
+    runs executes (tools/test_other_cpu.sh: QEMU's process has the program among its arguments)."""
+    try:
+        if os.path.basename(os.readlink("/proc/%d/exe" % pid)) == "prog":
+            return True
+        args = open("/proc/%d/cmdline" % pid, "rb").read().split(b"\0")[:2]
+    except OSError:
+        return False
+    return any(os.path.basename(x) == b"prog" for x in args)
+
+
 def alive(pid):
     try:
         state = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0]
@@ -73,11 +85,8 @@ def main():
             deadline = time.time() + 120
             while prog is None and time.time() < deadline and job.poll() is None:
                 for c in children(job.pid):
-                    try:
-                        if os.path.basename(os.readlink("/proc/%d/exe" % c)) == "prog":
-                            prog = c
-                    except OSError:
-                        pass
+                    if is_prog(c):
+                        prog = c
                 time.sleep(0.1)
             if prog is None:
                 job.kill()

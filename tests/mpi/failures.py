@@ -37,14 +37,16 @@ from checks import FAILED, MPIRUN, expect  # noqa: E402
 
 
 def rank_pids(exe):
-    """{rank: pid} of the processes running exe, from their environment (Open MPI sets
+    """{rank: pid} of the processes running exe (or an emulator running it, whose arguments
+    start with it: tools/test_other_cpu.sh), from their environment (Open MPI sets
     OMPI_COMM_WORLD_RANK)."""
     ranks = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
-            if os.readlink("/proc/%s/exe" % pid) != exe:
+            args = open("/proc/%s/cmdline" % pid, "rb").read().split(b"\0")[:2]
+            if os.readlink("/proc/%s/exe" % pid) != exe and exe.encode() not in args:
                 continue
             env = open("/proc/%s/environ" % pid, "rb").read().split(b"\0")
         except OSError:
