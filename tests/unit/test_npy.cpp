@@ -26,8 +26,7 @@ std::string fixtures() {
     char tmpl[] = "/tmp/shmapc-npy-XXXXXX";
     REQUIRE(mkdtemp(tmpl) != nullptr);
     dir = tmpl;
-    std::string here = __FILE__;
-    std::string script = here.substr(0, here.rfind('/')) + "/../numpy/npy_fixtures.py";
+    std::string script = std::string(SHMAPC_TESTS_DIR) + "/numpy/npy_fixtures.py";
     REQUIRE(std::system(("/usr/bin/python3 " + script + " " + dir).c_str()) == 0);
   }
   return dir;
@@ -275,8 +274,7 @@ TEST_CASE("npy: saved files are what numpy reads back", "[npy][python]") {
     const void *data[] = {f32.data(), b.data(), i32.data(), f64.data(), &scalar};
     shm_save_npz((d + "/saved.npz").c_str(), 5, keys, dtypes, ranks, shapes, data);
   }
-  std::string here = __FILE__;
-  std::string script = here.substr(0, here.rfind('/')) + "/../numpy/npy_fixtures.py";
+  std::string script = std::string(SHMAPC_TESTS_DIR) + "/numpy/npy_fixtures.py";
   CHECK(std::system(("/usr/bin/python3 " + script + " check " + d).c_str()) == 0);
 
   SECTION("a save that cannot write names the file and leaves nothing behind") {

@@ -1453,9 +1453,7 @@ std::string format_random(int32_t dt, int32_t kind, int64_t seed, int64_t n) {
 }
 
 std::string run_python_rng(const char *kind, const char *dt, int64_t seed, int64_t n) {
-  std::string dir = __FILE__;
-  dir = dir.substr(0, dir.rfind('/'));
-  const std::string cmd = "/usr/bin/python3 " + dir + "/../numpy/shm_rng.py " + kind + " " + dt +
+  const std::string cmd = "/usr/bin/python3 " + std::string(SHMAPC_TESTS_DIR) + "/numpy/shm_rng.py " + kind + " " + dt +
                           " " + std::to_string(seed) + " " + std::to_string(n);
   std::FILE *p = popen(cmd.c_str(), "r");
   if (!p) return "";
