@@ -175,26 +175,11 @@ void check_rank_in_step(shm_device *dev) {
   for (int id = c.first; id < c.first + c.nlocal; ++id) {
     const int64_t *other = c.slots[(size_t)id].sig;
     if (other[0] == mine[0] && other[1] == mine[1]) continue;
-    int64_t coords[kMaxMeshRank];
-    auto name = [&](int d) {
-      coords_of(c, d, coords);
-      std::string s = "device ";
-      s += std::to_string(d);
-      s += " (";
-      for (int32_t a = 0; a < c.mesh_rank; ++a) {
-        if (a) s += ',';
-        s += c.axis_names ? c.axis_names[a] : "?";
-        s += '=';
-        s += std::to_string(coords[a]);
-      }
-      s += ')';
-      return s;
-    };
     const int lo = std::min(id, dev->id), hi = std::max(id, dev->id);
     fatalf("with several devices per rank, the devices of a rank run every collective together, but on this rank %s "
            "%s while %s %s: their groups run different collectives (a loop or branch that differs between the "
            "groups); run it with one device per rank (mpirun -np %d) or in one process",
-           name(lo).c_str(), signature_text(c, c.slots[(size_t)lo].sig).c_str(), name(hi).c_str(),
+           device_name(c, lo).c_str(), signature_text(c, c.slots[(size_t)lo].sig).c_str(), device_name(c, hi).c_str(),
            signature_text(c, c.slots[(size_t)hi].sig).c_str(), c.ndev);
   }
 }

@@ -132,6 +132,8 @@ Group group_of(const shm_device *dev, const int32_t *axes, int32_t naxes, const 
 Group group_at(const MeshCall &c, const int64_t *coords, const int32_t *axes, int32_t naxes);
 // A device's coordinates: the digits of its id, row-major over the mesh axes.
 void coords_of(const MeshCall &c, int64_t id, int64_t *coords);
+// "device 3 (x=1,y=1)", for messages.
+std::string device_name(const MeshCall &c, int id);
 // shm_fatal("collective outside a shmap") when dev is NULL.
 void require_device(const shm_device *dev, const char *what);
 

@@ -86,6 +86,22 @@ void coords_of(const MeshCall &c, int64_t id, int64_t *coords) {
   }
 }
 
+std::string device_name(const MeshCall &c, int id) {
+  int64_t coords[kMaxMeshRank];
+  coords_of(c, id, coords);
+  std::string s = "device ";
+  s += std::to_string(id);
+  s += " (";
+  for (int32_t a = 0; a < c.mesh_rank; ++a) {
+    if (a) s += ',';
+    s += c.axis_names ? c.axis_names[a] : "?";
+    s += '=';
+    s += std::to_string(coords[a]);
+  }
+  s += ')';
+  return s;
+}
+
 namespace {
 
 // How one global array maps onto the mesh.

@@ -163,22 +163,6 @@ namespace {
 // (appended piece by piece: GCC 12 warns, wrongly, about `"text" + std::string` at -O3)
 template <typename... Parts> void append(std::string &s, const Parts &...parts) { (s += ... += parts); }
 
-std::string device_name(const MeshCall &c, int id) {
-  int64_t coords[kMaxMeshRank];
-  coords_of(c, id, coords);
-  std::string s = "device ";
-  s += std::to_string(id);
-  s += " (";
-  for (int32_t a = 0; a < c.mesh_rank; ++a) {
-    if (a) s += ',';
-    s += c.axis_names ? c.axis_names[a] : "?";
-    s += '=';
-    s += std::to_string(coords[a]);
-  }
-  s += ')';
-  return s;
-}
-
 // `psum over "x","y" of f32[2,5]`
 std::string describe(const MeshCall &c, const Whereabouts::Note &n) {
   const char *what = n.what.load(std::memory_order_relaxed);

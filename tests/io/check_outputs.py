@@ -15,7 +15,8 @@ import sys
 import tempfile
 import threading
 
-FAILED = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import FAILED, expect  # noqa: E402
 
 PROGRAM = """# A program that saves its array where --out says.
 arg out: str = "w.npy";
@@ -25,14 +26,6 @@ def main() {
   print(w);
 }
 """
-
-
-def expect(what, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        FAILED.append(what)
-        if detail:
-            print("     " + detail.replace("\n", "\n     "))
 
 
 def umask():

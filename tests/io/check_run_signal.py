@@ -12,7 +12,8 @@ import sys
 import tempfile
 import time
 
-FAILED = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import FAILED, expect  # noqa: E402
 
 PROGRAM = """# Loops for minutes unless stopped.
 arg steps: i32 = 2000000000;
@@ -26,14 +27,6 @@ def main() {
   print(x);
 }
 """
-
-
-def expect(what, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        FAILED.append(what)
-        if detail:
-            print("     " + detail.replace("\n", "\n     "))
 
 
 def children(pid):

@@ -11,21 +11,14 @@ import subprocess
 import sys
 import tempfile
 
-FAILED = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import FAILED, expect  # noqa: E402
 
 PROGRAM = """# Prints one line: any output means the program ran.
 def main() {
   print(iota(f32[3]));
 }
 """
-
-
-def expect(what, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        FAILED.append(what)
-        if detail:
-            print("     " + detail.replace("\n", "\n     "))
 
 
 def main():
