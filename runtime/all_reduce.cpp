@@ -32,64 +32,66 @@ void all_reduce_ranked(shm_device *dev, const Group &g, int32_t dtype, int32_t o
   const int64_t moved = (int64_t)(g.n - 1) * (hi - lo) * es;
   char *mine = out ? (char *)out + lo * es : (char *)shm_alloc((hi - lo) * es);
   c.slots[(size_t)dev->id].reduced = mine;
-  publish(dev, in, out, n * es, kind, axes, naxes, false);
-  std::vector<Group> groups;
+  publish(dev, g, in, out, n * es, kind, axes, naxes, false);
+  // The group's lead on this rank moves the group's chunks between ranks (collective_protocol.h).
+  const bool lead = dev->id == g.lead;
   const bool local_first = reduce_locally_first();
-  if (dev->id == c.first && local_first) {
+  std::vector<std::vector<int>> partners;  // (the reduced chunks, below, go to the same ranks)
+  RankSet among;
+  if (lead) {
+    partners = group_partners(c, g, n * es);
+    among = rank_set(dev, g, axes, naxes);
+  }
+  if (lead && local_first) {
     // Chunk r of the sum of each rank's members to member r's rank, at the place of the rank's
     // first member of the group.
-    c.partners = partner_ranks(c, axes, naxes, n * es, groups);
     std::vector<Piece> pieces;
     std::vector<std::vector<char>> partials;
-    partials.reserve((size_t)c.ndev);
-    for (int id = 0; id < c.ndev; ++id) {
-      const Group &gi = groups[(size_t)id];
-      if (first_on_rank(c, gi, rank_of(c, id)) != id) continue;
-      for (int r = 0; r < gi.n; ++r) {
-        const int to = rank_of(c, gi.member[(size_t)r]);
-        const int64_t rlo = chunk_lo(n, r, gi.n), len = chunk_lo(n, r + 1, gi.n) - rlo;
+    partials.reserve((size_t)g.n);  // (pieces point into them: no reallocation)
+    for (int j = 0; j < g.n; ++j) {
+      const int id = g.member[(size_t)j];
+      if (first_on_rank(c, g, rank_of(c, id)) != id) continue;
+      for (int r = 0; r < g.n; ++r) {
+        const int to = rank_of(c, g.member[(size_t)r]);
+        const int64_t rlo = chunk_lo(n, r, g.n), len = chunk_lo(n, r + 1, g.n) - rlo;
         if (to == rank_of(c, id) || len == 0) continue;
         const char *send = nullptr;
         if (is_local(c, id)) {
           std::vector<const void *> mine_here;
-          for (int m : gi.member)
+          for (int m : g.member)
             if (is_local(c, m)) mine_here.push_back(c.slots[(size_t)m].in);
           partials.emplace_back((size_t)(len * es));
           fold(dtype, op, (int)mine_here.size(), mine_here.data(), rlo, partials.back().data(), len);
           send = partials.back().data();
         }
-        pieces.push_back({rank_of(c, id), to, send,
-                          to == rank_id() ? c.mirror.data() + c.region[(size_t)id] + rlo * es : nullptr, len * es});
+        pieces.push_back({rank_of(c, id), to, send, to == rank_id() ? copy_of(c, g, j) + rlo * es : nullptr, len * es});
       }
     }
-    move_pieces(kind, "input chunks added up on their rank", pieces);
+    move_pieces(kind, "input chunks added up on their rank", pieces, among, g);
   }
-  if (dev->id == c.first && !local_first) {  // chunk r of every member's input to member r's rank
-    std::vector<std::vector<int>> partners = partner_ranks(c, axes, naxes, n * es, groups);
+  if (lead && !local_first) {  // chunk r of every member's input to member r's rank
     std::vector<Piece> pieces;
-    for (int id = 0; id < c.ndev; ++id) {
-      const Group &gi = groups[(size_t)id];
-      for (int r = 0; r < gi.n; ++r) {
-        const int to = rank_of(c, gi.member[(size_t)r]);
-        const int64_t rlo = chunk_lo(n, r, gi.n) * es, bytes = chunk_lo(n, r + 1, gi.n) * es - rlo;
+    for (int j = 0; j < g.n; ++j) {
+      const int id = g.member[(size_t)j];
+      for (int r = 0; r < g.n; ++r) {
+        const int to = rank_of(c, g.member[(size_t)r]);
+        const int64_t rlo = chunk_lo(n, r, g.n) * es, bytes = chunk_lo(n, r + 1, g.n) * es - rlo;
         if (to == rank_of(c, id) || bytes == 0) continue;
         pieces.push_back({rank_of(c, id), to, is_local(c, id) ? (const char *)c.slots[(size_t)id].in + rlo : nullptr,
-                          to == rank_id() ? c.mirror.data() + c.region[(size_t)id] + rlo : nullptr, bytes});
+                          to == rank_id() ? copy_of(c, g, j) + rlo : nullptr, bytes});
       }
     }
-    move_pieces(kind, "input chunks", pieces);
-    read_remote_from_mirror(c);
-    // The reduced chunks, below, go to the same ranks: keep the partners.
-    c.partners = std::move(partners);
+    move_pieces(kind, "input chunks", pieces, among, g);
   }
-  c.barrier.arrive_and_wait(dev);
+  dev->sync->arrive_and_wait(dev);
   std::vector<const void *> srcs;
   if (local_first) {  // this rank's members in member order, then each other rank's sum
     for (int m : g.member)
       if (is_local(c, m)) srcs.push_back(c.slots[(size_t)m].in);
-    for (int m : g.member)
-      if (!is_local(c, m) && first_on_rank(c, g, rank_of(c, m)) == m)
-        srcs.push_back(c.mirror.data() + c.region[(size_t)m]);
+    for (int j = 0; j < g.n; ++j) {
+      const int m = g.member[(size_t)j];
+      if (!is_local(c, m) && first_on_rank(c, g, rank_of(c, m)) == m) srcs.push_back(copy_of(c, g, j));
+    }
   } else {
     for (int j = 0; j < g.n; ++j) srcs.push_back(in_of(dev, g, j));
   }
@@ -97,25 +99,25 @@ void all_reduce_ranked(shm_device *dev, const Group &g, int32_t dtype, int32_t o
   for (int j = 0; j < g.n; ++j)  // to the other members on this rank, as in one process
     if (j != g.me && is_local(c, g.member[(size_t)j]) && out_of(dev, g, j) && hi > lo)
       std::memcpy((char *)out_of(dev, g, j) + lo * es, mine, (size_t)((hi - lo) * es));
-  c.barrier.arrive_and_wait(dev);
-  if (dev->id == c.first) {  // each reduced chunk once to every other rank of its group
+  dev->sync->arrive_and_wait(dev);
+  if (lead) {  // each reduced chunk once to every other rank of the group
     std::vector<Piece> pieces;
-    for (int id = 0; id < c.ndev; ++id) {
-      const Group &gi = groups[(size_t)id];
-      const int64_t rlo = chunk_lo(n, gi.me, gi.n) * es, bytes = chunk_lo(n, gi.me + 1, gi.n) * es - rlo;
-      for (int to : c.partners[(size_t)id])
+    for (int j = 0; j < g.n; ++j) {
+      const int id = g.member[(size_t)j];
+      const int64_t rlo = chunk_lo(n, j, g.n) * es, bytes = chunk_lo(n, j + 1, g.n) * es - rlo;
+      for (int to : partners[(size_t)j])
         if (bytes > 0)
           pieces.push_back({rank_of(c, id), to, is_local(c, id) ? c.slots[(size_t)id].reduced : nullptr,
-                            to == rank_id() ? c.mirror.data() + c.region[(size_t)id] + rlo : nullptr, bytes});
+                            to == rank_id() ? copy_of(c, g, j) + rlo : nullptr, bytes});
     }
-    move_pieces(kind, "reduced chunks", pieces);
+    move_pieces(kind, "reduced chunks", pieces, among, g);
   }
-  c.barrier.arrive_and_wait(dev);
+  dev->sync->arrive_and_wait(dev);
   for (int j = 0; j < g.n && out; ++j) {  // the chunks of members on other ranks
     const int m = g.member[(size_t)j];
     const int64_t jlo = chunk_lo(n, j, g.n), jhi = chunk_lo(n, j + 1, g.n);
     if (!is_local(c, m) && jhi > jlo)
-      std::memcpy((char *)out + jlo * es, c.mirror.data() + c.region[(size_t)m] + jlo * es, (size_t)((jhi - jlo) * es));
+      std::memcpy((char *)out + jlo * es, copy_of(c, g, j) + jlo * es, (size_t)((jhi - jlo) * es));
   }
   finish(dev, kind, moved, moved);
   if (!out) shm_free(mine);
@@ -125,7 +127,7 @@ void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char
                 void *out, int32_t rank, const int64_t *shape, const int32_t *axes, int32_t naxes) {
   Group g = begin_collective(dev, what, dtype, rank, shape, axes, naxes);
   const int64_t es = dtype_size(dtype), n = num_elements(rank, shape);
-  if (!ranked(dev)) publish(dev, in, out, n * es, kind, axes, naxes);
+  if (g.lead < 0) publish(dev, g, in, out, n * es, kind, axes, naxes);
   // Chunk r of the flattened array is reduced by group member r (balanced split). A member
   // with no output (SHM_OUT_COLLECTIVE_ONLY: its result is not used) still reduces its chunk,
   // into scratch, for the others, and receives nothing.
@@ -148,7 +150,7 @@ void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char
     finish(dev, kind, moved, moved);
     return;
   }
-  if (ranked(dev)) return all_reduce_ranked(dev, g, dtype, op, kind, in, out, n, axes, naxes);
+  if (g.lead >= 0) return all_reduce_ranked(dev, g, dtype, op, kind, in, out, n, axes, naxes);
   for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = in_of(dev, g, j);
   if (hi > lo) {
     // (the scratch from shm_alloc: a large one is reused from the block cache every step)

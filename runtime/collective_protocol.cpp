@@ -26,69 +26,81 @@ std::vector<int64_t> comm_key(const shm_device *dev, const int32_t *axes, int32_
   return key;
 }
 
-std::vector<std::vector<int>> partner_ranks(MeshCall &c, const int32_t *axes, int32_t naxes, int64_t bytes,
-                                            std::vector<Group> &groups) {
-  std::vector<std::vector<int>> partners((size_t)c.ndev);
-  groups.resize((size_t)c.ndev);
-  c.region.assign((size_t)c.ndev, -1);
+RankSet rank_set(const shm_device *dev, const Group &g, const int32_t *axes, int32_t naxes) {
+  const MeshCall &c = *dev->call;
+  RankSet set;
+  for (int m : g.member) set.ranks.push_back(rank_of(c, m));
+  std::sort(set.ranks.begin(), set.ranks.end());
+  set.ranks.erase(std::unique(set.ranks.begin(), set.ranks.end()), set.ranks.end());
+  set.key = comm_key(dev, axes, naxes);
+  set.key.push_back(-2);
+  set.key.push_back(g.member[0]);  // (the group: its first member)
+  // (unique among the groups of the mesh, as the rank's groups may make theirs at the same time)
+  set.tag = (int)(axis_bits(axes, naxes) * c.ndev + g.member[0]);
+  return set;
+}
+
+std::vector<std::vector<int>> group_partners(MeshCall &c, const Group &g, int64_t bytes) {
+  std::vector<std::vector<int>> partners((size_t)g.n);
+  Slot &lead = c.slots[(size_t)g.lead];
+  lead.region.assign((size_t)g.n, -1);
   int64_t used = 0;
-  int64_t coords[kMaxMeshRank];
-  for (int id = 0; id < c.ndev; ++id) {
-    coords_of(c, id, coords);
-    groups[(size_t)id] = group_at(c, coords, axes, naxes);
-    std::vector<int> &p = partners[(size_t)id];
-    for (int m : groups[(size_t)id].member)
+  for (int j = 0; j < g.n; ++j) {
+    const int id = g.member[(size_t)j];
+    std::vector<int> &p = partners[(size_t)j];
+    for (int m : g.member)
       if (rank_of(c, m) != rank_of(c, id)) p.push_back(rank_of(c, m));
     std::sort(p.begin(), p.end());
     p.erase(std::unique(p.begin(), p.end()), p.end());
-    if (!is_local(c, id) && std::binary_search(p.begin(), p.end(), rank_id())) {
-      c.region[(size_t)id] = used;
+    if (!is_local(c, id)) {
+      lead.region[(size_t)j] = used;
       used += bytes;
     }
   }
-  if ((int64_t)c.mirror.size() < used) c.mirror.resize((size_t)used);
+  if ((int64_t)lead.mirror.size() < used) lead.mirror.resize((size_t)used);
   return partners;
 }
 
-// exchange_pieces, and under SHMAP_LOG_RANKS=1 what this rank sent and received.
-void move_pieces(int kind, const char *what, const std::vector<Piece> &pieces) {
-  exchange_pieces(pieces);
+void move_pieces(int kind, const char *what, const std::vector<Piece> &pieces, const RankSet &among, const Group &g) {
+  exchange_pieces(pieces, &among);
   if (!log_ranks()) return;
   int64_t sent = 0, received = 0;
   for (const Piece &p : pieces) {
     if (p.from == rank_id()) sent += p.bytes;
     if (p.to == rank_id()) received += p.bytes;
   }
-  std::fprintf(stderr, "shmap ranks: rank %d: %s %s: %lld bytes sent, %lld received\n", rank_id(), kind_name(kind), what,
-               (long long)sent, (long long)received);
-}
-
-void read_remote_from_mirror(MeshCall &c) {
-  for (int id = 0; id < c.ndev; ++id)
-    if (c.region[(size_t)id] >= 0) c.slots[(size_t)id].in = c.mirror.data() + c.region[(size_t)id];
+  std::string members;
+  for (int m : g.member) {
+    if (!members.empty()) members += ',';
+    members += std::to_string(m);
+  }
+  // (one line, one call: the rank's groups may log at the same time)
+  std::fprintf(stderr, "shmap ranks: rank %d: %s, devices %s: %s: %lld bytes sent, %lld received\n", rank_id(),
+               kind_name(kind), members.c_str(), what, (long long)sent, (long long)received);
 }
 
 namespace {
 
-// Ranked mode: what each device of another rank reads of a device's input goes to that rank,
-// once: a whole input once per rank, a box once per member that reads it (exchange_pieces
-// packs it). slots[id].in of such a remote device then points at this rank's copy, in which
-// everything a local device reads is in its place. `read` null: every member reads all of
+// Ranked mode, by the group's lead: what each member on another rank reads of a member's
+// input goes to that rank, once: a whole input once per rank, a box once per member that reads
+// it (exchange_pieces packs it), into the rank's copy of the input (copy_of), in which
+// everything a local member reads is in its place. `read` null: every member reads all of
 // every member's input (`bytes`).
-void exchange_inputs(MeshCall &c, int kind, int64_t bytes, const int32_t *axes, int32_t naxes, const ReadOf *read) {
-  std::vector<Group> groups;
-  std::vector<std::vector<int>> partners = partner_ranks(c, axes, naxes, bytes, groups);
+void exchange_inputs(shm_device *dev, const Group &g, int kind, int64_t bytes, const int32_t *axes, int32_t naxes,
+                     const ReadOf *read) {
+  MeshCall &c = *dev->call;
+  group_partners(c, g, bytes);
   std::vector<Piece> pieces;
-  for (int id = 0; id < c.ndev; ++id) {
-    const Group &g = groups[(size_t)id];
+  for (int j = 0; j < g.n; ++j) {
+    const int id = g.member[(size_t)j];
     const int from = rank_of(c, id);
     const char *in = is_local(c, id) ? (const char *)c.slots[(size_t)id].in : nullptr;
-    char *copy = c.region[(size_t)id] >= 0 ? c.mirror.data() + c.region[(size_t)id] : nullptr;
+    char *copy = is_local(c, id) ? nullptr : copy_of(c, g, j);
     std::vector<bool> whole_to((size_t)rank_count(), false);
     for (int k = 0; k < g.n; ++k) {
       const int to = rank_of(c, g.member[(size_t)k]);
       if (to == from) continue;
-      const Read r = read ? (*read)(g.me, k) : Read{};
+      const Read r = read ? (*read)(j, k) : Read{};
       if (r.kind == Read::Nothing) continue;
       if (r.kind == Read::Whole) {
         if (!whole_to[(size_t)to]) pieces.push_back({from, to, in, to == rank_id() ? copy : nullptr, bytes});
@@ -100,8 +112,7 @@ void exchange_inputs(MeshCall &c, int kind, int64_t bytes, const int32_t *axes, 
                                   r.strides));
     }
   }
-  move_pieces(kind, "inputs", pieces);
-  read_remote_from_mirror(c);
+  move_pieces(kind, "inputs", pieces, rank_set(dev, g, axes, naxes), g);
 }
 
 // --trace: the operand of the collective in progress, as its span shows it ("f32[2,5]").
@@ -133,6 +144,16 @@ void trace_collective(shm_device *dev, int kind, int64_t sent, int64_t received)
 Group begin_collective(shm_device *dev, const char *what, int32_t dtype, int32_t rank, const int64_t *shape,
                        const int32_t *axes, int32_t naxes) {
   Group g = group_of(dev, axes, naxes, what);
+  if (ranked(dev)) {
+    const MeshCall &c = *dev->call;
+    int lead = -1;
+    bool remote = false;
+    for (int m : g.member) {
+      if (!is_local(c, m)) remote = true;
+      else if (lead < 0) lead = m;
+    }
+    if (remote) g.lead = lead;
+  }
   check_shape(rank, shape, what);
   note_operand(dev, dtype, rank, shape);
   note_collective(dev, what, dtype, rank, shape, axes, naxes);
@@ -140,86 +161,30 @@ Group begin_collective(shm_device *dev, const char *what, int32_t dtype, int32_t
   return g;
 }
 
-namespace {
+void end_of_body(shm_device *dev) { note_body_finished(dev); }
 
-std::string signature_text(const MeshCall &c, const int64_t *sig) {
-  std::string s;
-  if (sig[0] < 0) {
-    s = "has returned from its shmap body (after ";
-    s += std::to_string(sig[2]);
-    s += sig[2] == 1 ? " collective)" : " collectives)";
-    return s;
-  }
-  s = "runs ";
-  s += kind_name((int)sig[0]);
-  s += " over ";
-  bool first = true;
-  for (int32_t a = 0; a < c.mesh_rank; ++a)
-    if (sig[1] >> a & 1) {
-      s += first ? "\"" : ",\"";
-      s += c.axis_names ? c.axis_names[a] : "?";
-      s += '"';
-      first = false;
-    }
-  s += " (its collective #";
-  s += std::to_string(sig[2]);
-  s += ')';
-  return s;
-}
-
-} // namespace
-
-void check_rank_in_step(shm_device *dev) {
-  const MeshCall &c = *dev->call;
-  const int64_t *mine = c.slots[(size_t)dev->id].sig;
-  for (int id = c.first; id < c.first + c.nlocal; ++id) {
-    const int64_t *other = c.slots[(size_t)id].sig;
-    if (other[0] == mine[0] && other[1] == mine[1]) continue;
-    const int lo = std::min(id, dev->id), hi = std::max(id, dev->id);
-    fatalf("with several devices per rank, the devices of a rank run every collective together, but on this rank %s "
-           "%s while %s %s: their groups run different collectives (a loop or branch that differs between the "
-           "groups); run it with one device per rank (mpirun -np %d) or in one process",
-           device_name(c, lo).c_str(), signature_text(c, c.slots[(size_t)lo].sig).c_str(), device_name(c, hi).c_str(),
-           signature_text(c, c.slots[(size_t)hi].sig).c_str(), c.ndev);
-  }
-}
-
-void end_of_body(shm_device *dev) {
-  note_body_finished(dev);
-  if (!ranked(dev)) return;
-  // (the rank's devices meet once more: one whose body ended early is named, not waited for)
-  int64_t *sig = dev->call->slots[(size_t)dev->id].sig;
-  sig[0] = -1, sig[1] = 0, sig[2] = dev->where.started.load(std::memory_order_relaxed);
-  dev->call->barrier.arrive_and_wait(dev);
-  check_rank_in_step(dev);
-}
-
-void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind, const int32_t *axes,
-             int32_t naxes, bool exchange, const ReadOf *read) {
+void publish(shm_device *dev, const Group &g, const void *in, void *out, int64_t bytes, int kind,
+             const int32_t *axes, int32_t naxes, bool exchange, const ReadOf *read) {
   MeshCall &c = *dev->call;
   Slot &slot = c.slots[(size_t)dev->id];
   slot.in = in;
   slot.out = out;
-  if (c.nlocal < c.ndev && !direct(dev))
-    slot.sig[0] = kind, slot.sig[1] = axis_bits(axes, naxes), slot.sig[2] = dev->where.started.load(std::memory_order_relaxed);
   dev->sync->arrive_and_wait(dev);
-  if (g_tracing || g_stats_wait) dev->collective_waited = trace_now();  // (every member has arrived)
-  if (c.nlocal < c.ndev) {
-    CollectiveSig sig{kind, bytes, axis_bits(axes, naxes)};
-    if (direct(dev)) {
-      if (!checking_collectives()) return;
-      const Group g = group_at(c, dev->coords, axes, naxes);
-      const std::vector<int64_t> key = comm_key(dev, axes, naxes);
-      return check_collective(sig, &g, &key);
-    }
-    check_rank_in_step(dev);
-    // (a collective whose groups all lie within ranks moves nothing between them, and the
-    // ranks need not be at the same one)
-    if (dev->id == c.first && axes_sync(c, axes, naxes).spans_ranks) check_collective(sig);
-    if (!exchange) return;
-    if (dev->id == c.first) exchange_inputs(c, kind, bytes, axes, naxes, read);
-    c.barrier.arrive_and_wait(dev);
+  if (g_tracing || g_stats_wait) dev->collective_waited = trace_now();  // (every member here has arrived)
+  if (direct(dev)) {
+    if (checking_collectives())
+      check_collective(CollectiveSig{kind, bytes, axis_bits(axes, naxes)}, g, comm_key(dev, axes, naxes));
+    return;
   }
+  if (g.lead != dev->id) {  // (a member that is not its group's lead on this rank waits for it)
+    if (g.lead >= 0 && exchange) dev->sync->arrive_and_wait(dev);
+    return;
+  }
+  // (the group's lead, in ranked mode: the group's ranks compare, then the inputs move)
+  if (checking_collectives()) check_collective(CollectiveSig{kind, bytes, axis_bits(axes, naxes)}, rank_set(dev, g, axes, naxes));
+  if (!exchange) return;
+  exchange_inputs(dev, g, kind, bytes, axes, naxes, read);
+  dev->sync->arrive_and_wait(dev);
 }
 
 void finish(shm_device *dev, int kind, int64_t sent, int64_t received) {

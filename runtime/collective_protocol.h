@@ -29,8 +29,12 @@ namespace shm {
 inline bool direct(const shm_device *dev) { return dev->call->nlocal == 1 && dev->call->ndev > 1; }
 
 // Under MPI with several devices per rank, the "ranked" mode: a rank's devices share memory,
-// and the ranks exchange only the pieces of data that a device of another rank reads
-// (exchange_pieces, by the first local device, the thread that calls MPI), each once per rank.
+// and for a collective whose group has members on several ranks, the group's first member on
+// each of its ranks (Group::lead, set by begin_collective) moves between the ranks only the
+// pieces of data that a member on another rank reads, each once per rank, on a communicator of
+// the group's ranks, while the group's other members on the rank wait at the group's barrier.
+// Each group does this for itself, so the rank's groups progress independently, as in one
+// process (sync.h). A group within one rank runs as in one process.
 inline bool ranked(const shm_device *dev) { return dev->call->nlocal < dev->call->ndev && !direct(dev); }
 
 inline int rank_of(const MeshCall &c, int id) { return id / c.nlocal; }
@@ -39,18 +43,23 @@ inline bool is_local(const MeshCall &c, int id) { return id >= c.first && id < c
 // A collective's communicator under MPI (ranks.h): the mesh's sizes, then its axes.
 std::vector<int64_t> comm_key(const shm_device *dev, const int32_t *axes, int32_t naxes);
 
-// Ranked mode: each device's group over `axes`, and the ranks other than its own that hold
-// members of it (ascending). Sets c.region: where in c.mirror this rank keeps the data of each
-// remote device in a group with a local one (`bytes` each; -1 for the others).
-std::vector<std::vector<int>> partner_ranks(MeshCall &c, const int32_t *axes, int32_t naxes, int64_t bytes,
-                                            std::vector<Group> &groups);
+// Ranked mode: the ranks of group `g` (of a collective over `axes`), for its exchanges.
+RankSet rank_set(const shm_device *dev, const Group &g, const int32_t *axes, int32_t naxes);
 
-// exchange_pieces, and under SHMAP_LOG_RANKS=1 what this rank sent and received.
-void move_pieces(int kind, const char *what, const std::vector<Piece> &pieces);
+// Ranked mode, by the group's lead: for each member j, the ranks other than its own that hold
+// members of the group (ascending). Makes room in the lead's slot (Slot::mirror) for `bytes`
+// of each remote member's data, this rank's copy of it (copy_of).
+std::vector<std::vector<int>> group_partners(MeshCall &c, const Group &g, int64_t bytes);
 
-// Ranked mode: the remote devices whose data this rank received read through their slots from
-// its copy (c.mirror at c.region).
-void read_remote_from_mirror(MeshCall &c);
+// Ranked mode: this rank's copy of remote member j's data (group_partners made room for it).
+inline char *copy_of(MeshCall &c, const Group &g, int j) {
+  Slot &lead = c.slots[(size_t)g.lead];
+  return lead.mirror.data() + lead.region[(size_t)j];
+}
+
+// exchange_pieces among the group's ranks, and under SHMAP_LOG_RANKS=1 what this rank sent
+// and received for group `g` ("psum, devices 0,2: input chunks: 16 bytes sent, 16 received").
+void move_pieces(int kind, const char *what, const std::vector<Piece> &pieces, const RankSet &among, const Group &g);
 
 // What group member k reads of member j's input in a collective: nothing, all of it, or a box
 // (offsets, shape and strides in elements of `esize` bytes).
@@ -64,12 +73,12 @@ struct Read {
 };
 using ReadOf = std::function<Read(int j, int k)>;
 
-// Step 1. `bytes`: the size of every device's input; `kind`, `axes`: what the collective is.
-// Under MPI the ranks may first compare their collectives (--check-collectives). In ranked mode
-// what other ranks read of the inputs (`read`; null: all of every input) is then copied to
-// them, unless the caller moves its own data (`exchange` false); nothing writes into a remote
-// device's buffers.
-void publish(shm_device *dev, const void *in, void *out, int64_t bytes, int kind, const int32_t *axes,
+// Step 1. `bytes`: the size of every device's input; `kind`, `axes`: what the collective is,
+// `g` its group. Under MPI the ranks may first compare their collectives (--check-collectives).
+// In ranked mode what other ranks read of the inputs (`read`; null: all of every input) is then
+// copied to them, unless the caller moves its own data (`exchange` false); nothing writes into
+// a remote device's buffers.
+void publish(shm_device *dev, const Group &g, const void *in, void *out, int64_t bytes, int kind, const int32_t *axes,
              int32_t naxes, bool exchange = true, const ReadOf *read = nullptr);
 
 // The start of every collective: its group over `axes` (group_of, which also starts its trace
@@ -80,16 +89,15 @@ Group begin_collective(shm_device *dev, const char *what, int32_t dtype, int32_t
 // Step 2's end: counts the bytes in --stats, waits for the group, and traces the collective.
 void finish(shm_device *dev, int kind, int64_t sent, int64_t received);
 
-// Ranked mode: after the rank's barrier in publish, every local device is in the collective
-// this one is in (its slot's sig), or the run stops naming two that differ (sync.h).
-void check_rank_in_step(shm_device *dev);
-// After a device's shmap body has returned: noted for the watchdog; in ranked mode the rank's
-// devices meet once more, so that one whose body ended while others run a collective is named.
+// After a device's shmap body has returned: noted for the watchdog.
 void end_of_body(shm_device *dev);
 
-// The published input / output of group member j.
+// The published input / output of group member j (in ranked mode, of a remote member: this
+// rank's copy of what its members read of it; nothing writes a remote member's output).
 inline const void *in_of(shm_device *dev, const Group &g, int j) {
-  return dev->call->slots[(size_t)g.member[(size_t)j]].in;
+  const int m = g.member[(size_t)j];
+  if (g.lead >= 0 && !is_local(*dev->call, m)) return copy_of(*dev->call, g, j);
+  return dev->call->slots[(size_t)m].in;
 }
 inline void *out_of(shm_device *dev, const Group &g, int j) {
   return dev->call->slots[(size_t)g.member[(size_t)j]].out;

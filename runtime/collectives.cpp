@@ -23,7 +23,7 @@ void shm_all_gather(shm_device *dev, int32_t dtype, const void *in, void *out, i
            tiled ? "tiled" : "untiled");
   const int64_t es = dtype_size(dtype);
   const int64_t outer = prod(in_shape, 0, axis), inner = prod(in_shape, axis, rank) * es;
-  publish(dev, in, out, outer * inner, kAllGather, axes, naxes);
+  publish(dev, g, in, out, outer * inner, kAllGather, axes, naxes);
   if (direct(dev) && outer == 1 && out) {  // gathered along the first axis: in place
     std::memcpy((char *)out + g.me * inner, in, (size_t)inner);
     group_allgatherv(g, comm_key(dev, axes, naxes), out, std::vector<int64_t>((size_t)g.n, inner));
@@ -78,7 +78,7 @@ void shm_psum_scatter(shm_device *dev, int32_t dtype, const void *in, void *out,
     r.strides[0] = g.n * blk, r.strides[1] = 1;
     return r;
   };
-  publish(dev, in, out, prod(in_shape, 0, rank) * es, kPsumScatter, axes, naxes, true, &read);
+  publish(dev, g, in, out, prod(in_shape, 0, rank) * es, kPsumScatter, axes, naxes, true, &read);
   if (direct(dev)) {
     // Member k gets [:, k, :] of every member's input (packed, an all-to-all) and folds them
     // in member order.
@@ -171,7 +171,7 @@ void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, i
     for (int32_t d = 0; d < brank; ++d) r.shape[d] = bshape[d], r.strides[d] = bsrc[d];
     return r;
   };
-  publish(dev, in, out, prod(in_shape, 0, rank) * es, kAllToAll, axes, naxes, true, &read);
+  publish(dev, g, in, out, prod(in_shape, 0, rank) * es, kAllToAll, axes, naxes, true, &read);
   const int64_t block_elems = num_elements(brank, bshape);
   if (direct(dev)) {
     // The block for member k (the one k would pull: at k's offset) packed for the all-to-all;
@@ -230,7 +230,7 @@ void shm_ppermute(shm_device *dev, int32_t dtype, const void *in, void *out, int
       if (pairs[2 * p] == j && pairs[2 * p + 1] == k) r.kind = Read::Whole;
     return r;
   };
-  publish(dev, in, out, bytes, kPpermute, axes, naxes, true, &read);
+  publish(dev, g, in, out, bytes, kPpermute, axes, naxes, true, &read);
   int64_t received = 0;
   if (direct(dev)) {
     int to = -1;

@@ -17,7 +17,7 @@ namespace shm {
 
 constexpr int kMaxMeshRank = SHM_MAX_MESH_AXES;
 
-// A reusable barrier for the devices of one group (or, in the ranked MPI mode, of a rank).
+// A reusable barrier for the devices of one group that this process runs.
 // Sense is carried by a generation counter: the last thread to arrive resets the count and
 // bumps the generation; the others wait for the generation to change. Waiting spins briefly
 // (a barrier often completes within a few microseconds) and then sleeps on a futex, because
@@ -45,7 +45,6 @@ private:
 struct AxesSync {
   std::vector<std::unique_ptr<Barrier>> barriers;
   std::vector<Barrier *> of;  // by local device (id - first): the barrier of its group
-  bool spans_ranks = false;   // some group over these axes has members on several ranks
 };
 
 // Where a device publishes its buffers for the collective in progress.
@@ -53,7 +52,13 @@ struct alignas(64) Slot {
   const void *in = nullptr;
   void *out = nullptr;
   const void *reduced = nullptr;  // an all-reduce over several ranks: this member's reduced chunk
-  int64_t sig[3] = {0, 0, 0};     // ranked mode: the collective it is in (publish checks the rank's agree)
+  // The ranked MPI mode, when this device leads its group on its rank (Group::lead): what the
+  // rank received of the group's remote members' data, and where member j's is in it (-1: a
+  // local member). Kept in the leader's slot, not in the remote devices' own, because the
+  // rank's devices of other groups may at the same time be in collectives with those remote
+  // devices too (collective_protocol.h).
+  std::vector<char> mirror;
+  std::vector<int64_t> region;
 };
 
 // Where a device is, for the watchdog's report (sync.cpp) when a collective waits too long:
@@ -81,18 +86,14 @@ struct MeshCall {
   const char *const *axis_names = nullptr;
   int ndev = 0;
   int first = 0, nlocal = 0;  // the devices this process runs
-  Barrier barrier;            // of the local devices (the ranked mode's collectives, sync.h)
-  std::vector<Slot> slots;    // one per device of the mesh (remote ones: see collective_protocol.h)
-  std::vector<char> mirror;   // what this rank received of remote devices' data (collective_protocol.cpp)
-  std::vector<int64_t> region;             // ... where each remote device's is in it (-1: none)
-  std::vector<std::vector<int>> partners;  // the ranks of each device's group, but its own
+  std::vector<Slot> slots;    // one per device of the mesh (remote ones' stay empty: collective_protocol.h)
 
   // By set of axes (a bit per mesh axis): the barriers of its groups, made at the first
   // collective over those axes by whichever device gets there first (sync.cpp).
   std::atomic<AxesSync *> axes_sync[1 << kMaxMeshRank] = {};
 
   MeshCall(int n, int first_local, int n_local)
-      : ndev(n), first(first_local), nlocal(n_local), barrier(n_local), slots((size_t)n) {}
+      : ndev(n), first(first_local), nlocal(n_local), slots((size_t)n) {}
   ~MeshCall() {
     for (auto &a : axes_sync) delete a.load(std::memory_order_relaxed);
   }
@@ -125,6 +126,9 @@ struct Group {
   int n = 1;               // group size
   int me = 0;              // this device's index in the group
   std::vector<int> member; // device id of each group index
+  // The ranked MPI mode, for a group with members on several ranks: its first member on this
+  // rank, which moves the group's data between ranks for the rank's members (-1 otherwise).
+  int lead = -1;
 };
 // Validates the axis list (indices in range, no repeats) and computes the group.
 Group group_of(const shm_device *dev, const int32_t *axes, int32_t naxes, const char *what);

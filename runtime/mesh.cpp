@@ -31,8 +31,10 @@ Group group_of(const shm_device *dev, const int32_t *axes, int32_t naxes, const 
     d->collective_start = d->collective_waited = trace_now();
     d->collective_axes.clear();
     for (int32_t k = 0; k < naxes && axes; ++k)
-      if (axes[k] >= 0 && axes[k] < dev->call->mesh_rank)
-        d->collective_axes += (k ? "," : "") + std::string(dev->call->axis_names ? dev->call->axis_names[axes[k]] : "?");
+      if (axes[k] >= 0 && axes[k] < dev->call->mesh_rank) {
+        if (k) d->collective_axes += ',';
+        d->collective_axes += dev->call->axis_names ? dev->call->axis_names[axes[k]] : "?";
+      }
   }
   const MeshCall &c = *dev->call;
   if (naxes < 0 || naxes > c.mesh_rank || (naxes > 0 && !axes))
@@ -421,13 +423,18 @@ extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
   // The threads have finished (run_on_threads synchronises with them): merge their counters.
   for (const shm_device &d : devs) stats_merge(d.stats);
   if (g_tracing) {
+    // (appended piece by piece: GCC 12 warns, wrongly, about `"text" + std::string` at -O3)
+    auto axis_is = [&](std::string &s, int32_t a, int64_t v) {
+      if (a) s += ',';
+      s += axis_names ? axis_names[a] : "?";
+      s += '=';
+      s += std::to_string(v);
+    };
     std::string mesh;  // "x=2,y=4"
-    for (int32_t a = 0; a < mesh_rank; ++a)
-      mesh += (a ? "," : "") + std::string(axis_names ? axis_names[a] : "?") + "=" + std::to_string(mesh_sizes[a]);
+    for (int32_t a = 0; a < mesh_rank; ++a) axis_is(mesh, a, mesh_sizes[a]);
     for (shm_device &d : devs) {
       std::string label = "device " + std::to_string(d.id) + " (";  // "device 5 (x=1,y=1)"
-      for (int32_t a = 0; a < mesh_rank; ++a)
-        label += (a ? "," : "") + std::string(axis_names ? axis_names[a] : "?") + "=" + std::to_string(d.coords[a]);
+      for (int32_t a = 0; a < mesh_rank; ++a) axis_is(label, a, d.coords[a]);
       trace_merge_device(d.id, label + ")", d.trace);
     }
     trace_span("shmap", "shmap", t0, "\"mesh\":\"" + mesh + "\",\"devices\":" + std::to_string(ndev));

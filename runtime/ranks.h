@@ -87,12 +87,22 @@ struct Piece {
     return p;
   }
 };
-// With several devices per rank, called by the first local device between the barriers of a
-// collective: moves the pieces with this rank at one end, packed into one message per pair of
-// ranks (split into several when larger than one MPI call takes).
-// Every rank passes the same list (its pointers set where it is an end), so each knows what
-// to send and expect; an empty list (every group within a rank) calls nothing.
-void exchange_pieces(const std::vector<Piece> &pieces);
+// Some of the ranks, on a communicator of their own: `ranks` ascending; `key` names what they
+// are (the same on each of them), and the communicator is made at its first use by
+// MPI_Comm_create_group, which only these ranks take part in, with `tag` telling it apart from
+// others this rank's threads may make at the same time over overlapping ranks.
+struct RankSet {
+  std::vector<int> ranks;
+  std::vector<int64_t> key;
+  int tag = 0;
+};
+// Moves the pieces with this rank at one end, packed into one message per pair of ranks (split
+// into several when larger than one MPI call takes), among every rank or (`among`) some. Every
+// rank involved passes the same list (its pointers set where it is an end), so each knows what
+// to send and expect; an empty list calls nothing. With several devices per rank, a group's
+// first device on each of its ranks calls it for the group (collective_protocol.h), on the
+// group's ranks: the rank's groups move their data independently, each at its own pace.
+void exchange_pieces(const std::vector<Piece> &pieces, const RankSet *among = nullptr);
 
 // With one device per rank, a collective runs among the ranks of its group (its devices' ranks)
 // on a communicator per mesh and set of axes (`key`: the mesh's sizes and the axes, the same on
@@ -114,9 +124,11 @@ void group_scatter(const Group &g, const std::vector<int64_t> &key, const void *
 void group_sendrecv(const Group &g, const std::vector<int64_t> &key, const void *send, int to, void *recv, int from, int64_t bytes);
 // With --check-collectives the ranks first compare their collectives (a device-varying branch
 // that skipped one would make them disagree): a mismatch is a fatal error naming the ranks.
-// With one device per rank the ranks of the collective's group compare (`g`, on its
-// communicator for `key`: groups progress independently); otherwise (g null) every rank.
-void check_collective(const CollectiveSig &sig, const Group *g = nullptr, const std::vector<int64_t> *key = nullptr);
+// The ranks of the collective's group compare (groups progress independently): with one device
+// per rank `g` (its members are ranks), on its communicator for `key`.
+void check_collective(const CollectiveSig &sig, const Group &g, const std::vector<int64_t> &key);
+// With several devices per rank, the group's ranks, by the group's first device on each.
+void check_collective(const CollectiveSig &sig, const RankSet &among);
 // Whether --check-collectives (SHMAP_CHECK_COLLECTIVES=1) is on.
 bool checking_collectives();
 

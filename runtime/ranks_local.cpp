@@ -45,7 +45,7 @@ void local_devices(int64_t ndev, int *first, int *count) {
   *count = (int)ndev;
 }
 
-void exchange_pieces(const std::vector<Piece> &pieces) {
+void exchange_pieces(const std::vector<Piece> &pieces, const RankSet *) {
   if (!pieces.empty()) fatalf("exchange_pieces: no other ranks");
 }
 
@@ -69,7 +69,8 @@ void group_gather(const Group &, const std::vector<int64_t> &, const void *, voi
 void group_scatter(const Group &, const std::vector<int64_t> &, const void *, void *, int64_t, int) {
   fatalf("group_scatter: no other ranks");
 }
-void check_collective(const CollectiveSig &, const Group *, const std::vector<int64_t> *) {}
+void check_collective(const CollectiveSig &, const Group &, const std::vector<int64_t> &) {}
+void check_collective(const CollectiveSig &, const RankSet &) {}
 bool checking_collectives() { return false; }
 
 void sum_stats_over_ranks(Stats &) {}

@@ -1,9 +1,11 @@
 // Several processes under MPI (ranks.h; `shmapc compile --mpi`): rank r runs devices
-// [r * d, (r + 1) * d) of every mesh as threads, d = --devices-per-rank (default 1). Only the
-// first local device's thread calls MPI, and it is the main thread (run_on_threads runs job 0
-// on the caller), so MPI_THREAD_FUNNELED is enough. The ranks of a collective's group make the
-// same calls in the same order, as every member of a group runs its collectives in order;
-// other groups may be elsewhere (sync.h).
+// [r * d, (r + 1) * d) of every mesh as threads, d = --devices-per-rank (default 1). With one
+// device per rank only the main thread calls MPI (run_on_threads runs job 0 on the caller):
+// MPI_THREAD_FUNNELED. With several, each group's first device on the rank calls MPI for its
+// group, and groups progress independently, so several threads call MPI at once:
+// MPI_THREAD_MULTIPLE. The ranks of a collective's group make the same calls in the same
+// order, on the group's communicator, as every member of a group runs its collectives in
+// order; other groups may be elsewhere (sync.h).
 #include "ranks.h"
 
 #include "device.h"
@@ -19,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mpi.h>
+#include <mutex>
 #include <sched.h>
 #include <string>
 #include <string_view>
@@ -36,6 +39,7 @@ int g_rank = 0, g_ranks = 1, g_per_rank = 1;
 bool g_check = false;        // --check-collectives
 bool g_local_first = false;  // --reduce-locally-first
 int g_sharing = 1;           // ranks_sharing_cores()
+int g_thread_level = 0;      // what MPI_Init_thread provided
 char g_prefix[32] = "";
 
 void check(int rc, const char *what) {
@@ -48,11 +52,19 @@ void check(int rc, const char *what) {
 } // namespace
 
 void ranks_init(int *argc, char ***argv) {
+  // (the arguments are read after MPI_Init; a look ahead for --devices-per-rank=N, N > 1, picks
+  // the thread level: MPI_THREAD_MULTIPLE costs every MPI call a lock)
+  int wanted = MPI_THREAD_FUNNELED;
+  const char *flag = "--devices-per-rank=";
+  for (int i = 1; i < *argc; ++i)
+    if (std::strncmp((*argv)[i], flag, std::strlen(flag)) == 0 && std::strcmp((*argv)[i] + std::strlen(flag), "1") != 0)
+      wanted = MPI_THREAD_MULTIPLE;
   int provided = 0;
-  if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+  if (MPI_Init_thread(argc, argv, wanted, &provided) != MPI_SUCCESS) {
     std::fprintf(stderr, "shmap runtime error: MPI_Init_thread failed\n");
     std::exit(2);
   }
+  g_thread_level = provided;
   // Errors come back as codes (check() names them), not as MPI's own abort.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -227,6 +239,10 @@ std::string mesh_problem(int64_t ndev) {
 
 std::string layout_problem() {
   if (!&shm_user_mesh_count) return "";  // no shmap
+  if (g_per_rank > 1 && g_thread_level < MPI_THREAD_MULTIPLE)
+    return "--devices-per-rank=" + std::to_string(g_per_rank) +
+           " needs an MPI library that lets several threads call it at once (MPI_THREAD_MULTIPLE), which this one "
+           "does not provide: run one device per rank";
   for (int32_t i = 0; i < shm_user_mesh_count; ++i)
     if (std::string p = mesh_problem(shm_user_mesh_devices[i]); !p.empty()) return p;
   return "";
@@ -254,8 +270,16 @@ void local_devices(int64_t ndev, int *first, int *count) {
 }
 
 namespace {
-MPI_Comm group_comm(const Group &g, const std::vector<int64_t> &key);
+MPI_Comm comm_among(const std::vector<int> &ranks, const std::vector<int64_t> &key, int tag);
+
+// The communicator of a group of one device per rank (its members are ranks, in group order).
+// (the tag tells apart the creations for different axes that one rank's groups may overlap in)
+MPI_Comm group_comm(const Group &g, const std::vector<int64_t> &key) {
+  int tag = 0;
+  for (int64_t k : key) tag = (int)((tag * 131u + (uint64_t)k) % 32749u);
+  return comm_among(g.member, key, tag);
 }
+} // namespace
 
 // --check-collectives: every rank's collective on `comm` (whose rank j is world rank
 // world[j]), compared with its first rank's.
@@ -280,37 +304,41 @@ static void check_same_collective(const CollectiveSig &sig, MPI_Comm comm, const
 
 bool checking_collectives() { return g_check; }
 
-void check_collective(const CollectiveSig &sig, const Group *g, const std::vector<int64_t> *key) {
-  if (!g_check) return;
-  if (g) return check_same_collective(sig, group_comm(*g, *key), g->member);  // (device ids are ranks here)
-  std::vector<int> world((size_t)g_ranks);
-  for (int r = 0; r < g_ranks; ++r) world[(size_t)r] = r;
-  check_same_collective(sig, MPI_COMM_WORLD, world);
+void check_collective(const CollectiveSig &sig, const Group &g, const std::vector<int64_t> &key) {
+  if (g_check) check_same_collective(sig, group_comm(g, key), g.member);  // (device ids are ranks here)
+}
+
+void check_collective(const CollectiveSig &sig, const RankSet &among) {
+  if (g_check) check_same_collective(sig, comm_among(among.ranks, among.key, among.tag), among.ranks);
 }
 
 namespace {
 
-// The communicator of this rank's group for `key` (a mesh and axes; one device per rank, so a
-// group's members are ranks g.member[0..n), in group order). Made at the first collective
-// with this key by MPI_Comm_create_group, which only the group's members take part in: groups
-// progress independently (sync.h), so other ranks may be at other collectives, or past the
-// last one (MPI_Comm_split, collective over every rank, would pair unrelated calls).
-MPI_Comm group_comm(const Group &g, const std::vector<int64_t> &key) {
+// The communicator of `ranks` (ascending, or a group's members in group order) for `key` (what
+// they are: a mesh and axes, and in the ranked mode the group). Made at the first use of the
+// key by MPI_Comm_create_group, which only those ranks take part in: groups progress
+// independently (sync.h), so other ranks may be at other collectives, or past the last one
+// (MPI_Comm_split, collective over every rank, would pair unrelated calls). The cache is
+// shared by the rank's threads (in the ranked mode each group's first device on the rank
+// makes its own); the creation itself runs outside the lock, as it waits for other ranks.
+MPI_Comm comm_among(const std::vector<int> &ranks, const std::vector<int64_t> &key, int tag) {
+  static std::mutex m;
   static std::map<std::vector<int64_t>, MPI_Comm> comms;
-  auto it = comms.find(key);
-  if (it != comms.end()) return it->second;
+  {
+    std::lock_guard<std::mutex> lk(m);
+    auto it = comms.find(key);
+    if (it != comms.end()) return it->second;
+  }
   MPI_Group world, members;
   MPI_Comm_group(MPI_COMM_WORLD, &world);
-  MPI_Group_incl(world, g.n, g.member.data(), &members);
-  // (the tag tells apart the creations for different axes that one rank's groups may overlap in)
-  int tag = 0;
-  for (int64_t k : key) tag = (int)((tag * 131u + (uint64_t)k) % 32749u);
+  MPI_Group_incl(world, (int)ranks.size(), ranks.data(), &members);
   MPI_Comm comm;
   check(MPI_Comm_create_group(MPI_COMM_WORLD, members, tag, &comm), "making a communicator for a mesh axis group");
   MPI_Group_free(&members);
   MPI_Group_free(&world);
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  comms[key] = comm;
+  std::lock_guard<std::mutex> lk(m);
+  comms[key] = comm;  // (only this thread makes the communicator of this key)
   return comm;
 }
 
@@ -392,12 +420,21 @@ void alltoallv(MPI_Comm comm, const void *send, const std::vector<int64_t> &send
 
 } // namespace
 
-void exchange_pieces(const std::vector<Piece> &pieces) {
+void exchange_pieces(const std::vector<Piece> &pieces, const RankSet *among) {
   if (pieces.empty()) return;
-  std::vector<int64_t> out_bytes((size_t)g_ranks, 0), in_bytes((size_t)g_ranks, 0);
+  // Index i of the exchange is world rank ranks[i]: every rank, or the set's.
+  MPI_Comm comm = among ? comm_among(among->ranks, among->key, among->tag) : MPI_COMM_WORLD;
+  const int n = among ? (int)among->ranks.size() : g_ranks;
+  auto index_of = [&](int rank) {
+    if (!among) return rank;
+    auto it = std::lower_bound(among->ranks.begin(), among->ranks.end(), rank);
+    if (it == among->ranks.end() || *it != rank) fatalf("exchange_pieces: rank %d is not one of the group's", rank);
+    return (int)(it - among->ranks.begin());
+  };
+  std::vector<int64_t> out_bytes((size_t)n, 0), in_bytes((size_t)n, 0);
   for (const Piece &p : pieces) {
-    if (p.from == g_rank) out_bytes[(size_t)p.to] += p.bytes;
-    if (p.to == g_rank) in_bytes[(size_t)p.from] += p.bytes;
+    if (p.from == g_rank) out_bytes[(size_t)index_of(p.to)] += p.bytes;
+    if (p.to == g_rank) in_bytes[(size_t)index_of(p.from)] += p.bytes;
   }
   // Packed by destination rank, each rank's pieces in list order (which its receiver shares).
   const std::vector<int64_t> sat = offsets_of(out_bytes), rat = offsets_of(in_bytes);
@@ -407,28 +444,29 @@ void exchange_pieces(const std::vector<Piece> &pieces) {
   int64_t dense[kMaxRank];
   for (const Piece &p : pieces)
     if (p.from == g_rank && p.bytes > 0) {
-      char *to = sendbuf.get() + at[(size_t)p.to];
+      const size_t to_index = (size_t)index_of(p.to);
+      char *to = sendbuf.get() + at[to_index];
       if (p.rank > 0) {
         row_major_strides(p.rank, p.shape, dense);
         copy_strided(p.esize, p.rank, p.shape, p.send, p.strides, to, dense);
       } else {
         std::memcpy(to, p.send, (size_t)p.bytes);
       }
-      at[(size_t)p.to] += p.bytes;
+      at[to_index] += p.bytes;
     }
-  alltoallv(MPI_COMM_WORLD, sendbuf.get(), out_bytes, recvbuf.get(), in_bytes,
-            "a collective between ranks (MPI_Isend / MPI_Irecv)");
+  alltoallv(comm, sendbuf.get(), out_bytes, recvbuf.get(), in_bytes, "a collective between ranks (MPI_Isend / MPI_Irecv)");
   at = rat;
   for (const Piece &p : pieces)
     if (p.to == g_rank && p.bytes > 0) {
-      const char *from = recvbuf.get() + at[(size_t)p.from];
+      const size_t from_index = (size_t)index_of(p.from);
+      const char *from = recvbuf.get() + at[from_index];
       if (p.rank > 0) {
         row_major_strides(p.rank, p.shape, dense);
         copy_strided(p.esize, p.rank, p.shape, from, dense, p.recv, p.strides);
       } else {
         std::memcpy(p.recv, from, (size_t)p.bytes);
       }
-      at[(size_t)p.from] += p.bytes;
+      at[from_index] += p.bytes;
     }
 }
 

@@ -37,7 +37,7 @@ void shm_broadcast(shm_device *dev, int32_t dtype, const void *in, void *out, in
   check_root(root, g, what);
   const int64_t bytes = num_elements(rank, shape) * dtype_size(dtype);
   const ReadOf read = [&](int j, int) { return Read{j == root ? Read::Whole : Read::Nothing}; };
-  publish(dev, in, out, bytes, kBroadcast, axes, naxes, true, &read);
+  publish(dev, g, in, out, bytes, kBroadcast, axes, naxes, true, &read);
   const int64_t received = g.me == root ? 0 : bytes;
   if (direct(dev)) {
     Scratch scratch(out ? 0 : bytes);
@@ -60,7 +60,7 @@ void shm_reduce_to(shm_device *dev, int32_t op, int32_t dtype, const void *in, v
   check_root(root, g, what);
   const int64_t n = num_elements(rank, shape), bytes = n * dtype_size(dtype);
   const ReadOf read = [&](int, int k) { return Read{k == root ? Read::Whole : Read::Nothing}; };
-  publish(dev, in, out, bytes, kReduce, axes, naxes, true, &read);
+  publish(dev, g, in, out, bytes, kReduce, axes, naxes, true, &read);
   const int64_t received = g.me == root ? (int64_t)(g.n - 1) * bytes : 0;
   // (one device per rank: every input gathered onto the root first, MPI_Gather)
   Scratch all(direct(dev) && g.me == root ? g.n * bytes : 0);
@@ -83,7 +83,7 @@ void shm_gather_to(shm_device *dev, int32_t dtype, const void *in, void *out, in
   blocks(what, rank, in_shape, axis, tiled, g.n, false, dtype_size(dtype), outer, blk);
   const int64_t bytes = outer * blk;
   const ReadOf read = [&](int, int k) { return Read{k == root ? Read::Whole : Read::Nothing}; };
-  publish(dev, in, out, bytes, kGather, axes, naxes, true, &read);
+  publish(dev, g, in, out, bytes, kGather, axes, naxes, true, &read);
   const int64_t received = g.me == root ? (int64_t)(g.n - 1) * bytes : 0;
   // Member j's input into [:, j, :] of the root's output.
   auto place = [&](int j, const char *src) {
@@ -120,7 +120,7 @@ void shm_scatter_from(shm_device *dev, int32_t dtype, const void *in, void *out,
     r.strides[0] = g.n * (blk / es), r.strides[1] = 1;
     return r;
   };
-  publish(dev, in, out, prod(in_shape, 0, rank) * es, kScatter, axes, naxes, true, &read);
+  publish(dev, g, in, out, prod(in_shape, 0, rank) * es, kScatter, axes, naxes, true, &read);
   const int64_t received = g.me == root ? 0 : outer * blk;
   if (direct(dev)) {
     // The root packs block k of every row for member k (MPI_Scatter sends each its part).

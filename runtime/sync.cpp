@@ -92,7 +92,7 @@ AxesSync &axes_sync(MeshCall &c, const int32_t *axes, int32_t naxes) {
     return (int)l;
   };
   auto made = std::make_unique<AxesSync>();
-  std::vector<int> local_members((size_t)c.ndev, 0), first_rank((size_t)c.ndev, -1);
+  std::vector<int> local_members((size_t)c.ndev, 0);
   for (int id = c.first; id < c.first + c.nlocal; ++id) ++local_members[(size_t)leader_of(id)];
   std::vector<Barrier *> of_leader((size_t)c.ndev, nullptr);
   made->of.resize((size_t)c.nlocal);
@@ -104,12 +104,6 @@ AxesSync &axes_sync(MeshCall &c, const int32_t *axes, int32_t naxes) {
     }
     made->of[(size_t)(id - c.first)] = of_leader[(size_t)l];
   }
-  if (c.nlocal < c.ndev)
-    for (int id = 0; id < c.ndev; ++id) {
-      int &r = first_rank[(size_t)leader_of(id)];
-      if (r < 0) r = rank_of(c, id);
-      else if (r != rank_of(c, id)) made->spans_ranks = true;
-    }
   AxesSync *expected = nullptr;
   if (slot.compare_exchange_strong(expected, made.get(), std::memory_order_acq_rel, std::memory_order_acquire))
     return *made.release();
@@ -118,8 +112,7 @@ AxesSync &axes_sync(MeshCall &c, const int32_t *axes, int32_t naxes) {
 
 Barrier &collective_barrier(shm_device *dev, const int32_t *axes, int32_t naxes) {
   MeshCall &c = *dev->call;
-  // One device per rank: a barrier of one; several (the ranked mode): the rank's (sync.h).
-  if (c.nlocal < c.ndev) return c.barrier;
+  // (one device per rank: a barrier of one; several: of the group's members on the rank)
   return *axes_sync(c, axes, naxes).of[(size_t)(dev->id - c.first)];
 }
 
@@ -231,13 +224,8 @@ std::string stuck_report(const shm_device *dev, double waited) {
                 waited, collective_timeout());
   std::string msg;
   append(msg, head, device_name(c, dev->id));
-  if (w.phase.load(std::memory_order_relaxed) == Whereabouts::kFinished)  // (ranked mode: the rank's devices meet at the end)
-    append(msg, " waits, its shmap body returned, for the other devices of its rank; its last collective was its "
-                "collective #", std::to_string(k), ", ", describe(c, mine), ", of a group of ", std::to_string(g.n),
-           " devices:");
-  else
-    append(msg, " waits in its collective #", std::to_string(k), ", ", describe(c, mine), ", for the group of ",
-           std::to_string(g.n), " devices:");
+  append(msg, " waits in its collective #", std::to_string(k), ", ", describe(c, mine), ", for the group of ",
+         std::to_string(g.n), " devices:");
   // (the devices of the call are one array, in id order from c.first)
   const shm_device *devs = dev - (dev->id - c.first);
   for (int m : g.member) {
@@ -245,9 +233,6 @@ std::string stuck_report(const shm_device *dev, double waited) {
     if (is_local(c, m)) append(msg, whereabouts(c, devs[m - c.first], mine));
     else append(msg, "on rank ", std::to_string(rank_of(c, m)), " (its whereabouts are known there)");
   }
-  if (ranked(dev))
-    msg += "\n  (with several devices per rank, the rank's devices run every collective together: the rank's first "
-           "device moves the data between ranks)";
   msg += "\nA member that skips the collective, or runs collectives of its group in another order, leaves the others "
          "waiting (docs/runtime.md, \"Stuck collectives\")";
   return msg;

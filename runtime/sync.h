@@ -8,11 +8,9 @@
 // read by the members of the group of the collective it is in, between that group's two
 // barriers, so one barrier per group keeps every slot safe (collective_protocol.h).
 //
-// The ranked MPI mode (several devices per rank) is the exception: the first device of a rank
-// moves every local group's data between ranks for all of them at once, so the rank's devices
-// run every collective together, on the rank's barrier (MeshCall::barrier), and check that they
-// are in the same one (publish); a rank whose devices' groups progress differently stops with
-// a message instead of hanging.
+// The same holds in the ranked MPI mode (several devices per rank): a group's barrier there
+// is of its members on the rank, and its first member on the rank moves the group's data
+// between ranks, on a communicator of the group's ranks (collective_protocol.h).
 //
 // Stopping: when a device thread fails (shm_fatal), the failure is recorded, every other device
 // stops at its next barrier (or when its body ends) and parks, and the thread that started the
@@ -37,8 +35,8 @@ inline bool stopping() { return g_stopping.load(std::memory_order_relaxed); }
 // the devices waits for the workers, reports the failure and exits with status 2.
 [[noreturn]] void stop_this_thread();
 
-// The barrier a collective over `axes` waits on: its group's (made at the first use of the
-// axes), or in the ranked MPI mode the rank's. Also notes the collective for the watchdog.
+// The barrier a collective over `axes` waits on: its group's members' in this process (made at
+// the first use of the axes).
 Barrier &collective_barrier(shm_device *dev, const int32_t *axes, int32_t naxes);
 
 // The groups over `axes` (a bit per axis in `bits`): their barriers, made on first use.

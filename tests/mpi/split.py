@@ -9,7 +9,8 @@ with several devices per rank, what each collective sends and receives:
                               is its .expected file, and rank 1 reports what the comments of
                               EXPECTED below derive.
   tests/run/ranked_collectives.smp  collectives within a rank and across ranks, on 2 ranks
-                              of 2 devices: each piece crosses to a rank once (RANKED_EXPECTED),
+                              of 2 devices: each piece crosses to a rank once, each group
+                              moving its own (RANKED_EXPECTED),
                               and with --reduce-locally-first a rank's sum instead of each
                               member's input (RANKED_LOCALLY_FIRST).
   samples/transformer.smp     data-parallel (and tensor-parallel) training on 4 ranks, each
@@ -59,7 +60,8 @@ def stays_split_expected(ranks):
     ] + ([] if ranks == 4 else [
         # total(f)'s psum of one f32 (4 bytes) over a group of 4, 2 on each rank: member 3
         # (here) reduces it from the others' inputs, then sends it to rank 0
-        "psum input chunks: 0 bytes sent, 8 received", "psum reduced chunks: 4 bytes sent, 0 received",
+        "psum, devices 0,1,2,3: input chunks: 0 bytes sent, 8 received",
+        "psum, devices 0,1,2,3: reduced chunks: 4 bytes sent, 0 received",
     ]) + [
         outputs(1, 0, 0, 0),  # total(f): a replicated scalar, on every rank
         sums,              # row_sums(f)
@@ -69,28 +71,38 @@ def stays_split_expected(ranks):
     ]
 
 
-# ranked_collectives.smp on 2 ranks of 2 devices, rank 1 (devices x = 1, y = 0 and 1), f32[8]
-# (32 bytes) a device: an all-reduce moves chunk r of each member's input to member r's rank
-# (each member's own, unreduced: one process adds them in member order, and so must the ranks
-# for the same bits), then each reduced chunk once to each other rank of its group; all_gather
-# each input once to each other rank of its group.
+# ranked_collectives.smp on 2 ranks of 2 devices, rank 1 (devices x = 1, y = 0 and 1: ids 2
+# and 3), f32[8] (32 bytes) a device. A group with members on both ranks moves its own data, on
+# its own (one line each, "psum, devices 0,2: ..."); a group within a rank moves nothing and
+# says nothing. An all-reduce moves chunk r of each member's input to member r's rank (each
+# member's own, unreduced: one process adds them in member order, and so must the ranks for the
+# same bits), then each reduced chunk once to each other rank of its group; all_gather each
+# input once to each other rank of its group.
 RANKED_EXPECTED = [
-    # psum over y: both members of each group on one rank, nothing moves
-    "psum input chunks: 0 bytes sent, 0 received", "psum reduced chunks: 0 bytes sent, 0 received",
-    # over x: 2 groups with a member on each rank; each member sends the other its half (16 bytes)
-    "psum input chunks: 32 bytes sent, 32 received", "psum reduced chunks: 32 bytes sent, 32 received",
+    # psum over y: both members of each group on one rank, nothing moves (no line)
+    # over x: groups 0,2 and 1,3, a member on each rank; each member sends the other its half
+    # (16 bytes) and then its reduced half
+    "psum, devices 0,2: input chunks: 16 bytes sent, 16 received",
+    "psum, devices 0,2: reduced chunks: 16 bytes sent, 16 received",
+    "psum, devices 1,3: input chunks: 16 bytes sent, 16 received",
+    "psum, devices 1,3: reduced chunks: 16 bytes sent, 16 received",
     # over both: one group of 4; each member here sends the other rank's 2 members a quarter
     # (8 bytes) each; the 2 chunks reduced here (8 bytes each) go to rank 0 once
-    "psum input chunks: 32 bytes sent, 32 received", "psum reduced chunks: 16 bytes sent, 16 received",
+    "psum, devices 0,1,2,3: input chunks: 32 bytes sent, 32 received",
+    "psum, devices 0,1,2,3: reduced chunks: 16 bytes sent, 16 received",
     # all_gather over x: each input once to the other rank
-    "all_gather inputs: 64 bytes sent, 64 received",
+    "all_gather, devices 0,2: inputs: 32 bytes sent, 32 received",
+    "all_gather, devices 1,3: inputs: 32 bytes sent, 32 received",
     outputs(3, 0, 1, 32),  # the psum over y is split over x: rank 0's block (32 bytes) comes here
     # psum_scatter and all_to_all over x: member 0 (on rank 0) reads a half (16 bytes) of each
     # input here, member 1 (here) a half of each there
-    "psum_scatter inputs: 32 bytes sent, 32 received",
-    "all_to_all inputs: 32 bytes sent, 32 received",
+    "psum_scatter, devices 0,2: inputs: 16 bytes sent, 16 received",
+    "all_to_all, devices 0,2: inputs: 16 bytes sent, 16 received",
     # ppermute over x: each input (32 bytes) to the member it goes to, on the other rank
-    "ppermute inputs: 64 bytes sent, 64 received",
+    "ppermute, devices 0,2: inputs: 32 bytes sent, 32 received",
+    "psum_scatter, devices 1,3: inputs: 16 bytes sent, 16 received",
+    "all_to_all, devices 1,3: inputs: 16 bytes sent, 16 received",
+    "ppermute, devices 1,3: inputs: 32 bytes sent, 32 received",
     # the three are split over both axes: rank 0's two blocks of each (16, 32, 32 bytes) come here
     outputs(0, 0, 3, 2 * (16 + 32 + 32)),
 ]
@@ -99,14 +111,30 @@ RANKED_EXPECTED = [
 # With --reduce-locally-first rank 1 sends, for the psum over both axes, chunks 0 and 1 (8 bytes
 # each) of the sum of its 2 members, not of each: half the bytes. Groups with one member on
 # a rank move what they did.
-RANKED_LOCALLY_FIRST = [line.replace("psum input chunks:", "psum input chunks added up on their rank:")
+RANKED_LOCALLY_FIRST = [line.replace(": input chunks:", ": input chunks added up on their rank:")
                         for line in RANKED_EXPECTED]
-RANKED_LOCALLY_FIRST[4] = "psum input chunks added up on their rank: 16 bytes sent, 16 received"
+RANKED_LOCALLY_FIRST[4] = "psum, devices 0,1,2,3: input chunks added up on their rank: 16 bytes sent, 16 received"
 
 
 def rank_lines(stderr, rank):
     prefix = "shmap ranks: rank %d: " % rank
     return [l[len(prefix):] for l in stderr.splitlines() if l.startswith(prefix)]
+
+
+def by_group(lines):
+    """The lines of a rank, with each shmap call's collective lines grouped by their group (in
+    each group's own order, which its one thread keeps; the rank's groups run at the same time,
+    so their lines may interleave in any order)."""
+    out, call = [], []
+    for line in lines + [None]:
+        if line is None or line.startswith("a shmap's"):
+            out += sorted(call, key=lambda l: l.split(":")[0].split(", devices ")[-1])
+            call = []
+            if line is not None:
+                out.append(line)
+        else:
+            call.append(line)
+    return out
 
 
 def run(a, tmp, src, ranks, per_rank, args=()):
@@ -140,19 +168,19 @@ def main():
         # Collectives with several devices per rank: each piece crosses to a rank once.
         src = os.path.join(ROOT, "tests", "run", "ranked_collectives.smp")
         r = run(a, tmp, src, 2, 2)
-        got = rank_lines(r.stderr, 1)
+        got = by_group(rank_lines(r.stderr, 1))
         expect("ranked_collectives on 2 ranks x 2: output as one process",
                r.returncode == 0 and r.stdout == open(src[:-4] + ".expected").read(), r.stdout + r.stderr)
-        expect("ranked_collectives on 2 ranks x 2: what rank 1 sends and receives", got == RANKED_EXPECTED,
+        expect("ranked_collectives on 2 ranks x 2: what rank 1 sends and receives", got == by_group(RANKED_EXPECTED),
                "got:\n  %s\nwanted:\n  %s" % ("\n  ".join(got), "\n  ".join(RANKED_EXPECTED)))
 
         # ... and with the members of a rank added up before they travel.
         r = run(a, tmp, src, 2, 2, ["--reduce-locally-first"])
-        got = rank_lines(r.stderr, 1)
+        got = by_group(rank_lines(r.stderr, 1))
         expect("ranked_collectives on 2 ranks x 2, --reduce-locally-first: output as one process (sums of integers)",
                r.returncode == 0 and r.stdout == open(src[:-4] + ".expected").read(), r.stdout + r.stderr)
         expect("ranked_collectives on 2 ranks x 2, --reduce-locally-first: what rank 1 sends and receives",
-               got == RANKED_LOCALLY_FIRST, "got:\n  %s\nwanted:\n  %s" % ("\n  ".join(got), "\n  ".join(RANKED_LOCALLY_FIRST)))
+               got == by_group(RANKED_LOCALLY_FIRST), "got:\n  %s\nwanted:\n  %s" % ("\n  ".join(got), "\n  ".join(RANKED_LOCALLY_FIRST)))
 
         # The Transformer: the threaded run, then 4 ranks, then 2 ranks of 2 devices.
         src = os.path.join(ROOT, "samples", "transformer.smp")
