@@ -117,6 +117,7 @@ void install() {
     if (sigaction(sig, nullptr, &now) == 0 && now.sa_handler == SIG_IGN) continue;  // (a blocked ignored signal would be queued)
     sigaddset(&s.watched, sig);
   }
+  if (sigisemptyset(&s.watched)) return;  // all three ignored: nothing to wait for
   if (pthread_sigmask(SIG_BLOCK, &s.watched, &s.original) != 0) return;
   pthread_t thread;
   if (pthread_create(&thread, nullptr, watch, nullptr) != 0) {
