@@ -3,7 +3,8 @@
 compile is (LLVM's code generation, the link): shmapc exits with 128 + the signal, leaves no
 temporary folder or file behind (in $TMPDIR, set to a private folder here, nor beside the
 output), ends the linker, and leaves an existing -o file with its bytes. For `shmapc compile`,
-`shmapc compile --emit=obj` and `shmapc run` (which then runs no program).
+`shmapc compile --emit=obj` and `shmapc run` (which then runs no program); and a signal shmapc
+was started ignoring (nohup's SIGHUP) stays ignored.
 
 The program compiled is generated: thousands of statements, several seconds of code
 generation. The signal is sent once shmapc has used a second of CPU time (its front end takes
@@ -57,12 +58,17 @@ def linker_started(pid, tmp):
     return None
 
 
-def interrupt(args, tmp, sig, at_link=False):
+def ignoring_sighup():
+    """(preexec_fn) As under nohup: SIGHUP ignored."""
+    default_signals()
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+def interrupt(args, tmp, sig, at_link=False, preexec=default_signals):
     """Runs shmapc with args, sends sig at the chosen point; (status, seconds from the signal
     to the exit, stderr, the linker's pid or None), or None if the point never came."""
     env = dict(os.environ, TMPDIR=tmp)
-    job = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           preexec_fn=default_signals)
+    job = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec)
     deadline = time.time() + 300
     linker = None
     while time.time() < deadline and job.poll() is None:
@@ -157,6 +163,14 @@ def main():
             for f in os.listdir(tmp):
                 subprocess.run(["rm", "-rf", os.path.join(tmp, f)])
             os.rmdir(tmp)
+        # A signal shmapc was started ignoring stays ignored: the compile finishes.
+        tmp = os.path.join(work, "tmp")
+        os.mkdir(tmp)
+        out = os.path.join(out_dir, "nohup")
+        r = interrupt([a.shmapc, "compile", src, "-o", out], tmp, signal.SIGHUP, preexec=ignoring_sighup)
+        expect("started with SIGHUP ignored (nohup), SIGHUP in LLVM: the compile finishes",
+               r is not None and r[0] == 0 and os.path.getsize(out) > 0 and os.listdir(tmp) == [],
+               "result %s, left %s" % (r, os.listdir(tmp)))
     return 1 if FAILED else 0
 
 
