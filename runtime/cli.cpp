@@ -181,7 +181,6 @@ int runtime_main(int argc, char **argv) {
     ranks_finish();
     return 2;
   }
-  collective_timeout();  // (a bad SHMAP_COLLECTIVE_TIMEOUT is refused now, not at the first long wait)
   stats_reset();
   if (trace) trace_begin(trace);
   shm_user_main(nullptr, nullptr, nullptr);

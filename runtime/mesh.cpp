@@ -394,7 +394,9 @@ extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
   if (on_device_thread()) fatalf("shm_run_shmap: a shmap may not run inside a shmap body");
   if (!body) fatalf("shm_run_shmap: no body");
   if (nin < 0 || nout < 0) fatalf("shm_run_shmap: negative argument count");
-  collective_timeout();  // (a bad SHMAP_COLLECTIVE_TIMEOUT is refused here, on the host, not by a waiting device)
+  // (a bad SHMAP_COLLECTIVE_TIMEOUT that runtime_main did not see is refused here, on the host,
+  // not by a waiting device)
+  collective_timeout();
   const std::unique_ptr<MeshCall> local = local_call(mesh_rank, mesh_sizes, "shm_run_shmap");
   MeshCall &call = *local;
   call.axis_names = axis_names;

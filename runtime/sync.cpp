@@ -137,16 +137,12 @@ void note_collective_done(shm_device *dev) { dev->where.phase.store(Whereabouts:
 void note_body_finished(shm_device *dev) { dev->where.phase.store(Whereabouts::kFinished, std::memory_order_release); }
 
 double collective_timeout() {
+  // runtime_main refuses a bad value with the other SHMAP_* variables (env.cpp) before the
+  // program runs; a caller that does not start there (the runtime's unit tests) meets the same
+  // refusal here, on the host.
   static const double seconds = [] {
-    const char *e = std::getenv("SHMAP_COLLECTIVE_TIMEOUT");
-    if (!e) return 300.0;
-    char *end = nullptr;
-    const double v = std::strtod(e, &end);
-    if (*e == '\0' || *end != '\0' || !std::isfinite(v) || v <= 0)
-      fatalf("SHMAP_COLLECTIVE_TIMEOUT=%s is not a number of seconds above 0 (how long a device may wait at a "
-             "collective for the rest of its group; default 300)",
-             e);
-    return v;
+    if (std::string bad = environment_error("SHMAP_COLLECTIVE_TIMEOUT"); !bad.empty()) fatalf("%s", bad.c_str());
+    return collective_timeout_setting();
   }();
   return seconds;
 }

@@ -54,8 +54,13 @@ void copy_strided(int64_t esize, int32_t rank, const int64_t *shape, const void 
 std::string cpu_check_problem(const char *target, const char *cpu, const char *features);
 int cpu_has(const char *feature);
 
-// Why a SHMAP_* environment variable's value is not one it takes, or "" (env.cpp).
+// Why a SHMAP_* environment variable's value is not one it takes, or "" (env.cpp): the first
+// variable with a bad value, or the one named.
 std::string environment_error();
+std::string environment_error(const char *name);
+// SHMAP_COLLECTIVE_TIMEOUT's seconds (300 when unset or empty; -1 for a value
+// environment_error refuses).
+double collective_timeout_setting();
 
 } // namespace shm
 

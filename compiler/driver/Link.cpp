@@ -1,32 +1,16 @@
 #include "driver/Link.h"
 
+#include "driver/Interrupt.h"
+
 #include <cstdlib>
-#include <cstring>
-#include <spawn.h>
 #include <sstream>
 #include <sys/wait.h>
-
-extern char **environ;
 
 namespace shmapc {
 
 int runProcess(const std::vector<std::string> &argv, std::string &error) {
-  std::vector<char *> args;
-  for (const std::string &a : argv) args.push_back(const_cast<char *>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid;
-  int rc = posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ);
-  if (rc != 0) {
-    error = "cannot run '" + argv[0] + "': " + std::strerror(rc);
-    return -1;
-  }
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) {
-      error = std::string("waitpid failed: ") + std::strerror(errno);
-      return -1;
-    }
-  }
+  if (!interrupt::runChild(interrupt::Child::Linker, argv, status, error)) return -1;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   error = "'" + argv[0] + "' was killed by signal " + std::to_string(WTERMSIG(status));
   return -1;

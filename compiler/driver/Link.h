@@ -5,8 +5,9 @@
 
 namespace shmapc {
 
-// Runs `argv` (argv[0] looked up on PATH); returns its exit status, or -1 if it could not
-// be started or was killed (then `error` says why).
+// Runs `argv` (argv[0] looked up on PATH) as Interrupt.h's linker: a signal to shmapc ends it
+// and everything it started. Returns its exit status, or -1 if it could not be started or was
+// killed (then `error` says why).
 int runProcess(const std::vector<std::string> &argv, std::string &error);
 
 // Links `object` with the runtime into the executable `output`: the one-process runtime, or

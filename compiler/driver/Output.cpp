@@ -1,6 +1,6 @@
 #include "driver/Output.h"
 
-#include "safe_write.h"
+#include "driver/Interrupt.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -74,7 +74,8 @@ void writeOutput(const std::string &path, const std::string &bytes, bool executa
     return;
   }
   std::string error;
-  if (!safe_write::writeFile(path, bytes.data(), bytes.size(), executable, error)) cannotWrite(diags, path, error);
+  if (!interrupt::writeOutputFile(path, bytes.data(), bytes.size(), executable, error))
+    cannotWrite(diags, path, error);
 }
 
 } // namespace shmapc

@@ -18,6 +18,7 @@ void requireWritableOutput(const std::string &path, const std::string &input, Di
 // Writes an emit to `path` ("" = standard output) through safe_write.h: a regular file is
 // replaced by a renamed temporary file, a device or FIFO written in place, a symbolic link
 // written through; a failure is a [cannot-write] error. `executable`: mode 0777 less the umask.
+// A signal meanwhile removes the temporary file and leaves `path` as it was (Interrupt.h).
 void writeOutput(const std::string &path, const std::string &bytes, bool executable, Diagnostics &diags);
 
 } // namespace shmapc

@@ -3,6 +3,7 @@
 #include "driver/Pipeline.h"
 
 #include "codegen/Codegen.h"
+#include "driver/Interrupt.h"
 #include "driver/Link.h"
 #include "driver/Modules.h"
 #include "driver/Output.h"
@@ -91,15 +92,12 @@ int emitMachineCode(const CompileOptions &opts, const codegen::Target &target, D
   // $TMPDIR, not beside the output, which may be /dev/null or in a folder we may not litter),
   // then the program copied to the output through writeOutput, as any other output: the
   // linker never opens the output path itself.
-  const char *tmpdir = std::getenv("TMPDIR");
-  std::string dir = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/shmapc-XXXXXX";
-  if (!mkdtemp(&dir[0])) diags.fatal(DiagId::CannotWrite, Loc{}, "cannot create a temporary folder " + dir);
+  // A signal meanwhile removes the folder (Interrupt.h).
+  std::string dir = interrupt::makeTemporaryFolder("shmapc", error);
+  if (dir.empty()) diags.fatal(DiagId::CannotWrite, Loc{}, error);
   struct RemoveDir {
     std::string path;
-    ~RemoveDir() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
+    ~RemoveDir() { interrupt::removeTemporaryFolder(path); }
   } cleanup{dir};
   const std::string obj = dir + "/prog.o", exe = dir + "/prog";
   if (!safe_write::writeFile(obj, code.data(), code.size(), false, error))

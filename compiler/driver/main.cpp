@@ -1,22 +1,13 @@
 // shmapc: the command line. `compile`, `run` and `check` share the compile options.
-#include "driver/Link.h"
+#include "driver/Interrupt.h"
 #include "driver/Pipeline.h"
 
 #include <CLI/CLI.hpp>
 
 #include <cctype>
-#include <cerrno>
-#include <csignal>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
 #include <iostream>
 #include <map>
-#include <spawn.h>
 #include <sys/wait.h>
-#include <unistd.h>
-
-extern char **environ;
 
 using namespace shmapc;
 
@@ -100,97 +91,47 @@ int reportParseError(CLI::App &app, const CLI::ParseError &e, int argc, char **a
   return 1;
 }
 
-// `shmapc run`'s signals: SIGINT, SIGTERM and SIGHUP are passed on to the running program (a
-// terminal's ^C reaches it directly as well, which is harmless), and shmapc then waits for it,
-// removes its temporary folder and exits with 128 + the signal, as a shell reports a program
-// the signal ended. Handlers only record and forward (both async-signal-safe).
-volatile sig_atomic_t g_signal = 0;
-volatile pid_t g_child = 0;
-const int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
-
-void onSignal(int sig) {
-  g_signal = sig;
-  if (g_child > 0) kill(g_child, sig);
-}
-
-// Runs the compiled program with the signals forwarded; its exit status, 128 + a signal that
-// ended it, or -1 with `error`.
-int runForwardingSignals(const std::vector<std::string> &argv, std::string &error) {
-  std::vector<char *> args;
-  for (const std::string &a : argv) args.push_back(const_cast<char *>(a.c_str()));
-  args.push_back(nullptr);
-  // The signals are blocked while the child starts, so a handler never runs between the spawn
-  // and the record of the child's pid; the child starts with them unblocked and at default.
-  sigset_t forwarded, old;
-  sigemptyset(&forwarded);
-  for (int sig : kForwarded) sigaddset(&forwarded, sig);
-  sigprocmask(SIG_BLOCK, &forwarded, &old);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setsigmask(&attr, &old);
-  posix_spawnattr_setsigdefault(&attr, &forwarded);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, args[0], nullptr, &attr, args.data(), environ);
-  posix_spawnattr_destroy(&attr);
-  if (rc == 0) g_child = pid;
-  sigprocmask(SIG_SETMASK, &old, nullptr);  // a signal that came meanwhile is handled here
-  if (rc != 0) {
-    error = "cannot run '" + argv[0] + "': " + std::strerror(rc);
-    return -1;
-  }
-  if (g_signal) kill(pid, g_signal);  // one that came before the spawn (during the compile)
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) {
-      g_child = 0;
-      error = std::string("waitpid failed: ") + std::strerror(errno);
-      return -1;
-    }
-  }
-  g_child = 0;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (g_signal) return 128 + g_signal;  // the signal shmapc passed on
-  error = "'" + argv[0] + "' was killed by signal " + std::to_string(WTERMSIG(status));
-  return -1;
-}
-
-// `shmapc run`: compile into a temporary folder, run, pass the exit status on.
+// `shmapc run`: compile into a temporary folder, run, pass the exit status on. A signal while
+// it compiles ends shmapc there (Interrupt.h); one while the program runs is passed on to it
+// (a terminal's ^C reaches it directly as well, which is harmless), and shmapc then waits for
+// it, removes the folder and exits with 128 + the signal, as a shell reports a program the
+// signal ended.
 int runProgram(Args &a) {
-  struct sigaction act {};
-  act.sa_handler = onSignal;
-  sigemptyset(&act.sa_mask);
-  for (int sig : kForwarded) sigaction(sig, &act, nullptr);
-  const char *tmpdir = std::getenv("TMPDIR");
-  std::string dir = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/shmapc-run-XXXXXX";
-  if (!mkdtemp(&dir[0])) {
-    std::cerr << "shmapc: error: cannot create a temporary folder in " << (tmpdir && *tmpdir ? tmpdir : "/tmp")
-              << ": " << std::strerror(errno) << "\n";
+  std::string error;
+  const std::string dir = interrupt::makeTemporaryFolder("shmapc-run", error);
+  if (dir.empty()) {
+    std::cerr << "shmapc: error: " << error << "\n";
     return 2;
   }
   std::string exe = dir + "/prog";
   a.opts.output = exe;
   int rc = compile(a.opts);
-  // A signal during the compile (which its linker may also have had) ends the run here.
-  if (rc == 0 && !g_signal) {
+  if (rc == 0) {
     std::vector<std::string> argv = {exe};
     argv.insert(argv.end(), a.runArgs.begin(), a.runArgs.end());
-    std::string error;
-    rc = runForwardingSignals(argv, error);
+    int status = 0;
+    if (!interrupt::runChild(interrupt::Child::Program, argv, status, error)) {
+      rc = -1;
+    } else if (WIFEXITED(status)) {
+      rc = WEXITSTATUS(status);
+    } else if (!interrupt::signalPassedOn()) {
+      error = "'" + exe + "' was killed by signal " + std::to_string(WTERMSIG(status));
+      rc = -1;
+    }
     if (rc < 0) {
       std::cerr << "shmapc: error: " << error << "\n";
       rc = 2;
     }
   }
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  if (g_signal) return 128 + g_signal;
+  interrupt::removeTemporaryFolder(dir);
+  if (int sig = interrupt::signalPassedOn()) return 128 + sig;
   return rc;
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
+  interrupt::install();  // first: the threads made later inherit its signal mask
   CLI::App app{"shmapc: a compiler for shard_map-style SPMD array programs"};
   app.set_version_flag("--version", std::string("shmapc ") + SHMAPC_VERSION);
   app.require_subcommand(1);

@@ -64,6 +64,13 @@ def alive(pid):
     return state != "Z"
 
 
+def default_signals():
+    """(preexec_fn) The child starts with the three signals at their defaults: a shell's
+    background job, or a test driver, may have had SIGINT ignored, which shmapc keeps."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shmapc", required=True)
@@ -73,7 +80,8 @@ def main():
         open(src, "w").write(PROGRAM)
         env = dict(os.environ, TMPDIR=tmp)  # shmapc's temporary folders go here, to be counted
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            job = subprocess.Popen([a.shmapc, "run", src], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            job = subprocess.Popen([a.shmapc, "run", src], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   preexec_fn=default_signals)
             prog = None
             deadline = time.time() + 120
             while prog is None and time.time() < deadline and job.poll() is None:
