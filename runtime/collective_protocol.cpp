@@ -32,10 +32,7 @@ RankSet rank_set(const shm_device *dev, const Group &g, const int32_t *axes, int
   for (int m : g.member) set.ranks.push_back(rank_of(c, m));
   std::sort(set.ranks.begin(), set.ranks.end());
   set.ranks.erase(std::unique(set.ranks.begin(), set.ranks.end()), set.ranks.end());
-  set.key = comm_key(dev, axes, naxes);
-  set.key.push_back(-2);
-  set.key.push_back(g.member[0]);  // (the group: its first member)
-  // (unique among the groups of the mesh, as the rank's groups may make theirs at the same time)
+  // (unique among the groups of the mesh: its axes and its first member)
   set.tag = (int)(axis_bits(axes, naxes) * c.ndev + g.member[0]);
   return set;
 }

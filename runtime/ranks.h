@@ -87,13 +87,11 @@ struct Piece {
     return p;
   }
 };
-// Some of the ranks, on a communicator of their own: `ranks` ascending; `key` names what they
-// are (the same on each of them), and the communicator is made at its first use by
-// MPI_Comm_create_group, which only these ranks take part in, with `tag` telling it apart from
-// others this rank's threads may make at the same time over overlapping ranks.
+// Some of the ranks (`ranks` ascending): a group of devices that spans ranks, in the ranked
+// mode. Its messages carry a tag of its own (`tag`, unique among the mesh's groups, the same
+// on each of its ranks), so that the rank's groups may exchange at the same time.
 struct RankSet {
   std::vector<int> ranks;
-  std::vector<int64_t> key;
   int tag = 0;
 };
 // Moves the pieces with this rank at one end, packed into one message per pair of ranks (split

@@ -2,8 +2,8 @@
 // [r * d, (r + 1) * d) of every mesh as threads, d = --devices-per-rank (default 1). With one
 // device per rank only the main thread calls MPI (run_on_threads runs job 0 on the caller):
 // MPI_THREAD_FUNNELED. With several, each group's first device on the rank calls MPI for its
-// group, and groups progress independently, so several threads call MPI at once:
-// MPI_THREAD_MULTIPLE. The ranks of a collective's group make the same calls in the same
+// group, and groups progress independently, so several threads call MPI, one at a time under
+// a lock (MPI_THREAD_SERIALIZED; exchange_in_messages). The ranks of a collective's group make the same calls in the same
 // order, on the group's communicator, as every member of a group runs its collectives in
 // order; other groups may be elsewhere (sync.h).
 #include "ranks.h"
@@ -20,6 +20,8 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <condition_variable>
+#include <immintrin.h>
 #include <mpi.h>
 #include <mutex>
 #include <sched.h>
@@ -53,12 +55,12 @@ void check(int rc, const char *what) {
 
 void ranks_init(int *argc, char ***argv) {
   // (the arguments are read after MPI_Init; a look ahead for --devices-per-rank=N, N > 1, picks
-  // the thread level: MPI_THREAD_MULTIPLE costs every MPI call a lock)
+  // the thread level: several threads call MPI then, one at a time, under g_mpi)
   int wanted = MPI_THREAD_FUNNELED;
   const char *flag = "--devices-per-rank=";
   for (int i = 1; i < *argc; ++i)
     if (std::strncmp((*argv)[i], flag, std::strlen(flag)) == 0 && std::strcmp((*argv)[i] + std::strlen(flag), "1") != 0)
-      wanted = MPI_THREAD_MULTIPLE;
+      wanted = MPI_THREAD_SERIALIZED;
   int provided = 0;
   if (MPI_Init_thread(argc, argv, wanted, &provided) != MPI_SUCCESS) {
     std::fprintf(stderr, "shmap runtime error: MPI_Init_thread failed\n");
@@ -239,10 +241,10 @@ std::string mesh_problem(int64_t ndev) {
 
 std::string layout_problem() {
   if (!&shm_user_mesh_count) return "";  // no shmap
-  if (g_per_rank > 1 && g_thread_level < MPI_THREAD_MULTIPLE)
+  if (g_per_rank > 1 && g_thread_level < MPI_THREAD_SERIALIZED)
     return "--devices-per-rank=" + std::to_string(g_per_rank) +
-           " needs an MPI library that lets several threads call it at once (MPI_THREAD_MULTIPLE), which this one "
-           "does not provide: run one device per rank";
+           " needs an MPI library that lets several threads call it, one at a time (MPI_THREAD_SERIALIZED), which "
+           "this one does not provide: run one device per rank";
   for (int32_t i = 0; i < shm_user_mesh_count; ++i)
     if (std::string p = mesh_problem(shm_user_mesh_devices[i]); !p.empty()) return p;
   return "";
@@ -270,15 +272,11 @@ void local_devices(int64_t ndev, int *first, int *count) {
 }
 
 namespace {
-MPI_Comm comm_among(const std::vector<int> &ranks, const std::vector<int64_t> &key, int tag);
-
-// The communicator of a group of one device per rank (its members are ranks, in group order).
-// (the tag tells apart the creations for different axes that one rank's groups may overlap in)
-MPI_Comm group_comm(const Group &g, const std::vector<int64_t> &key) {
-  int tag = 0;
-  for (int64_t k : key) tag = (int)((tag * 131u + (uint64_t)k) % 32749u);
-  return comm_among(g.member, key, tag);
-}
+MPI_Comm group_comm(const Group &g, const std::vector<int64_t> &key);
+struct Peers;
+void exchange_in_messages(const Peers &peers, const std::vector<const char *> &send,
+                          const std::vector<int64_t> &send_bytes, const std::vector<char *> &recv,
+                          const std::vector<int64_t> &recv_bytes, const char *what);
 } // namespace
 
 // --check-collectives: every rank's collective on `comm` (whose rank j is world rank
@@ -308,37 +306,31 @@ void check_collective(const CollectiveSig &sig, const Group &g, const std::vecto
   if (g_check) check_same_collective(sig, group_comm(g, key), g.member);  // (device ids are ranks here)
 }
 
-void check_collective(const CollectiveSig &sig, const RankSet &among) {
-  if (g_check) check_same_collective(sig, comm_among(among.ranks, among.key, among.tag), among.ranks);
-}
+void check_collective(const CollectiveSig &sig, const RankSet &among);  // (below, by messages)
 
 namespace {
 
-// The communicator of `ranks` (ascending, or a group's members in group order) for `key` (what
-// they are: a mesh and axes, and in the ranked mode the group). Made at the first use of the
-// key by MPI_Comm_create_group, which only those ranks take part in: groups progress
-// independently (sync.h), so other ranks may be at other collectives, or past the last one
-// (MPI_Comm_split, collective over every rank, would pair unrelated calls). The cache is
-// shared by the rank's threads (in the ranked mode each group's first device on the rank
-// makes its own); the creation itself runs outside the lock, as it waits for other ranks.
-MPI_Comm comm_among(const std::vector<int> &ranks, const std::vector<int64_t> &key, int tag) {
-  static std::mutex m;
+// The communicator of this rank's group for `key` (a mesh and axes; one device per rank, so a
+// group's members are ranks g.member[0..n), in group order). Made at the first collective
+// with this key by MPI_Comm_create_group, which only the group's members take part in: groups
+// progress independently (sync.h), so other ranks may be at other collectives, or past the
+// last one (MPI_Comm_split, collective over every rank, would pair unrelated calls).
+MPI_Comm group_comm(const Group &g, const std::vector<int64_t> &key) {
   static std::map<std::vector<int64_t>, MPI_Comm> comms;
-  {
-    std::lock_guard<std::mutex> lk(m);
-    auto it = comms.find(key);
-    if (it != comms.end()) return it->second;
-  }
+  auto it = comms.find(key);
+  if (it != comms.end()) return it->second;
   MPI_Group world, members;
   MPI_Comm_group(MPI_COMM_WORLD, &world);
-  MPI_Group_incl(world, (int)ranks.size(), ranks.data(), &members);
+  MPI_Group_incl(world, g.n, g.member.data(), &members);
+  // (the tag tells apart the creations for different axes that one rank's groups may overlap in)
+  int tag = 0;
+  for (int64_t k : key) tag = (int)((tag * 131u + (uint64_t)k) % 32749u);
   MPI_Comm comm;
   check(MPI_Comm_create_group(MPI_COMM_WORLD, members, tag, &comm), "making a communicator for a mesh axis group");
   MPI_Group_free(&members);
   MPI_Group_free(&world);
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  std::lock_guard<std::mutex> lk(m);
-  comms[key] = comm;  // (only this thread makes the communicator of this key)
+  comms[key] = comm;
   return comm;
 }
 
@@ -376,54 +368,176 @@ void ints(const std::vector<int64_t> &bytes, std::vector<int> &n, std::vector<in
 
 constexpr int kMessageTag = 7;
 
+// The other ends of an exchange: index j of its arrays is rank ranks[j] of `comm` (ranks null:
+// rank j), its messages carry `tag`. With several devices per rank, groups exchange on
+// MPI_COMM_WORLD, each with a tag of its own (RankSet): messages of two groups between the same
+// ranks cannot be mistaken for each other, and no communicator has to be made (which would
+// wait for other ranks while holding the rank's MPI lock, below).
+struct Peers {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  int tag = kMessageTag;
+  const std::vector<int> *ranks = nullptr;
+  int rank(size_t j) const { return ranks ? (*ranks)[j] : (int)j; }
+};
+
+// With several devices per rank, several threads of the rank exchange at once (each group's
+// lead, collective_protocol.h), and a thread waiting in MPI_Waitall spins: with more device
+// threads than cores, k spinning leads starve the threads whose data they wait for (here or on
+// another rank of the machine). So the rank's MPI calls are serialized (MPI_THREAD_SERIALIZED)
+// under g_mpi, and waiting is shared: one waiting thread at a time (the driver) polls MPI for
+// every waiting thread's requests, spinning briefly, then giving its core away between polls
+// (sched_yield); the others sleep until theirs are done or the driver's role passes to them.
+// (On the 2-core machine, 2 ranks x 2 devices: without the yield the Transformer's steps took
+// 4x as long; with it, 2000 psums over a group spanning both ranks take 25% less than when a
+// rank's first device moved every group's data, the Transformer's step about 35% more, as a
+// rank's groups send a message each where there was one.)
+std::mutex g_mpi;
+std::condition_variable g_mpi_done;
+struct Waiting {
+  std::vector<MPI_Request> *requests;
+  bool done;
+};
+std::vector<Waiting *> g_waiting;  // (under g_mpi)
+bool g_driving = false;             // (under g_mpi) some thread polls for everyone
+
+bool shared_progress() { return g_per_rank > 1; }
+
+void wait_for(std::vector<MPI_Request> &requests, const char *what) {
+  if (!shared_progress()) return check(MPI_Waitall((int)requests.size(), requests.data(), MPI_STATUSES_IGNORE), what);
+  std::unique_lock<std::mutex> lk(g_mpi);
+  Waiting me{&requests, false};
+  g_waiting.push_back(&me);
+  auto poll_all = [&] {  // (under g_mpi) tests every waiting thread's requests, wakes the finished
+    bool woke = false;
+    for (Waiting *w : g_waiting) {
+      if (w->done) continue;
+      int flag = 0;
+      check(MPI_Testall((int)w->requests->size(), w->requests->data(), &flag, MPI_STATUSES_IGNORE), what);
+      if (flag) w->done = woke = true;
+    }
+    if (woke) g_mpi_done.notify_all();
+  };
+  poll_all();
+  while (!me.done) {
+    if (g_driving) {
+      g_mpi_done.wait(lk);
+      continue;
+    }
+    g_driving = true;
+    for (int polls = 0; !me.done; ++polls) {
+      lk.unlock();  // (other threads post their messages meanwhile)
+      if (polls < 200) for (int i = 0; i < 64; ++i) _mm_pause();
+      else sched_yield();
+      lk.lock();
+      poll_all();
+    }
+    g_driving = false;
+    g_mpi_done.notify_all();  // (a thread still waiting takes the role over)
+  }
+  g_waiting.erase(std::find(g_waiting.begin(), g_waiting.end(), &me));
+}
+
 // A collective as point-to-point messages of at most max_message() bytes (the all-to-alls
 // always; the others when too large for one MPI call): send_bytes[j] bytes at send[j] to member
-// j, recv_bytes[j] bytes from member j into recv[j] (this member's own: copied). Messages between two ranks with one communicator and
-// tag arrive in the order sent, so the pieces of a transfer land in order.
-void exchange_in_messages(MPI_Comm comm, const std::vector<const char *> &send, const std::vector<int64_t> &send_bytes,
-                          const std::vector<char *> &recv, const std::vector<int64_t> &recv_bytes, const char *what) {
-  int me = 0;
-  MPI_Comm_rank(comm, &me);
+// j, recv_bytes[j] bytes from member j into recv[j] (this member's own: copied). Messages
+// between two ranks with one communicator and tag arrive in the order sent, so the pieces of a
+// transfer land in order.
+void exchange_in_messages(const Peers &peers, const std::vector<const char *> &send,
+                          const std::vector<int64_t> &send_bytes, const std::vector<char *> &recv,
+                          const std::vector<int64_t> &recv_bytes, const char *what) {
   const int64_t cap = max_message();
   std::vector<MPI_Request> requests;
-  for (size_t j = 0; j < recv_bytes.size(); ++j)
-    for (int64_t o = 0; (int)j != me && o < recv_bytes[j]; o += cap) {
-      requests.emplace_back();
-      check(MPI_Irecv(recv[j] + o, (int)std::min(cap, recv_bytes[j] - o), MPI_BYTE, (int)j, kMessageTag, comm,
-                      &requests.back()),
-            what);
+  size_t me = 0;
+  {
+    std::unique_lock<std::mutex> lk(g_mpi, std::defer_lock);
+    if (shared_progress()) lk.lock();
+    if (peers.ranks) {
+      me = (size_t)(std::lower_bound(peers.ranks->begin(), peers.ranks->end(), g_rank) - peers.ranks->begin());
+    } else {
+      int r = 0;
+      MPI_Comm_rank(peers.comm, &r);
+      me = (size_t)r;
     }
-  for (size_t j = 0; j < send_bytes.size(); ++j)
-    for (int64_t o = 0; (int)j != me && o < send_bytes[j]; o += cap) {
-      requests.emplace_back();
-      check(MPI_Isend(send[j] + o, (int)std::min(cap, send_bytes[j] - o), MPI_BYTE, (int)j, kMessageTag, comm,
-                      &requests.back()),
-            what);
-    }
-  if (send_bytes[(size_t)me] > 0) std::memcpy(recv[(size_t)me], send[(size_t)me], (size_t)send_bytes[(size_t)me]);
-  check(MPI_Waitall((int)requests.size(), requests.data(), MPI_STATUSES_IGNORE), what);
+    for (size_t j = 0; j < recv_bytes.size(); ++j)
+      for (int64_t o = 0; j != me && o < recv_bytes[j]; o += cap) {
+        requests.emplace_back();
+        check(MPI_Irecv(recv[j] + o, (int)std::min(cap, recv_bytes[j] - o), MPI_BYTE, peers.rank(j), peers.tag,
+                        peers.comm, &requests.back()),
+              what);
+      }
+    for (size_t j = 0; j < send_bytes.size(); ++j)
+      for (int64_t o = 0; j != me && o < send_bytes[j]; o += cap) {
+        requests.emplace_back();
+        check(MPI_Isend(send[j] + o, (int)std::min(cap, send_bytes[j] - o), MPI_BYTE, peers.rank(j), peers.tag,
+                        peers.comm, &requests.back()),
+              what);
+      }
+  }
+  if (send_bytes[me] > 0) std::memcpy(recv[me], send[me], (size_t)send_bytes[me]);
+  wait_for(requests, what);
 }
 
 // MPI_Alltoallv of byte blocks lying one after another in send and recv, as point-to-point
 // messages (what Open MPI's MPI_Alltoallv does itself, its "basic linear" algorithm), so that
 // no count or displacement needs to fit an int. (Choosing MPI_Alltoallv when this rank's
 // counts fit would need every member to choose alike, and a member knows only its own.)
-void alltoallv(MPI_Comm comm, const void *send, const std::vector<int64_t> &send_bytes, void *recv,
+void alltoallv(const Peers &peers, const void *send, const std::vector<int64_t> &send_bytes, void *recv,
                const std::vector<int64_t> &recv_bytes, const char *what) {
   const std::vector<int64_t> sat = offsets_of(send_bytes), rat = offsets_of(recv_bytes);
   std::vector<const char *> s(send_bytes.size());
   std::vector<char *> r(recv_bytes.size());
   for (size_t j = 0; j < s.size(); ++j) s[j] = (const char *)send + sat[j];
   for (size_t j = 0; j < r.size(); ++j) r[j] = (char *)recv + rat[j];
-  exchange_in_messages(comm, s, send_bytes, r, recv_bytes, what);
+  exchange_in_messages(peers, s, send_bytes, r, recv_bytes, what);
 }
 
 } // namespace
 
+namespace {
+// A group's message tag (RankSet::tag; `k` 0 for its data, 1 for --check-collectives): above
+// kMessageTag's, wrapping at the library's bound (at least 32767 by the standard).
+int group_tag(const RankSet &set, int k) {
+  static const int tag_ub = [] {
+    int *ub = nullptr, found = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
+    return found && ub && *ub > 32767 ? *ub : 32767;
+  }();
+  return 16 + (int)((2 * (uint64_t)set.tag + (uint64_t)k) % (uint64_t)(tag_ub - 15));
+}
+} // namespace
+
+// The group's ranks send each other their collective (each rank's to each other, as messages
+// on the group's tag, as the group's data goes) and compare it with the first rank's.
+void check_collective(const CollectiveSig &sig, const RankSet &among) {
+  if (!g_check) return;
+  const size_t n = among.ranks.size();
+  std::vector<int64_t> all(3 * n);
+  const int64_t mine[3] = {sig.kind, sig.bytes, sig.axes};
+  std::vector<const char *> send(n, (const char *)mine);
+  std::vector<char *> recv(n);
+  for (size_t j = 0; j < n; ++j) recv[j] = (char *)&all[3 * j];
+  exchange_in_messages(Peers{MPI_COMM_WORLD, group_tag(among, 1), &among.ranks}, send,
+                       std::vector<int64_t>(n, (int64_t)sizeof mine), recv, std::vector<int64_t>(n, (int64_t)sizeof mine),
+                       "--check-collectives");
+  for (size_t j = 1; j < n; ++j)
+    if (!std::equal(&all[0], &all[3], &all[3 * j])) {
+      auto describe = [&](size_t r) {
+        const int64_t *sg = &all[3 * r];
+        std::string axes;
+        for (int a = 0; a < 63; ++a)
+          if (sg[2] >> a & 1) axes += (axes.empty() ? "" : ", ") + std::to_string(a);
+        return "rank " + std::to_string(among.ranks[r]) + " runs " + kind_name((int)sg[0]) + " over mesh axes (" +
+               axes + ") of " + std::to_string(sg[1]) + " bytes a device";
+      };
+      fatalf("--check-collectives: the ranks disagree on a collective: %s, %s", describe(0).c_str(),
+             describe(j).c_str());
+    }
+}
+
 void exchange_pieces(const std::vector<Piece> &pieces, const RankSet *among) {
   if (pieces.empty()) return;
   // Index i of the exchange is world rank ranks[i]: every rank, or the set's.
-  MPI_Comm comm = among ? comm_among(among->ranks, among->key, among->tag) : MPI_COMM_WORLD;
+  const Peers peers = among ? Peers{MPI_COMM_WORLD, group_tag(*among, 0), &among->ranks} : Peers{};
   const int n = among ? (int)among->ranks.size() : g_ranks;
   auto index_of = [&](int rank) {
     if (!among) return rank;
@@ -454,7 +568,7 @@ void exchange_pieces(const std::vector<Piece> &pieces, const RankSet *among) {
       }
       at[to_index] += p.bytes;
     }
-  alltoallv(comm, sendbuf.get(), out_bytes, recvbuf.get(), in_bytes, "a collective between ranks (MPI_Isend / MPI_Irecv)");
+  alltoallv(peers, sendbuf.get(), out_bytes, recvbuf.get(), in_bytes, "a collective between ranks (MPI_Isend / MPI_Irecv)");
   at = rat;
   for (const Piece &p : pieces)
     if (p.to == g_rank && p.bytes > 0) {
@@ -472,7 +586,7 @@ void exchange_pieces(const std::vector<Piece> &pieces, const RankSet *among) {
 
 void group_alltoallv(const Group &g, const std::vector<int64_t> &key, const void *send, const std::vector<int64_t> &bytes, void *recv,
                      const std::vector<int64_t> &recv_bytes) {
-  alltoallv(group_comm(g, key), send, bytes, recv, recv_bytes, "a collective between ranks (MPI_Isend / MPI_Irecv)");
+  alltoallv(Peers{group_comm(g, key)}, send, bytes, recv, recv_bytes, "a collective between ranks (MPI_Isend / MPI_Irecv)");
 }
 
 void group_allgatherv(const Group &g, const std::vector<int64_t> &key, void *buf, const std::vector<int64_t> &bytes) {
@@ -491,7 +605,7 @@ void group_allgatherv(const Group &g, const std::vector<int64_t> &key, void *buf
   std::vector<char *> recv((size_t)g.n);
   for (int j = 0; j < g.n; ++j) recv[(size_t)j] = (char *)buf + at[(size_t)j];
   send_bytes[(size_t)g.me] = 0;  // (already in place)
-  exchange_in_messages(group_comm(g, key), send, send_bytes, recv, bytes, what);
+  exchange_in_messages(Peers{group_comm(g, key)}, send, send_bytes, recv, bytes, what);
 }
 
 void group_sendrecv(const Group &g, const std::vector<int64_t> &key, const void *send, int to, void *recv, int from, int64_t bytes) {
@@ -525,7 +639,7 @@ void group_gather(const Group &g, const std::vector<int64_t> &key, const void *s
     r[(size_t)j] = (char *)recv + j * bytes;
     recv_bytes[(size_t)j] = bytes;
   }
-  exchange_in_messages(group_comm(g, key), s, send_bytes, r, recv_bytes, what);
+  exchange_in_messages(Peers{group_comm(g, key)}, s, send_bytes, r, recv_bytes, what);
 }
 
 void group_scatter(const Group &g, const std::vector<int64_t> &key, const void *send, void *recv, int64_t bytes, int root) {
@@ -542,7 +656,7 @@ void group_scatter(const Group &g, const std::vector<int64_t> &key, const void *
     s[(size_t)j] = (const char *)send + j * bytes;
     send_bytes[(size_t)j] = bytes;
   }
-  exchange_in_messages(group_comm(g, key), s, send_bytes, r, recv_bytes, what);
+  exchange_in_messages(Peers{group_comm(g, key)}, s, send_bytes, r, recv_bytes, what);
 }
 
 void sum_stats_over_ranks(Stats &s) {
