@@ -400,9 +400,9 @@ llvm::Value *FuncEmitter::scratch(const ir::Type &t) {
 // report it (tests/watchdog/check_locations.py checks that every one is called with a location).
 static bool isCollectiveEntry(const std::string &name) {
   static const std::unordered_set<std::string> names = {
-      "shm_psum",         "shm_pmax",       "shm_pmin",     "shm_pprod",     "shm_pbitwise",
-      "shm_all_gather",   "shm_psum_scatter", "shm_all_to_all", "shm_ppermute", "shm_broadcast",
-      "shm_reduce_to",    "shm_gather_to",  "shm_scatter_from"};
+      "shm_psum",       "shm_pmax",         "shm_pmin",       "shm_pprod",    "shm_pbitwise",
+      "shm_all_gather", "shm_psum_scatter", "shm_all_to_all", "shm_ppermute", "shm_broadcast",
+      "shm_reduce_to",  "shm_gather_to",    "shm_scatter_from"};
   return names.count(name) != 0;
 }
 
