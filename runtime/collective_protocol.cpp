@@ -125,15 +125,22 @@ void note_operand(shm_device *dev, int32_t dtype, int32_t rank, const int64_t *s
 }
 
 // --trace: the collective that just finished, from its start (group_of) to now, with the
-// time the device waited for the others to arrive (publish's barrier) as a span inside it.
+// time the device waited for the others to arrive (publish's barrier) as a span inside it, and
+// its source location where the caller gave one (the watchdog's note).
 void trace_collective(shm_device *dev, int kind, int64_t sent, int64_t received) {
   const double t0 = dev->collective_start, waited = dev->collective_waited - t0;
   if (waited > 0) current_track()->events.push_back({"wait", "wait", t0, waited, {}});  // (a device's own track)
-  trace_span(kind_name(kind), "collective", t0,
-             "\"axes\":\"" + dev->collective_axes + "\",\"operand\":\"" + dev->collective_operand +
-                 "\",\"bytes_sent\":" + std::to_string(sent) +
-                 ",\"bytes_received\":" + std::to_string(received) +
-                 ",\"wait_us\":" + std::to_string(waited > 0 ? waited : 0.0));
+  const Whereabouts &w = dev->where;
+  const char *loc = w.note[w.started.load(std::memory_order_relaxed) & 1].loc.load(std::memory_order_relaxed);
+  std::string args = "\"axes\":\"" + dev->collective_axes + "\",\"operand\":\"" + dev->collective_operand +
+                     "\",\"bytes_sent\":" + std::to_string(sent) +
+                     ",\"bytes_received\":" + std::to_string(received) +
+                     ",\"wait_us\":" + std::to_string(waited > 0 ? waited : 0.0);
+  if (loc) {
+    args += ",\"loc\":";
+    args += trace_json_string(loc);
+  }
+  trace_span(kind_name(kind), "collective", t0, std::move(args));
 }
 
 } // namespace

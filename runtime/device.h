@@ -69,6 +69,7 @@ struct Whereabouts {
   enum Phase { kBody, kInCollective, kFinished };
   struct Note {
     std::atomic<const char *> what{nullptr};  // "psum"
+    std::atomic<const char *> loc{nullptr};   // "prog.smp:12:9" (null: the caller gave none)
     std::atomic<uint64_t> axes{0};            // the axis indices, 4 bits each, in the listed order
     std::atomic<int32_t> naxes{0}, dtype{0}, rank{0};
     std::atomic<int64_t> shape[SHM_MAX_RANK] = {};
@@ -106,6 +107,11 @@ struct MeshCall {
 // The opaque handle of the ABI: one per device and shm_run_shmap call. Cache-line aligned so
 // the devices' private counters do not share lines.
 struct alignas(64) shm_device {
+  // The source location ("prog.smp:12:9", a constant of the program) of the collective the
+  // device is about to call: emitted code stores it, before each collective call, into the
+  // first word of the device (shmap_runtime.h), and note_collective moves it into the
+  // watchdog's note (sync.h). First: the emitted code knows no other offset of this struct.
+  const char *collective_loc = nullptr;
   shm::MeshCall *call = nullptr;
   int id = 0;                                // row-major over the mesh axes
   int64_t coords[shm::kMaxMeshRank] = {0};   // this device's coordinate on each axis

@@ -81,6 +81,11 @@ void shm_parallel_for(void (*fn)(void *args, int64_t lo, int64_t hi), void *args
  * other groups may run other collectives meanwhile; `in` and `out` never alias). Shapes are the per-device block shapes (`rank`
  * dimensions at `shape`); the element-wise ones (all-reduces, ppermute, broadcast, reduce)
  * read only their element count from them, and --trace shows them. */
+/* The source location of a collective: before calling one, emitted code stores a pointer to a
+ * constant string "file:line:col" (the collective's place in the program) into the first word
+ * of `dev` (shm_device's first member is `const char *`); the collective takes it, and clears
+ * it, for the watchdog's report of a collective that waits too long (docs/runtime.md, "Stuck
+ * collectives"). A caller that stores nothing gets a report without a location. */
 void shm_psum(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,
               const int64_t *shape, const int32_t *axes, int32_t naxes);
 void shm_pmax(shm_device *dev, int32_t dtype, const void *in, void *out, int32_t rank,

@@ -122,6 +122,9 @@ void note_collective(shm_device *dev, const char *what, int32_t dtype, int32_t r
   const int64_t k = w.started.load(std::memory_order_relaxed) + 1;
   Whereabouts::Note &n = w.note[k & 1];
   n.what.store(what, std::memory_order_relaxed);
+  // (taken and cleared: a collective called without a location must not show its predecessor's)
+  n.loc.store(dev->collective_loc, std::memory_order_relaxed);
+  dev->collective_loc = nullptr;
   uint64_t packed = 0;
   for (int32_t j = 0; j < naxes && j < 16; ++j) packed |= (uint64_t)(axes[j] & 15) << (4 * j);
   n.axes.store(packed, std::memory_order_relaxed);
@@ -178,6 +181,15 @@ std::string describe(const MeshCall &c, const Whereabouts::Note &n) {
   return s;
 }
 
+// `psum over "x","y" of f32[2,5] at prog.smp:12:9 (its collective #2)`: collective number k of
+// a device, noted in `n` (no " at" where the caller gave no location).
+std::string collective_text(const MeshCall &c, const Whereabouts::Note &n, int64_t k) {
+  std::string s = describe(c, n);
+  if (const char *loc = n.loc.load(std::memory_order_relaxed)) append(s, " at ", loc);
+  append(s, " (its collective #", std::to_string(k), ")");
+  return s;
+}
+
 // Where device `m` is, as seen from a device waiting in collective `what` over `axes`.
 std::string whereabouts(const MeshCall &c, const shm_device &m, const Whereabouts::Note &mine) {
   const Whereabouts &w = m.where;
@@ -187,15 +199,14 @@ std::string whereabouts(const MeshCall &c, const shm_device &m, const Whereabout
   const bool same = n.what.load(std::memory_order_relaxed) == mine.what.load(std::memory_order_relaxed) &&
                     n.axes.load(std::memory_order_relaxed) == mine.axes.load(std::memory_order_relaxed) &&
                     n.naxes.load(std::memory_order_relaxed) == mine.naxes.load(std::memory_order_relaxed);
-  std::string its, s;
-  append(its, "collective #", std::to_string(k), ", ", describe(c, n));
+  std::string s;
   if (phase == Whereabouts::kInCollective) {
-    append(s, same ? "waits in its " : "has not arrived: it waits in its ", its);
+    append(s, same ? "waits in " : "has not arrived: it waits in ", collective_text(c, n, k));
     return s;
   }
   append(s, phase == Whereabouts::kFinished ? "has not arrived: its shmap body has returned; "
                                             : "has not arrived: it runs its shmap body; ");
-  if (k > 0) append(s, "the last collective it completed is its ", its);
+  if (k > 0) append(s, "the last collective it completed is ", collective_text(c, n, k));
   else append(s, "it has completed no collective");
   return s;
 }
@@ -220,8 +231,7 @@ std::string stuck_report(const shm_device *dev, double waited) {
                 waited, collective_timeout());
   std::string msg;
   append(msg, head, device_name(c, dev->id));
-  append(msg, " waits in its collective #", std::to_string(k), ", ", describe(c, mine), ", for the group of ",
-         std::to_string(g.n), " devices:");
+  append(msg, " waits in ", collective_text(c, mine, k), ", for the group of ", std::to_string(g.n), " devices:");
   // (the devices of the call are one array, in id order from c.first)
   const shm_device *devs = dev - (dev->id - c.first);
   for (int m : g.member) {

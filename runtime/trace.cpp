@@ -84,6 +84,8 @@ double trace_now() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - g_start).count();
 }
 
+std::string trace_json_string(const std::string &s) { return quoted(s); }
+
 void trace_begin(const char *path) {
 #ifdef SHMAP_NO_TRACE
   fatalf("--trace=%s: this program was linked with a runtime built without tracing", path);

@@ -36,6 +36,8 @@ TraceTrack *current_track();
 void set_current_track(TraceTrack *t);  // (null: the host's)
 
 double trace_now();  // microseconds since the trace started (one monotonic clock)
+// s as a JSON string, quoted and escaped (for an event's args).
+std::string trace_json_string(const std::string &s);
 void trace_begin(const char *path);
 // (on the host's track under a lock: a host loop's helper threads may record there too)
 void trace_span(const char *name, const char *cat, double t0, std::string args = {});

@@ -43,9 +43,12 @@ std::vector<std::string> targetCpuNames();
 // Emits one LLVM function per IR Func (signature void(ptr dev, ptr outs, ptr ins), see
 // runtime/shmap_runtime.h), with Module::main as `shm_user_main`, and, unless the target
 // needs nothing beyond x86-64, the start-up check of the CPU (a constructor calling
-// shm_check_cpu with `target.checked`).
+// shm_check_cpu with `target.checked`). `sources` names the files of the equations'
+// locations: each collective call is preceded by the store of its "file:line:col" for the
+// watchdog's report (none without it).
 std::unique_ptr<llvm::Module> emitLLVM(const ir::Module &m, llvm::LLVMContext &ctx,
-                                       std::string &error, const Target &target = Target::native());
+                                       std::string &error, const Target &target = Target::native(),
+                                       const SourceManager *sources = nullptr);
 // Runs the new pass manager's default pipeline at -O<level> (0..3).
 bool optimize(llvm::Module &m, int level, std::string &error, const Target &target = Target::native());
 // The bytes of an object file (or assembly text when `assembly`) for the target, in `out`.

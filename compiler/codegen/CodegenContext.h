@@ -85,6 +85,11 @@ public:
   llvm::Function *opaquePointer();
   // A constant global holding `values` converted to `t`'s element type.
   llvm::Constant *dataArray(ir::DType t, const std::vector<double> &values);
+  // The files of the program's locations (emitLLVM's `sources`; may be null).
+  const SourceManager *sources = nullptr;
+  // "prog.smp:12:9" (the path as the diagnostics show it) as a constant string, or null
+  // where the location or the files are unknown.
+  llvm::Constant *locationString(Loc loc);
 
 private:
   std::unordered_map<const ir::Value *, ShmapLayout> splitLayouts_;
@@ -136,6 +141,9 @@ public:
   llvm::Value *entryAlloca(llvm::Type *t, int64_t count, const char *name);
   // A scratch buffer outside the storage plan (loop carries): heap-allocated, freed on return.
   llvm::Value *scratch(const ir::Type &t);
+  // A call of a runtime entry point. Before a collective's (shm_psum, shm_all_gather, ...: every
+  // one that waits for its group), the store of the source location of the equation being
+  // lowered into the device's first word (shmap_runtime.h), which the watchdog's report names.
   llvm::CallInst *callRt(const std::string &name, std::vector<llvm::Value *> args, const char *result = "");
   void copyBytes(llvm::Value *dst, llvm::Value *src, int64_t bytes);
   llvm::Value *i32List(const std::vector<int64_t> &v);  // int param -> i32 global array
@@ -194,6 +202,7 @@ private:
   void emitResults();
 
   llvm::IRBuilder<> entry_;  // inserts allocas at the top of the entry block
+  Loc eqnLoc_;               // the location of the equation emitEqn lowers
   std::unordered_map<const ir::Value *, Storage> storage_;
   std::unordered_map<const ir::Value *, llvm::Value *> buffers_;
   // The arena: one shm_alloc per call holding every Heap value at its offset.

@@ -396,8 +396,25 @@ llvm::Value *FuncEmitter::scratch(const ir::Type &t) {
   return p;
 }
 
+// The runtime's collectives (shmap_runtime.h): each waits for its group, so the watchdog may
+// report it (tests/watchdog/check_locations.py checks that every one is called with a location).
+static bool isCollectiveEntry(const std::string &name) {
+  static const std::unordered_set<std::string> names = {
+      "shm_psum",       "shm_pmax",         "shm_pmin",       "shm_pprod",    "shm_pbitwise",
+      "shm_all_gather", "shm_psum_scatter", "shm_all_to_all", "shm_ppermute", "shm_broadcast",
+      "shm_reduce_to",  "shm_gather_to",    "shm_scatter_from"};
+  return names.count(name) != 0;
+}
+
 llvm::CallInst *FuncEmitter::callRt(const std::string &name, std::vector<llvm::Value *> args,
                                     const char *result) {
+  // The location travels as a store into the device's first word rather than as an argument:
+  // one store of a constant on a line only this device writes, no change to thirteen entry
+  // points' signatures (nor to their C callers), and the runtime moves it into the note it
+  // writes anyway for the watchdog (sync.cpp). Collectives run only in shmap bodies, where
+  // `dev` is a device.
+  if (isCollectiveEntry(name))
+    if (llvm::Constant *loc = me.locationString(eqnLoc_)) b.CreateStore(loc, dev);
   return b.CreateCall(me.runtime(name), args, result);
 }
 

@@ -11,7 +11,10 @@
 
 namespace shmapc::codegen {
 
-bool FuncEmitter::emitEqn(size_t index) { return prims::rulesOf(f.eqns[index].prim).lower(*this, index); }
+bool FuncEmitter::emitEqn(size_t index) {
+  eqnLoc_ = f.eqns[index].loc;  // (the location callRt gives the collectives it lowers to)
+  return prims::rulesOf(f.eqns[index].prim).lower(*this, index);
+}
 
 bool FuncEmitter::emitCopy(const ir::Eqn &e) {
   if (storage(e.outs[0]).kind == StorageKind::Alias) return true;
@@ -82,7 +85,7 @@ static void emitCpuCheck(ModuleEmitter &me) {
 }
 
 std::unique_ptr<llvm::Module> emitLLVM(const ir::Module &m, llvm::LLVMContext &ctx,
-                                       std::string &error, const Target &target) {
+                                       std::string &error, const Target &target, const SourceManager *sources) {
   auto mod = std::make_unique<llvm::Module>("shmapc", ctx);
   // The data layout must be the target's before optimizing (vector widths, alignment).
   if (std::unique_ptr<llvm::TargetMachine> tm = createTargetMachine(target, 2, error)) {
@@ -93,6 +96,7 @@ std::unique_ptr<llvm::Module> emitLLVM(const ir::Module &m, llvm::LLVMContext &c
   }
 
   ModuleEmitter me(m, ctx, *mod, target);
+  me.sources = sources;
   emitProgramArgTable(me, m);
   emitMeshTable(me, m);
   // Declare first: calls, loops, conds and shmaps refer to functions emitted later.

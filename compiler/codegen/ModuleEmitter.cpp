@@ -192,6 +192,11 @@ llvm::Constant *ModuleEmitter::cString(const std::string &s) {
   return strings_[s] = g;
 }
 
+llvm::Constant *ModuleEmitter::locationString(Loc loc) {
+  if (!sources || !loc.valid() || loc.file >= sources->count()) return nullptr;
+  return cString(sources->file(loc.file).path + ":" + std::to_string(loc.line) + ":" + std::to_string(loc.col));
+}
+
 int64_t saturateToI64(double x) {  // as llvm.fptosi.sat (a C cast would be UB out of range)
   if (x != x) return 0;
   if (x <= -9223372036854775808.0) return INT64_MIN;

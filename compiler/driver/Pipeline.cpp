@@ -68,7 +68,7 @@ int emitMachineCode(const CompileOptions &opts, const codegen::Target &target, D
                     ir::Module &m) {
   llvm::LLVMContext ctx;
   std::string error;
-  std::unique_ptr<llvm::Module> lm = codegen::emitLLVM(m, ctx, error, target);
+  std::unique_ptr<llvm::Module> lm = codegen::emitLLVM(m, ctx, error, target, &diags.sources());
   if (!lm || !codegen::optimize(*lm, opts.optLevel, error, target)) {
     std::cerr << "shmapc: internal error: code generation failed: " << error << "\n";
     return 2;

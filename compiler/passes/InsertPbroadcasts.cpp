@@ -209,7 +209,8 @@ private:
                        axesSource(mesh_, target) + " (auto_pbroadcast is off)",
                    "write pbroadcast(" + (r->hint.empty() ? std::string("x") : r->hint) + ", " +
                        axesSource(mesh_, target & ~r->type.vary) + ")");
-    return lift(s, r, target, s.f.returnLoc);
+    // (a branch of an `if` has no return statement: a result lifted at the `if`)
+    return lift(s, r, target, s.f.returnLoc.valid() ? s.f.returnLoc : s.f.loc);
   }
 
   [[noreturn]] void invariantOperand(const Eqn &e, AxisSet invariant, const std::string &hint) {

@@ -64,6 +64,7 @@ public:
       ins.push_back(in);
     }
     for (const Eqn &e : eqns) partition(e);
+    at_ = f_.returnLoc.valid() ? f_.returnLoc : f_.loc;
     for (Value *r : f_.results) {
       std::vector<Refs> s = target(r);
       body_->results.push_back(moved(r, s));
@@ -206,12 +207,12 @@ private:
         t.shape[d] /= shardCount(s.axes);
         x = emit(Prim::AllToAll, {x}, t,
                  {{"axes", axesParam(s.axes)}, {"split_axis", (int64_t)d}, {"concat_axis", (int64_t)s.from}, {"tiled", (int64_t)1}},
-                 f_.loc);
+                 at_);
         x = unpad(x, s.from, v->type.shape[s.from]);
       } else if (s.prim == Prim::AllGatherInvariant) {
         t.shape[d] *= shardCount(s.axes);
         x = emit(Prim::AllGatherInvariant, {x}, t, {{"axes", axesParam(s.axes)}, {"axis", (int64_t)d}, {"tiled", (int64_t)1}},
-                 f_.loc);
+                 at_);
         x = unpad(x, d, v->type.shape[d]);
       } else {
         const std::vector<int> all = split_.axes(s.axes);
@@ -220,13 +221,14 @@ private:
         t = x->type;
         t.vary = 0;
         t.shape[d] = blockSize(v->type.shape[d], s.axes);
-        x = emit(Prim::Pscatter, {x}, t, {{"axes", rest}, {"axis", (int64_t)d}, {"tiled", (int64_t)1}}, f_.loc);
+        x = emit(Prim::Pscatter, {x}, t, {{"axes", rest}, {"axis", (int64_t)d}, {"tiled", (int64_t)1}}, at_);
       }
     }
     return x;
   }
 
   void partition(const Eqn &e) {
+    at_ = e.loc;
     const prims::FactorRule rule = prims::rulesOf(e.prim).sharding(e);
     Eqn local = e;
     local.outs.clear();
@@ -291,6 +293,7 @@ private:
       }
       body_ = to;
       for (const Eqn &inner : from.eqns) partition(inner);
+      at_ = from.returnLoc.valid() ? from.returnLoc : e.loc;
       for (const Value *r : from.results) to->results.push_back(moved(r, shardingOf(r)));
       body_ = outer;
       local.bodies[b] = to;
@@ -526,6 +529,10 @@ private:
   Func *body_ = nullptr;
   std::map<const Value *, Held> held_;
   std::map<std::string, Value *> movedCache_;
+  // The operation being partitioned (a result's move: the return): where the collectives that
+  // move its operands are in the program, which the watchdog's report names (their first use,
+  // where a move is shared).
+  Loc at_;
 };
 
 } // namespace

@@ -139,8 +139,10 @@ def main():
         # ranks whose data differ (each its own steps.npy): rank 1 waits in a psum that rank 0
         # never runs, inside MPI; the watchdog ends the job after SHMAP_COLLECTIVE_TIMEOUT=2
         exe = os.path.join(tmp, "stuck")
-        subprocess.run([a.shmapc, "compile", os.path.join(HERE, "stuck_collective.smp"), "--mpi", "-o", exe],
-                       check=True)
+        stuck = os.path.join(HERE, "stuck_collective.smp")
+        subprocess.run([a.shmapc, "compile", stuck, "--mpi", "-o", exe], check=True)
+        # (the psum of line 9, column 10, counted on the source; the path as shmapc was given it)
+        stuck_psum = 'psum over "i" of f32[1] at %s:9:10 (its collective #1)' % stuck
         dirs = []
         for steps in (3, 5):
             d = os.path.join(tmp, "steps%d" % steps)
@@ -156,9 +158,9 @@ def main():
         expect("a collective stuck inside MPI ends the job with the watchdog's report",
                r.returncode != 0 and took < 30 and
                "shmap runtime error: rank 1: a collective has waited " in r.stderr and
-               "more than SHMAP_COLLECTIVE_TIMEOUT=2 s: device 1 (i=1) waits in its collective #1, psum over \"i\" "
-               "of f32[1], for the group of 2 devices:\n  device 0 (i=0): on rank 0 (its whereabouts are known "
-               "there)\n  device 1 (i=1): waits in its collective #1, psum over \"i\" of f32[1]\n" in r.stderr,
+               ("more than SHMAP_COLLECTIVE_TIMEOUT=2 s: device 1 (i=1) waits in %s, for the group of 2 devices:\n"
+                "  device 0 (i=0): on rank 0 (its whereabouts are known there)\n  device 1 (i=1): waits in %s\n"
+                % (stuck_psum, stuck_psum)) in r.stderr,
                "status %d after %.1f s\nstdout:\n%s\nstderr:\n%s" % (r.returncode, took, r.stdout, r.stderr))
 
         # a layout that fits no mesh of the program: stopped before it runs, said once

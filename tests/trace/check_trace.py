@@ -8,7 +8,9 @@ Trace Event Format that Perfetto and chrome://tracing open, which agrees with th
 - on each track, events in time order, and a span that starts inside another ends inside it
   (collectives and their waits inside the shmap body that ran them);
 - each collective event names its axes and operand ("f32[2,5]"), which is the per-device block
-  of a collective that --emit=comm lists under the same runtime name;
+  of a collective that --emit=comm lists under the same runtime name, and its source location
+  ("loc": the path of the program or of a module it imports, as shmapc found it, a line of it
+  and a column in that line);
 - the bytes sent and received in the collective events add up, per collective, to the --stats
   table, and their number to its calls (counted once per collective: on device 0's track).
 
@@ -52,7 +54,17 @@ def comm_operands(text):
     return found
 
 
-def problems_of(trace, stats, comm=None):
+def bad_location(loc, prog):
+    """Why `loc` is not file:line:col of a place in `prog` or a module it imports ("" if it is)."""
+    m = re.fullmatch(r"(.+\.smp):(\d+):(\d+)", loc or "")
+    if not m or (m.group(1) != prog and not os.path.isfile(m.group(1))):
+        return "not %s (or a module's path):LINE:COL" % prog
+    lines = open(m.group(1)).read().split("\n")
+    row, col = int(m.group(2)), int(m.group(3))
+    return "" if 1 <= row <= len(lines) and 1 <= col <= len(lines[row - 1]) else "outside the file"
+
+
+def problems_of(trace, stats, comm=None, prog=None):
     out = []
     events = trace.get("traceEvents") if isinstance(trace, dict) else None
     if not isinstance(events, list):
@@ -97,6 +109,10 @@ def problems_of(trace, stats, comm=None):
             if not re.fullmatch(r"(f32|f64|i32|i64|f16|bf16|bool)\[[\d,]*\]", e["args"].get("operand", "")) \
                     or "axes" not in e["args"]:
                 out.append("collective %r without its axes and operand: %r" % (e["name"], e["args"]))
+                return out
+            why = bad_location(e["args"].get("loc"), prog) if prog else ""
+            if why:
+                out.append("collective %r's loc %r: %s" % (e["name"], e["args"].get("loc"), why))
                 return out
             if comm is not None and (e["name"], e["args"]["operand"]) not in comm:
                 out.append("collective %r of %s, which --emit=comm does not list (it has %s)" % (
@@ -145,7 +161,7 @@ def main():
                 continue
             try:
                 trace = json.load(open(path))
-                problems = problems_of(trace, stats_table(run.stdout), comm_operands(comm))
+                problems = problems_of(trace, stats_table(run.stdout), comm_operands(comm), prog)
             except (OSError, ValueError) as e:
                 problems = ["not JSON: %s" % e]
             for p in problems[:5]:

@@ -101,15 +101,23 @@ void failing_body(shm_device *dev, void **, void **) {
   }
 }
 
-// Device (1, 0) skips the second psum over "y" that device (1, 1) runs.
+// What emitted code does before each collective call (shmap_runtime.h): the collective's source
+// location into the device's first word.
+void at(shm_device *dev, const char *loc) { *reinterpret_cast<const char **>(dev) = loc; }
+
+// Device (1, 0) skips the third collective over "y", a psum that device (1, 1) runs. The first
+// and third are given a location; the second (a pmax) none, so it must not show the first's.
 void mismatched_body(shm_device *dev, void **, void **) {
   const int32_t x = 0, y = 1;
   const int32_t ix = shm_axis_index(dev, &x, 1), iy = shm_axis_index(dev, &y, 1);
   float a = 1, b = 0;
+  at(dev, "hand.smp:4:11");
   shm_psum(dev, SHM_F32, &a, &b, 0, nullptr, &y, 1);
+  shm_pmax(dev, SHM_F32, &a, &b, 0, nullptr, &y, 1);
   if (ix == 1 && iy == 0) return;
   const int64_t shape[1] = {3};
   float v[3] = {1, 2, 3}, w[3];
+  at(dev, "hand.smp:12:5");
   shm_psum(dev, SHM_F32, v, w, 1, shape, &y, 1);
 }
 
@@ -151,12 +159,12 @@ TEST_CASE("a collective that waits past SHMAP_COLLECTIVE_TIMEOUT ends the run wi
   INFO("stdout:\n" << c.out << "stderr:\n" << c.err);
   CHECK(c.status == 2);
   CHECK(c.err.find("shmap runtime error: a collective has waited ") != std::string::npos);
-  CHECK(c.err.find("more than SHMAP_COLLECTIVE_TIMEOUT=1 s: device 3 (x=1,y=1) waits in its collective #2, psum "
-                   "over \"y\" of f32[3], for the group of 2 devices:\n") != std::string::npos);
+  CHECK(c.err.find("more than SHMAP_COLLECTIVE_TIMEOUT=1 s: device 3 (x=1,y=1) waits in psum over \"y\" of f32[3] "
+                   "at hand.smp:12:5 (its collective #3), for the group of 2 devices:\n") != std::string::npos);
   CHECK(c.err.find("\n  device 2 (x=1,y=0): has not arrived: its shmap body has returned; the last collective it "
-                   "completed is its collective #1, psum over \"y\" of f32[]\n") != std::string::npos);
-  CHECK(c.err.find("\n  device 3 (x=1,y=1): waits in its collective #2, psum over \"y\" of f32[3]\n") !=
-        std::string::npos);
+                   "completed is pmax over \"y\" of f32[] (its collective #2)\n") != std::string::npos);
+  CHECK(c.err.find("\n  device 3 (x=1,y=1): waits in psum over \"y\" of f32[3] at hand.smp:12:5 (its collective "
+                   "#3)\n") != std::string::npos);
   CHECK(!sanitizer_spoke(c.err));
 }
 
