@@ -136,6 +136,17 @@ def main():
                    r.returncode == 0 and r.stdout == "x: f32[8]\n[5, 6, 6, 7, 1, 2, 10, 11]\n",
                    "status %d\nstdout:\n%s\nstderr:\n%s" % (r.returncode, r.stdout, r.stderr))
 
+        # the reported program itself (a while over x whose body communicates over y), on one rank
+        # of 4 devices, where it hung: its expected output (a numpy-checked golden file)
+        exe = os.path.join(tmp, "trip_counts")
+        src = os.path.join(os.path.dirname(HERE), "run", "group_loop_trip_counts.smp")
+        subprocess.run([a.shmapc, "compile", src, "--mpi", "-o", exe], check=True)
+        r = subprocess.run(MPIRUN + ["-np", "1", exe, "--devices-per-rank=4"], capture_output=True, text=True,
+                           timeout=120)
+        expect("a while over x with collectives over y, 1 rank of 4 devices",
+               r.returncode == 0 and r.stdout == open(src[:-4] + ".expected").read(),
+               "status %d\nstdout:\n%s\nstderr:\n%s" % (r.returncode, r.stdout, r.stderr))
+
         # ranks whose data differ (each its own steps.npy): rank 1 waits in a psum that rank 0
         # never runs, inside MPI; the watchdog ends the job after SHMAP_COLLECTIVE_TIMEOUT=2
         exe = os.path.join(tmp, "stuck")
