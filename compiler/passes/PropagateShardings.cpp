@@ -16,6 +16,10 @@
 //   dimension's over a propagated one's, then the larger array's (moving the smaller moves
 //   fewer bytes), then the first operand's.
 // - An axis a value's sharding names as explicitly replicated never shards it.
+// - A mesh axis shards at most one dimension of a value: an axis another dimension uses, or
+//   was written with at a priority not yet propagated (Shardy holds those axes explicitly
+//   replicated until then), is never given to an open dimension. Where the factor's sharding
+//   then differs, the partitioner moves the operand (as at any conflict).
 // - An open dimension written with axes ({"x", ?}) may take further axes after them
 //   ({"x", "y"}) from a factor that has those.
 // - A dimension nothing reaches is unsharded; a replicated primitive (computed whole on each
@@ -39,6 +43,9 @@ struct DimState {
   bool known = false;     // has a sharding (written or propagated)
   bool closed = false;    // written closed: never changes
   bool reserved = false;  // written, of a priority not yet propagated: nothing else assigns it
+  // (a reserved dimension's written axes: no other dimension of its value takes them before
+  // they are seeded, as Shardy holds them explicitly replicated until their priority)
+  std::vector<AxisRef> reservedAxes;
   bool extensible = false;  // open with axes (written {"x", ?}, or propagated): may take more after them
   std::vector<AxisRef> axes;
 };
@@ -108,6 +115,7 @@ private:
         const DimSharding &dim = s.dims[d];
         if (st[d].known || (dim.axes.empty() && dim.open)) continue;  // (`{?}`: nothing to give)
         st[d].reserved = std::max<int64_t>(0, dim.priority) > level;
+        st[d].reservedAxes = st[d].reserved ? dim.axes : std::vector<AxisRef>{};
         if (st[d].reserved) continue;
         st[d].known = true;
         st[d].closed = !dim.open;
@@ -265,8 +273,10 @@ private:
     auto forbidden = replicated_.find(en.v);  // explicitly replicated: never sharded along
     if (forbidden != replicated_.end() && clash(forbidden->second)) return false;
     const std::vector<DimState> &st = state(en.v);
+    // (a mesh axis shards at most one dimension of a value: one a dimension of a later
+    // priority was written with is taken too, or seeding it would name the axis twice)
     for (size_t d = 0; d < st.size(); ++d)
-      if ((int)d != en.dim && clash(st[d].axes)) return false;
+      if ((int)d != en.dim && (clash(st[d].axes) || clash(st[d].reservedAxes))) return false;
     if (clash(head(en))) return false;
     for (size_t k = 0; k < entries.size(); ++k) {
       // (a reduced factor's axes do not keep a factor of the result from them: the
