@@ -18,8 +18,9 @@
 // - An axis a value's sharding names as explicitly replicated never shards it.
 // - A mesh axis shards at most one dimension of a value: an axis another dimension uses, or
 //   was written with at a priority not yet propagated (Shardy holds those axes explicitly
-//   replicated until then), is never given to an open dimension. Where the factor's sharding
-//   then differs, the partitioner moves the operand (as at any conflict).
+//   replicated until then), is never given to an open dimension, nor seeded on a value written
+//   twice (a parameter returned) where the other sharding put it on another dimension. Where
+//   the factor's sharding then differs, the partitioner moves the operand (as at any conflict).
 // - An open dimension written with axes ({"x", ?}) may take further axes after them
 //   ({"x", "y"}) from a factor that has those.
 // - A dimension nothing reaches is unsharded; a replicated primitive (computed whole on each
@@ -117,6 +118,14 @@ private:
         st[d].reserved = std::max<int64_t>(0, dim.priority) > level;
         st[d].reservedAxes = st[d].reserved ? dim.axes : std::vector<AxisRef>{};
         if (st[d].reserved) continue;
+        // (a value written twice, a parameter returned as a result: a dimension whose axes
+        // another dimension of it holds already, from the other sharding or an earlier
+        // priority, keeps none, so no axis shards two of its dimensions)
+        bool taken = false;
+        for (size_t e = 0; e < st.size(); ++e)
+          for (const AxisRef &a : dim.axes)
+            for (const AxisRef &b : st[e].axes) taken |= e != d && a.overlaps(b);
+        if (taken) continue;
         st[d].known = true;
         st[d].closed = !dim.open;
         st[d].extensible = dim.open && !dim.axes.empty();

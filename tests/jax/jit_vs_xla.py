@@ -177,6 +177,8 @@ OPEN_DIMS_CASES = {
                    (f32(4, 4), f32(4, 4))),
     "other_operand": (lambda a, b: a * b, (N(m22, None, "x"), N(m22, "x", None)), N(m22, None, "x"),
                       (f32(4, 4), f32(4, 4))),
+    # (the parameter returned is held as the result's p0 sharding asks: {}, {"x"})
+    "returned": (lambda a: a, (N(m22, None, "x"),), N(m22, None, "x"), (f32(4, 4),)),
     "three_axes": (lambda a, b: a - b * 0.5, (N(xyz, ("x", "y"), None), N(xyz, None, ("y", "z"))),
                    N(xyz, None, ("y", "z")), (f32(8, 8), f32(8, 8))),
 }
@@ -191,7 +193,8 @@ def vjp_case(case):
             tuple(args) + (jax.ShapeDtypeStruct(jax.eval_shape(fn, *args).shape, jnp.float32),))
 
 
-OPEN_DIMS_VJP_CASES = {name + "_vjp": vjp_case(case) for name, case in OPEN_DIMS_CASES.items()}
+OPEN_DIMS_VJP_CASES = {name + "_vjp": vjp_case(OPEN_DIMS_CASES[name])
+                       for name in ("rows_later", "other_operand", "three_axes")}
 
 
 def nbytes(dtype, dims):

@@ -1,5 +1,5 @@
 // Sharding propagation and partitioning of @jit functions: a mesh axis shards at most one
-// dimension of each value (seed 001's invariant). Propagation keeps it whatever the
+// dimension of each value (Shardy's invariant). Propagation keeps it whatever the
 // priorities, and a partition spec that names an axis twice (a compiler bug) is an internal
 // error located at the jit function, never a run-time one.
 #include "ir/IR.h"

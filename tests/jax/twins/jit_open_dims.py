@@ -23,6 +23,7 @@ rows_later = jax.jit(lambda a, b: a + b, in_shardings=(S(m, "x", None), S(m, Non
                      out_shardings=S(m, None, "x"))
 other_operand = jax.jit(lambda a, b: a * b, in_shardings=(S(m, None, "x"), S(m, "x", None)),
                         out_shardings=S(m, None, "x"))
+returned = jax.jit(lambda a: a, in_shardings=S(m, None, "x"), out_shardings=S(m, None, "x"))
 three_axes = jax.jit(lambda a, b: a - b * 0.5, in_shardings=(S(xyz, ("x", "y"), None), S(xyz, None, ("y", "z"))),
                      out_shardings=S(xyz, None, ("y", "z")))
 
@@ -42,6 +43,7 @@ def check(t):
     b = iota(16).reshape(4, 4) * 10.0
     t.close("f", rows_later(a, b))
     t.close("other_operand", other_operand(a, b))
+    t.close("returned", returned(a))
     a8 = iota(64).reshape(8, 8) * 0.25
     b8 = jnp.cos(iota(64).reshape(8, 8))
     t.close("three_axes", three_axes(a8, b8))
