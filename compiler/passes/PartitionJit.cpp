@@ -537,10 +537,45 @@ private:
 
 } // namespace
 
-void partitionJit(Module &m, Diagnostics &) {
+namespace {
+
+// A partition spec of the shmap a jit function became that names a mesh axis twice: a
+// compiler bug (sema refuses a written sharding that does, and propagation never gives an
+// axis to two dimensions of a value), reported here at the jit function as an internal error
+// rather than by the runtime when the shmap starts.
+void checkSpecs(const JitFunc &j, const Diagnostics &diags) {
+  for (const Eqn &e : j.func->eqns) {
+    if (e.prim != Prim::Shmap || e.bodies.empty() || !e.bodies[0]->mesh) continue;
+    const Mesh &mesh = *e.bodies[0]->mesh;
+    for (const char *kind : {"in_specs", "out_specs"}) {
+      const std::vector<PartitionSpec> &specs = e.specsParam(kind);
+      for (size_t k = 0; k < specs.size(); ++k) {
+        std::set<int> seen;
+        for (const std::vector<int> &dim : specs[k].dims)
+          for (int a : dim) {
+            if (seen.insert(a).second) continue;
+            std::string where;
+            if (j.loc.valid())
+              where = diags.sources().file(j.loc.file).path + ":" + std::to_string(j.loc.line) + ":" +
+                      std::to_string(j.loc.col) + ": ";
+            throw InternalError(where + "partitioning @jit function " + j.name + " made the partition spec " +
+                                specToString(specs[k], mesh) + " (" + kind + " " + std::to_string(k) +
+                                "), which names mesh axis \"" + mesh.axes[(size_t)a] + "\" twice");
+          }
+      }
+    }
+  }
+}
+
+} // namespace
+
+void partitionJit(Module &m, Diagnostics &diags) {
   if (m.jitWhole) return;
   for (JitFunc &j : m.jits)
-    if (j.func && j.notPartitioned.empty() && !j.propagated.empty()) Partitioner(m, j).run();
+    if (j.func && j.notPartitioned.empty() && !j.propagated.empty()) {
+      Partitioner(m, j).run();
+      checkSpecs(j, diags);
+    }
 }
 
 } // namespace shmapc::passes

@@ -16,6 +16,11 @@
 //   dimension's over a propagated one's, then the larger array's (moving the smaller moves
 //   fewer bytes), then the first operand's.
 // - An axis a value's sharding names as explicitly replicated never shards it.
+// - A mesh axis shards at most one dimension of a value: an axis another dimension uses, or
+//   was written with at a priority not yet propagated (Shardy holds those axes explicitly
+//   replicated until then), is never given to an open dimension, nor seeded on a value written
+//   twice (a parameter returned) where the other sharding put it on another dimension. Where
+//   the factor's sharding then differs, the partitioner moves the operand (as at any conflict).
 // - An open dimension written with axes ({"x", ?}) may take further axes after them
 //   ({"x", "y"}) from a factor that has those.
 // - A dimension nothing reaches is unsharded; a replicated primitive (computed whole on each
@@ -39,6 +44,9 @@ struct DimState {
   bool known = false;     // has a sharding (written or propagated)
   bool closed = false;    // written closed: never changes
   bool reserved = false;  // written, of a priority not yet propagated: nothing else assigns it
+  // (a reserved dimension's written axes: no other dimension of its value takes them before
+  // they are seeded, as Shardy holds them explicitly replicated until their priority)
+  std::vector<AxisRef> reservedAxes;
   bool extensible = false;  // open with axes (written {"x", ?}, or propagated): may take more after them
   std::vector<AxisRef> axes;
 };
@@ -108,7 +116,16 @@ private:
         const DimSharding &dim = s.dims[d];
         if (st[d].known || (dim.axes.empty() && dim.open)) continue;  // (`{?}`: nothing to give)
         st[d].reserved = std::max<int64_t>(0, dim.priority) > level;
+        st[d].reservedAxes = st[d].reserved ? dim.axes : std::vector<AxisRef>{};
         if (st[d].reserved) continue;
+        // (a value written twice, a parameter returned as a result: a dimension whose axes
+        // another dimension of it holds already, from the other sharding or an earlier
+        // priority, keeps none, so no axis shards two of its dimensions)
+        bool taken = false;
+        for (size_t e = 0; e < st.size(); ++e)
+          for (const AxisRef &a : dim.axes)
+            for (const AxisRef &b : st[e].axes) taken |= e != d && a.overlaps(b);
+        if (taken) continue;
         st[d].known = true;
         st[d].closed = !dim.open;
         st[d].extensible = dim.open && !dim.axes.empty();
@@ -265,8 +282,10 @@ private:
     auto forbidden = replicated_.find(en.v);  // explicitly replicated: never sharded along
     if (forbidden != replicated_.end() && clash(forbidden->second)) return false;
     const std::vector<DimState> &st = state(en.v);
+    // (a mesh axis shards at most one dimension of a value: one a dimension of a later
+    // priority was written with is taken too, or seeding it would name the axis twice)
     for (size_t d = 0; d < st.size(); ++d)
-      if ((int)d != en.dim && clash(st[d].axes)) return false;
+      if ((int)d != en.dim && (clash(st[d].axes) || clash(st[d].reservedAxes))) return false;
     if (clash(head(en))) return false;
     for (size_t k = 0; k < entries.size(); ++k) {
       // (a reduced factor's axes do not keep a factor of the result from them: the

@@ -1,5 +1,5 @@
 """The communication of shmapc's partitioned jit functions against XLA's (issue 13): each jit
-function of samples/jit_layers.smp and tests/run/jit_{seed001,control,indexing}.smp is
+function of samples/jit_layers.smp and tests/run/jit_{seed001,control,indexing,open_dims}.smp is
 compiled by jax.jit with the same shardings (as JAX can write them: see
 tests/jax/twins/jit_seed001.py), and the
 collectives of XLA's compiled (SPMD-partitioned) HLO are compared with those shmapc reports
@@ -27,6 +27,7 @@ PROGRAM = os.path.join(ROOT, "samples", "jit_layers.smp")
 SEED001 = os.path.join(ROOT, "tests", "run", "jit_seed001.smp")
 CONTROL = os.path.join(ROOT, "tests", "run", "jit_control.smp")
 INDEXING = os.path.join(ROOT, "tests", "run", "jit_indexing.smp")
+OPEN_DIMS = os.path.join(ROOT, "tests", "run", "jit_open_dims.smp")
 
 
 def mesh(**axes):
@@ -168,6 +169,34 @@ INDEXING_CASES = {
 }
 
 
+# An open dimension never takes an axis another dimension of its value uses
+# (tests/run/jit_open_dims.smp), with the shardings propagation ends with: the operands' written
+# axes, the result's from the p0 operand.
+OPEN_DIMS_CASES = {
+    "rows_later": (lambda a, b: a + b, (N(m22, "x", None), N(m22, None, "x")), N(m22, None, "x"),
+                   (f32(4, 4), f32(4, 4))),
+    "other_operand": (lambda a, b: a * b, (N(m22, None, "x"), N(m22, "x", None)), N(m22, None, "x"),
+                      (f32(4, 4), f32(4, 4))),
+    # (the parameter returned is held as the result's p0 sharding asks: {}, {"x"})
+    "returned": (lambda a: a, (N(m22, None, "x"),), N(m22, None, "x"), (f32(4, 4),)),
+    "three_axes": (lambda a, b: a - b * 0.5, (N(xyz, ("x", "y"), None), N(xyz, None, ("y", "z"))),
+                   N(xyz, None, ("y", "z")), (f32(8, 8), f32(8, 8))),
+}
+
+
+# Their gradients too: shmapc's backward shmap of each (`NAME_partitioned_vjp`, which the
+# program's grad makes) against XLA's vjp of the function under jax.jit, the cotangent in the
+# result's sharding and the gradients in the operands'.
+def vjp_case(case):
+    fn, ins, out, args = case
+    return (lambda *a: jax.vjp(fn, *a[:-1])[1](a[-1]), tuple(ins) + (out,), tuple(ins),
+            tuple(args) + (jax.ShapeDtypeStruct(jax.eval_shape(fn, *args).shape, jnp.float32),))
+
+
+OPEN_DIMS_VJP_CASES = {name + "_vjp": vjp_case(OPEN_DIMS_CASES[name])
+                       for name in ("rows_later", "other_operand", "three_axes")}
+
+
 def nbytes(dtype, dims):
     return BYTES[dtype] * int(np.prod([int(d) for d in dims.split(",") if d] or [1]))
 
@@ -229,12 +258,13 @@ def main():
     a = ap.parse_args()
     failed = total = 0
     for program, cases in ((PROGRAM, CASES), (SEED001, SEED001_CASES), (CONTROL, CONTROL_CASES),
-                           (INDEXING, INDEXING_CASES)):
+                           (INDEXING, INDEXING_CASES), (OPEN_DIMS, {**OPEN_DIMS_CASES, **OPEN_DIMS_VJP_CASES})):
         print("== " + os.path.relpath(program, ROOT))
         ours = shmapc_collectives(a.shmapc, program)
         for name, (fn, ins, out, args) in cases.items():
             xla = xla_collectives(fn, ins, out, args)
-            mine = ours.get(name + "_partitioned", [])
+            # (a gradient's case NAME_vjp is the shmap NAME_partitioned_vjp)
+            mine = ours.get(name[:-4] + "_partitioned_vjp" if name.endswith("_vjp") else name + "_partitioned", [])
             xb, mb = sum(b for _, b in xla), sum(b for _, b in mine)
             verdict = "FAIL" if mb > xb else "ok  "
             failed += mb > xb
