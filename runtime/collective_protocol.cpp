@@ -83,7 +83,7 @@ namespace {
 // it (exchange_pieces packs it), into the rank's copy of the input (copy_of), in which
 // everything a local member reads is in its place. `read` null: every member reads all of
 // every member's input (`bytes`).
-void exchange_inputs(shm_device *dev, const Group &g, int kind, int64_t bytes, const int32_t *axes, int32_t naxes,
+void exchange_inputs(shm_device *dev, const Group &g, int kind, int64_t bytes, const RankSet &among,
                      const ReadOf *read) {
   MeshCall &c = *dev->call;
   group_partners(c, g, bytes);
@@ -109,7 +109,7 @@ void exchange_inputs(shm_device *dev, const Group &g, int kind, int64_t bytes, c
                                   r.strides));
     }
   }
-  move_pieces(kind, "inputs", pieces, rank_set(dev, g, axes, naxes), g);
+  move_pieces(kind, "inputs", pieces, among, g);
 }
 
 // --trace: the operand of the collective in progress, as its span shows it ("f32[2,5]").
@@ -165,8 +165,6 @@ Group begin_collective(shm_device *dev, const char *what, int32_t dtype, int32_t
   return g;
 }
 
-void end_of_body(shm_device *dev) { note_body_finished(dev); }
-
 void publish(shm_device *dev, const Group &g, const void *in, void *out, int64_t bytes, int kind,
              const int32_t *axes, int32_t naxes, bool exchange, const ReadOf *read) {
   MeshCall &c = *dev->call;
@@ -185,9 +183,10 @@ void publish(shm_device *dev, const Group &g, const void *in, void *out, int64_t
     return;
   }
   // (the group's lead, in ranked mode: the group's ranks compare, then the inputs move)
-  if (checking_collectives()) check_collective(CollectiveSig{kind, bytes, axis_bits(axes, naxes)}, rank_set(dev, g, axes, naxes));
+  const RankSet among = rank_set(dev, g, axes, naxes);
+  if (checking_collectives()) check_collective(CollectiveSig{kind, bytes, axis_bits(axes, naxes)}, among);
   if (!exchange) return;
-  exchange_inputs(dev, g, kind, bytes, axes, naxes, read);
+  exchange_inputs(dev, g, kind, bytes, among, read);
   dev->sync->arrive_and_wait(dev);
 }
 

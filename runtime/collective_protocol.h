@@ -89,9 +89,6 @@ Group begin_collective(shm_device *dev, const char *what, int32_t dtype, int32_t
 // Step 2's end: counts the bytes in --stats, waits for the group, and traces the collective.
 void finish(shm_device *dev, int kind, int64_t sent, int64_t received);
 
-// After a device's shmap body has returned: noted for the watchdog.
-void end_of_body(shm_device *dev);
-
 // The published input / output of group member j (in ranked mode, of a remote member: this
 // rank's copy of what its members read of it; nothing writes a remote member's output).
 inline const void *in_of(shm_device *dev, const Group &g, int j) {

@@ -274,7 +274,7 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
   } else {
     body(&dev, bout.data(), bin.data());
   }
-  end_of_body(&dev);
+  note_body_finished(&dev);  // (for the watchdog)
   for (size_t i = 0; i < outp.size(); ++i) {
     const ArrayPlan &p = outp[i];
     if (out_direct[i] || !bout[i]) continue;

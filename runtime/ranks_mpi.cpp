@@ -279,13 +279,10 @@ void exchange_in_messages(const Peers &peers, const std::vector<const char *> &s
                           const std::vector<int64_t> &recv_bytes, const char *what);
 } // namespace
 
-// --check-collectives: every rank's collective on `comm` (whose rank j is world rank
-// world[j]), compared with its first rank's.
-static void check_same_collective(const CollectiveSig &sig, MPI_Comm comm, const std::vector<int> &world) {
+// --check-collectives: the collectives of ranks world[0..n) (`all`: kind, bytes, axes of each),
+// each compared with the first rank's.
+static void compare_collectives(const std::vector<int64_t> &all, const std::vector<int> &world) {
   const int n = (int)world.size();
-  std::vector<int64_t> all((size_t)(3 * n));
-  int64_t mine[3] = {sig.kind, sig.bytes, sig.axes};
-  check(MPI_Allgather(mine, 3, MPI_INT64_T, all.data(), 3, MPI_INT64_T, comm), "--check-collectives");
   auto describe = [&](int r) {
     const int64_t *s = &all[(size_t)(3 * r)];
     std::string axes;
@@ -300,13 +297,21 @@ static void check_same_collective(const CollectiveSig &sig, MPI_Comm comm, const
              describe(r).c_str());
 }
 
+// --check-collectives: every rank's collective on `comm` (whose rank j is world rank
+// world[j]), compared with its first rank's.
+static void check_same_collective(const CollectiveSig &sig, MPI_Comm comm, const std::vector<int> &world) {
+  std::vector<int64_t> all(3 * world.size());
+  int64_t mine[3] = {sig.kind, sig.bytes, sig.axes};
+  check(MPI_Allgather(mine, 3, MPI_INT64_T, all.data(), 3, MPI_INT64_T, comm), "--check-collectives");
+  compare_collectives(all, world);
+}
+
 bool checking_collectives() { return g_check; }
 
 void check_collective(const CollectiveSig &sig, const Group &g, const std::vector<int64_t> &key) {
   if (g_check) check_same_collective(sig, group_comm(g, key), g.member);  // (device ids are ranks here)
 }
 
-void check_collective(const CollectiveSig &sig, const RankSet &among);  // (below, by messages)
 
 namespace {
 
@@ -519,19 +524,7 @@ void check_collective(const CollectiveSig &sig, const RankSet &among) {
   exchange_in_messages(Peers{MPI_COMM_WORLD, group_tag(among, 1), &among.ranks}, send,
                        std::vector<int64_t>(n, (int64_t)sizeof mine), recv, std::vector<int64_t>(n, (int64_t)sizeof mine),
                        "--check-collectives");
-  for (size_t j = 1; j < n; ++j)
-    if (!std::equal(&all[0], &all[3], &all[3 * j])) {
-      auto describe = [&](size_t r) {
-        const int64_t *sg = &all[3 * r];
-        std::string axes;
-        for (int a = 0; a < 63; ++a)
-          if (sg[2] >> a & 1) axes += (axes.empty() ? "" : ", ") + std::to_string(a);
-        return "rank " + std::to_string(among.ranks[r]) + " runs " + kind_name((int)sg[0]) + " over mesh axes (" +
-               axes + ") of " + std::to_string(sg[1]) + " bytes a device";
-      };
-      fatalf("--check-collectives: the ranks disagree on a collective: %s, %s", describe(0).c_str(),
-             describe(j).c_str());
-    }
+  compare_collectives(all, among.ranks);
 }
 
 void exchange_pieces(const std::vector<Piece> &pieces, const RankSet *among) {
