@@ -22,7 +22,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checks import FAILED, expect  # noqa: E402
+from checks import FAILED, expect, processes  # noqa: E402
 from check_run_signal import alive, children, default_signals  # noqa: E402
 
 STATEMENTS = 5000
@@ -99,16 +99,7 @@ def group_alive(pgid):
     still running, after a moment for them to die."""
     deadline = time.time() + 1.0
     while True:
-        running = []
-        for p in os.listdir("/proc"):
-            if not p.isdigit():
-                continue
-            try:
-                fields = open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                running.append(int(p))
+        running = [pid for pid, fields in processes() if int(fields[2]) == pgid and fields[0] != "Z"]
         if not running or time.time() > deadline:
             return running
         time.sleep(0.05)

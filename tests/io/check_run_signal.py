@@ -13,7 +13,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checks import FAILED, expect  # noqa: E402
+from checks import FAILED, expect, processes  # noqa: E402
 
 PROGRAM = """# Loops for minutes unless stopped.
 arg steps: i32 = 2000000000;
@@ -31,17 +31,7 @@ def main() {
 
 def children(pid):
     """The pids whose parent is pid."""
-    out = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            fields = open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(p))
-    return out
+    return [p for p, fields in processes() if int(fields[1]) == pid]
 
 
 def is_prog(pid):
