@@ -46,6 +46,7 @@ public:
 
   void run() {
     body_ = m_.newFunc(f_.name + "_partitioned");
+    made_.push_back(body_);
     body_->loc = f_.loc;
     body_->mesh = &split_.mesh();
     body_->isShmapBody = true;
@@ -57,7 +58,7 @@ public:
       std::vector<Refs> s = target(p);
       Value *local = body_->newValue(localType(p->type, s), p->hint);
       body_->params.push_back(local);
-      held_[p] = {local, s};
+      held_[p] = {local, s, body_};
       inSpecs.push_back(specOf(s));
       Value *in = p;
       for (size_t d = 0; d < s.size(); ++d) in = pad(in, d, paddedType(p->type, s).shape[d], &f_);
@@ -71,6 +72,7 @@ public:
       outSpecs.push_back(specOf(s));
     }
     body_->returnLoc = f_.returnLoc.valid() ? f_.returnLoc : f_.loc;
+    dropUnread(made_);
     for (size_t i = 0; i < f_.results.size(); ++i) body_->outSpecLocs.push_back(j_.loc);
 
     Eqn call;
@@ -95,6 +97,7 @@ private:
   struct Held {
     Value *local;
     std::vector<Refs> dims;
+    Func *in;  // the body it is in
   };
 
   // The sharding propagation chose for v (unsharded if none).
@@ -179,23 +182,66 @@ private:
     return emit(Prim::Select, {real, x, constant(identity, x->type.dtype, shape)}, t, {}, f_.loc);
   }
 
-  // v's local value in sharding `to` (planMove's steps; an uneven dimension padded before it
-  // is split and sliced to its size after it is gathered).
-  Value *moved(const Value *v, const std::vector<Refs> &to) {
-    const Held h = held_.at(v);
-    // (moved once per body: another use in the same sharding reads the same local value)
-    std::string key = std::to_string((uintptr_t)v) + "@" + std::to_string((uintptr_t)body_);
-    for (const Refs &d : to) {
-      key += "|";
-      for (const AxisRef &a : d) key += std::to_string(a.axis) + ":" + std::to_string(a.preSize) + ":" + std::to_string(a.size) + ",";
-    }
-    if (auto it = movedCache_.find(key); it != movedCache_.end()) return it->second;
-    return movedCache_[key] = move(v, h, to);
+  // The blocks of v this body holds: the one it was made in, and each other sharding a move
+  // made (another use's, or one on a move's way: gathered whole before a pscatter).
+  std::vector<const Held *> blocks(const Value *v) const {
+    std::vector<const Held *> out{&held_.at(v)};
+    if (auto it = copies_.find(v); it != copies_.end())
+      for (const Held &c : it->second)
+        if (c.in == body_) out.push_back(&c);
+    return out;
   }
 
+  // The bytes a device puts into collectives to have v in sharding `to` in this body: moved
+  // from the block of it that costs fewest (moveBytes), or, where v only repeats its operand's
+  // elements (a broadcast), its operand moved and the equation computed again on the block.
+  int64_t moveCost(const Value *v, const std::vector<Refs> &to) const {
+    int64_t best = -1;
+    for (const Held *h : blocks(v)) {
+      const int64_t bytes = moveBytes(split_, v, h->dims, to);
+      if (best < 0 || bytes < best) best = bytes;
+    }
+    if (auto r = repeats_.find(v); r != repeats_.end() && best > 0)
+      best = std::min(best, moveCost(r->second->ins[0], operandSharding(*r->second, to)));
+    return best;
+  }
+
+  // v's local value in sharding `to` (planMove's steps; an uneven dimension padded before it
+  // is split and sliced to its size after it is gathered), made the way moveCost counts: a
+  // block already in `to` read again, else moved from the block that puts in fewest bytes (at
+  // equal bytes the one v was made in), else its operand's block moved and repeated.
+  Value *moved(const Value *v, const std::vector<Refs> &to) {
+    const std::vector<const Held *> have = blocks(v);
+    const Held *from = nullptr;
+    int64_t best = -1;
+    for (const Held *h : have) {
+      if (h->dims == to) return h->local;
+      const int64_t bytes = moveBytes(split_, v, h->dims, to);
+      if (best < 0 || bytes < best) best = bytes, from = h;
+    }
+    const size_t first = body_->eqns.size();
+    Value *x = nullptr;
+    if (auto r = repeats_.find(v);
+        r != repeats_.end() && best > 0 && moveCost(r->second->ins[0], operandSharding(*r->second, to)) < best) {
+      const Eqn &e = *r->second;
+      Type t = localType(v->type, to);
+      x = emit(e.prim, {moved(e.ins[0], operandSharding(e, to))}, t, e.params, at_);
+      droppable_.insert(held_.at(v).local);  // (unread now, where every use moved it so)
+    } else {
+      x = move(v, *from, to);
+    }
+    for (size_t i = first; i < body_->eqns.size(); ++i) droppable_.insert(body_->eqns[i].outs.begin(), body_->eqns[i].outs.end());
+    copies_[v].push_back({x, to, body_});
+    return x;
+  }
+
+  // v's block h moved to `to` in this body; each block on the way kept as a copy of v.
   Value *move(const Value *v, const Held &h, const std::vector<Refs> &to) {
     Value *x = h.local;
-    for (const MoveStep &s : planMove(split_, v, h.dims, to)) {
+    std::vector<Refs> now = h.dims;
+    const std::vector<MoveStep> steps = planMove(split_, v, h.dims, to);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const MoveStep &s = steps[i];
       const size_t d = s.dim;
       Type t = x->type;
       t.vary = 0;
@@ -209,11 +255,14 @@ private:
                  {{"axes", axesParam(s.axes)}, {"split_axis", (int64_t)d}, {"concat_axis", (int64_t)s.from}, {"tiled", (int64_t)1}},
                  at_);
         x = unpad(x, s.from, v->type.shape[s.from]);
+        now[d] = s.axes;
+        now[s.from].clear();
       } else if (s.prim == Prim::AllGatherInvariant) {
         t.shape[d] *= shardCount(s.axes);
         x = emit(Prim::AllGatherInvariant, {x}, t, {{"axes", axesParam(s.axes)}, {"axis", (int64_t)d}, {"tiled", (int64_t)1}},
                  at_);
         x = unpad(x, d, v->type.shape[d]);
+        now[d].clear();
       } else {
         const std::vector<int> all = split_.axes(s.axes);
         const std::vector<int64_t> rest(all.begin() + (ptrdiff_t)split_.axes(s.before).size(), all.end());
@@ -222,13 +271,16 @@ private:
         t.vary = 0;
         t.shape[d] = blockSize(v->type.shape[d], s.axes);
         x = emit(Prim::Pscatter, {x}, t, {{"axes", rest}, {"axis", (int64_t)d}, {"tiled", (int64_t)1}}, at_);
+        now[d] = s.axes;
       }
+      if (i + 1 < steps.size()) copies_[v].push_back({x, now, body_});
     }
     return x;
   }
 
   void partition(const Eqn &e) {
     at_ = e.loc;
+    if (repeatsOperand(e)) repeats_[e.outs[0]] = &e;
     const prims::FactorRule rule = prims::rulesOf(e.prim).sharding(e);
     Eqn local = e;
     local.outs.clear();
@@ -237,7 +289,7 @@ private:
       Value *v = body_->newValue(localType(e.outs[0]->type, s), e.outs[0]->hint);
       local.outs = {v};
       body_->eqns.push_back(std::move(local));
-      held_[e.outs[0]] = {v, s};
+      held_[e.outs[0]] = {v, s, body_};
       return;
     }
     if (rule.kind == prims::FactorRule::Replicated) {
@@ -247,7 +299,7 @@ private:
         t.vary = 0;
         Value *v = body_->newValue(t, o->hint);
         local.outs.push_back(v);
-        held_[o] = {v, std::vector<Refs>((size_t)o->type.rank())};
+        held_[o] = {v, std::vector<Refs>((size_t)o->type.rank()), body_};
       }
       body_->eqns.push_back(std::move(local));
       return;
@@ -281,6 +333,7 @@ private:
     for (size_t b = 0; b < e.bodies.size(); ++b) {
       const Func &from = *e.bodies[b];
       Func *to = m_.newFunc(from.name + "_partitioned");
+      made_.push_back(to);
       to->loc = from.loc;
       to->mesh = &split_.mesh();
       to->isNested = true;
@@ -289,7 +342,7 @@ private:
         const std::vector<Refs> s = shardingOf(p);
         Value *v = to->newValue(localType(p->type, s), p->hint);
         to->params.push_back(v);
-        held_[p] = {v, s};
+        held_[p] = {v, s, to};
       }
       body_ = to;
       for (const Eqn &inner : from.eqns) partition(inner);
@@ -298,13 +351,79 @@ private:
       body_ = outer;
       local.bodies[b] = to;
     }
+    if (e.prim == Prim::Loop || e.prim == Prim::While) hoistConstMoves(e, local);
     for (const Value *o : e.outs) {
       const std::vector<Refs> s = shardingOf(o);
       Value *v = body_->newValue(localType(o->type, s), o->hint);
       local.outs.push_back(v);
-      held_[o] = {v, s};
+      held_[o] = {v, s, body_};
     }
     body_->eqns.push_back(std::move(local));
+  }
+
+  // A loop's constants are the same in every iteration: a block of one that a body moved with
+  // communication (and reads other than to move it on) is moved once before the loop instead,
+  // and passed in as one more constant, which the body reads in its place. A conditional's
+  // branches keep their moves (one runs; moving before it would move for the other too).
+  void hoistConstMoves(const Eqn &e, Eqn &local) {
+    const size_t consts = (size_t)e.intParam("num_consts");
+    const size_t first = e.prim == Prim::Loop ? 1 : 0;  // (a loop's body takes its index first)
+    struct Hoist {
+      size_t c;
+      std::vector<Refs> dims;
+      std::map<Func *, Value *> replaces;  // per body, the block the new parameter replaces
+    };
+    std::vector<Hoist> hoists;
+    for (size_t b = 0; b < e.bodies.size(); ++b) {
+      Func *to = local.bodies[b];
+      std::set<const Value *> read(to->results.begin(), to->results.end());
+      for (const Eqn &q : to->eqns)
+        if (!std::all_of(q.outs.begin(), q.outs.end(), [&](const Value *o) { return droppable_.count(o); }))
+          read.insert(q.ins.begin(), q.ins.end());
+      for (size_t c = 0; c < consts; ++c) {
+        const Value *p = e.bodies[b]->params[first + c];
+        auto it = copies_.find(p);
+        if (it == copies_.end()) continue;
+        for (const Held &k : it->second) {
+          if (k.in != to || !read.count(k.local) || moveBytes(split_, p, held_.at(p).dims, k.dims) == 0) continue;
+          auto h = std::find_if(hoists.begin(), hoists.end(), [&](const Hoist &o) { return o.c == c && o.dims == k.dims; });
+          if (h == hoists.end()) h = hoists.insert(hoists.end(), {c, k.dims, {}});
+          h->replaces[to] = k.local;
+        }
+      }
+    }
+    size_t added = 0;
+    for (const Hoist &h : hoists) {
+      at_ = e.loc;
+      local.ins.insert(local.ins.begin() + (ptrdiff_t)(consts + added), moved(e.ins[h.c], h.dims));
+      for (size_t b = 0; b < local.bodies.size(); ++b) {
+        Func *to = local.bodies[b];
+        const Value *p = e.bodies[b]->params[first + h.c];
+        Value *param = to->newValue(localType(p->type, h.dims), p->hint);
+        to->params.insert(to->params.begin() + (ptrdiff_t)(first + consts + added), param);
+        auto r = h.replaces.find(to);
+        if (r == h.replaces.end()) continue;
+        for (Eqn &q : to->eqns) std::replace(q.ins.begin(), q.ins.end(), r->second, param);
+        std::replace(to->results.begin(), to->results.end(), r->second, param);
+      }
+      ++added;
+    }
+    // The constants no body reads now (each read moved, now passed in moved) are passed no more.
+    dropUnread(local.bodies);
+    size_t kept = consts + added;
+    for (size_t c = kept; c-- > 0;) {
+      bool read = false;
+      for (const Func *to : local.bodies) {
+        const Value *param = to->params[first + c];
+        read = read || std::find(to->results.begin(), to->results.end(), param) != to->results.end();
+        for (const Eqn &q : to->eqns) read = read || std::find(q.ins.begin(), q.ins.end(), param) != q.ins.end();
+      }
+      if (read) continue;
+      local.ins.erase(local.ins.begin() + (ptrdiff_t)c);
+      for (Func *to : local.bodies) to->params.erase(to->params.begin() + (ptrdiff_t)(first + c));
+      --kept;
+    }
+    local.params["num_consts"] = (int64_t)kept;
   }
 
   // The axes of the part of `dims`' dimension r is (its whole dimension, or a reshape's part).
@@ -361,7 +480,7 @@ private:
   int64_t cost(const Eqn &e, const prims::FactorRule &rule, const Assignment &a,
                const std::vector<std::vector<Refs>> &outs) const {
     int64_t bytes = 0;
-    for (size_t i = 0; i < e.ins.size(); ++i) bytes += moveBytes(split_, e.ins[i], held_.at(e.ins[i]).dims, a.want[i]);
+    for (size_t i = 0; i < e.ins.size(); ++i) bytes += moveCost(e.ins[i], a.want[i]);
     std::vector<Refs> at = a.result[0];
     if (a.scatterFactor >= 0) {
       bytes += localBytes(e.outs[0], at);
@@ -489,8 +608,34 @@ private:
       std::sort(list.begin(), list.end());  // (in mesh order, as a spec names them)
       out = emit(combine, {out}, out->type, {{"axes", list}}, e.loc);
     }
-    held_[e.outs[0]] = {out, a.result[0]};
-    for (size_t o = 1; o < e.outs.size(); ++o) held_[e.outs[o]] = {outsLocal[o], a.result[o]};
+    held_[e.outs[0]] = {out, a.result[0], body_};
+    for (size_t o = 1; o < e.outs.size(); ++o) held_[e.outs[o]] = {outsLocal[o], a.result[o], body_};
+  }
+
+  // The equations of moves (and blocks made again from their operands) whose results nothing
+  // reads, dropped: a broadcast every use of which broadcasts its moved operand instead, a
+  // move out of a loop's body that the loop now gets from outside.
+  // (Only in bodies done: a block moved earlier in a body being partitioned may be read by a
+  // later use.)
+  void dropUnread(const std::vector<Func *> &bodies) {
+    for (bool dropped = true; dropped;) {
+      dropped = false;
+      std::set<const Value *> read;
+      for (const Func *f : bodies) {
+        read.insert(f->results.begin(), f->results.end());
+        for (const Eqn &e : f->eqns) read.insert(e.ins.begin(), e.ins.end());
+      }
+      for (Func *f : bodies)
+        for (size_t i = f->eqns.size(); i-- > 0;) {
+          const std::vector<Value *> &outs = f->eqns[i].outs;
+          if (outs.empty() || !std::all_of(outs.begin(), outs.end(), [&](const Value *o) {
+                return droppable_.count(o) && !read.count(o);
+              }))
+            continue;
+          f->eqns.erase(f->eqns.begin() + (ptrdiff_t)i);
+          dropped = true;
+        }
+    }
   }
 
   // What a padded element must be for the reduction `combine` finishes not to see it.
@@ -528,7 +673,10 @@ private:
   SplitMesh split_;
   Func *body_ = nullptr;
   std::map<const Value *, Held> held_;
-  std::map<std::string, Value *> movedCache_;
+  std::map<const Value *, std::vector<Held>> copies_;  // each value's blocks in other shardings (blocks)
+  std::map<const Value *, const Eqn *> repeats_;       // values that only repeat their operand's elements
+  std::set<const Value *> droppable_;                  // what moves made, and blocks made again elsewhere
+  std::vector<Func *> made_;                           // the bodies partitioning made
   // The operation being partitioned (a result's move: the return): where the collectives that
   // move its operands are in the program, which the watchdog's report names (their first use,
   // where a move is shared).

@@ -130,4 +130,21 @@ int64_t moveBytes(const SplitMesh &mesh, const Value *v, std::vector<Refs> now, 
   return bytes;
 }
 
+bool repeatsOperand(const Eqn &e) {
+  if (e.ins.size() != 1 || e.outs.size() != 1) return false;
+  if (e.prim == Prim::BroadcastInDim) return true;
+  // (a convert that narrows puts fewer bytes in its result than its operand holds)
+  return e.prim == Prim::Convert && dtypeSize(e.outs[0]->type.dtype) > dtypeSize(e.ins[0]->type.dtype);
+}
+
+std::vector<Refs> operandSharding(const Eqn &e, const std::vector<Refs> &to) {
+  if (e.prim != Prim::BroadcastInDim) return to;
+  const Type &in = e.ins[0]->type, &out = e.outs[0]->type;
+  const std::vector<int64_t> &dims = e.intsParam("broadcast_dimensions");
+  std::vector<Refs> s((size_t)in.rank());
+  for (size_t i = 0; i < s.size(); ++i)
+    if (in.shape[i] == out.shape[(size_t)dims[i]]) s[i] = to[(size_t)dims[i]];
+  return s;
+}
+
 } // namespace shmapc::passes::layout

@@ -1,5 +1,5 @@
 """The communication of shmapc's partitioned jit functions against XLA's (issue 13): each jit
-function of samples/jit_layers.smp and tests/run/jit_{seed001,control,indexing,open_dims}.smp is
+function of samples/jit_layers.smp and tests/run/jit_{seed001,control,indexing,open_dims,move_small}.smp is
 compiled by jax.jit with the same shardings (as JAX can write them: see
 tests/jax/twins/jit_seed001.py), and the
 collectives of XLA's compiled (SPMD-partitioned) HLO are compared with those shmapc reports
@@ -28,6 +28,7 @@ SEED001 = os.path.join(ROOT, "tests", "run", "jit_seed001.smp")
 CONTROL = os.path.join(ROOT, "tests", "run", "jit_control.smp")
 INDEXING = os.path.join(ROOT, "tests", "run", "jit_indexing.smp")
 OPEN_DIMS = os.path.join(ROOT, "tests", "run", "jit_open_dims.smp")
+MOVE_SMALL = os.path.join(ROOT, "tests", "run", "jit_move_small.smp")
 
 
 def mesh(**axes):
@@ -189,12 +190,42 @@ OPEN_DIMS_CASES = {
 # result's sharding and the gradients in the operands'.
 def vjp_case(case):
     fn, ins, out, args = case
+    shapes = jax.eval_shape(fn, *args)
+    if isinstance(shapes, tuple):  # (several results: a cotangent each, in its result's sharding)
+        n = len(shapes)
+        return (lambda *a: jax.vjp(fn, *a[:-n])[1](tuple(a[-n:])), tuple(ins) + tuple(out), tuple(ins),
+                tuple(args) + tuple(jax.ShapeDtypeStruct(r.shape, jnp.float32) for r in shapes))
     return (lambda *a: jax.vjp(fn, *a[:-1])[1](a[-1]), tuple(ins) + (out,), tuple(ins),
-            tuple(args) + (jax.ShapeDtypeStruct(jax.eval_shape(fn, *args).shape, jnp.float32),))
+            tuple(args) + (jax.ShapeDtypeStruct(shapes.shape, jnp.float32),))
 
 
 OPEN_DIMS_VJP_CASES = {name + "_vjp": vjp_case(OPEN_DIMS_CASES[name])
                        for name in ("rows_later", "other_operand", "three_axes")}
+
+
+# Values moved at their smallest shape, and once (tests/run/jit_move_small.smp): a broadcast's or
+# widening convert's operand moved rather than its result, a value used in two shardings moved
+# to the second from the first's block, a loop's constant moved once before the loop (each
+# listing shows the loop body once).
+def two_uses(a):
+    s = jnp.sin(a)
+    return s * 2.0, s + 1.0
+
+
+MOVE_SMALL_CASES = {
+    "scaled": (lambda x, v: x * v, (N(m22, "x"), N(m22, "y")), N(m22, "x"), (f32(4, 8), f32(8))),
+    "widened": (lambda x, v: x * v.astype(jnp.float32), (N(m22, "x"), N(m22, "y")), N(m22, "x"),
+                (f32(4, 8), jax.ShapeDtypeStruct((4, 8), jnp.float16))),
+    "whole_then_split": (two_uses, (N(m22, "x"),), (N(m22), N(m22, None, "y")), (f32(4, 8),)),
+    "split_then_whole": (two_uses, (N(m22, "x"),), (N(m22, None, "y"), N(m22)), (f32(4, 8),)),
+    "looped": (lambda h0, b: jax.lax.fori_loop(0, 3, lambda k, h: jnp.tanh(h + b), h0),
+               (N(m22, "x"), N(m22, "y")), N(m22, "x"), (f32(4, 8), f32(4, 8))),
+}
+MOVE_SMALL_VJP_CASES = {name + "_vjp": vjp_case(case) for name, case in MOVE_SMALL_CASES.items()}
+# (no vjp of a while loop)
+MOVE_SMALL_CASES["shrunk"] = (
+    lambda h0, b: jax.lax.while_loop(lambda h: jnp.sum(h * b) > 1.0, lambda h: (h - b) * 0.5, h0),
+    (N(m22, "x"), N(m22, "y")), N(m22, "x"), (f32(4, 8), f32(4, 8)))
 
 
 def nbytes(dtype, dims):
@@ -258,7 +289,8 @@ def main():
     a = ap.parse_args()
     failed = total = 0
     for program, cases in ((PROGRAM, CASES), (SEED001, SEED001_CASES), (CONTROL, CONTROL_CASES),
-                           (INDEXING, INDEXING_CASES), (OPEN_DIMS, {**OPEN_DIMS_CASES, **OPEN_DIMS_VJP_CASES})):
+                           (INDEXING, INDEXING_CASES), (OPEN_DIMS, {**OPEN_DIMS_CASES, **OPEN_DIMS_VJP_CASES}),
+                           (MOVE_SMALL, {**MOVE_SMALL_CASES, **MOVE_SMALL_VJP_CASES})):
         print("== " + os.path.relpath(program, ROOT))
         ours = shmapc_collectives(a.shmapc, program)
         for name, (fn, ins, out, args) in cases.items():
