@@ -7,6 +7,10 @@
 //   another by all_to_all; other dimensions whose axes differ are gathered
 //   (all_gather_invariant over the axes they were sharded along), then sharded again by
 //   slicing (pscatter: each device keeps its block, no communication).
+//   A value is moved at its smallest shape, and once: one that only repeats its operand's
+//   elements (a broadcast, a widening convert) as its operand where that is fewer bytes, the
+//   equation computed again after; from the cheapest block of it the body already holds
+//   (another use's, one gathered on a move's way); a loop's constant before the loop.
 // - A reduced factor sharded along some axes (matmul's contracting dimension, a reduction's
 //   axes) leaves each device a partial result: psum (pmax, pmin) over those axes finishes it,
 //   or psum_scatter where a result dimension is to be sharded along the same axes (each device
@@ -226,11 +230,14 @@ private:
       const Eqn &e = *r->second;
       Type t = localType(v->type, to);
       x = emit(e.prim, {moved(e.ins[0], operandSharding(e, to))}, t, e.params, at_);
+      remade_.insert(x);
       droppable_.insert(held_.at(v).local);  // (unread now, where every use moved it so)
     } else {
       x = move(v, *from, to);
     }
-    for (size_t i = first; i < body_->eqns.size(); ++i) droppable_.insert(body_->eqns[i].outs.begin(), body_->eqns[i].outs.end());
+    for (size_t i = first; i < body_->eqns.size(); ++i)
+      for (const Value *o : body_->eqns[i].outs)
+        if (!remade_.count(o)) droppable_.insert(o);
     copies_[v].push_back({x, to, body_});
     return x;
   }
@@ -676,6 +683,7 @@ private:
   std::map<const Value *, std::vector<Held>> copies_;  // each value's blocks in other shardings (blocks)
   std::map<const Value *, const Eqn *> repeats_;       // values that only repeat their operand's elements
   std::set<const Value *> droppable_;                  // what moves made, and blocks made again elsewhere
+  std::set<const Value *> remade_;                     // repeating equations computed again on a moved operand
   std::vector<Func *> made_;                           // the bodies partitioning made
   // The operation being partitioned (a result's move: the return): where the collectives that
   // move its operands are in the program, which the watchdog's report names (their first use,

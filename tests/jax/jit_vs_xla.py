@@ -29,6 +29,7 @@ CONTROL = os.path.join(ROOT, "tests", "run", "jit_control.smp")
 INDEXING = os.path.join(ROOT, "tests", "run", "jit_indexing.smp")
 OPEN_DIMS = os.path.join(ROOT, "tests", "run", "jit_open_dims.smp")
 MOVE_SMALL = os.path.join(ROOT, "tests", "run", "jit_move_small.smp")
+MOVE_SMALL_EDGES = os.path.join(ROOT, "tests", "run", "jit_move_small_edges.smp")
 
 
 def mesh(**axes):
@@ -222,6 +223,10 @@ MOVE_SMALL_CASES = {
                (N(m22, "x"), N(m22, "y")), N(m22, "x"), (f32(4, 8), f32(4, 8))),
 }
 MOVE_SMALL_VJP_CASES = {name + "_vjp": vjp_case(case) for name, case in MOVE_SMALL_CASES.items()}
+MOVE_SMALL_EDGES_CASES = {
+    "expanded": (lambda x, v, w: x * v.astype(jnp.float32) + w, (N(m22, "x"), N(m22, "y"), N(m22, None, "y")),
+                 N(m22, "x"), (f32(4, 8), jax.ShapeDtypeStruct((8,), jnp.float16), f32(1, 8))),
+}
 # (no vjp of a while loop)
 MOVE_SMALL_CASES["shrunk"] = (
     lambda h0, b: jax.lax.while_loop(lambda h: jnp.sum(h * b) > 1.0, lambda h: (h - b) * 0.5, h0),
@@ -290,7 +295,8 @@ def main():
     failed = total = 0
     for program, cases in ((PROGRAM, CASES), (SEED001, SEED001_CASES), (CONTROL, CONTROL_CASES),
                            (INDEXING, INDEXING_CASES), (OPEN_DIMS, {**OPEN_DIMS_CASES, **OPEN_DIMS_VJP_CASES}),
-                           (MOVE_SMALL, {**MOVE_SMALL_CASES, **MOVE_SMALL_VJP_CASES})):
+                           (MOVE_SMALL, {**MOVE_SMALL_CASES, **MOVE_SMALL_VJP_CASES}),
+                           (MOVE_SMALL_EDGES, MOVE_SMALL_EDGES_CASES)):
         print("== " + os.path.relpath(program, ROOT))
         ours = shmapc_collectives(a.shmapc, program)
         for name, (fn, ins, out, args) in cases.items():
