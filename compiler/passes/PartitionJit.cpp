@@ -9,7 +9,7 @@
 //   slicing (pscatter: each device keeps its block, no communication).
 //   A value is moved at its smallest shape, and once: one that only repeats its operand's
 //   elements (a broadcast, a widening convert) as its operand where that is fewer bytes, the
-//   equation computed again after; from the cheapest block of it the body already holds
+//   equation computed again after (a splat made again); from the cheapest block of it the body already holds
 //   (another use's, one gathered on a move's way); a loop's constant before the loop.
 // - A reduced factor sharded along some axes (matmul's contracting dimension, a reduction's
 //   axes) leaves each device a partial result: psum (pmax, pmin) over those axes finishes it,
@@ -198,7 +198,8 @@ private:
 
   // The bytes a device puts into collectives to have v in sharding `to` in this body: moved
   // from the block of it that costs fewest (moveBytes), or, where v only repeats its operand's
-  // elements (a broadcast), its operand moved and the equation computed again on the block.
+  // elements (a broadcast), its operand moved and the equation computed again on the block (a
+  // splat made again in `to`: nothing).
   int64_t moveCost(const Value *v, const std::vector<Refs> &to) const {
     int64_t best = -1;
     for (const Held *h : blocks(v)) {
@@ -206,8 +207,13 @@ private:
       if (best < 0 || bytes < best) best = bytes;
     }
     if (auto r = repeats_.find(v); r != repeats_.end() && best > 0)
-      best = std::min(best, moveCost(r->second->ins[0], operandSharding(*r->second, to)));
+      best = std::min(best, repeatCost(*r->second, to));
     return best;
+  }
+
+  // Of a repeating equation's result in `to`: its operand's moveCost.
+  int64_t repeatCost(const Eqn &e, const std::vector<Refs> &to) const {
+    return e.ins.empty() ? 0 : moveCost(e.ins[0], operandSharding(e, to));
   }
 
   // v's local value in sharding `to` (planMove's steps; an uneven dimension padded before it
@@ -225,11 +231,11 @@ private:
     }
     const size_t first = body_->eqns.size();
     Value *x = nullptr;
-    if (auto r = repeats_.find(v);
-        r != repeats_.end() && best > 0 && moveCost(r->second->ins[0], operandSharding(*r->second, to)) < best) {
+    if (auto r = repeats_.find(v); r != repeats_.end() && best > 0 && repeatCost(*r->second, to) < best) {
       const Eqn &e = *r->second;
-      Type t = localType(v->type, to);
-      x = emit(e.prim, {moved(e.ins[0], operandSharding(e, to))}, t, e.params, at_);
+      std::vector<Value *> ins;
+      if (!e.ins.empty()) ins.push_back(moved(e.ins[0], operandSharding(e, to)));
+      x = emit(e.prim, ins, localType(v->type, to), e.params, at_);
       remade_.insert(x);
       droppable_.insert(held_.at(v).local);  // (unread now, where every use moved it so)
     } else {

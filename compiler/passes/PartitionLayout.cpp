@@ -131,6 +131,7 @@ int64_t moveBytes(const SplitMesh &mesh, const Value *v, std::vector<Refs> now, 
 }
 
 bool repeatsOperand(const Eqn &e) {
+  if (e.prim == Prim::Constant) return e.outs.size() == 1 && e.doublesParam("value").size() == 1;
   if (e.ins.size() != 1 || e.outs.size() != 1) return false;
   if (e.prim == Prim::BroadcastInDim) return true;
   // (a convert that narrows puts fewer bytes in its result than its operand holds)

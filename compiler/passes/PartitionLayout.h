@@ -69,10 +69,10 @@ bool refines(const SplitMesh &mesh, int64_t n, const Refs &from, const Refs &to)
 // all_to_all and gather.
 int64_t moveBytes(const SplitMesh &mesh, const ir::Value *v, std::vector<Refs> now, const std::vector<Refs> &to);
 
-// Whether e's result only repeats its operand's elements in more bytes: a broadcast_in_dim, or
-// a convert to a wider type. Such a value is moved more cheaply as its operand, the equation
-// then computed again on the moved block (data movement commutes with it), when the operand's
-// block is smaller.
+// Whether e's result only repeats its operand's elements in more bytes: a broadcast_in_dim, a
+// convert to a wider type, or a splat constant (its one value; no operand). Such a value is
+// moved more cheaply as its operand, the equation then computed again on the moved block (data
+// movement commutes with it), when the operand's block is smaller; a splat is made again.
 bool repeatsOperand(const ir::Eqn &e);
 // The sharding e's operand takes for e's result to come in sharding `to`: each dimension the
 // one it becomes (a broadcast's expanded size-1 dimension unsharded).

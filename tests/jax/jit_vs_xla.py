@@ -206,8 +206,8 @@ OPEN_DIMS_VJP_CASES = {name + "_vjp": vjp_case(OPEN_DIMS_CASES[name])
 
 # Values moved at their smallest shape, and once (tests/run/jit_move_small.smp): a broadcast's or
 # widening convert's operand moved rather than its result, a value used in two shardings moved
-# to the second from the first's block, a loop's constant moved once before the loop (each
-# listing shows the loop body once).
+# to the second from the first's block, a splat made again rather than moved, a loop's constant
+# moved once before the loop (each listing shows the loop body once).
 def two_uses(a):
     s = jnp.sin(a)
     return s * 2.0, s + 1.0
@@ -219,6 +219,8 @@ MOVE_SMALL_CASES = {
                 (f32(4, 8), jax.ShapeDtypeStruct((4, 8), jnp.float16))),
     "whole_then_split": (two_uses, (N(m22, "x"),), (N(m22), N(m22, None, "y")), (f32(4, 8),)),
     "split_then_whole": (two_uses, (N(m22, "x"),), (N(m22, None, "y"), N(m22)), (f32(4, 8),)),
+    "splat_twice": (lambda a, b: (a * jnp.full((4, 8), 1.5, jnp.float32), b * jnp.full((4, 8), 1.5, jnp.float32)),
+                    (N(m22, "x"), N(m22)), (N(m22, "x"), N(m22)), (f32(4, 8), f32(4, 8))),
     "looped": (lambda h0, b: jax.lax.fori_loop(0, 3, lambda k, h: jnp.tanh(h + b), h0),
                (N(m22, "x"), N(m22, "y")), N(m22, "x"), (f32(4, 8), f32(4, 8))),
 }

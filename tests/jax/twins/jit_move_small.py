@@ -1,7 +1,7 @@
 """tests/run/jit_move_small.smp: a value moved at its smallest shape (a broadcast's operand, a
-widening convert's), a value used in two shardings moved to the second from the first's block,
-a loop's constant moved once before the loop (a for loop's, a while loop's); under jax.jit with
-the same shardings, values and gradients."""
+widening convert's), a value used in two shardings moved to the second from the first's block, a
+splat made again rather than moved, a loop's constant moved once before the loop (a for loop's,
+a while loop's); under jax.jit with the same shardings, values and gradients."""
 import os, sys; sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax.numpy as jnp
 import twin
@@ -26,6 +26,8 @@ def two_uses(a):
 
 whole_then_split = jax.jit(two_uses, in_shardings=S("x"), out_shardings=(S(), S(None, "y")))
 split_then_whole = jax.jit(two_uses, in_shardings=S("x"), out_shardings=(S(None, "y"), S()))
+splat_twice = jax.jit(lambda a, b: (a * jnp.full((4, 8), 1.5, jnp.float32), b * jnp.full((4, 8), 1.5, jnp.float32)),
+                      in_shardings=(S("x"), S()), out_shardings=(S("x"), S()))
 looped = jax.jit(lambda h0, b: jax.lax.fori_loop(0, 3, lambda k, h: jnp.tanh(h + b), h0),
                  in_shardings=(S("x"), S("y")), out_shardings=S("x"))
 
@@ -37,7 +39,8 @@ def loss(x, v, w):
     s = scaled(x, v)
     p, q = whole_then_split(s)
     r, t = split_then_whole(x)
-    return (jnp.sum(s * s) + jnp.sum(widened(x, w) * x) + jnp.sum(p * q) + jnp.sum(r * jnp.cos(t))
+    c, d = splat_twice(s, x)
+    return (jnp.sum(c * d) + jnp.sum(s * s) + jnp.sum(widened(x, w) * x) + jnp.sum(p * q) + jnp.sum(r * jnp.cos(t))
             + jnp.sum(looped(x, s)))
 
 
@@ -53,6 +56,9 @@ def check(t):
     r, s = split_then_whole(x)
     t.close("split_then_whole split", r)
     t.close("split_then_whole whole", s)
+    c, d = splat_twice(x, x * v)
+    t.close("splat_twice rows", c)
+    t.close("splat_twice whole", d)
     t.close("looped", looped(x, x * 0.5))
     t.close("shrunk", shrunk(x, x * 0.25))
     # (loss under jax.jit: looped's b, s, comes in x's sharding, which jit then moves)
