@@ -1,7 +1,8 @@
 // Sharding propagation and partitioning of @jit functions: a mesh axis shards at most one
 // dimension of each value (Shardy's invariant). Propagation keeps it whatever the
 // priorities, and a partition spec that names an axis twice (a compiler bug) is an internal
-// error located at the jit function, never a run-time one.
+// error located at the jit function, never a run-time one. Partitioning moves a value at its
+// smallest shape, and once (a broadcast as its operand, a loop's constant before the loop).
 #include "ir/IR.h"
 #include "parser/Parser.h"
 #include "passes/Passes.h"
@@ -88,4 +89,62 @@ TEST_CASE("a partition spec naming an axis twice is a located internal error") {
     CHECK(what.rfind("test.smp:3:5: ", 0) == 0);  // the jit function's name
     CHECK(what.find("names mesh axis \"x\" twice") != std::string::npos);
   }
+}
+
+namespace {
+
+const ir::Func *funcNamed(const ir::Module &m, const std::string &name) {
+  for (const auto &f : m.funcs)
+    if (f->name == name) return f.get();
+  return nullptr;
+}
+
+// The bytes a device puts into the all_gather_invariants of f: its block of each.
+int64_t gatheredBytes(const ir::Func &f) {
+  int64_t bytes = 0;
+  for (const ir::Eqn &e : f.eqns)
+    if (e.prim == ir::Prim::AllGatherInvariant) bytes += e.ins[0]->type.byteSize();
+  return bytes;
+}
+
+} // namespace
+
+TEST_CASE("a broadcast is moved as its operand where that is fewer bytes") {
+  // x's rows split along x, v along y; the product's rows along x. v's block f32[4] (16 B) is
+  // gathered over y and broadcast on each device; its broadcast block f32[2, 4] is 32 B.
+  auto c = upTo(R"(mesh m = <["x"=2, "y"=2]>;
+@jit(mesh=m, in_shardings=(P("x"), P("y")), out_shardings=P("x"))
+def scaled(x: f32[4, 8], v: f32[8]) -> f32[4, 8] { return x * v; }
+def main() { print(scaled(ones(f32[4, 8]), ones(f32[8]))); }
+)", "partition-jit");
+  const ir::Func *body = funcNamed(*c->module, "scaled_partitioned");
+  REQUIRE(body);
+  CHECK(gatheredBytes(*body) == 16);
+  // (the broadcast of v's own block, made before the move, read by nothing and dropped)
+  int broadcasts = 0;
+  for (const ir::Eqn &e : body->eqns) broadcasts += e.prim == ir::Prim::BroadcastInDim;
+  CHECK(broadcasts == 1);
+}
+
+TEST_CASE("a loop's constant is moved once, before the loop") {
+  // b's rows along y, the carry's along x: b's block f32[2, 8] (64 B) gathered once in the
+  // shmap body, none in the loop's body, which reads the moved block as a constant.
+  auto c = upTo(R"(mesh m = <["x"=2, "y"=2]>;
+@jit(mesh=m, in_shardings=(P("x"), P("y")), out_shardings=P("x"))
+def looped(h0: f32[4, 8], b: f32[4, 8]) -> f32[4, 8] {
+  let h = h0;
+  for k in range(3) { h = tanh(h + b); }
+  return h;
+}
+def main() { print(looped(ones(f32[4, 8]), ones(f32[4, 8]))); }
+)", "partition-jit");
+  const ir::Func *body = funcNamed(*c->module, "looped_partitioned");
+  REQUIRE(body);
+  CHECK(gatheredBytes(*body) == 64);
+  const ir::Eqn *loop = nullptr;
+  for (const ir::Eqn &e : body->eqns)
+    if (e.prim == ir::Prim::Loop) loop = &e;
+  REQUIRE(loop);
+  CHECK(loop->intParam("num_consts") == 1);
+  CHECK(gatheredBytes(*loop->bodies[0]) == 0);
 }
