@@ -61,6 +61,10 @@ struct Factor {
   std::vector<DimRef> ins, outs;
   ir::Prim combine = ir::Prim::Psum;  // a reduced factor's collective
   int64_t size = 0;                   // a part's size; 0: whole dimensions
+  // A slice's cut dimension (stride 1): the result's index i is the operand's start + i, so
+  // sharded alike each device's result block lies in its own operand block or reaches into
+  // its neighbours' (a halo); the partitioner computes it so (PartitionSlice.cpp).
+  bool shifted = false;
 };
 // A value a loop or conditional passes on (kind Nested below): its operand, its result, or a
 // parameter or result of one of its bodies.

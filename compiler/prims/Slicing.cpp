@@ -8,8 +8,10 @@ namespace shmapc::prims {
 namespace {
 
 // In a jit function: a dimension a slice (or dynamic_slice) keeps whole is one factor of the
-// operand and the result; a dimension it cuts is computed unsharded. The params that give the
-// kept dimensions' sizes are then the local blocks'.
+// operand and the result. A dimension a slice cuts with stride 1 is a shifted factor (the
+// partitioner computes it on the local blocks, with a halo from the neighbours where a block
+// reaches past its own); other cut dimensions are computed unsharded. The params that give
+// the kept dimensions' sizes are then the local blocks'.
 FactorRule sliceFactors(const Eqn &e) {
   FactorRule r;
   const std::vector<int64_t> &shape = e.ins[0]->type.shape;
@@ -19,6 +21,8 @@ FactorRule sliceFactors(const Eqn &e) {
                                                    e.intsParam("strides")[(size_t)d] == 1
                                              : e.intsParam("sizes")[(size_t)d] == shape[(size_t)d];
     if (whole) r.factors.push_back({{{0, d}}, {{0, d}}});
+    else if (e.prim == Prim::Slice && e.intsParam("strides")[(size_t)d] == 1)
+      r.factors.push_back({.ins = {{0, d}}, .outs = {{0, d}}, .shifted = true});
   }
   r.localize = [](const Eqn &global, Eqn &local) {
     const std::vector<int64_t> &shape = global.ins[0]->type.shape, &now = local.ins[0]->type.shape;

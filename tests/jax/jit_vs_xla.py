@@ -1,5 +1,6 @@
 """The communication of shmapc's partitioned jit functions against XLA's (issue 13): each jit
-function of samples/jit_layers.smp and tests/run/jit_{seed001,control,indexing,open_dims,move_small}.smp is
+function of samples/jit_layers.smp and
+tests/run/jit_{seed001,control,indexing,open_dims,slices,move_small,move_small_edges}.smp is
 compiled by jax.jit with the same shardings (as JAX can write them: see
 tests/jax/twins/jit_seed001.py), and the
 collectives of XLA's compiled (SPMD-partitioned) HLO are compared with those shmapc reports
@@ -28,6 +29,7 @@ SEED001 = os.path.join(ROOT, "tests", "run", "jit_seed001.smp")
 CONTROL = os.path.join(ROOT, "tests", "run", "jit_control.smp")
 INDEXING = os.path.join(ROOT, "tests", "run", "jit_indexing.smp")
 OPEN_DIMS = os.path.join(ROOT, "tests", "run", "jit_open_dims.smp")
+SLICES = os.path.join(ROOT, "tests", "run", "jit_slices.smp")
 MOVE_SMALL = os.path.join(ROOT, "tests", "run", "jit_move_small.smp")
 MOVE_SMALL_EDGES = os.path.join(ROOT, "tests", "run", "jit_move_small_edges.smp")
 
@@ -191,17 +193,35 @@ OPEN_DIMS_CASES = {
 # result's sharding and the gradients in the operands'.
 def vjp_case(case):
     fn, ins, out, args = case
-    shapes = jax.eval_shape(fn, *args)
-    if isinstance(shapes, tuple):  # (several results: a cotangent each, in its result's sharding)
-        n = len(shapes)
-        return (lambda *a: jax.vjp(fn, *a[:-n])[1](tuple(a[-n:])), tuple(ins) + tuple(out), tuple(ins),
-                tuple(args) + tuple(jax.ShapeDtypeStruct(r.shape, jnp.float32) for r in shapes))
+    n, results = len(args), jax.eval_shape(fn, *args)
+    if isinstance(results, tuple):  # (a cotangent for each result, in its sharding)
+        cts = tuple(jax.ShapeDtypeStruct(r.shape, jnp.float32) for r in results)
+        return (lambda *a: jax.vjp(fn, *a[:n])[1](tuple(a[n:])), tuple(ins) + tuple(out), tuple(ins),
+                tuple(args) + cts)
     return (lambda *a: jax.vjp(fn, *a[:-1])[1](a[-1]), tuple(ins) + (out,), tuple(ins),
-            tuple(args) + (jax.ShapeDtypeStruct(shapes.shape, jnp.float32),))
+            tuple(args) + (jax.ShapeDtypeStruct(results.shape, jnp.float32),))
 
 
 OPEN_DIMS_VJP_CASES = {name + "_vjp": vjp_case(OPEN_DIMS_CASES[name])
                        for name in ("rows_later", "other_operand", "three_axes")}
+
+
+# Slices of sharded dimensions on the local blocks (tests/run/jit_slices.smp), forward and
+# vjp; window's uneven u and tail put in their shardings by with_sharding_constraint.
+SLICES_CASES = {
+    "interior": (lambda a: a[1:7], (N(m22, "x"),), N(m22, "x"), (f32(8),)),
+    "right_halo": (lambda a: a[5:11], (N(m22, "x"),), N(m22, "x"), (f32(12),)),
+    "left_halo": (lambda a: a[0:12], (N(m22, ("x", "y")),), N(m22, ("x", "y")), (f32(16),)),
+    "column": (lambda c: c[:, 0], (N(m22, "x", "y"),), N(m22, "x"), (f32(8, 4),)),
+    "window": (lambda c, u: (jax.lax.with_sharding_constraint(c[1:7, 2:6], N(m22, "x", "y")),
+                             jax.lax.with_sharding_constraint(jax.lax.with_sharding_constraint(u, N(m22, "x"))[1:6],
+                                                              N(m22, "x"))),
+               (N(m22, "x", "y"), N(m22)), None, (f32(8, 8), f32(7))),
+    "strided": (lambda a, b: (a[0:8:2], b[5:16:2]), (N(m22, "x"), N(m22, ("x", "y"))), (N(m22), N(m22)),
+                (f32(8), f32(16))),
+}
+SLICES_VJP_CASES = {name + "_vjp": vjp_case(SLICES_CASES[name])
+                    for name in ("interior", "right_halo", "left_halo", "column", "strided")}
 
 
 # Values moved at their smallest shape, and once (tests/run/jit_move_small.smp): a broadcast's or
@@ -297,6 +317,7 @@ def main():
     failed = total = 0
     for program, cases in ((PROGRAM, CASES), (SEED001, SEED001_CASES), (CONTROL, CONTROL_CASES),
                            (INDEXING, INDEXING_CASES), (OPEN_DIMS, {**OPEN_DIMS_CASES, **OPEN_DIMS_VJP_CASES}),
+                           (SLICES, {**SLICES_CASES, **SLICES_VJP_CASES}),
                            (MOVE_SMALL, {**MOVE_SMALL_CASES, **MOVE_SMALL_VJP_CASES}),
                            (MOVE_SMALL_EDGES, MOVE_SMALL_EDGES_CASES)):
         print("== " + os.path.relpath(program, ROOT))
