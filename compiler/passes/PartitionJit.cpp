@@ -46,7 +46,10 @@ using namespace layout;
 
 class Partitioner {
 public:
-  Partitioner(Module &m, JitFunc &j) : m_(m), j_(j), f_(*j.func), split_(m, j) {}
+  // differentiated: the function is under grad (vjp / jvp), so its choices count the bytes its
+  // backward pass will move too.
+  Partitioner(Module &m, JitFunc &j, bool differentiated)
+      : m_(m), j_(j), f_(*j.func), split_(m, j), differentiated_(differentiated) {}
 
   void run() {
     body_ = m_.newFunc(f_.name + "_partitioned");
@@ -508,6 +511,37 @@ private:
     return bytes + moveBytes(split_, e.outs[0], at, outs[0]);
   }
 
+  // The bytes the backward pass of an assignment puts into collectives, by the transposes of
+  // what it does: an operand's cotangent is summed (psum2) over the axes the local product
+  // varies along (every factor's) but the operand's block does not (it was invariant there:
+  // gathered, or replicated), then moved back to the operand's sharding (a gather's transpose
+  // is a slice, a slice's a gather); a psum_scatter's transpose is an all_gather, a psum's a
+  // pbroadcast (nothing); the result's move is reversed. Only arrays of floats have
+  // cotangents.
+  int64_t backwardCost(const Eqn &e, const Assignment &a, const std::vector<std::vector<Refs>> &outs) const {
+    Refs varies;
+    for (const Refs &axes : a.axes) varies.insert(varies.end(), axes.begin(), axes.end());
+    int64_t bytes = 0;
+    for (size_t i = 0; i < e.ins.size(); ++i) {
+      if (!isFloat(e.ins[i]->type.dtype)) continue;
+      bool invariant = false;
+      for (const AxisRef &r : varies) {
+        bool held = false;
+        for (const Refs &d : a.want[i]) held = held || std::any_of(d.begin(), d.end(), [&](const AxisRef &h) { return h.overlaps(r); });
+        invariant = invariant || !held;
+      }
+      if (invariant) bytes += localBytes(e.ins[i], a.want[i]);
+      bytes += moveBytes(split_, e.ins[i], a.want[i], held_.at(e.ins[i]).dims);
+    }
+    if (!isFloat(e.outs[0]->type.dtype)) return bytes;
+    std::vector<Refs> at = a.result[0];
+    if (a.scatterFactor >= 0) {
+      at[(size_t)a.scatterDim] = a.axes[(size_t)a.scatterFactor];
+      bytes += localBytes(e.outs[0], at);
+    }
+    return bytes + moveBytes(split_, e.outs[0], outs[0], at);
+  }
+
   // The axes each factor is computed along: of each factor's candidates (its result
   // dimension's sharding, each operand's, none), the assignment that puts the fewest bytes
   // into collectives, no axis used by two factors; at equal bytes the earliest (a factor with
@@ -557,8 +591,13 @@ private:
       }
       return axes;
     }
-    std::vector<Refs> best;
-    int64_t bestBytes = -1;
+    // (each valid assignment: its axes, forward bytes, backward bytes, and how many ways it
+    // splits the work: the product of its factors' shard counts)
+    struct Scored {
+      std::vector<Refs> axes;
+      int64_t forward, backward, split;
+    };
+    std::vector<Scored> scored;
     for (int64_t n = 0; n < combinations; ++n) {
       int64_t rest = n;
       for (size_t k = 0; k < pick.size(); ++k) {
@@ -567,10 +606,25 @@ private:
       }
       std::vector<Refs> axes = axesOf(pick);
       if (!valid(axes)) continue;
-      const int64_t bytes = cost(e, rule, assign(e, rule, axes, outs), outs);
-      if (bestBytes < 0 || bytes < bestBytes) bestBytes = bytes, best = std::move(axes);
+      const Assignment a = assign(e, rule, axes, outs);
+      int64_t split = 1;
+      for (const Refs &k : axes) split *= shardCount(k);
+      scored.push_back({std::move(axes), cost(e, rule, a, outs), differentiated_ ? backwardCost(e, a, outs) : 0, split});
     }
-    return best;
+    // The fewest forward bytes; under grad, the fewest forward plus backward bytes among the
+    // assignments that split the work at least as finely as that one (so the backward's
+    // gradient sums are weighed against gathers, never avoided by computing whole on every
+    // device what was split), at equal bytes the fewer forward bytes, then the earliest.
+    const Scored *fastest = nullptr;
+    for (const Scored &s : scored)
+      if (!fastest || s.forward < fastest->forward) fastest = &s;
+    if (!fastest) return {};
+    const Scored *best = fastest;
+    for (const Scored &s : scored)
+      if (s.split >= fastest->split && (s.forward + s.backward < best->forward + best->backward ||
+                                        (s.forward + s.backward == best->forward + best->backward && s.forward < best->forward)))
+        best = &s;
+    return best->axes;
   }
 
   // Each factor computed along the axes chooseAxes picks; the operands moved to them.
@@ -943,6 +997,7 @@ private:
   JitFunc &j_;
   Func &f_;
   SplitMesh split_;
+  bool differentiated_;
   Func *body_ = nullptr;
   std::map<const Value *, Held> held_;
   std::map<const Value *, std::vector<Held>> copies_;  // each value's blocks in other shardings (blocks)
@@ -988,13 +1043,30 @@ void checkSpecs(const JitFunc &j, const Diagnostics &diags) {
   }
 }
 
+// The functions a jvp or vjp differentiates, and those they call or nest, transitively.
+std::set<const Func *> differentiatedFuncs(const Module &m) {
+  std::set<const Func *> found;
+  std::vector<const Func *> work;
+  for (const auto &f : m.funcs)
+    for (const Eqn &e : f->eqns)
+      if ((e.prim == Prim::Jvp || e.prim == Prim::Vjp) && !e.bodies.empty()) work.push_back(e.bodies[0]);
+  while (!work.empty()) {
+    const Func *f = work.back();
+    work.pop_back();
+    if (!f || !found.insert(f).second) continue;
+    for (const Eqn &e : f->eqns) work.insert(work.end(), e.bodies.begin(), e.bodies.end());
+  }
+  return found;
+}
+
 } // namespace
 
 void partitionJit(Module &m, Diagnostics &diags) {
   if (m.jitWhole) return;
+  const std::set<const Func *> differentiated = differentiatedFuncs(m);
   for (JitFunc &j : m.jits)
     if (j.func && j.notPartitioned.empty() && !j.propagated.empty()) {
-      Partitioner(m, j).run();
+      Partitioner(m, j, differentiated.count(j.func) > 0).run();
       checkSpecs(j, diags);
     }
 }

@@ -1,6 +1,6 @@
 """The communication of shmapc's partitioned jit functions against XLA's (issue 13): each jit
 function of samples/jit_layers.smp and
-tests/run/jit_{seed001,control,indexing,open_dims,slices,move_small,move_small_edges}.smp is
+tests/run/jit_{seed001,control,indexing,open_dims,slices,fwd_bwd,move_small,move_small_edges}.smp is
 compiled by jax.jit with the same shardings (as JAX can write them: see
 tests/jax/twins/jit_seed001.py), and the
 collectives of XLA's compiled (SPMD-partitioned) HLO are compared with those shmapc reports
@@ -30,6 +30,7 @@ CONTROL = os.path.join(ROOT, "tests", "run", "jit_control.smp")
 INDEXING = os.path.join(ROOT, "tests", "run", "jit_indexing.smp")
 OPEN_DIMS = os.path.join(ROOT, "tests", "run", "jit_open_dims.smp")
 SLICES = os.path.join(ROOT, "tests", "run", "jit_slices.smp")
+FWD_BWD = os.path.join(ROOT, "tests", "run", "jit_fwd_bwd.smp")
 MOVE_SMALL = os.path.join(ROOT, "tests", "run", "jit_move_small.smp")
 MOVE_SMALL_EDGES = os.path.join(ROOT, "tests", "run", "jit_move_small_edges.smp")
 
@@ -224,6 +225,17 @@ SLICES_VJP_CASES = {name + "_vjp": vjp_case(SLICES_CASES[name])
                     for name in ("interior", "right_halo", "left_halo", "column", "strided")}
 
 
+# The backward pass weighed (tests/run/jit_fwd_bwd.smp), on x=2, y=4: the differentiated
+# function keeps XLA's split contraction (forward and vjp as XLA), the one never
+# differentiated gathers (fewer bytes forward).
+x2y4 = mesh(x=2, y=4)
+FWD_BWD_CASES = {
+    name: (lambda a, w: jnp.exp(a * 0.1) @ w, (N(x2y4, "x", "y"), N(x2y4)), N(x2y4, "x"), (f32(8, 8), f32(8, 4)))
+    for name in ("dense", "dense_inference")
+}
+FWD_BWD_VJP_CASES = {"dense_vjp": vjp_case(FWD_BWD_CASES["dense"])}
+
+
 # Values moved at their smallest shape, and once (tests/run/jit_move_small.smp): a broadcast's or
 # widening convert's operand moved rather than its result, a value used in two shardings moved
 # to the second from the first's block, a splat made again rather than moved, a loop's constant
@@ -318,6 +330,7 @@ def main():
     for program, cases in ((PROGRAM, CASES), (SEED001, SEED001_CASES), (CONTROL, CONTROL_CASES),
                            (INDEXING, INDEXING_CASES), (OPEN_DIMS, {**OPEN_DIMS_CASES, **OPEN_DIMS_VJP_CASES}),
                            (SLICES, {**SLICES_CASES, **SLICES_VJP_CASES}),
+                           (FWD_BWD, {**FWD_BWD_CASES, **FWD_BWD_VJP_CASES}),
                            (MOVE_SMALL, {**MOVE_SMALL_CASES, **MOVE_SMALL_VJP_CASES}),
                            (MOVE_SMALL_EDGES, MOVE_SMALL_EDGES_CASES)):
         print("== " + os.path.relpath(program, ROOT))
