@@ -179,8 +179,8 @@ OPEN_DIMS_CASES = {
                    (f32(4, 4), f32(4, 4))),
     "other_operand": (lambda a, b: a * b, (N(m22, None, "x"), N(m22, "x", None)), N(m22, None, "x"),
                       (f32(4, 4), f32(4, 4))),
-    # (the parameter returned is held as the result's p0 sharding asks: {}, {"x"})
-    "returned": (lambda a: a, (N(m22, None, "x"),), N(m22, None, "x"), (f32(4, 4),)),
+    # (the parameter returned keeps its written rows over "x", the result its columns)
+    "returned": (lambda a: a, (N(m22, "x", None),), N(m22, None, "x"), (f32(4, 4),)),
     "three_axes": (lambda a, b: a - b * 0.5, (N(xyz, ("x", "y"), None), N(xyz, None, ("y", "z"))),
                    N(xyz, None, ("y", "z")), (f32(8, 8), f32(8, 8))),
 }
