@@ -1,5 +1,6 @@
 """The communication of shmapc's partitioned jit functions against XLA's (issue 13): each jit
-function of samples/jit_layers.smp and tests/run/jit_{seed001,control,indexing,open_dims,slices,fwd_bwd}.smp is
+function of samples/jit_layers.smp and tests/run/jit_{seed001,control,indexing,open_dims,slices,fwd_bwd,
+grad_reduce}.smp is
 compiled by jax.jit with the same shardings (as JAX can write them: see
 tests/jax/twins/jit_seed001.py), and the
 collectives of XLA's compiled (SPMD-partitioned) HLO are compared with those shmapc reports
@@ -30,6 +31,7 @@ INDEXING = os.path.join(ROOT, "tests", "run", "jit_indexing.smp")
 OPEN_DIMS = os.path.join(ROOT, "tests", "run", "jit_open_dims.smp")
 SLICES = os.path.join(ROOT, "tests", "run", "jit_slices.smp")
 FWD_BWD = os.path.join(ROOT, "tests", "run", "jit_fwd_bwd.smp")
+GRAD_REDUCE = os.path.join(ROOT, "tests", "run", "jit_grad_reduce.smp")
 
 
 def mesh(**axes):
@@ -233,6 +235,26 @@ FWD_BWD_CASES = {
 FWD_BWD_VJP_CASES = {"dense_vjp": vjp_case(FWD_BWD_CASES["dense"])}
 
 
+def tanh_dense(d, w):
+    return jnp.tanh(d @ w)
+
+
+# Backward shmaps that sum a replicated weight's gradient and keep a block of it
+# (tests/run/jit_grad_reduce.smp): the vjp of each function, as OPEN_DIMS_VJP_CASES (the
+# embedding's with respect to the table alone, the tokens being integers).
+GRAD_REDUCE_CASES = {
+    "f": (lambda a, w: jnp.exp(a * 0.1) @ w, (N(m22, "x", "y"), N(m22, "y", None)), N(m22, "x", None),
+          (f32(8, 2), f32(2, 8))),
+    "layer": (tanh_dense, (N(m22, "x", None), N(m22, "x", None)), N(m22, "x", None), (f32(8, 4), f32(4, 4))),
+    "sub": (tanh_dense, (N(m22, ("x", "y"), None), N(m22, "x", None)), N(m22, ("x", "y"), None), (f32(8, 4), f32(4, 4))),
+    "partial": (tanh_dense, (N(m22, "x", None), N(m22, ("x", "y"), None)), N(m22, "x", None), (f32(8, 4), f32(4, 4))),
+}
+GRAD_REDUCE_VJP_CASES = {name + "_vjp": vjp_case(case) for name, case in GRAD_REDUCE_CASES.items()}
+GRAD_REDUCE_VJP_CASES["embed_loss_vjp"] = (
+    lambda table, tokens, ct: jax.vjp(lambda t: jnp.sum(jnp.tanh(t[tokens])), table)[1](ct)[0],
+    (N(m22, "x"), N(m22, "y"), N(m22)), N(m22, "x"), (f32(6, 8), jax.ShapeDtypeStruct((4, 3), jnp.int32), f32()))
+
+
 def nbytes(dtype, dims):
     return BYTES[dtype] * int(np.prod([int(d) for d in dims.split(",") if d] or [1]))
 
@@ -296,7 +318,8 @@ def main():
     for program, cases in ((PROGRAM, CASES), (SEED001, SEED001_CASES), (CONTROL, CONTROL_CASES),
                            (INDEXING, INDEXING_CASES), (OPEN_DIMS, {**OPEN_DIMS_CASES, **OPEN_DIMS_VJP_CASES}),
                            (SLICES, {**SLICES_CASES, **SLICES_VJP_CASES}),
-                           (FWD_BWD, {**FWD_BWD_CASES, **FWD_BWD_VJP_CASES})):
+                           (FWD_BWD, {**FWD_BWD_CASES, **FWD_BWD_VJP_CASES}),
+                           (GRAD_REDUCE, GRAD_REDUCE_VJP_CASES)):
         print("== " + os.path.relpath(program, ROOT))
         ours = shmapc_collectives(a.shmapc, program)
         for name, (fn, ins, out, args) in cases.items():
