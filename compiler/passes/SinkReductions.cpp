@@ -122,13 +122,17 @@ std::vector<Eqn> sink(Func &f, const Eqn &psum2, const Eqn &pscatter) {
   return out;
 }
 
-// One rewrite in `f`, if any applies; true if one did.
-bool sinkOne(Func &f) {
+// Every rewrite in `f` that applies to its equations as they stand, in one walk (each psum2 is
+// read by one pscatter at most, so the rewrites are independent); true if any did. A chain
+// ending in a psum2 may itself be read by one pscatter: the caller walks again.
+bool sinkAll(Func &f) {
   std::map<const Value *, int> reads;
   for (const Eqn &e : f.eqns)
     for (const Value *v : e.ins) ++reads[v];
   for (const Value *v : f.results) ++reads[v];
-  std::map<const Value *, size_t> psumOf;  // a psum2's result -> its equation's index
+  std::map<const Value *, size_t> psumOf;       // a psum2's result -> its equation's index
+  std::map<size_t, std::vector<Eqn>> replaced;  // a pscatter's index -> what stands there
+  std::vector<bool> dropped(f.eqns.size(), false);
   for (size_t j = 0; j < f.eqns.size(); ++j) {
     const Eqn &e = f.eqns[j];
     if (e.prim == Prim::Psum2 && e.ins.size() == 1 && e.outs.size() == 1) psumOf[e.outs[0]] = j;
@@ -137,21 +141,24 @@ bool sinkOne(Func &f) {
     if (it == psumOf.end() || reads[e.ins[0]] != 1) continue;
     std::vector<Eqn> repl = sink(f, f.eqns[it->second], e);
     if (repl.empty()) continue;
-    // The psum2's operand is defined before it, so the replacement may stand where the
-    // pscatter stood, and the psum2 goes.
-    std::vector<Eqn> eqns;
-    for (size_t k = 0; k < f.eqns.size(); ++k) {
-      if (k == it->second) continue;
-      if (k == j) {
-        for (Eqn &r : repl) eqns.push_back(std::move(r));
-        continue;
-      }
-      eqns.push_back(std::move(f.eqns[k]));
-    }
-    f.eqns = std::move(eqns);
-    return true;
+    // (the psum2's operand is defined before it, so the chain may stand where the pscatter
+    // stood, and the psum2 goes)
+    dropped[it->second] = true;
+    replaced[j] = std::move(repl);
   }
-  return false;
+  if (replaced.empty()) return false;
+  std::vector<Eqn> eqns;
+  for (size_t k = 0; k < f.eqns.size(); ++k) {
+    if (dropped[k]) continue;
+    auto r = replaced.find(k);
+    if (r == replaced.end()) {
+      eqns.push_back(std::move(f.eqns[k]));
+      continue;
+    }
+    for (Eqn &e : r->second) eqns.push_back(std::move(e));
+  }
+  f.eqns = std::move(eqns);
+  return true;
 }
 
 } // namespace
@@ -159,7 +166,7 @@ bool sinkOne(Func &f) {
 void sinkReductions(Module &m, Diagnostics &) {
   for (auto &f : m.funcs)
     if (f->isBackward && f->checkVma && f->mesh)
-      while (sinkOne(*f)) {
+      while (sinkAll(*f)) {
       }
 }
 
