@@ -250,6 +250,10 @@ GRAD_REDUCE_CASES = {
     "partial": (tanh_dense, (N(m22, "x", None), N(m22, ("x", "y"), None)), N(m22, "x", None), (f32(8, 4), f32(4, 4))),
 }
 GRAD_REDUCE_VJP_CASES = {name + "_vjp": vjp_case(case) for name, case in GRAD_REDUCE_CASES.items()}
+# (the forward of those the program also calls outside grad)
+GRAD_REDUCE_FWD_CASES = {name: GRAD_REDUCE_CASES[name] for name in ("f", "layer")}
+GRAD_REDUCE_FWD_CASES["embed_loss"] = (lambda table, tokens: jnp.sum(jnp.tanh(table[tokens])), (N(m22, "x"), N(m22, "y")),
+                                       N(m22), (f32(6, 8), jax.ShapeDtypeStruct((4, 3), jnp.int32)))
 GRAD_REDUCE_VJP_CASES["embed_loss_vjp"] = (
     lambda table, tokens, ct: jax.vjp(lambda t: jnp.sum(jnp.tanh(t[tokens])), table)[1](ct)[0],
     (N(m22, "x"), N(m22, "y"), N(m22)), N(m22, "x"), (f32(6, 8), jax.ShapeDtypeStruct((4, 3), jnp.int32), f32()))
@@ -319,7 +323,7 @@ def main():
                            (INDEXING, INDEXING_CASES), (OPEN_DIMS, {**OPEN_DIMS_CASES, **OPEN_DIMS_VJP_CASES}),
                            (SLICES, {**SLICES_CASES, **SLICES_VJP_CASES}),
                            (FWD_BWD, {**FWD_BWD_CASES, **FWD_BWD_VJP_CASES}),
-                           (GRAD_REDUCE, GRAD_REDUCE_VJP_CASES)):
+                           (GRAD_REDUCE, {**GRAD_REDUCE_FWD_CASES, **GRAD_REDUCE_VJP_CASES})):
         print("== " + os.path.relpath(program, ROOT))
         ours = shmapc_collectives(a.shmapc, program)
         for name, (fn, ins, out, args) in cases.items():
