@@ -5,6 +5,8 @@
 // only the rank's blocks from the file. One process holds every block either way.
 #include "codegen/CodegenContext.h"
 
+#include <unordered_map>
+
 namespace shmapc::codegen {
 
 bool ShmapLayout::operator==(const ShmapLayout &o) const {
@@ -41,11 +43,14 @@ public:
     if (it != memo_.end()) return it->second;
     memo_[key] = Uses{Uses::Whole, {}};  // (a cycle, which no program has: read whole)
     Uses u;
-    for (const ir::Value *r : f.results)
-      if (r == v) u.kind = Uses::Whole;
-    for (const ir::Eqn &e : f.eqns)
-      for (size_t k = 0; k < e.ins.size() && u.kind != Uses::Whole; ++k)
-        if (e.ins[k] == v) u.add(operand(e, k));
+    const Readers &readers = readersIn(f);
+    auto r = readers.find(v);
+    if (r != readers.end())
+      for (const auto &[e, k] : r->second) {
+        if (!e) u.kind = Uses::Whole;  // (a result of f)
+        if (u.kind == Uses::Whole) break;
+        u.add(operand(*e, k));
+      }
     memo_[key] = u;
     return u;
   }
@@ -79,7 +84,22 @@ private:
     return of(body, body.params[i]);
   }
 
+  // Each value f's equations read, with the equations and operand indices that read it (a
+  // result of f: a null equation), in order: built once per function, so finding every
+  // value's uses is linear in the function's size.
+  using Readers = std::unordered_map<const ir::Value *, std::vector<std::pair<const ir::Eqn *, size_t>>>;
+  const Readers &readersIn(const ir::Func &f) {
+    auto [it, fresh] = readers_.try_emplace(&f);
+    if (fresh) {
+      for (const ir::Value *r : f.results) it->second[r].push_back({nullptr, 0});
+      for (const ir::Eqn &e : f.eqns)
+        for (size_t k = 0; k < e.ins.size(); ++k) it->second[e.ins[k]].push_back({&e, k});
+    }
+    return it->second;
+  }
+
   std::map<std::pair<const ir::Func *, const ir::Value *>, Uses> memo_;
+  std::unordered_map<const ir::Func *, Readers> readers_;
 };
 
 } // namespace

@@ -130,6 +130,9 @@ struct Func {
                                 // may be dropped (autodiff's forward shmaps)
   bool isTrace = false;         // sema's application of a function to be differentiated:
                                 // only jvp/vjp bodies; gone after the differentiate pass
+  bool isBackward = false;      // a shmap's backward body made by autodiff (its collectives
+                                // all transpose forward ones; passes/SinkReductions.cpp
+                                // may rewrite them, never the user's forward code)
   Loc returnLoc;                // the return statement (variance errors on results point here)
   std::vector<Loc> outSpecLocs; // shmap bodies: where each out_spec is written
 

@@ -181,6 +181,7 @@ void Linearizer::splitShmap(const Eqn &e, const std::vector<Value *> &t) {
   // The backward body: (primals..., packed residuals..., cts...) -> (cts of wrt...).
   v->name += "_split";  // unreachable after this; the backward body takes its name
   Func *bw = newFuncLike(m, body, body.name + "_vjp");
+  bw->isBackward = true;
   Builder bb{m, *bw, e.loc};
   std::map<const Value *, Value *> bmap;
   for (size_t i = 0; i < P; ++i) bmap[v->params[i]] = param(*bw, v->params[i]->type, v->params[i]->hint);

@@ -524,14 +524,23 @@ private:
     int64_t bytes = 0;
     for (size_t i = 0; i < e.ins.size(); ++i) {
       if (!isFloat(e.ins[i]->type.dtype)) continue;
-      bool invariant = false;
-      for (const AxisRef &r : varies) {
-        bool held = false;
-        for (const Refs &d : a.want[i]) held = held || std::any_of(d.begin(), d.end(), [&](const AxisRef &h) { return h.overlaps(r); });
-        invariant = invariant || !held;
-      }
-      if (invariant) bytes += localBytes(e.ins[i], a.want[i]);
-      bytes += moveBytes(split_, e.ins[i], a.want[i], held_.at(e.ins[i]).dims);
+      auto in = [](const std::vector<Refs> &dims, const AxisRef &r) {
+        for (const Refs &d : dims)
+          if (std::any_of(d.begin(), d.end(), [&](const AxisRef &h) { return h.overlaps(r); })) return true;
+        return false;
+      };
+      const std::vector<Refs> &held = held_.at(e.ins[i]).dims;
+      Refs summed;  // (the axes the product varies along and the operand's block does not)
+      for (const AxisRef &r : varies)
+        if (!in(a.want[i], r)) summed.push_back(r);
+      const int64_t back = moveBytes(split_, e.ins[i], a.want[i], held);
+      // (a gather's transpose keeps a block; where it was gathered along axes other than
+      // those summed, the sum is made on the block: sink-reductions)
+      bool sunk = back == 0;
+      for (const Refs &d : held)
+        for (const AxisRef &g : d) sunk = sunk && (in(a.want[i], g) || !in({summed}, g));
+      if (!summed.empty()) bytes += localBytes(e.ins[i], sunk ? held : a.want[i]);
+      bytes += back;
     }
     if (!isFloat(e.outs[0]->type.dtype)) return bytes;
     std::vector<Refs> at = a.result[0];

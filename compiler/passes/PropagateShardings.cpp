@@ -118,9 +118,9 @@ private:
         st[d].reserved = std::max<int64_t>(0, dim.priority) > level;
         st[d].reservedAxes = st[d].reserved ? dim.axes : std::vector<AxisRef>{};
         if (st[d].reserved) continue;
-        // (a value written twice, a parameter returned as a result: a dimension whose axes
-        // another dimension of it holds already, from the other sharding or an earlier
-        // priority, keeps none, so no axis shards two of its dimensions)
+        // (a dimension whose axes another dimension of its value holds already, from an
+        // earlier priority, keeps none, so no axis shards two of its dimensions; a value is
+        // written once: separateReturnedValues)
         bool taken = false;
         for (size_t e = 0; e < st.size(); ++e)
           for (const AxisRef &a : dim.axes)
@@ -324,10 +324,42 @@ std::string whyNotPartitioned(const Func &f) {
 
 } // namespace
 
+namespace {
+
+// A result with a written sharding that is also a parameter, an earlier result or a
+// sharding_constraint's value (written once more) gets a value of its own (a sharding_constraint to its written sharding): one value holds one sharding, and
+// the parameter's written sharding and the result's each stay what was written (the
+// partitioner moves the value from one to the other), rather than one of them dropped.
+void separateReturnedValues(JitFunc &j) {
+  Func &f = *j.func;
+  for (size_t i = 0; i < f.results.size() && i < j.outShardings.size(); ++i) {
+    Value *r = f.results[i];
+    const bool param = std::find(f.params.begin(), f.params.end(), r) != f.params.end();
+    const bool constrained = std::any_of(f.eqns.begin(), f.eqns.end(), [&](const Eqn &e) {
+      return e.prim == Prim::ShardingConstraint && e.outs[0] == r;
+    });
+    if (!param && !constrained &&
+        std::find(f.results.begin(), f.results.begin() + (ptrdiff_t)i, r) == f.results.begin() + (ptrdiff_t)i)
+      continue;
+    Eqn e;
+    e.prim = Prim::ShardingConstraint;
+    e.loc = f.returnLoc.valid() ? f.returnLoc : j.loc;
+    e.ins = {r};
+    e.params["sharding"] = encodeSharding(j.outShardings[i]);
+    Value *own = f.newValue(r->type, r->hint);
+    e.outs = {own};
+    f.eqns.push_back(std::move(e));
+    f.results[i] = own;
+  }
+}
+
+} // namespace
+
 void propagateShardings(Module &m, Diagnostics &) {
   for (JitFunc &j : m.jits) {
     if (!j.func) continue;
     inlineCallsIn(m, *j.func);  // (the functions it calls are computed in its shardings too)
+    separateReturnedValues(j);
     j.propagated.clear();
     Propagation(j).run();
     j.notPartitioned = whyNotPartitioned(*j.func);

@@ -1,6 +1,6 @@
 """The communication of shmapc's partitioned jit functions against XLA's (issue 13): each jit
-function of samples/jit_layers.smp and
-tests/run/jit_{seed001,control,indexing,open_dims,slices,fwd_bwd,move_small,move_small_edges}.smp is
+function of samples/jit_layers.smp and tests/run/jit_{seed001,control,indexing,open_dims,slices,fwd_bwd,
+grad_reduce,move_small,move_small_edges}.smp is
 compiled by jax.jit with the same shardings (as JAX can write them: see
 tests/jax/twins/jit_seed001.py), and the
 collectives of XLA's compiled (SPMD-partitioned) HLO are compared with those shmapc reports
@@ -31,6 +31,7 @@ INDEXING = os.path.join(ROOT, "tests", "run", "jit_indexing.smp")
 OPEN_DIMS = os.path.join(ROOT, "tests", "run", "jit_open_dims.smp")
 SLICES = os.path.join(ROOT, "tests", "run", "jit_slices.smp")
 FWD_BWD = os.path.join(ROOT, "tests", "run", "jit_fwd_bwd.smp")
+GRAD_REDUCE = os.path.join(ROOT, "tests", "run", "jit_grad_reduce.smp")
 MOVE_SMALL = os.path.join(ROOT, "tests", "run", "jit_move_small.smp")
 MOVE_SMALL_EDGES = os.path.join(ROOT, "tests", "run", "jit_move_small_edges.smp")
 
@@ -182,8 +183,8 @@ OPEN_DIMS_CASES = {
                    (f32(4, 4), f32(4, 4))),
     "other_operand": (lambda a, b: a * b, (N(m22, None, "x"), N(m22, "x", None)), N(m22, None, "x"),
                       (f32(4, 4), f32(4, 4))),
-    # (the parameter returned is held as the result's p0 sharding asks: {}, {"x"})
-    "returned": (lambda a: a, (N(m22, None, "x"),), N(m22, None, "x"), (f32(4, 4),)),
+    # (the parameter returned keeps its written rows over "x", the result its columns)
+    "returned": (lambda a: a, (N(m22, "x", None),), N(m22, None, "x"), (f32(4, 4),)),
     "three_axes": (lambda a, b: a - b * 0.5, (N(xyz, ("x", "y"), None), N(xyz, None, ("y", "z"))),
                    N(xyz, None, ("y", "z")), (f32(8, 8), f32(8, 8))),
 }
@@ -234,6 +235,30 @@ FWD_BWD_CASES = {
     for name in ("dense", "dense_inference")
 }
 FWD_BWD_VJP_CASES = {"dense_vjp": vjp_case(FWD_BWD_CASES["dense"])}
+
+
+def tanh_dense(d, w):
+    return jnp.tanh(d @ w)
+
+
+# Backward shmaps that sum a replicated weight's gradient and keep a block of it
+# (tests/run/jit_grad_reduce.smp): the vjp of each function, as OPEN_DIMS_VJP_CASES (the
+# embedding's with respect to the table alone, the tokens being integers).
+GRAD_REDUCE_CASES = {
+    "f": (lambda a, w: jnp.exp(a * 0.1) @ w, (N(m22, "x", "y"), N(m22, "y", None)), N(m22, "x", None),
+          (f32(8, 2), f32(2, 8))),
+    "layer": (tanh_dense, (N(m22, "x", None), N(m22, "x", None)), N(m22, "x", None), (f32(8, 4), f32(4, 4))),
+    "sub": (tanh_dense, (N(m22, ("x", "y"), None), N(m22, "x", None)), N(m22, ("x", "y"), None), (f32(8, 4), f32(4, 4))),
+    "partial": (tanh_dense, (N(m22, "x", None), N(m22, ("x", "y"), None)), N(m22, "x", None), (f32(8, 4), f32(4, 4))),
+}
+GRAD_REDUCE_VJP_CASES = {name + "_vjp": vjp_case(case) for name, case in GRAD_REDUCE_CASES.items()}
+# (the forward of those the program also calls outside grad)
+GRAD_REDUCE_FWD_CASES = {name: GRAD_REDUCE_CASES[name] for name in ("f", "layer")}
+GRAD_REDUCE_FWD_CASES["embed_loss"] = (lambda table, tokens: jnp.sum(jnp.tanh(table[tokens])), (N(m22, "x"), N(m22, "y")),
+                                       N(m22), (f32(6, 8), jax.ShapeDtypeStruct((4, 3), jnp.int32)))
+GRAD_REDUCE_VJP_CASES["embed_loss_vjp"] = (
+    lambda table, tokens, ct: jax.vjp(lambda t: jnp.sum(jnp.tanh(t[tokens])), table)[1](ct)[0],
+    (N(m22, "x"), N(m22, "y"), N(m22)), N(m22, "x"), (f32(6, 8), jax.ShapeDtypeStruct((4, 3), jnp.int32), f32()))
 
 
 # Values moved at their smallest shape, and once (tests/run/jit_move_small.smp): a broadcast's or
@@ -331,6 +356,7 @@ def main():
                            (INDEXING, INDEXING_CASES), (OPEN_DIMS, {**OPEN_DIMS_CASES, **OPEN_DIMS_VJP_CASES}),
                            (SLICES, {**SLICES_CASES, **SLICES_VJP_CASES}),
                            (FWD_BWD, {**FWD_BWD_CASES, **FWD_BWD_VJP_CASES}),
+                           (GRAD_REDUCE, {**GRAD_REDUCE_FWD_CASES, **GRAD_REDUCE_VJP_CASES}),
                            (MOVE_SMALL, {**MOVE_SMALL_CASES, **MOVE_SMALL_VJP_CASES}),
                            (MOVE_SMALL_EDGES, MOVE_SMALL_EDGES_CASES)):
         print("== " + os.path.relpath(program, ROOT))

@@ -23,7 +23,7 @@ rows_later = jax.jit(lambda a, b: a + b, in_shardings=(S(m, "x", None), S(m, Non
                      out_shardings=S(m, None, "x"))
 other_operand = jax.jit(lambda a, b: a * b, in_shardings=(S(m, None, "x"), S(m, "x", None)),
                         out_shardings=S(m, None, "x"))
-returned = jax.jit(lambda a: a, in_shardings=S(m, None, "x"), out_shardings=S(m, None, "x"))
+returned = jax.jit(lambda a: a, in_shardings=S(m, "x", None), out_shardings=S(m, None, "x"))
 three_axes = jax.jit(lambda a, b: a - b * 0.5, in_shardings=(S(xyz, ("x", "y"), None), S(xyz, None, ("y", "z"))),
                      out_shardings=S(xyz, None, ("y", "z")))
 
