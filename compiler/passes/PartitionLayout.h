@@ -1,4 +1,4 @@
-// How a partitioned jit function's values lie on the devices (issue 13; used by
+// How a partitioned jit function's values lie on the devices (used by
 // PartitionJit.cpp): the mesh its shmap runs on (split at the sub-axes it uses), the local
 // block of a sharded (maybe unevenly: padded) value, and how a value moves from one sharding
 // to another, with the bytes that costs.
@@ -35,7 +35,7 @@ private:
 };
 
 // A dimension of size n split over c devices unevenly is padded at its end to the next
-// multiple of c (seed 001: "the dimension needs padding"); each device holds n / c rounded
+// multiple of c (Shardy: "the dimension needs padding"); each device holds n / c rounded
 // up, and the last devices' blocks end in padding (or are all padding). Partitioning keeps
 // the padding out of every result: the host pads the parameters and slices the results, a
 // gathered dimension is sliced to its size, a reduction over a padded dimension (a sum, a
