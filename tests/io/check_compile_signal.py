@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checks import FAILED, expect, processes  # noqa: E402
 from check_run_signal import alive, children, default_signals  # noqa: E402
 
-STATEMENTS = 5000
+STATEMENTS = 20000
 PROMPT_S = 2.0  # from the signal to shmapc's exit (about 0.05 s when the machine is idle)
 PREVIOUS = b"the previous output, which an interrupted compile must leave as it is\n"
 
