@@ -19,6 +19,7 @@ void PhaseTimes::print(std::ostream &os) const {
   }
   std::snprintf(line, sizeof line, "  %9.4f  %9.4f  100.0%%  total\n", total, totalCpu);
   os << line;
+  os << "shmapc: planning steps: " << work::steps() - startSteps_ << "\n";
 }
 
 } // namespace shmapc

@@ -2,8 +2,10 @@
 // LLVM IR emission, LLVM's optimisation pipeline, instruction selection and object emission,
 // linking), printed to stderr when the compile ends, so that a stage whose time grows faster
 // than the program (a quadratic scan) shows by itself. With it, LLVM's own per-pass report
-// follows (LLVM's -time-passes).
+// follows (LLVM's -time-passes), and the count of the planning loops' steps (WorkCount.h).
 #pragma once
+#include "source/WorkCount.h"
+
 #include <chrono>
 #include <ctime>
 #include <ostream>
@@ -14,7 +16,8 @@ namespace shmapc {
 
 class PhaseTimes {
 public:
-  explicit PhaseTimes(bool on) : on_(on), start_(Clock::now()), last_(start_), startCpu_(cpu()), lastCpu_(startCpu_) {}
+  explicit PhaseTimes(bool on) : on_(on), start_(Clock::now()), last_(start_), startCpu_(cpu()), lastCpu_(startCpu_),
+        startSteps_(work::steps()) {}
   bool enabled() const { return on_; }
   // Ends the current stage, named `name` (the time since the previous mark).
   void mark(const std::string &name) {
@@ -43,6 +46,7 @@ private:
   bool on_;
   Clock::time_point start_, last_;
   double startCpu_, lastCpu_;
+  uint64_t startSteps_;
   std::vector<Phase> phases_;
 };
 
