@@ -6,14 +6,31 @@ without and with jax.grad (lowering and XLA compilation, from bench/setup.sh's v
 exists). Prints seconds (the best of --repeats) and the ratio grad / without, whose target is
 <= 5x.
 
-    python3 bench/compile_time/run.py --shmapc build/compiler/shmapc [--statements 10000]"""
+    python3 bench/compile_time/run.py --shmapc build/compiler/shmapc [--statements 10000]
+
+--scaling: whether compile time grows linearly with the program. For 1k, 2k, 5k, 10k and 20k
+statements, plain and with grad, the CPU seconds of `shmapc compile` (the compiler's own,
+from the kernel's accounting of the finished child: unlike wall time, not inflated by other
+work on a shared machine), less those of the 0-statement chain (start-up, main, linking),
+per statement. PASS when the 20k chain's time per statement is at most 1.3x that of the
+reference: the smallest chain whose time beyond the 0-statement chain's is at least 0.2 s (1k
+statements take only some 60 ms more than none without grad, a difference that the noise of
+starting a process, some milliseconds, moves by 10% and more; 5k there, 1k under grad).
+Linear compile time keeps the two equal up to that noise and cache effects (more of a large
+program's IR misses the caches: some 10-20% at 20k), while a quadratic term that is a third
+of the reference's time per statement makes the 20k one 2x (5k reference) to 7x (1k). JAX (jax.jit, lowering and
+XLA compilation, with and without jax.grad) at the sizes up to --jax-max-statements (its
+grad of 5,000 statements takes some 20 s here, and grows faster).
+
+    python3 bench/compile_time/run.py --scaling [--sizes 1000,2000,5000,10000,20000]"""
 import os
+import resource
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import best_line, parser, venv_python, wall  # noqa: E402
+from common import ENV, best_line, parser, venv_python, wall  # noqa: E402
 
 
 def chain(n):
@@ -47,10 +64,76 @@ print("%.4f" % (time.perf_counter() - t0))
 '''
 
 
+def cpu_seconds(cmd):
+    """The user + system CPU seconds of one run of cmd (its output discarded)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True, env=ENV, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+SCALING_TOLERANCE = 1.3  # see the module's docstring
+MIN_REFERENCE_SECONDS = 0.2  # the reference size's CPU time beyond the 0-statement chain's
+
+
+def scaling(a):
+    sizes = [int(v) for v in a.sizes.split(",")]
+    py = venv_python() if a.jax_max_statements > 0 else None
+    per = {}  # (with_grad, n) -> CPU seconds per statement, beyond the 0-statement chain's
+    print("compile time per statement of a chain of N element-wise statements over f32[1024] "
+          "(CPU microseconds, best of %d, less the 0-statement chain's)" % a.repeats)
+    print("%-8s %-6s %10s %12s %12s %14s" % ("N", "grad", "shmapc s", "shmapc us/eq", "vs first", "JAX jit us/eq"))
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "jax_compile.py")
+        with open(script, "w") as f:
+            f.write(JAX_SCRIPT)
+
+        def shmapc_seconds(n, g):
+            src = os.path.join(tmp, "chain%d_%d.smp" % (n, g))
+            with open(src, "w") as f:
+                f.write(program(n, g))
+            return min(cpu_seconds([a.shmapc, "compile", src, "-o", os.path.join(tmp, "chain")])
+                       for _ in range(a.repeats))
+
+        def jax_seconds(n, g):
+            if not py or n > a.jax_max_statements:
+                return None
+            try:
+                return best_line([py, script, str(n), "1" if g else "0"], 1)[0]
+            except subprocess.CalledProcessError:
+                return None
+
+        for g in (False, True):
+            base = shmapc_seconds(0, g)
+            jax_base = jax_seconds(0, g)
+            for n in sizes:
+                t = shmapc_seconds(n, g)
+                per[(g, n)] = (t - base) / n
+                j = jax_seconds(n, g)
+                jax = "%14.1f" % ((j - jax_base) / n * 1e6) if j is not None and jax_base is not None else "%14s" % "-"
+                print("%-8d %-6s %10.2f %12.1f %11.2fx %s" % (n, "yes" if g else "no", t, per[(g, n)] * 1e6,
+                                                              per[(g, n)] / per[(g, sizes[0])], jax), flush=True)
+    ok = True
+    for g in (False, True):
+        ref = next((n for n in sizes if per[(g, n)] * n >= MIN_REFERENCE_SECONDS), sizes[0])
+        growth = per[(g, sizes[-1])] / per[(g, ref)]
+        good = growth <= SCALING_TOLERANCE
+        ok = ok and good
+        print("%s: %s: time per statement at %d is %.2fx that at %d (at most %.1fx)"
+              % ("PASS" if good else "FAIL", "grad" if g else "plain", sizes[-1], growth, ref, SCALING_TOLERANCE))
+    return 0 if ok else 1
+
+
 def main():
     ap = parser(__doc__)
     ap.add_argument("--statements", type=int, default=10000)
+    ap.add_argument("--scaling", action="store_true", help="time per statement at several sizes, PASS/FAIL")
+    ap.add_argument("--sizes", default="1000,2000,5000,10000,20000")
+    ap.add_argument("--jax-max-statements", type=int, default=5000,
+                    help="--scaling: compile with JAX only up to this size (0: never)")
     a = ap.parse_args()
+    if a.scaling:
+        return scaling(a)
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         for g in (False, True):

@@ -10,7 +10,10 @@
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
+#include <llvm/IR/PassTimingInfo.h>
+#include <llvm/Pass.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Passes/StandardInstrumentations.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
@@ -161,8 +164,13 @@ bool optimize(llvm::Module &m, int level, std::string &error, const Target &targ
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
+  // With --time-passes (llvm::TimePassesIsEnabled) the instrumentation times each LLVM pass
+  // and prints LLVM's report when it is destroyed, at the end of this function.
+  llvm::PassInstrumentationCallbacks pic;
+  llvm::StandardInstrumentations si(m.getContext(), false);
+  si.registerCallbacks(pic, &mam);
   // With the TargetMachine the vectorizer sees the real vector registers and costs.
-  llvm::PassBuilder pb(tm.get());
+  llvm::PassBuilder pb(tm.get(), llvm::PipelineTuningOptions(), std::nullopt, &pic);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);
@@ -203,6 +211,7 @@ bool emitObjectCode(llvm::Module &m, int level, bool assembly, std::string &out,
     }
     pm.run(m);
   }
+  if (llvm::TimePassesIsEnabled) llvm::reportAndResetTimings(&llvm::errs());  // the code generator's passes
   out.assign(buffer.begin(), buffer.end());
   return true;
 }

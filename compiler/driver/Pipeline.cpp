@@ -7,6 +7,7 @@
 #include "driver/Link.h"
 #include "driver/Modules.h"
 #include "driver/Output.h"
+#include "driver/PhaseTimes.h"
 #include "ir/Comm.h"
 #include "lexer/Lexer.h"
 #include "parser/Parser.h"
@@ -18,6 +19,8 @@
 
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <llvm/IR/PassTimingInfo.h>
+#include <llvm/Pass.h>
 #include <llvm/Support/ErrorHandling.h>
 
 #include <cstdio>
@@ -65,14 +68,16 @@ void applyShmapFlags(const CompileOptions &opts, ir::Module &m) {
 }
 
 int emitMachineCode(const CompileOptions &opts, const codegen::Target &target, Diagnostics &diags,
-                    ir::Module &m) {
+                    ir::Module &m, PhaseTimes &times) {
   llvm::LLVMContext ctx;
   std::string error;
   std::unique_ptr<llvm::Module> lm = codegen::emitLLVM(m, ctx, error, target, &diags.sources());
+  times.mark("codegen: LLVM IR emission");
   if (!lm || !codegen::optimize(*lm, opts.optLevel, error, target)) {
     std::cerr << "shmapc: internal error: code generation failed: " << error << "\n";
     return 2;
   }
+  times.mark("LLVM optimisation pipeline (-O" + std::to_string(opts.optLevel) + ")");
   const std::string out = outputPath(opts);
   if (opts.emit == Emit::LLVM) {
     writeOutput(out, codegen::printLLVM(*lm), false, diags);
@@ -84,6 +89,7 @@ int emitMachineCode(const CompileOptions &opts, const codegen::Target &target, D
     std::cerr << "shmapc: internal error: code generation failed: " << error << "\n";
     return 2;
   }
+  times.mark("LLVM code generation (instruction selection, register allocation, object)");
   if (opts.emit == Emit::Asm || opts.emit == Emit::Obj) {
     writeOutput(out, code, false, diags);
     return 0;
@@ -107,10 +113,11 @@ int emitMachineCode(const CompileOptions &opts, const codegen::Target &target, D
   std::string program((std::istreambuf_iterator<char>(linked)), std::istreambuf_iterator<char>());
   if (!linked) diags.fatal(DiagId::CannotWrite, Loc{}, "cannot read the linked program " + exe);
   writeOutput(out, program, true, diags);
+  times.mark("link");
   return 0;
 }
 
-int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diags) {
+int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diags, PhaseTimes &times) {
   int file = opts.inputText ? sm.addBuffer(opts.input, *opts.inputText)
                             : loadSource(sm, diags, opts.input, Loc{});
   const std::string out = outputPath(opts);
@@ -137,12 +144,15 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
   }
   ModuleSet modules = loadModules(file, sm, diags, opts.includeDirs, opts.resolveModule);
   if (opts.emit == Emit::AST) return emitText(ast::printAST(*modules.programs[0]));
+  times.mark("lex, parse, load modules");
 
   std::unique_ptr<ir::Module> m = sema::buildModule(modules.units(), diags);
   applyShmapFlags(opts, *m);
+  times.mark("sema");
   if (opts.verifyEach && !verifyAfter(*m, "sema")) return 2;
   for (const passes::Pass &pass : passes::pipeline()) {
     pass.run(*m, diags);
+    times.mark(std::string("pass ") + pass.name);
     if (opts.verifyEach && !verifyAfter(*m, pass.name)) return 2;
     if (opts.emit == Emit::Sharded && std::string(pass.name) == "propagate-shardings")
       return emitText(ir::printShardings(*m));
@@ -150,7 +160,7 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
   if (opts.emit == Emit::IR) return emitText(ir::printModule(*m));
   if (opts.emit == Emit::Comm) return emitText(ir::printCommReport(ir::analyzeCommunication(*m), &sm));
   if (opts.checkOnly) return 0;
-  return emitMachineCode(opts, target, diags, *m);
+  return emitMachineCode(opts, target, diags, *m, times);
 }
 
 // LLVM is built without exceptions: an allocation it cannot make calls this handler (never
@@ -174,8 +184,16 @@ int compile(const CompileOptions &opts, std::ostream &diagOut) {
   return runWithBigStack([&] {
     SourceManager sm;
     Diagnostics diags(sm, diagOut);
+    PhaseTimes times(opts.timePasses);
+    // Printed however the compile ends (an error stops it at some stage: the stages before).
+    struct PrintTimes {
+      PhaseTimes &times;
+      std::ostream &os;
+      ~PrintTimes() { times.print(os); }
+    } printTimes{times, diagOut};
+    llvm::TimePassesIsEnabled = opts.timePasses;
     try {
-      return compileWith(opts, sm, diags);
+      return compileWith(opts, sm, diags, times);
     } catch (const CompileError &) {
       return 1;
     } catch (const InternalError &e) {  // an equation its primitive's shape rule refuses

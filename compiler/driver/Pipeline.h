@@ -26,6 +26,7 @@ struct CompileOptions {
   bool naiveTranspose = false;         // --transpose=naive: pre-seed-000 transposition
   bool jitWhole = false;               // --jit-whole: run jit functions unpartitioned
   bool mpi = false;                    // --mpi: link the MPI runtime (runtime/ranks.h)
+  bool timePasses = false;             // --time-passes: each stage's seconds to stderr (PhaseTimes.h)
   // Hooks for the fuzzer (tests/fuzz), which must not read files: the program text, named
   // `input` in diagnostics, instead of reading `input`; and how an import finds its module
   // (a SourceManager file id, -1 = not found) instead of searching the folders.

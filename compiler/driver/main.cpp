@@ -49,6 +49,9 @@ void addCompileOptions(CLI::App *cmd, Args &a) {
                 "of every mesh's devices (docs/runtime.md)");
   cmd->add_flag("--jit-whole", a.opts.jitWhole,
                 "run every jit function whole on the host, unpartitioned (the reference for its partitioned run)");
+  cmd->add_flag("--time-passes", a.opts.timePasses,
+                "print to stderr the seconds each stage took (parse, sema, each IR pass, LLVM IR emission, "
+                "LLVM's optimisation and code generation, link), then LLVM's report of its own passes");
   cmd->add_option("--transpose", a.transpose,
                   "optimal (default: seed 000's rules) or naive (psum defensively, for comparison)")
       ->check(CLI::IsMember({"optimal", "naive"}));
