@@ -6,14 +6,16 @@ without and with jax.grad (lowering and XLA compilation, from bench/setup.sh's v
 exists). Prints seconds (the best of --repeats) and the ratio grad / without, whose target is
 <= 5x.
 
-    python3 bench/compile_time/run.py --shmapc build/compiler/shmapc [--statements 10000]"""
+    python3 bench/compile_time/run.py --shmapc build/compiler/shmapc [--statements 10000]
+
+--quick: the same 10,000 statements (the target's size), one repeat.
+--json PATH: a record of the rows and the target (bench/run_all.py)."""
 import os
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import best_line, parser, venv_python, wall  # noqa: E402
+from common import Record, parse, parser, peer_output, venv_python, wall  # noqa: E402
 
 
 def chain(n):
@@ -50,7 +52,7 @@ print("%.4f" % (time.perf_counter() - t0))
 def main():
     ap = parser(__doc__)
     ap.add_argument("--statements", type=int, default=10000)
-    a = ap.parse_args()
+    a = parse(ap, quick_repeats=1)
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         for g in (False, True):
@@ -64,11 +66,8 @@ def main():
         with open(script, "w") as f:
             f.write(JAX_SCRIPT)
         for g in (False, True):
-            try:
-                rows[("JAX jit", g)] = (best_line([py, script, str(a.statements), "1" if g else "0"], a.repeats)[0]
-                                        if py else None)
-            except subprocess.CalledProcessError:
-                rows[("JAX jit", g)] = None
+            rows[("JAX jit", g)] = (peer_output([py, script, str(a.statements), "1" if g else "0"], a.repeats)
+                                    if py else None)
     print("compile time of a chain of %d element-wise statements over f32[1024] (seconds, best of %d)"
           % (a.statements, a.repeats))
     print("%-10s %12s %12s %12s" % ("", "without", "with grad", "grad/without"))
@@ -81,6 +80,17 @@ def main():
     p, g = rows[("shmapc", False)], rows[("shmapc", True)]
     print()
     print("issue 11's target: compile of 10k equations under grad / without: %.2fx (target <= 5x)" % (g / p))
+    rec = Record("compile_time", a, statements=a.statements)
+    for who in ("shmapc", "JAX jit"):
+        for grad in (False, True):
+            v = rows[(who, grad)]
+            jax = rows[("JAX jit", grad)]
+            rec.row("%s, %s" % (who, "with grad" if grad else "without grad"), v, "s",
+                    peers={"JAX jit": v / jax} if who == "shmapc" and jax else None)
+    rec.target("compile of %d statements under grad / without" % a.statements, g / p, "<=", 5.0,
+               note="JAX jit: %.2fx" % (rows[("JAX jit", True)] / rows[("JAX jit", False)])
+               if rows[("JAX jit", True)] and rows[("JAX jit", False)] else None)
+    rec.write()
 
 
 if __name__ == "__main__":
