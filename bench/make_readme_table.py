@@ -97,9 +97,15 @@ def table(results):
                         "`bench/make_readme_table.py`.", ""]
     lines += ["", "Measured by `bench/run_all.py` (each column one results file in `bench/results/`):", ""]
     for res in results:
-        params = "; ".join("%s: %s" % (rec["benchmark"], ", ".join("%s %s" % (k, v) for k, v in rec["params"].items() if k != "quick"))
-                           for rec in sorted(res["benchmarks"], key=lambda r: order_key(r["benchmark"])))
-        lines.append("- %s (`bench/results/%s`). Sizes and repeats: %s." % (column_label(res), res["file"], params))
+        params = "; ".join("%s: %s" % (rec["benchmark"], ", ".join("%s %s" % (k, v) for k, v in rec["params"].items()
+                                                              if k != "quick"))
+                           for rec in sorted(res["benchmarks"], key=lambda r: order_key(r["benchmark"]))
+                           if "params" in rec)
+        when = "".join([", %s" % res["date"] if res.get("date") else "",
+                        ", load average %s at the start" % res["load_at_start"]
+                        if res.get("load_at_start") is not None else ""])
+        lines.append("- %s (`bench/results/%s`%s). Sizes and repeats: %s." % (column_label(res), res["file"], when,
+                                                                             params))
     # Rows: (benchmark, name) in benchmark order, then in the order the first file that has
     # them lists them; cells by column.
     heads = " | ".join(escape(column_label(res)) for res in results)
@@ -108,7 +114,7 @@ def table(results):
         keys, cells = [], {}
         for col, res in enumerate(results):
             for rec in res["benchmarks"]:
-                for item in rec[kind]:
+                for item in rec.get(kind, []):
                     key = (rec["benchmark"], item["name"])
                     if key not in cells:
                         keys.append(key)
@@ -122,12 +128,24 @@ def table(results):
             lines += ["", "<details><summary>Every figure the benchmarks print (ratios to their peers)</summary>",
                       "", "| benchmark | %s | %s |" % (title, heads), "| --- | --- | %s |" % sep]
         for key in keys:
-            ran = [any(r["benchmark"] == key[0] for r in res["benchmarks"]) for res in results]
-            row = [escape(cells[key].get(col, "-" if ran[col] else "not run")) for col in range(len(results))]
+            row = [escape(cells[key].get(col, absent(res, key[0]))) for col, res in enumerate(results)]
             bound = [escape(cells[key]["bound"])] if kind == "targets" else []
             lines.append("| " + " | ".join([key[0], escape(key[1])] + bound + row) + " |")
     lines += ["", "</details>", ""]
     return lines
+
+
+def absent(res, benchmark):
+    """The cell of a row its column does not have: the benchmark's row is missing ("-"), or the
+    benchmark did not run there (skipped, as bench/mpi without mpirun, or failed)."""
+    rec = next((r for r in res["benchmarks"] if r["benchmark"] == benchmark), None)
+    if rec is None:
+        return "not run"
+    if "skipped" in rec:
+        return "skipped: %s" % rec["skipped"]
+    if "error" in rec:
+        return "error: %s" % rec["error"]
+    return "-"
 
 
 def order_key(benchmark):

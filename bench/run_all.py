@@ -51,6 +51,25 @@ def format_target(t):
     return verdict, value, bound
 
 
+def summary(records):
+    """One line per target row (and per benchmark that did not run), and how many of them fail
+    the run: a FAIL not waived, or an ERROR."""
+    lines, failed = [], 0
+    for rec in records:
+        if "skipped" in rec or "error" in rec:
+            verdict = "SKIP" if "skipped" in rec else "ERROR"
+            failed += verdict == "ERROR"
+            lines.append("%-5s %-14s %s" % (verdict, rec["benchmark"], rec.get("skipped") or rec.get("error")))
+            continue
+        for t in rec["targets"]:
+            verdict, value, bound = format_target(t)
+            failed += t["pass"] is False and not t.get("waived")
+            word, _, why = verdict.partition(" ")
+            lines.append(("%-5s %-14s %-58s %12s  target %s" % (word, rec["benchmark"], t["name"], value, bound)
+                          + ("  " + why if why else "")).rstrip())
+    return lines, failed
+
+
 def run_one(name, a, tmp):
     """Runs bench/<name>/run.py; its record, or a record saying why there is none."""
     missing = [tool for tool in REQUIRES.get(name, []) if not shutil.which(tool)]
@@ -90,31 +109,25 @@ def main():
     if not os.access(a.shmapc, os.X_OK):
         ap.error("no shmapc at %s (build it, or pass --shmapc)" % a.shmapc)
 
+    # The load when the run began: on a shared machine, the context of every figure it gives.
+    load = round(os.getloadavg()[0], 1) if hasattr(os, "getloadavg") else None
     with tempfile.TemporaryDirectory() as tmp:
         records = [run_one(n, a, tmp) for n in names]
 
     cpu = cpu_info()
     print("targets on %s (%s, %d cores), revision %s%s" % (cpu["model"], cpu["vendor"], cpu["cores"],
                                                           git_revision(), ", quick" if a.quick else ""))
-    failed = 0
-    for rec in records:
-        if "skipped" in rec or "error" in rec:
-            verdict = "SKIP" if "skipped" in rec else "ERROR"
-            failed += verdict == "ERROR"
-            print("%-5s %-14s %s" % (verdict, rec["benchmark"], rec.get("skipped") or rec.get("error")))
-            continue
-        for t in rec["targets"]:
-            verdict, value, bound = format_target(t)
-            failed += t["pass"] is False and not t.get("waived")
-            print("%-5s %-14s %-58s %12s  target %s" % (verdict.split(" ")[0], rec["benchmark"], t["name"], value, bound)
-                  + ("  " + verdict.split(" ", 1)[1] if " " in verdict else ""))
+    lines, failed = summary(records)
+    print("\n".join(lines))
 
     if a.write is not None:
         path = a.write or os.path.join(HERE, "results", cpu_slug(cpu) + ".json")
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, "w") as f:
-            json.dump({"cpu": cpu, "revision": git_revision(), "quick": a.quick,
-                       "benchmarks": [r for r in records if "skipped" not in r and "error" not in r]}, f, indent=1)
+            dates = sorted(r["date"] for r in records if "date" in r)
+            json.dump({"cpu": cpu, "revision": git_revision(), "quick": a.quick, "load_at_start": load,
+                       "date": dates[-1] if dates else None,
+                       "benchmarks": records}, f, indent=1)
             f.write("\n")
         print("records written to %s" % os.path.relpath(path))
     if failed:

@@ -79,7 +79,25 @@ def main():
               p.returncode == 0 and "No results yet" in p.stdout, p.stdout + p.stderr)
 
     sys.path.insert(0, os.path.join(ROOT, "bench"))
-    from run_all import BENCHMARKS, cpu_slug  # noqa: E402
+    import json  # noqa: E402
+    from run_all import BENCHMARKS, cpu_slug, summary  # noqa: E402
+    records = []
+    for name in sorted(os.listdir(FIXTURE)):
+        with open(os.path.join(FIXTURE, name)) as f:
+            records += json.load(f)["benchmarks"]
+    records.append({"benchmark": "memory", "error": "exit status 1"})
+    lines, failed = summary(records)
+    verdicts = [(l.split()[0], l.split()[1]) for l in lines]
+    # By hand from the fixture: the AMD file's mpi (skipped), compile_time (PASS), tanh_chain
+    # (PASS); the Intel file's mpi (PASS), tanh_chain (FAIL), train_step (waived FAIL, n/a,
+    # PASS); the error added above.
+    check("run_all's verdicts", verdicts == [("SKIP", "mpi"), ("PASS", "compile_time"), ("PASS", "tanh_chain"),
+                                             ("PASS", "mpi"), ("FAIL", "tanh_chain"), ("FAIL", "train_step"),
+                                             ("n/a", "train_step"), ("PASS", "train_step"), ("ERROR", "memory")],
+          "\n".join(lines))
+    check("run_all fails on the FAIL and the ERROR, not on the waived FAIL, n/a or SKIP", failed == 2,
+          "failed = %d" % failed)
+    check("a waived FAIL says why", "waived: hand-written C, batch 128 / 256: 0.61x" in lines[5], lines[5])
     for model, cores, slug in (("Intel(R) Xeon(R) Processor", 2, "intel-xeon-processor-2core"),
                                ("AMD EPYC 7B13 64-Core Processor", 2, "amd-epyc-7b13-64-core-processor-2core"),
                                ("Intel(R) Core(TM) i7-8700 CPU @ 3.20GHz", 12, "intel-core-i7-8700-12core")):
