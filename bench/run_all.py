@@ -6,7 +6,10 @@ lands. With --quick each benchmark runs at its reduced size and repeat count (a 
 in all on a 2-core machine); --write stores the records in bench/results/<cpu>.json, from
 which bench/make_readme_table.py writes the README's performance table.
 
-    python3 bench/run_all.py --quick [--write] [--only tanh_chain,memory] [--no-fail]
+    python3 bench/run_all.py --quick [--write [PATH]] [--only tanh_chain,memory] [--no-fail]
+
+With --only, --write replaces those benchmarks' records in an existing results file and keeps
+the others.
 
 A target line reads PASS or FAIL; "FAIL (waived: ...)" where the project documents that this
 machine cannot reach the target (it does not fail the run); "n/a" where the ratio's peer is
@@ -123,6 +126,13 @@ def main():
     if a.write is not None:
         path = a.write or os.path.join(HERE, "results", cpu_slug(cpu) + ".json")
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        if a.only and os.path.exists(path):
+            # Some benchmarks rerun: their records replace theirs in the file, the others stay
+            # (each record names its own revision, and the table says where it differs).
+            with open(path) as f:
+                kept = [r for r in json.load(f).get("benchmarks", []) if r["benchmark"] not in names]
+            records = sorted(kept + records, key=lambda r: BENCHMARKS.index(r["benchmark"])
+                             if r["benchmark"] in BENCHMARKS else len(BENCHMARKS))
         with open(path, "w") as f:
             dates = sorted(r["date"] for r in records if "date" in r)
             json.dump({"cpu": cpu, "revision": git_revision(), "quick": a.quick, "load_at_start": load,

@@ -143,7 +143,7 @@ def main():
         with open(script, "w") as f:
             f.write(JAX)
         ms = peer_output(PIN + [py, script], a.repeats) if py else None
-        rows.append(("JAX jit (one core)" if ms else "JAX jit (not installed: bench/setup.sh)", ms))
+        rows.append(("JAX jit (one core)" + ("" if ms else " (not installed: bench/setup.sh)"), ms))
     print("Transformer block training step (16 x 64 tokens, width %d, MLP %d, vocabulary %d)" % (D, F, V))
     base = rows[0][1]
     print("%-40s %10s %14s" % ("", "ms/step", "x shmapc 1x1"))
