@@ -159,6 +159,10 @@ class Record:
         self.rows.append(r)
 
     def target(self, name, value, op, bound, unit="x", waived=None, note=None):
+        if unit == "x" and value is not None and value <= 0:
+            # A ratio of two times is positive; one that is not comes from a time per step
+            # (the difference of two runs) that load on the machine swamped.
+            value, note = None, "unmeasurable: a time per step came out <= 0 under load (more steps or repeats)"
         t = {"name": name, "value": value, "unit": unit, "op": op, "bound": bound,
              "pass": None if value is None else bool(TARGET_OPS[op](value, bound))}
         if waived:

@@ -7,7 +7,8 @@ JAX jit (bench/setup.sh's venv). The target: shmapc per stage / C with vector ta
 
     python3 bench/tanh_chain/run.py --shmapc build/compiler/shmapc [--quick] [--json PATH]
 
---quick: the same sizes, 2 repeats (one run of each program takes well under a second)."""
+--quick: the same sizes, 5 repeats where the default is 3 (one run of each program takes well
+under a second, and the quickest of more runs is steadier on a shared machine)."""
 import os
 import subprocess
 import sys
@@ -59,7 +60,7 @@ print(best / %d / %d * 1e9)
 
 
 def main():
-    a = parse(parser(__doc__), quick_repeats=2)
+    a = parse(parser(__doc__), quick_repeats=5)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, flags in (("C, libm tanhf", []), ("C, vector tanhf (libmvec)", ["-ffast-math", "-fopenmp-simd"])):

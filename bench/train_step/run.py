@@ -10,7 +10,7 @@ targets with where they stand; the quietest of several runs counts.
 
     python3 bench/train_step/run.py --shmapc build/compiler/shmapc [--repeats 3] [--quick] [--json PATH]
 
---quick: the same model and step counts, one repeat.
+--quick: the same model and step counts, 2 repeats.
 
 A shmapc program's time per step is measured from the outside: (time of S2 steps - time of S1
 steps) / (S2 - S1), which leaves out start-up and compilation; its page faults per step the
@@ -96,7 +96,7 @@ def ratio(x, y):
 
 
 def main():
-    a = parse(parser(__doc__), quick_repeats=1)
+    a = parse(parser(__doc__), quick_repeats=2)
     rows, faults = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         c_blas = build_c(tmp, "mlp_openblas")
