@@ -31,6 +31,8 @@ ORDER = ["tanh_chain", "compile_time", "train_step", "transformer", "mpi", "memo
 
 def load(results_dir):
     """The results files, sorted by name (one column each)."""
+    if not os.path.isdir(results_dir):
+        sys.exit("make_readme_table.py: no results folder %s" % results_dir)
     files = sorted(glob.glob(os.path.join(results_dir, "*.json")))
     out = []
     for path in files:
