@@ -15,11 +15,28 @@ ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_TH
 
 
 def parser(doc):
-    """The command line every benchmark takes: --shmapc and --repeats."""
+    """The command line every benchmark takes: --shmapc, --repeats, --quick (smaller sizes and
+    fewer repeats, for bench/run_all.py's daily run; the script's parse() applies it) and
+    --json (where to write the record of its rows, see Record)."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shmapc", default=os.path.join(ROOT, "build", "compiler", "shmapc"))
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=None, help="default 3 (--quick: fewer)")
+    ap.add_argument("--quick", action="store_true", help="reduced sizes and repeats (a quick check)")
+    ap.add_argument("--json", metavar="PATH", help="write a JSON record of the rows and targets to PATH")
     return ap
+
+
+def parse(ap, quick_repeats=1, **quick):
+    """Parses the command line; under --quick, each option named in `quick` that was left at
+    its default takes the value given there, and --repeats defaults to quick_repeats."""
+    a = ap.parse_args()
+    if a.repeats is None:
+        a.repeats = quick_repeats if a.quick else 3
+    if a.quick:
+        for k, v in quick.items():
+            if getattr(a, k) == ap.get_default(k):
+                setattr(a, k, v)
+    return a
 
 
 def wall(cmd):
@@ -67,3 +84,117 @@ def per_step_interleaved(cmds_for, repeats, s1, s2):
                 best[i][j] = min(best[i][j], wall(cmd_for(k)))
     return [(b - a) / (s2 - s1) for a, b in best]
 
+
+
+# ---- Machine-readable records (bench/run_all.py, bench/make_readme_table.py) ----------------
+# Each script, given --json PATH, writes one record of what it printed: its rows (a figure,
+# its unit, its ratios to peers) and its target rows (a ratio, the issue's bound, whether it
+# holds), with the CPU and the git revision it was measured on, so that the README's table is
+# generated from measurements and says where each figure comes from.
+
+def cpu_info():
+    """The CPU this runs on: model name and vendor (/proc/cpuinfo, else lscpu) and core count."""
+    model = vendor = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key, value = key.strip(), value.strip()
+                if key == "model name" and model is None:
+                    model = value
+                elif key == "vendor_id" and vendor is None:
+                    vendor = value
+    except OSError:
+        pass
+    if model is None or vendor is None:
+        try:
+            out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+            fields = dict((k.strip(), v.strip()) for k, _, v in (l.partition(":") for l in out.splitlines()))
+            model = model or fields.get("Model name")
+            vendor = vendor or fields.get("Vendor ID")
+        except (OSError, subprocess.CalledProcessError):
+            pass
+    return {"model": " ".join((model or "unknown").split()), "vendor": vendor or "unknown",
+            "cores": os.cpu_count() or 1}
+
+
+def git_revision():
+    """The source tree's commit (short), with "-dirty" when it has uncommitted changes."""
+    try:
+        rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=10", "HEAD"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return rev + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+TARGET_OPS = {"<=": lambda v, b: v <= b, "<": lambda v, b: v < b}
+
+
+class Record:
+    """The rows one benchmark run printed, for --json. row(): a figure (value None: its peer is
+    not installed), `peers` its ratios {peer: this figure / the peer's}; target(): a figure
+    (a ratio unless `unit` says otherwise) against one of the issue's bounds ("<=" or "<"),
+    `waived` the reason where the project documents that this machine cannot reach it (it is
+    reported, but bench/run_all.py does not fail on it)."""
+
+    def __init__(self, benchmark, args, **params):
+        self.benchmark, self.args = benchmark, args
+        self.params = dict(params, repeats=args.repeats, quick=args.quick)
+        self.rows, self.targets = [], []
+
+    def row(self, name, value, unit, peers=None, note=None):
+        # A row keeps its name whether or not its peer ran here, so that the README's columns
+        # (one per CPU) line up; a missing peer is said in the note.
+        name = name.split(" (not installed")[0]
+        if value is None and note is None:
+            note = "not installed (bench/setup.sh)"
+        r = {"name": name, "value": value, "unit": unit}
+        if peers:
+            r["peers"] = peers
+        if note:
+            r["note"] = note
+        self.rows.append(r)
+
+    def target(self, name, value, op, bound, unit="x", waived=None, note=None):
+        if unit == "x" and value is not None and value <= 0:
+            # A ratio of two times is positive; one that is not comes from a time per step
+            # (the difference of two runs) that load on the machine swamped.
+            value, note = None, "unmeasurable: a time per step came out <= 0 under load (more steps or repeats)"
+        t = {"name": name, "value": value, "unit": unit, "op": op, "bound": bound,
+             "pass": None if value is None else bool(TARGET_OPS[op](value, bound))}
+        if waived:
+            t["waived"] = waived
+        if note:
+            t["note"] = note
+        self.targets.append(t)
+
+    def write(self):
+        """Writes the record to --json's path, where one was given."""
+        if not self.args.json:
+            return
+        import datetime
+        import json
+        rec = {"benchmark": self.benchmark, "cpu": cpu_info(), "revision": git_revision(),
+               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+               "params": self.params, "rows": self.rows, "targets": self.targets}
+        with open(self.args.json, "w") as f:
+            json.dump(rec, f, indent=1)
+            f.write("\n")
+
+
+def ratio_or_none(x, y):
+    return x / y if x and y else None
+
+
+def peer_output(cmd, repeats):
+    """best_line(cmd)[0] for a peer (numpy, JAX, PyTorch), None where it cannot run (not
+    installed): a missing peer makes its row say so, not the benchmark fail."""
+    if cmd[0] is None:
+        return None
+    try:
+        return best_line(cmd, repeats)[0]
+    except (subprocess.CalledProcessError, FileNotFoundError, ValueError, IndexError):
+        return None

@@ -22,7 +22,10 @@ of the reference's time per statement makes the 20k one 2x (5k reference) to 7x 
 XLA compilation, with and without jax.grad) at the sizes up to --jax-max-statements (its
 grad of 5,000 statements takes some 20 s here, and grows faster).
 
-    python3 bench/compile_time/run.py --scaling [--sizes 1000,2000,5000,10000,20000]"""
+    python3 bench/compile_time/run.py --scaling [--sizes 1000,2000,5000,10000,20000]
+
+--quick: the same 10,000 statements (the target's size), one repeat.
+--json PATH: a record of the rows and the target (bench/run_all.py)."""
 import os
 import resource
 import subprocess
@@ -30,7 +33,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import ENV, best_line, parser, venv_python, wall  # noqa: E402
+from common import ENV, Record, best_line, parse, parser, peer_output, venv_python, wall  # noqa: E402,F401
 
 
 def chain(n):
@@ -131,7 +134,7 @@ def main():
     ap.add_argument("--sizes", default="1000,2000,5000,10000,20000")
     ap.add_argument("--jax-max-statements", type=int, default=5000,
                     help="--scaling: compile with JAX only up to this size (0: never)")
-    a = ap.parse_args()
+    a = parse(ap, quick_repeats=1)
     if a.scaling:
         return scaling(a)
     rows = {}
@@ -147,11 +150,8 @@ def main():
         with open(script, "w") as f:
             f.write(JAX_SCRIPT)
         for g in (False, True):
-            try:
-                rows[("JAX jit", g)] = (best_line([py, script, str(a.statements), "1" if g else "0"], a.repeats)[0]
-                                        if py else None)
-            except subprocess.CalledProcessError:
-                rows[("JAX jit", g)] = None
+            rows[("JAX jit", g)] = (peer_output([py, script, str(a.statements), "1" if g else "0"], a.repeats)
+                                    if py else None)
     print("compile time of a chain of %d element-wise statements over f32[1024] (seconds, best of %d)"
           % (a.statements, a.repeats))
     print("%-10s %12s %12s %12s" % ("", "without", "with grad", "grad/without"))
@@ -164,6 +164,17 @@ def main():
     p, g = rows[("shmapc", False)], rows[("shmapc", True)]
     print()
     print("issue 11's target: compile of 10k equations under grad / without: %.2fx (target <= 5x)" % (g / p))
+    rec = Record("compile_time", a, statements=a.statements)
+    for who in ("shmapc", "JAX jit"):
+        for grad in (False, True):
+            v = rows[(who, grad)]
+            jax = rows[("JAX jit", grad)]
+            rec.row("%s, %s" % (who, "with grad" if grad else "without grad"), v, "s",
+                    peers={"JAX jit": v / jax} if who == "shmapc" and jax else None)
+    rec.target("compile of %d statements under grad / without" % a.statements, g / p, "<=", 5.0,
+               note="JAX jit: %.2fx" % (rows[("JAX jit", True)] / rows[("JAX jit", False)])
+               if rows[("JAX jit", True)] and rows[("JAX jit", False)] else None)
+    rec.write()
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ child, in MB) and the ratio shmapc / C, whose target is <= 1.3x; and the wall ti
 whole run (start-up: the input made on the host and placed on the devices, the collective,
 the sum) against the C program's, as a ratio.
 
-    python3 bench/memory/run.py --shmapc build/compiler/shmapc"""
+    python3 bench/memory/run.py --shmapc build/compiler/shmapc [--quick] [--json PATH]
+
+--quick: the same sizes, 2 repeats."""
 import os
 import subprocess
 import sys
@@ -16,7 +18,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from common import parser, wall  # noqa: E402
+from common import Record, parse, parser, wall  # noqa: E402
 N = 10_000_000
 
 PROGRAMS = {
@@ -49,7 +51,8 @@ def peak_mb(cmd):
 
 
 def main():
-    a = parser(__doc__).parse_args()
+    a = parse(parser(__doc__), quick_repeats=2)
+    rec = Record("memory", a, elements=N, devices=8)
     with tempfile.TemporaryDirectory() as tmp:
         cexe = os.path.join(tmp, "collectives")
         subprocess.run(["gcc", "-O2", os.path.join(HERE, "collectives.c"), "-o", cexe, "-lpthread"], check=True)
@@ -67,6 +70,10 @@ def main():
             ts = min(wall([exe]) for _ in range(a.repeats)) * 1e3
             tc = min(wall([cexe, name, str(N)]) for _ in range(a.repeats)) * 1e3
             print("%-12s %12.1f %12.1f %9.2fx %8s %11.1f %8.1f %7.2fx" % (name, s, c, s / c, "<= 1.3x", ts, tc, ts / tc))
+            rec.row("%s, peak resident memory" % name, s, "MB", peers={"hand-written C": s / c})
+            rec.row("%s, whole run (start-up, collective, sum)" % name, ts, "ms", peers={"hand-written C": ts / tc})
+            rec.target("peak memory of %s / hand-written threads" % name, s / c, "<=", 1.3)
+    rec.write()
 
 
 if __name__ == "__main__":

@@ -10,7 +10,11 @@ Prints microseconds per step and the ratio shmapc / hand-written, whose target i
 Then the MLP training step of bench/train_step on meshes of 1, 2, 4 and 8 devices, as that
 many MPI ranks, as 2 ranks of several devices (4 and 8) and as threads of one process.
 
-    python3 bench/mpi/run.py --shmapc build/compiler/shmapc [--ranks 2] [--n 262144]"""
+    python3 bench/mpi/run.py --shmapc build/compiler/shmapc [--ranks 2] [--n 262144] [--quick] [--json PATH]
+
+--quick: 2 repeats and so 1000 steps where the default is 200 (with fewer runs to take the
+quickest of, the steps must outweigh mpirun's start-up, which varies by tens of ms); the MLP
+step on meshes of 1, 2 and 4."""
 import os
 import subprocess
 import sys
@@ -18,7 +22,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from common import parser, per_step_interleaved  # noqa: E402
+from common import Record, parse, parser, per_step_interleaved  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "train_step"))
 from run import PROGRAM as MLP  # noqa: E402  (bench/train_step/run.py)
 
@@ -70,7 +74,8 @@ def main():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--n", type=int, default=1 << 18)
     ap.add_argument("--steps", type=int, default=200)
-    a = ap.parse_args()
+    a = parse(ap, quick_repeats=2, steps=1000)
+    rec = Record("mpi", a, ranks=a.ranks, n=a.n, steps=a.steps)
     r, n = a.ranks, a.n
     print("collectives over %d MPI ranks, %d f32 per rank (microseconds per step, best of %d)" % (r, n, a.repeats))
     print("%-14s %12s %14s %8s %8s" % ("", "shmapc --mpi", "hand-written", "ratio", "target"))
@@ -87,11 +92,13 @@ def main():
                 [lambda k: MPIRUN + ["-np", str(r), exe, "--steps=%d" % k],
                  lambda k: MPIRUN + ["-np", str(r), cexe, kind, str(n), str(k)]], a.repeats, 10, 10 + a.steps)
             print("%-14s %12.1f %14.1f %7.2fx %8s" % (kind, s * 1e6, c * 1e6, s / c, "<= 1.1x"))
+            rec.row("%s, shmapc --mpi" % kind, s * 1e6, "us/step", peers={"hand-written MPI": s / c})
+            rec.target("%s through the MPI backend / hand-written MPI" % kind, s / c, "<=", 1.1)
         print()
         print("MLP training step (bench/train_step), ms per step, a mesh of N devices: as N MPI ranks, as 2 ranks")
         print("of N/2 devices each (--devices-per-rank), and as N threads of one process (the ratios)")
         print("%-6s %10s %10s %10s %9s %9s" % ("N", "N ranks", "2 ranks", "threads", "N ranks", "2 ranks"))
-        for m in (1, 2, 4, 8):
+        for m in (1, 2, 4) if a.quick else (1, 2, 4, 8):
             src = os.path.join(tmp, "mlp%d.smp" % m)
             with open(src, "w") as f:
                 f.write(MLP.format(n=m, rows=256 // m))
@@ -107,8 +114,12 @@ def main():
             if m >= 4:
                 q2 = q2[0]
                 print("%-6d %10.2f %10.2f %10.2f %8.2fx %8.2fx" % (m, q * 1e3, q2 * 1e3, t * 1e3, q / t, q2 / t))
+                rec.row("MLP step, mesh %d as 2 ranks" % m, q2 * 1e3, "ms/step", peers={"threads": q2 / t})
             else:
                 print("%-6d %10.2f %10s %10.2f %8.2fx %9s" % (m, q * 1e3, "", t * 1e3, q / t, ""))
+            rec.row("MLP step, mesh %d as %d ranks" % (m, m), q * 1e3, "ms/step", peers={"threads": q / t})
+            rec.row("MLP step, mesh %d as threads" % m, t * 1e3, "ms/step")
+    rec.write()
 
 
 if __name__ == "__main__":

@@ -5,7 +5,10 @@ one core (taskset -c 0), in ns per element and stage: shmapc against the same lo
 -fopenmp-simd so that gcc calls glibc's vector tanhf (libmvec: the target's peer), numpy and
 JAX jit (bench/setup.sh's venv). The target: shmapc per stage / C with vector tanhf <= 1.5x.
 
-    python3 bench/tanh_chain/run.py --shmapc build/compiler/shmapc"""
+    python3 bench/tanh_chain/run.py --shmapc build/compiler/shmapc [--quick] [--json PATH]
+
+--quick: the same sizes, 5 repeats where the default is 3 (one run of each program takes well
+under a second, and the quickest of more runs is steadier on a shared machine)."""
 import os
 import subprocess
 import sys
@@ -13,7 +16,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from common import PIN, parser, best_line, seconds_per_step, venv_python  # noqa: E402
+from common import PIN, Record, parse, parser, best_line, peer_output, seconds_per_step, venv_python  # noqa: E402
 
 N, STAGES = 1 << 20, 10
 
@@ -57,7 +60,7 @@ print(best / %d / %d * 1e9)
 
 
 def main():
-    a = parser(__doc__).parse_args()
+    a = parse(parser(__doc__), quick_repeats=5)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, flags in (("C, libm tanhf", []), ("C, vector tanhf (libmvec)", ["-ffast-math", "-fopenmp-simd"])):
@@ -70,12 +73,11 @@ def main():
             f.write(PROGRAM)
         subprocess.run([a.shmapc, "compile", src, "-o", exe], check=True)
         rows.append(("shmapc", seconds_per_step(exe, PIN, a.repeats, 1, 21) / STAGES / N * 1e9))
-        rows.append(("numpy", best_line(PIN + ["/usr/bin/python3", "-c", PEERS["numpy"]], a.repeats)[0]))
+        ns = peer_output(PIN + ["/usr/bin/python3", "-c", PEERS["numpy"]], a.repeats)
+        rows.append(("numpy" if ns else "numpy (not installed)", ns))
         py = venv_python()
-        try:
-            rows.append(("JAX jit", best_line(PIN + [py, "-c", PEERS["JAX jit"]], a.repeats)[0] if py else None))
-        except subprocess.CalledProcessError:
-            rows.append(("JAX jit (not installed: bench/setup.sh)", None))
+        ns = peer_output(PIN + [py, "-c", PEERS["JAX jit"]], a.repeats) if py else None
+        rows.append(("JAX jit" if ns else "JAX jit (not installed: bench/setup.sh)", ns))
     vec = dict(rows)["C, vector tanhf (libmvec)"]
     print("tanh chain: %d stages of y = tanh(y * 1.1 + 0.1) over %d f32, one core" % (STAGES, N))
     print("%-40s %14s %16s" % ("", "ns/element", "x C vector tanhf"))
@@ -83,6 +85,11 @@ def main():
         print("%-40s %14s %16s" % (name, "%.3f" % ns if ns else "-", "%.2f" % (ns / vec) if ns else "-"))
     print()
     print("issue 11's target: shmapc per stage / C with vector tanhf: %.2fx (target <= 1.5x)" % (dict(rows)["shmapc"] / vec))
+    rec = Record("tanh_chain", a, elements=N, stages=STAGES)
+    for name, ns in rows:
+        rec.row(name, ns, "ns/element", peers={"C vector tanhf": ns / vec} if ns else None)
+    rec.target("tanh chain per stage / C with vector tanhf", dict(rows)["shmapc"] / vec, "<=", 1.5)
+    rec.write()
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ untraced (each hook tests one global flag), and traced. The time per step is (S2
 steps) / (S2 - S1), the best of --repeats, the runs interleaved. Prints microseconds per step,
 the events recorded per step, and the ratios to the hook-free program.
 
-    python3 bench/trace/run.py --shmapc build/compiler/shmapc"""
+    python3 bench/trace/run.py --shmapc build/compiler/shmapc [--quick] [--json PATH]
+
+--quick: the same step counts, 2 repeats."""
 import json
 import os
 import subprocess
@@ -16,7 +18,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from common import parser, per_step_interleaved  # noqa: E402
+from common import Record, parse, parser, per_step_interleaved  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "train_step"))
 from run import PROGRAM as MLP  # noqa: E402  (bench/train_step/run.py)
 
@@ -24,7 +26,7 @@ S1, S2 = 5, 45
 
 
 def main():
-    a = parser(__doc__).parse_args()
+    a = parse(parser(__doc__), quick_repeats=2)
     build = os.path.dirname(os.path.dirname(os.path.abspath(a.shmapc)))
     subprocess.run(["cmake", "--build", build, "--target", "shmap_runtime_notrace"], check=True,
                    stdout=subprocess.DEVNULL)
@@ -46,6 +48,12 @@ def main():
     per_step = (counts[S2] - counts[S1]) / (S2 - S1)
     print("MLP training step (us): %.1f without hooks, %.1f untraced (%.3fx), %.1f traced (%.3fx; %.0f events a step)"
           % (none * 1e6, off * 1e6, off / none, on * 1e6, on / none, per_step))
+    rec = Record("trace", a, devices=4)
+    rec.row("MLP step (mesh 4), runtime without hooks", none * 1e6, "us/step")
+    rec.row("MLP step (mesh 4), untraced", off * 1e6, "us/step", peers={"without hooks": off / none})
+    rec.row("MLP step (mesh 4), traced", on * 1e6, "us/step", peers={"without hooks": on / none})
+    rec.row("trace events per step", per_step, "events/step")
+    rec.write()
 
 
 if __name__ == "__main__":

@@ -8,14 +8,16 @@ width 1024, vocabulary 512. shmapc on meshes data x model of 1x1 (pinned to one 
 block with one head on one core (the 1x1 math). Prints ms per step and ratios; the quietest of
 --repeats runs counts.
 
-    python3 bench/transformer/run.py --shmapc build/compiler/shmapc [--repeats 3]"""
+    python3 bench/transformer/run.py --shmapc build/compiler/shmapc [--repeats 3] [--quick] [--json PATH]
+
+--quick: the same model and step counts, one repeat."""
 import os
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import PIN, parser, best_line, seconds_per_step, venv_python  # noqa: E402
+from common import PIN, Record, parse, parser, peer_output, seconds_per_step, venv_python  # noqa: E402
 
 B, T, D, F, V = 16, 64, 256, 1024, 512
 
@@ -130,7 +132,7 @@ def shmapc_step_ms(shmapc, tmp, dp, mp, repeats, pin):
 
 
 def main():
-    a = parser(__doc__).parse_args()
+    a = parse(parser(__doc__), quick_repeats=1)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for dp, mp in ((1, 1), (2, 1), (1, 2), (2, 2)):
@@ -140,15 +142,17 @@ def main():
         script = os.path.join(tmp, "jax_transformer.py")
         with open(script, "w") as f:
             f.write(JAX)
-        try:
-            rows.append(("JAX jit (one core)", best_line(PIN + [py, script], a.repeats)[0] if py else None))
-        except subprocess.CalledProcessError:
-            rows.append(("JAX jit (not installed: bench/setup.sh)", None))
+        ms = peer_output(PIN + [py, script], a.repeats) if py else None
+        rows.append(("JAX jit (one core)" + ("" if ms else " (not installed: bench/setup.sh)"), ms))
     print("Transformer block training step (16 x 64 tokens, width %d, MLP %d, vocabulary %d)" % (D, F, V))
     base = rows[0][1]
     print("%-40s %10s %14s" % ("", "ms/step", "x shmapc 1x1"))
     for name, ms in rows:
         print("%-40s %10s %14s" % (name, "%.3f" % ms if ms else "-", "%.2f" % (ms / base) if ms else "-"))
+    rec = Record("transformer", a, sequences=B, tokens=T, width=D, mlp=F, vocabulary=V)
+    for name, ms in rows:
+        rec.row(name, ms, "ms/step", peers={"shmapc 1x1": ms / base} if ms and name != rows[0][0] else None)
+    rec.write()
 
 
 if __name__ == "__main__":
