@@ -5,7 +5,8 @@ namespace shmapc::passes {
 // The passes, in order: the shardings of jit functions propagated and the functions partitioned
 // into shmaps, calls inlined, variance inferred (pbroadcasts inserted), programs
 // differentiated with the variance types in hand, the backward bodies' all-reduces whose
-// results are only sliced reduced into the slice, out_specs checked (on the transposed
+// results are only sliced reduced into the slice and those that may run together combined,
+// out_specs checked (on the transposed
 // shmaps too), every array's size checked against the runtime's limits, and matmuls of
 // transposed operands made to read them through BLAS's transpose flags.
 const std::vector<Pass> &pipeline() {
@@ -16,6 +17,7 @@ const std::vector<Pass> &pipeline() {
       {"insert-pbroadcasts", insertPbroadcasts},
       {"differentiate", differentiate},
       {"sink-reductions", sinkReductions},
+      {"combine-reductions", combineReductions},
       {"check-out-specs", checkOutSpecs},
       {"check-limits", checkLimits},
       {"fold-transposes", foldTransposesIntoMatmul},

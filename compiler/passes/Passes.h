@@ -44,6 +44,9 @@ void differentiate(ir::Module &m, Diagnostics &diags);
 // of a pbroadcast and an all_gather_invariant) into psum_scatter / pscatter of the operand and
 // a psum2 of the block over the axes left (SinkReductions.cpp).
 void sinkReductions(ir::Module &m, Diagnostics &diags);
+// In backward shmap bodies, gradient psum2s that may run at one point made one psum2 of their
+// operands laid end to end (passes/CombineReductions.cpp).
+void combineReductions(ir::Module &m, Diagnostics &diags);
 // Checks that every shmap result is invariant over the mesh axes its out_spec leaves unmapped.
 void checkOutSpecs(ir::Module &m, Diagnostics &diags);
 // Checks that every array stays within the runtime's limits of rank and element count.

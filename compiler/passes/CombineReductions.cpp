@@ -1,0 +1,151 @@
+// combine-reductions: in the backward bodies autodiff makes for shmaps, the gradient sums over
+// devices (psum2) that can run at one point are made one psum2 of their operands laid end to
+// end, as XLA's all-reduce combiner and DDP's gradient buckets do: the same bytes in fewer
+// collectives, each of which costs every device of the group a meeting.
+//
+// A psum2 may run anywhere after its operand is computed and before its result is first read.
+// Those over the same axes, of the same dtype and the same variance (so that their operands
+// concatenate without a pbroadcast), whose ranges share a point, are combined there: each
+// operand flattened, the flat operands concatenated, one psum2, and each result sliced back
+// out and reshaped to its shape (the results keep their values, so their readers are
+// unchanged). The combined psum2 carries `combined` = how many it replaces, which --emit=ir
+// and --emit=comm show. Only a backward body's own equations are combined (not the loops and
+// conditionals nested in it): forward code communicates as its author wrote it.
+#include "passes/Passes.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace shmapc::passes {
+
+namespace {
+
+using namespace ir;
+
+// A combined collective's operands are at most this many bytes (a bucket, as DDP's 25 MiB): a
+// larger one would hold every gradient until the last is ready and double the peak memory of
+// the sums for no fewer meetings worth having.
+constexpr int64_t kBucketBytes = 32 << 20;
+
+struct Candidate {
+  size_t index;            // the psum2's equation
+  size_t earliest, latest; // it may stand before any equation in [earliest, latest]
+  int64_t bytes;
+};
+
+// Where each psum2 of f may stand.
+std::vector<Candidate> candidates(const Func &f) {
+  std::map<const Value *, size_t> definedAt;  // (a parameter: 0)
+  std::map<const Value *, size_t> firstRead;
+  for (size_t i = 0; i < f.eqns.size(); ++i) {
+    for (const Value *v : f.eqns[i].ins) firstRead.try_emplace(v, i);
+    for (const Value *v : f.eqns[i].outs) definedAt[v] = i + 1;
+  }
+  std::vector<Candidate> out;
+  for (size_t i = 0; i < f.eqns.size(); ++i) {
+    const Eqn &e = f.eqns[i];
+    if (e.prim != Prim::Psum2 || e.ins.size() != 1 || e.outs.size() != 1 || !e.bodies.empty()) continue;
+    auto d = definedAt.find(e.ins[0]);
+    auto r = firstRead.find(e.outs[0]);
+    const size_t earliest = d == definedAt.end() ? 0 : d->second;
+    const size_t latest = r == firstRead.end() ? f.eqns.size() : r->second;
+    out.push_back({i, earliest, latest, e.ins[0]->type.numElements() * dtypeSize(e.ins[0]->type.dtype)});
+  }
+  return out;
+}
+
+// The equations that compute `group`'s psum2s as one.
+std::vector<Eqn> combine(Func &f, const std::vector<const Eqn *> &group) {
+  std::vector<Eqn> out;
+  auto add = [&](Prim p, std::vector<Value *> ins, const Type &t, std::map<std::string, Attr> params, Loc loc,
+                 Value *into = nullptr) {
+    Value *v = into ? into : f.newValue(t);
+    out.push_back(Eqn{p, std::move(ins), {v}, std::move(params), {}, loc});
+    return v;
+  };
+  const Type &first = group[0]->ins[0]->type;
+  std::vector<Value *> flat;
+  int64_t total = 0;
+  for (const Eqn *e : group) {
+    const Type &t = e->ins[0]->type;
+    const int64_t n = t.numElements();
+    flat.push_back(add(Prim::Reshape, {e->ins[0]}, Type{t.dtype, {n}, t.vary}, {}, e->loc));
+    total += n;
+  }
+  const Loc loc = group.back()->loc;
+  Value *joined = add(Prim::Concatenate, flat, Type{first.dtype, {total}, first.vary}, {{"dimension", (int64_t)0}}, loc);
+  std::map<std::string, Attr> params = group[0]->params;
+  params["combined"] = (int64_t)group.size();
+  const Type summedType = group[0]->outs[0]->type;
+  Value *summed = add(Prim::Psum2, {joined}, Type{first.dtype, {total}, summedType.vary}, params, loc);
+  int64_t at = 0;
+  for (const Eqn *e : group) {
+    const Type &t = e->outs[0]->type;
+    const int64_t n = t.numElements();
+    Value *piece = add(Prim::Slice, {summed}, Type{t.dtype, {n}, t.vary},
+                       {{"start", std::vector<int64_t>{at}}, {"limit", std::vector<int64_t>{at + n}},
+                        {"strides", std::vector<int64_t>{1}}},
+                       e->loc);
+    add(Prim::Reshape, {piece}, t, {}, e->loc, e->outs[0]);
+    at += n;
+  }
+  return out;
+}
+
+void combineIn(Func &f) {
+  std::vector<Candidate> all = candidates(f);
+  // (axes, dtype, operand variance) -> the candidates that may be combined
+  std::map<std::tuple<std::vector<int64_t>, DType, AxisSet>, std::vector<Candidate>> kinds;
+  for (const Candidate &c : all) {
+    const Eqn &e = f.eqns[c.index];
+    kinds[{e.intsParam("axes"), e.ins[0]->type.dtype, e.ins[0]->type.vary}].push_back(c);
+  }
+  std::map<size_t, std::vector<Eqn>> before;  // equations to stand before equation i
+  std::vector<bool> gone(f.eqns.size(), false);
+  for (auto &[kind, list] : kinds) {
+    if (list.size() < 2) continue;
+    std::sort(list.begin(), list.end(), [](const Candidate &a, const Candidate &b) {
+      return std::tie(a.earliest, a.index) < std::tie(b.earliest, b.index);
+    });
+    // Greedy: a bucket takes the next candidate while their ranges still share a point.
+    for (size_t i = 0; i < list.size();) {
+      size_t lo = list[i].earliest, hi = list[i].latest, j = i + 1;
+      int64_t bytes = list[i].bytes;
+      while (j < list.size() && list[j].earliest <= hi && bytes + list[j].bytes <= kBucketBytes) {
+        lo = std::max(lo, list[j].earliest);
+        hi = std::min(hi, list[j].latest);
+        bytes += list[j].bytes;
+        ++j;
+      }
+      if (j - i >= 2) {
+        std::vector<const Eqn *> group;
+        for (size_t k = i; k < j; ++k) {
+          group.push_back(&f.eqns[list[k].index]);
+          gone[list[k].index] = true;
+        }
+        std::vector<Eqn> made = combine(f, group);
+        std::vector<Eqn> &at = before[lo];
+        for (Eqn &e : made) at.push_back(std::move(e));
+      }
+      i = j;
+    }
+  }
+  if (before.empty()) return;
+  std::vector<Eqn> eqns;
+  for (size_t i = 0; i <= f.eqns.size(); ++i) {
+    if (auto it = before.find(i); it != before.end())
+      for (Eqn &e : it->second) eqns.push_back(std::move(e));
+    if (i < f.eqns.size() && !gone[i]) eqns.push_back(std::move(f.eqns[i]));
+  }
+  f.eqns = std::move(eqns);
+}
+
+} // namespace
+
+void combineReductions(Module &m, Diagnostics &) {
+  for (auto &f : m.funcs)
+    if (f->isBackward && f->checkVma && f->mesh) combineIn(*f);
+}
+
+} // namespace shmapc::passes
