@@ -291,6 +291,7 @@ void Partitioner::partition(const Eqn &e) {
   }
   if (rule.kind == prims::FactorRule::Nested) return partitionNested(e, rule, std::move(local));
   if (e.prim == Prim::Slice) return partitionSlice(e, rule);
+  if (e.prim == Prim::Concatenate && partitionConcat(e)) return;
   partitionFactors(e, rule, std::move(local));
 }
 

@@ -188,6 +188,11 @@ private:
   // it rather than gathered with the others.
   void partitionSlice(const Eqn &e, const prims::FactorRule &rule);
 
+  // A concatenation whose joined dimension is to be sharded, on the local blocks
+  // (PartitionJoin.cpp); false where it is not (the factor rule then computes it whole).
+  bool partitionConcat(const Eqn &e);
+  static Halo windowHalo(int64_t n, int64_t offset, int64_t bo, const Refs &axes);
+
   // The elements [from, from + size) of x along dimension d.
   Value *sliceAlong(Value *x, size_t d, int64_t from, int64_t size, Loc loc);
 

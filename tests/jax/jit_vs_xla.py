@@ -31,6 +31,7 @@ INDEXING = os.path.join(ROOT, "tests", "run", "jit_indexing.smp")
 OPEN_DIMS = os.path.join(ROOT, "tests", "run", "jit_open_dims.smp")
 SLICES = os.path.join(ROOT, "tests", "run", "jit_slices.smp")
 FWD_BWD = os.path.join(ROOT, "tests", "run", "jit_fwd_bwd.smp")
+PADS = os.path.join(ROOT, "tests", "run", "jit_pads.smp")
 GRAD_REDUCE = os.path.join(ROOT, "tests", "run", "jit_grad_reduce.smp")
 MOVE_SMALL = os.path.join(ROOT, "tests", "run", "jit_move_small.smp")
 MOVE_SMALL_EDGES = os.path.join(ROOT, "tests", "run", "jit_move_small_edges.smp")
@@ -292,6 +293,21 @@ MOVE_SMALL_CASES["shrunk"] = (
     (N(m22, "x"), N(m22, "y")), N(m22, "x"), (f32(4, 8), f32(4, 8)))
 
 
+# Padding and joining along a sharded dimension (tests/run/jit_pads.smp), forward and vjp;
+# framed's uneven u and its padded result put in their shardings by with_sharding_constraint.
+PADS_CASES = {
+    "padded": (lambda a: jnp.pad(a, (1, 1)), (N(m22, "x"),), N(m22, "x"), (f32(8),)),
+    "shifted": (lambda a: jnp.concatenate([jnp.zeros(2, jnp.float32), a[0:6]]), (N(m22, "x"),), N(m22, "x"), (f32(8),)),
+    "joined": (lambda a, b: jnp.concatenate([a, b * 2.0]), (N(m22, "x"), N(m22)), N(m22, "x"), (f32(8), f32(8))),
+    "framed": (lambda c, u: (jax.lax.with_sharding_constraint(jnp.pad(c, ((1, 1), (0, 0)), constant_values=1.0),
+                                                              N(m22, "x", "y")),
+                             jax.lax.with_sharding_constraint(
+                                 jnp.pad(jax.lax.with_sharding_constraint(u, N(m22, "x")), (1, 1)), N(m22, "x"))),
+               (N(m22, "x", "y"), N(m22)), None, (f32(6, 4), f32(7))),
+}
+PADS_VJP_CASES = {name + "_vjp": vjp_case(PADS_CASES[name]) for name in ("padded", "shifted", "joined")}
+
+
 def nbytes(dtype, dims):
     return BYTES[dtype] * int(np.prod([int(d) for d in dims.split(",") if d] or [1]))
 
@@ -356,6 +372,7 @@ def main():
                            (INDEXING, INDEXING_CASES), (OPEN_DIMS, {**OPEN_DIMS_CASES, **OPEN_DIMS_VJP_CASES}),
                            (SLICES, {**SLICES_CASES, **SLICES_VJP_CASES}),
                            (FWD_BWD, {**FWD_BWD_CASES, **FWD_BWD_VJP_CASES}),
+                           (PADS, {**PADS_CASES, **PADS_VJP_CASES}),
                            (GRAD_REDUCE, {**GRAD_REDUCE_FWD_CASES, **GRAD_REDUCE_VJP_CASES}),
                            (MOVE_SMALL, {**MOVE_SMALL_CASES, **MOVE_SMALL_VJP_CASES}),
                            (MOVE_SMALL_EDGES, MOVE_SMALL_EDGES_CASES)):
