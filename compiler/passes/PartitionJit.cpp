@@ -153,13 +153,7 @@ Value *Partitioner::unpad(Value *x, size_t d, int64_t size, Func *into) {
 
 Value *Partitioner::maskPadding(Value *x, size_t d, const Refs &axes, int64_t n, double identity) {
   const std::vector<int64_t> &shape = x->type.shape;
-  Value *index = emit(Prim::AxisIndex, {}, Type{DType::I32, {}, 0}, {{"axes", axesParam(axes)}}, f_.loc);
-  Value *offset = emit(Prim::Mul, {index, constant((double)shape[d], DType::I32, {})}, Type{DType::I32, {}, 0}, {},
-                       f_.loc);
-  Value *offsets = emit(Prim::BroadcastInDim, {offset}, Type{DType::I32, shape, 0},
-                        {{"broadcast_dimensions", std::vector<int64_t>{}}}, f_.loc);
-  Value *iota = emit(Prim::Iota, {}, Type{DType::I32, shape, 0}, {{"dimension", (int64_t)d}}, f_.loc);
-  Value *at = emit(Prim::Add, {iota, offsets}, Type{DType::I32, shape, 0}, {}, f_.loc);
+  Value *at = indexAlong(shape, d, axes, shape[d], 0, f_.loc);
   Value *real = emit(Prim::Lt, {at, constant((double)n, DType::I32, shape)}, Type{DType::Bool, shape, 0}, {}, f_.loc);
   Type t = x->type;
   t.vary = 0;

@@ -57,7 +57,6 @@ bool Partitioner::partitionConcat(const Eqn &e) {
     offset += n;
   }
   const Loc loc = e.loc;
-  const Type i32{DType::I32, {}, 0};
   Type t = localType(out->type, to);
   t.vary = 0;
   Value *acc = constant(0, out->type.dtype, t.shape);
@@ -67,30 +66,12 @@ bool Partitioner::partitionConcat(const Eqn &e) {
     const int64_t n = x->type.shape[d];
     const Piece &p = pieces[i];
     Value *v = moved(x, p.want);
-    int64_t first = bo - offset, step = bo;  // (where this device's window starts in `ext`)
+    int64_t first = bo - offset, step = bo;  // (where this device's window starts, bo zeros before v)
     if (p.blocks) {
-      std::vector<Value *> parts;
-      const int64_t count = shardCount(axes);
-      auto neighbour = [&](int64_t from, int64_t size, int64_t towards) {
-        std::vector<int64_t> perm;
-        for (int64_t k = 0; k < count; ++k)
-          if (k + towards >= 0 && k + towards < count) perm.insert(perm.end(), {k, k + towards});
-        Value *piece = sliceAlong(v, d, from, size, loc);
-        return emit(Prim::Ppermute, {piece}, piece->type, {{"axes", axesParam(axes)}, {"perm", perm}}, loc);
-      };
-      if (p.halo.left) parts.push_back(neighbour(p.halo.inBlock - p.halo.left, p.halo.left, 1));
-      parts.push_back(v);
-      if (p.halo.right) parts.push_back(neighbour(0, p.halo.right, -1));
-      if (parts.size() > 1) {
-        Type c = v->type;
-        c.vary = 0;
-        c.shape[d] = p.halo.left + p.halo.inBlock + p.halo.right;
-        v = emit(Prim::Concatenate, parts, c, {{"dimension", (int64_t)d}}, loc);
-      }
+      v = withHalo(v, d, p.halo, axes, loc);
       first += p.halo.left;
       step = bo - p.halo.inBlock;
-    }
-    if (!p.blocks) {
+    } else {
       // (the whole operand made device-varying before it is padded: the backward then sums
       // the operand's gradient, not the padded window's)
       Type b = v->type;
@@ -99,23 +80,9 @@ bool Partitioner::partitionConcat(const Eqn &e) {
     }
     // (bo zeros on each side: a window reaching past the operand reads zeros, never a clamped
     // start that would shift the elements it does hold)
-    std::vector<int64_t> zeros = v->type.shape;
-    zeros[d] = bo;
-    Value *z = constant(0, x->type.dtype, zeros);
-    Type c = v->type;
-    c.vary = 0;
-    c.shape[d] += 2 * bo;
-    Value *ext = emit(Prim::Concatenate, {z, v, z}, c, {{"dimension", (int64_t)d}}, loc);
-    Value *window = blockAt(ext, d, first, step, bo, axes, loc);
+    Value *window = blockAt(betweenZeros(v, d, bo, loc), d, first, step, bo, axes, loc);
     // Where the window holds this operand: 0 <= k * bo + j - offset < n.
-    Value *index = emit(Prim::AxisIndex, {}, i32, {{"axes", axesParam(axes)}}, loc);
-    Value *at = emit(Prim::Add, {emit(Prim::Mul, {index, constant((double)bo, DType::I32, {})}, i32, {}, loc),
-                                 constant((double)-offset, DType::I32, {})},
-                     i32, {}, loc);
-    const Type shape{DType::I32, t.shape, 0};
-    Value *q = emit(Prim::Add, {emit(Prim::Iota, {}, shape, {{"dimension", (int64_t)d}}, loc),
-                                emit(Prim::BroadcastInDim, {at}, shape, {{"broadcast_dimensions", std::vector<int64_t>{}}}, loc)},
-                    shape, {}, loc);
+    Value *q = indexAlong(t.shape, d, axes, bo, -offset, loc);
     const Type flags{DType::Bool, t.shape, 0};
     Value *inside = emit(Prim::And, {emit(Prim::Ge, {q, constant(0, DType::I32, t.shape)}, flags, {}, loc),
                                      emit(Prim::Lt, {q, constant((double)n, DType::I32, t.shape)}, flags, {}, loc)},

@@ -174,11 +174,7 @@ Value *Partitioner::sliceAlong(Value *x, size_t d, int64_t from, int64_t size, L
 }
 
 Value *Partitioner::blockAt(Value *x, size_t d, int64_t first, int64_t step, int64_t size, const Refs &axes, Loc loc) {
-  const Type i32{DType::I32, {}, 0};
-  Value *index = emit(Prim::AxisIndex, {}, i32, {{"axes", axesParam(axes)}}, loc);
-  Value *at = emit(Prim::Add, {emit(Prim::Mul, {index, constant((double)step, DType::I32, {})}, i32, {}, loc),
-                               constant((double)first, DType::I32, {})},
-                   i32, {}, loc);
+  Value *at = deviceOffset(axes, step, first, loc);
   std::vector<Value *> ins = {x};
   for (size_t k = 0; k < x->type.shape.size(); ++k) ins.push_back(k == d ? at : constant(0, DType::I32, {}));
   std::vector<int64_t> sizes = x->type.shape;
@@ -189,7 +185,22 @@ Value *Partitioner::blockAt(Value *x, size_t d, int64_t first, int64_t step, int
   return emit(Prim::DynamicSlice, ins, t, {{"sizes", sizes}}, loc);
 }
 
-Value *Partitioner::shifted(Value *x, size_t d, const Halo &h, int64_t start, const Refs &axes, Loc loc) {
+Value *Partitioner::deviceOffset(const Refs &axes, int64_t step, int64_t first, Loc loc) {
+  const Type i32{DType::I32, {}, 0};
+  Value *index = emit(Prim::AxisIndex, {}, i32, {{"axes", axesParam(axes)}}, loc);
+  Value *at = emit(Prim::Mul, {index, constant((double)step, DType::I32, {})}, i32, {}, loc);
+  return first == 0 ? at : emit(Prim::Add, {at, constant((double)first, DType::I32, {})}, i32, {}, loc);
+}
+
+Value *Partitioner::indexAlong(const std::vector<int64_t> &shape, size_t d, const Refs &axes, int64_t step,
+                               int64_t first, Loc loc) {
+  const Type t{DType::I32, shape, 0};
+  Value *offsets = emit(Prim::BroadcastInDim, {deviceOffset(axes, step, first, loc)}, t,
+                        {{"broadcast_dimensions", std::vector<int64_t>{}}}, loc);
+  return emit(Prim::Add, {emit(Prim::Iota, {}, t, {{"dimension", (int64_t)d}}, loc), offsets}, t, {}, loc);
+}
+
+Value *Partitioner::withHalo(Value *x, size_t d, const Halo &h, const Refs &axes, Loc loc) {
   const int64_t n = shardCount(axes);
   std::vector<Value *> parts;
   auto neighbour = [&](int64_t from, int64_t size, int64_t towards) {
@@ -202,25 +213,31 @@ Value *Partitioner::shifted(Value *x, size_t d, const Halo &h, int64_t start, co
   if (h.left) parts.push_back(neighbour(h.inBlock - h.left, h.left, 1));  // (the block before's end)
   parts.push_back(x);
   if (h.right) parts.push_back(neighbour(0, h.right, -1));  // (the block after's start)
-  if (parts.size() > 1) {
-    Type t = x->type;
-    t.vary = 0;
-    t.shape[d] = h.left + h.inBlock + h.right;
-    x = emit(Prim::Concatenate, parts, t, {{"dimension", (int64_t)d}}, loc);
-  }
+  if (parts.size() == 1) return x;
+  Type t = x->type;
+  t.vary = 0;
+  t.shape[d] = h.left + h.inBlock + h.right;
+  return emit(Prim::Concatenate, parts, t, {{"dimension", (int64_t)d}}, loc);
+}
+
+Value *Partitioner::betweenZeros(Value *x, size_t d, int64_t count, Loc loc) {
+  std::vector<int64_t> zeros = x->type.shape;
+  zeros[d] = count;
+  Value *z = constant(0, x->type.dtype, zeros);
+  Type t = x->type;
+  t.vary = 0;
+  t.shape[d] += 2 * count;
+  return emit(Prim::Concatenate, {z, x, z}, t, {{"dimension", (int64_t)d}}, loc);
+}
+
+Value *Partitioner::shifted(Value *x, size_t d, const Halo &h, int64_t start, const Refs &axes, Loc loc) {
+  x = withHalo(x, d, h, axes, loc);
   if (h.outBlock == h.inBlock) return h.left + start == 0 ? x : sliceAlong(x, d, h.left + start, h.outBlock, loc);
   return blockAt(x, d, h.left + start, h.outBlock - h.inBlock, h.outBlock, axes, loc);
 }
 
 Value *Partitioner::masked(Value *x, size_t d, int64_t start, int64_t o, const Refs &axes, Loc loc) {
-  std::vector<int64_t> zeros = x->type.shape;
-  zeros[d] = o;
-  Value *z = constant(0, x->type.dtype, zeros);
-  Type t = x->type;
-  t.vary = 0;
-  t.shape[d] = 2 * o + x->type.shape[d];
-  Value *spread = emit(Prim::Concatenate, {z, x, z}, t, {{"dimension", (int64_t)d}}, loc);
-  return blockAt(spread, d, o + start, -x->type.shape[d], o, axes, loc);
+  return blockAt(betweenZeros(x, d, o, loc), d, o + start, -x->type.shape[d], o, axes, loc);
 }
 
 } // namespace shmapc::passes::partition

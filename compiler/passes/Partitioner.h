@@ -200,6 +200,20 @@ private:
   // `axes` times `step` (clamped into x, as dynamic_slice is).
   Value *blockAt(Value *x, size_t d, int64_t first, int64_t step, int64_t size, const Refs &axes, Loc loc);
 
+  // This device's index along `axes` times `step` plus `first` (an i32 scalar).
+  Value *deviceOffset(const Refs &axes, int64_t step, int64_t first, Loc loc);
+
+  // An i32 array of `shape` holding, at each element, its index along dimension d plus
+  // deviceOffset(axes, step, first): where the element of a local block lies globally.
+  Value *indexAlong(const std::vector<int64_t> &shape, size_t d, const Refs &axes, int64_t step, int64_t first, Loc loc);
+
+  // x (a block along `axes` of inBlock elements on dimension d) between the last h.left
+  // elements of the block before and the first h.right of the block after (ppermute).
+  Value *withHalo(Value *x, size_t d, const Halo &h, const Refs &axes, Loc loc);
+
+  // x with `count` zeros before and after it along dimension d.
+  Value *betweenZeros(Value *x, size_t d, int64_t count, Loc loc);
+
   // A Shift dimension: the halos from the neighbours along `axes` (ppermute), then each
   // device's result block from its own block between them.
   Value *shifted(Value *x, size_t d, const Halo &h, int64_t start, const Refs &axes, Loc loc);
