@@ -129,6 +129,17 @@ struct ReducedDims {
 // scratch for 8 rows of w. The loops over j are the same additions for each output of a tile.
 template <typename T, typename Rows>
 void leaf_sum(const Rows &row, int64_t n, int64_t w, T *r, T *out) {
+  if (w == 1 && n >= 8) {  // one output: its 8 accumulators in registers (a vector, when contiguous)
+    T acc[8];
+    for (int k = 0; k < 8; ++k) acc[k] = row(k)[0];
+    int64_t i = 8;
+    for (; i < n - n % 8; i += 8)
+      for (int k = 0; k < 8; ++k) acc[k] += row(i + k)[0];
+    T s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; ++i) s += row(i)[0];
+    out[0] = s;
+    return;
+  }
   if (n < 8) {
     for (int64_t j = 0; j < w; ++j) out[j] = row(0)[j];
     for (int64_t i = 1; i < n; ++i)
