@@ -52,6 +52,11 @@ bool elementwise(const Eqn &q) {
   return q.prim != Prim::Transpose && prims::rulesOf(q.prim).scalar != nullptr;
 }
 
+// What a residual may be remade from: element-wise equations, and transposes (a matmul's
+// operand transposed in the forward part is read through BLAS's flag where it is remade:
+// fold-transposes).
+bool remakable(const Eqn &q) { return elementwise(q) || (q.prim == Prim::Transpose && !communicatesOver(q)); }
+
 // At most this many equations are remade for one residual: a longer chain would cost the
 // backward part more arithmetic than the store and load of the residual it saves.
 constexpr size_t kMaxRemadeChain = 12;
@@ -89,16 +94,29 @@ bool remakeElementwiseResiduals(const Func &v, size_t P, const std::vector<bool>
       if (d == definer.end()) return false;
       const size_t i = d->second;
       if (chain.count(i)) return true;
-      if (!forward[i] || backward[i] || !elementwise(v.eqns[i]) || chain.size() >= kMaxRemadeChain) return false;
+      if (!forward[i] || backward[i] || !remakable(v.eqns[i]) || chain.size() >= kMaxRemadeChain) return false;
       chain.insert(i);
       for (const Value *in : v.eqns[i].ins)
         if (!derivable(in)) return false;
       return true;
     };
     auto d = definer.find(r);
-    if (d == definer.end() || remake[d->second] || !derivable(r)) {
+    if (d == definer.end() || remake[d->second]) {
       kept.insert(r);
       continue;
+    }
+    if (!derivable(r)) {
+      // A transpose's result is stored as its operand instead (the same bytes), which the
+      // backward part transposes again where it reads it: into a matmul's flag, mostly.
+      const Eqn &q = v.eqns[d->second];
+      const bool swap = q.prim == Prim::Transpose && forward[d->second] && !backward[d->second] &&
+                        !communicatesOver(q) && definer.count(q.ins[0]) && forward[definer.at(q.ins[0])];
+      if (!swap) {
+        kept.insert(r);
+        continue;
+      }
+      kept.insert(q.ins[0]);
+      chain = {d->second};
     }
     for (size_t i : chain) {
       remake[i] = true;
