@@ -62,12 +62,14 @@ bool remakable(const Eqn &q) { return elementwise(q) || (q.prim == Prim::Transpo
 constexpr size_t kMaxRemadeChain = 12;
 
 // Marks for remaking (in the backward part as well as the forward) each element-wise residual
-// that can be computed from values the backward part has anyway: the other residuals, the
-// primal params and what is remade already, through at most kMaxRemadeChain element-wise
-// forward equations. Residuals are tried latest first, so a chain may start at an earlier
-// residual that is itself remade later (the backward part then remakes both). No residual is
-// added: every value a chain starts from is one the backward part reads already. Returns
-// whether any was remade.
+// that can be computed from values the backward part has anyway: the residuals kept, the
+// primal params and what was remade before this pass, through at most kMaxRemadeChain
+// element-wise forward equations in all. Residuals are decided in the order they are defined,
+// so a chain may pass through earlier residuals that were remade (a GELU's products and tanh,
+// all from its pre-activation), its count including theirs: remaking any value costs at most
+// kMaxRemadeChain equations, and a long element-wise forward is remade in pieces, never from
+// its start at every reader. No residual is added: every value a chain starts from is one the
+// backward part reads already. Returns whether any was remade.
 bool remakeElementwiseResiduals(const Func &v, size_t P, const std::vector<bool> &forward,
                                 const std::vector<bool> &backward, std::vector<bool> &remake,
                                 const std::vector<Value *> &residuals) {
@@ -81,7 +83,7 @@ bool remakeElementwiseResiduals(const Func &v, size_t P, const std::vector<bool>
   std::vector<Value *> order = residuals;
   std::sort(order.begin(), order.end(), [&](const Value *a, const Value *b) {
     auto da = definer.find(a), db = definer.find(b);
-    return (da == definer.end() ? 0 : da->second + 1) > (db == definer.end() ? 0 : db->second + 1);
+    return (da == definer.end() ? 0 : da->second + 1) < (db == definer.end() ? 0 : db->second + 1);
   });
   bool any = false;
   for (Value *r : order) {
@@ -118,10 +120,7 @@ bool remakeElementwiseResiduals(const Func &v, size_t P, const std::vector<bool>
       kept.insert(q.ins[0]);
       chain = {d->second};
     }
-    for (size_t i : chain) {
-      remake[i] = true;
-      available.insert(v.eqns[i].outs.begin(), v.eqns[i].outs.end());
-    }
+    for (size_t i : chain) remake[i] = true;
     any = true;
   }
   return any;
