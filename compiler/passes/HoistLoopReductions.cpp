@@ -1,0 +1,339 @@
+// hoist-loop-reductions: in the backward bodies autodiff makes for shmaps, a gradient sum over
+// devices (psum2) inside a loop whose result only accumulates into a loop carry is taken once,
+// of the carry, after the loop.
+//
+// The transpose of a loop runs the iterations backwards and accumulates each const's cotangent
+// in a carry. A weight read per iteration through a pbroadcast inside the loop (a slice
+// `dynamic_slice(w, [l, ...])` of a stacked [L, ...] weight, a scan over it) has its
+// cotangent summed over devices in every iteration:
+//     w_ct' = w_ct + dynamic_update_slice(zeros, psum2[A](g), l, ...)
+// L all-reduces of one slice each, where one of the accumulated [L, ...] array after the loop
+// moves the same bytes. psum2 is linear, so when the carry's new value is a linear function F
+// of the carry and of psum2 results s_j = psum2[A](g_j) (add, sub, neg, reshape, transpose,
+// broadcast_in_dim, reduce_sum, convert, slice, dynamic_slice, dynamic_update_slice,
+// concatenate, zeros), F(psum2 c, psum2 g_1, ...) = psum2 F(c, g_1, ...): the carry may
+// accumulate the unreduced g_j (varying over A) and be summed once after the loop. The carry
+// starts at zero (each device's share of the sum) and the sum after the loop is the carry's
+// value, or, where the carry's initial value is not zero and the body only adds to it
+// (c' = c + x), that value plus the sum.
+//
+// Only where it never adds bytes: the runtime's all-reduce of E elements over a group of n
+// devices moves (n-1)/n of E per device (ir/Comm.cpp), so over the same axes the bytes go as
+// the elements. The rewrite is made where the carry has no more bytes than the sums it
+// replaces over all iterations (trip count x the bytes of the g_j): a slice of an [L, ...]
+// weight per iteration of L gives the same bytes in 1 call instead of L; a weight read whole
+// gives 1/L of the bytes. A carry of which each iteration sums a small part (a few slices of
+// a large array) is left as it is. It is made only where nothing else in the body reads the
+// carry or the values between the sums and the carry (they hold summed values), and the sums
+// are all over the same axes.
+//
+// Variance: g_j varies over A (psum2's rule) and s_j does not, so every value of F varies over
+// A in addition to what it did: the carry's param, result and initial value (a zero lifted by
+// pbroadcast), and the zeros F reads (lifted where they are read). The psum2 after the loop
+// makes the loop's result invariant over A again, its type as before.
+//
+// Loops nested in a loop body are rewritten first, so a sum that leaves an inner loop may then
+// leave the outer one (and the blocks of a long loop's checkpointing, a loop in a loop, are
+// handled alike). Loops under a conditional and while loops (never transposed) are left, and
+// so is anything outside backward bodies: forward code communicates as its author wrote it.
+// combine-reductions then combines the sums after the loops with the body's others.
+#include "passes/Passes.h"
+
+#include <map>
+#include <set>
+
+namespace shmapc::passes {
+
+namespace {
+
+using namespace ir;
+
+bool isZeroConstant(const Eqn &e) {
+  if (e.prim != Prim::Constant || !e.has("value")) return false;
+  for (double v : e.doublesParam("value"))
+    if (v != 0.0) return false;
+  return true;
+}
+
+// The operands of `e` through which it is linear, or false when it is not one of the linear
+// equations this pass follows (the others' operands are indices, free of the sums).
+bool linearOperands(const Eqn &e, std::vector<size_t> &positions) {
+  positions.clear();
+  if (e.outs.size() != 1 || !e.bodies.empty()) return false;
+  switch (e.prim) {
+  case Prim::Add:
+  case Prim::Sub:
+    positions = {0, 1};
+    return true;
+  case Prim::Neg:
+  case Prim::Reshape:
+  case Prim::Transpose:
+  case Prim::BroadcastInDim:
+  case Prim::ReduceSum:
+  case Prim::Slice:
+  case Prim::DynamicSlice:
+    positions = {0};
+    return true;
+  case Prim::Convert:
+    positions = {0};
+    return isFloat(e.ins[0]->type.dtype) && isFloat(e.outs[0]->type.dtype);
+  case Prim::DynamicUpdateSlice:
+    positions = {0, 1};
+    return true;
+  case Prim::Concatenate:
+    for (size_t k = 0; k < e.ins.size(); ++k) positions.push_back(k);
+    return true;
+  default:
+    return false;
+  }
+}
+
+// Where a body's values are defined and read.
+struct Uses {
+  std::map<const Value *, size_t> def;                 // value -> defining equation
+  std::map<const Value *, std::vector<size_t>> reads;  // value -> reading equations
+  std::map<const Value *, int> resultReads;            // value -> times it is a result
+  explicit Uses(const Func &f) {
+    for (size_t i = 0; i < f.eqns.size(); ++i) {
+      for (const Value *v : f.eqns[i].ins) reads[v].push_back(i);
+      for (const Value *v : f.eqns[i].outs) def[v] = i;
+    }
+    for (const Value *v : f.results) ++resultReads[v];
+  }
+};
+
+// Whether `v` (defined in `f`, or a param) is a zero: a zero constant, possibly lifted or
+// broadcast.
+bool isZero(const Uses &u, const Func &f, const Value *v) {
+  for (;;) {
+    auto d = u.def.find(v);
+    if (d == u.def.end()) return false;
+    const Eqn &e = f.eqns[d->second];
+    if (isZeroConstant(e)) return true;
+    if ((e.prim != Prim::Pbroadcast && e.prim != Prim::BroadcastInDim && e.prim != Prim::Reshape) || e.ins.size() != 1)
+      return false;
+    v = e.ins[0];
+  }
+}
+
+// What moving one carry's sums after the loop takes.
+struct Plan {
+  size_t carry = 0;
+  std::set<size_t> chain;  // the linear equations between the sums and the carry's result
+  std::set<size_t> roots;  // the psum2s
+  std::vector<int64_t> axes;
+  std::map<std::string, Attr> params;  // the first psum2's
+  Loc loc;
+  AxisSet over = 0;  // axes as a set
+};
+
+// The plan for carry k of `loop` (its body `b`), or false where the rewrite does not apply
+// to it. `zeroInit`: the carry starts at zero in the loop's function.
+bool planCarry(const Eqn &loop, const Func &b, const Uses &u, size_t k, bool zeroInit, Plan &plan) {
+  const size_t C = (size_t)loop.intParam("num_consts");
+  Value *p = b.params[1 + C + k], *ret = b.results[k];
+  if (!isFloat(p->type.dtype) || ret == p) return false;
+  plan = Plan{};
+  plan.carry = k;
+  std::set<const Value *> seen;
+  std::vector<Value *> work = {ret};
+  std::vector<size_t> positions;
+  while (!work.empty()) {
+    Value *v = work.back();
+    work.pop_back();
+    if (!seen.insert(v).second || v == p) continue;
+    auto d = u.def.find(v);
+    if (d == u.def.end()) return false;  // another param: not linear in the carry and sums
+    const Eqn &e = b.eqns[d->second];
+    if (e.prim == Prim::Psum2 && e.ins.size() == 1 && e.outs.size() == 1 && !e.has("combined")) {
+      const std::vector<int64_t> &axes = e.intsParam("axes");
+      if (plan.roots.empty()) {
+        plan.axes = axes;
+        plan.params = e.params;
+        plan.loc = e.loc;
+        for (int64_t a : axes) plan.over |= AxisSet(1) << a;
+      } else if (axes != plan.axes) {
+        return false;
+      }
+      if (e.ins[0]->type.vary != (e.outs[0]->type.vary | plan.over)) return false;
+      plan.roots.insert(d->second);
+      continue;
+    }
+    if (isZero(u, b, v)) continue;  // lifted where it is read
+    if (!linearOperands(e, positions)) return false;
+    plan.chain.insert(d->second);
+    for (size_t pos : positions) work.push_back(e.ins[pos]);
+  }
+  if (plan.roots.empty()) return false;
+
+  // Nothing but the chain reads the carry, the sums or the chain's values, and the carry's
+  // new value is only the result.
+  auto readOnlyByChain = [&](const Value *v) {
+    auto r = u.reads.find(v);
+    if (r == u.reads.end()) return true;
+    for (size_t i : r->second)
+      if (!plan.chain.count(i)) return false;
+    return true;
+  };
+  auto resultReads = [&](const Value *v) {
+    auto r = u.resultReads.find(v);
+    return r == u.resultReads.end() ? 0 : r->second;
+  };
+  if (!readOnlyByChain(p) || resultReads(p) != 0) return false;
+  for (size_t i : plan.roots)
+    if (!readOnlyByChain(b.eqns[i].outs[0]) || resultReads(b.eqns[i].outs[0]) != (b.eqns[i].outs[0] == ret))
+      return false;
+  for (size_t i : plan.chain) {
+    const Value *v = b.eqns[i].outs[0];
+    if (v == ret ? (u.reads.count(v) || resultReads(v) != 1) : (!readOnlyByChain(v) || resultReads(v) != 0))
+      return false;
+    if (v->type.vary & plan.over) return false;  // (a chain value is a sum: invariant over A)
+  }
+  if (p->type.vary & plan.over) return false;
+
+  // A carry not known to start at zero: only c' = c + x, x free of c, is its initial value
+  // plus the sum after the loop.
+  if (!zeroInit) {
+    auto d = u.def.find(ret);
+    if (d == u.def.end()) return false;
+    const Eqn &add = b.eqns[d->second];
+    if (add.prim != Prim::Add || (add.ins[0] == p) == (add.ins[1] == p)) return false;
+    const auto r = u.reads.find(p);
+    if (r == u.reads.end() || r->second.size() != 1) return false;
+  }
+
+  // Never more bytes: the carry's bytes against the sums' over all iterations.
+  const int64_t trips = loop.intParam("hi") - loop.intParam("lo");
+  if (trips < 1) return false;
+  int64_t summed = 0;
+  for (size_t i : plan.roots) summed += b.eqns[i].ins[0]->type.byteSize();
+  return p->type.byteSize() <= trips * summed;
+}
+
+Value *zeros(Func &f, const Type &t, Loc loc, std::vector<Eqn> &into) {
+  Value *z = f.newValue(Type{t.dtype, t.shape, 0});
+  into.push_back(Eqn{Prim::Constant, {}, {z}, {{"value", std::vector<double>{0.0}}}, {}, loc});
+  if (t.vary == 0) return z;
+  Value *lifted = f.newValue(t);
+  into.push_back(Eqn{Prim::Pbroadcast, {z}, {lifted}, {{"axes", axisList(t.vary)}}, {}, loc});
+  return lifted;
+}
+
+// Rewrites the body of `loop` for the plans (the carries' sums out of it) and returns the
+// equations that stand before the loop (the carries' zero initial values) and after it (the
+// sums), which become the loop's results.
+void rewrite(Func &f, Eqn &loop, const std::vector<Plan> &plans, const Uses &fu, std::vector<Eqn> &before,
+             std::vector<Eqn> &after) {
+  Func &b = *loop.bodies[0];
+  const size_t C = (size_t)loop.intParam("num_consts");
+  std::set<size_t> dropped;
+  std::map<size_t, std::vector<Eqn>> lifts;  // zeros lifted before chain equation i
+  std::map<Value *, Value *> replace;        // a dropped psum2's result -> its operand
+  for (const Plan &plan : plans) {
+    for (size_t i : plan.roots) {
+      dropped.insert(i);
+      replace[b.eqns[i].outs[0]] = b.eqns[i].ins[0];
+    }
+  }
+  for (const Plan &plan : plans) {
+    // Everything between the sums and the carry now varies over the sums' axes too.
+    Value *p = b.params[1 + C + plan.carry];
+    p->type.vary |= plan.over;
+    std::set<const Value *> linear = {p};
+    for (size_t i : plan.roots) linear.insert(b.eqns[i].ins[0]);
+    for (size_t i : plan.chain) {
+      b.eqns[i].outs[0]->type.vary |= plan.over;
+      linear.insert(b.eqns[i].outs[0]);
+    }
+    std::vector<size_t> positions;
+    for (size_t i : plan.chain) {
+      Eqn &e = b.eqns[i];
+      linearOperands(e, positions);
+      const AxisSet vary = e.outs[0]->type.vary;
+      for (size_t pos : positions) {
+        Value *&in = e.ins[pos];
+        if (auto r = replace.find(in); r != replace.end()) in = r->second;
+        if (linear.count(in) || in->type.vary == vary) continue;
+        // a zero, lifted to vary as the chain now does
+        Value *lifted = b.newValue(Type{in->type.dtype, in->type.shape, vary});
+        lifts[i].push_back(Eqn{Prim::Pbroadcast, {in}, {lifted}, {{"axes", axisList(vary & ~in->type.vary)}}, {}, e.loc});
+        in = lifted;
+      }
+    }
+    Value *&ret = b.results[plan.carry];
+    if (auto r = replace.find(ret); r != replace.end()) ret = r->second;
+
+    // In the loop's function: a zero initial value, the loop's result summed after it.
+    Value *init = loop.ins[C + plan.carry], *old = loop.outs[plan.carry];
+    Type varying = old->type;
+    varying.vary |= plan.over;
+    loop.ins[C + plan.carry] = zeros(f, varying, loop.loc, before);
+    Value *acc = loop.outs[plan.carry] = f.newValue(varying, old->hint);
+    std::map<std::string, Attr> params = plan.params;
+    if (isZero(fu, f, init)) {
+      after.push_back(Eqn{Prim::Psum2, {acc}, {old}, params, {}, plan.loc});
+    } else {
+      Value *sum = f.newValue(old->type);
+      after.push_back(Eqn{Prim::Psum2, {acc}, {sum}, params, {}, plan.loc});
+      after.push_back(Eqn{Prim::Add, {init, sum}, {old}, {}, {}, plan.loc});
+    }
+  }
+  std::vector<Eqn> eqns;
+  for (size_t i = 0; i < b.eqns.size(); ++i) {
+    if (dropped.count(i)) continue;
+    if (auto l = lifts.find(i); l != lifts.end())
+      for (Eqn &e : l->second) eqns.push_back(std::move(e));
+    eqns.push_back(std::move(b.eqns[i]));
+  }
+  b.eqns = std::move(eqns);
+}
+
+void hoistIn(Func &f) {
+  // Inner loops first: a sum they leave after them may then leave the loop around them.
+  for (Eqn &e : f.eqns)
+    if (e.prim == Prim::Loop) hoistIn(*e.bodies[0]);
+
+  std::map<size_t, std::pair<std::vector<Eqn>, std::vector<Eqn>>> around;  // loop -> before, after
+  const Uses fu(f);
+  for (size_t i = 0; i < f.eqns.size(); ++i) {
+    Eqn &loop = f.eqns[i];
+    if (loop.prim != Prim::Loop) continue;
+    const Func &b = *loop.bodies[0];
+    const Uses bu(b);
+    const size_t C = (size_t)loop.intParam("num_consts");
+    std::vector<Plan> plans;
+    std::set<size_t> taken;  // each psum2 moves with one carry
+    for (size_t k = 0; k < loop.outs.size(); ++k) {
+      Plan plan;
+      if (!planCarry(loop, b, bu, k, isZero(fu, f, loop.ins[C + k]), plan)) continue;
+      bool shared = false;
+      for (size_t r : plan.roots) shared = shared || taken.count(r);
+      if (shared) continue;
+      taken.insert(plan.roots.begin(), plan.roots.end());
+      plans.push_back(std::move(plan));
+    }
+    if (plans.empty()) continue;
+    auto &[before, after] = around[i];
+    rewrite(f, loop, plans, fu, before, after);
+  }
+  if (around.empty()) return;
+  std::vector<Eqn> eqns;
+  for (size_t i = 0; i < f.eqns.size(); ++i) {
+    auto a = around.find(i);
+    if (a != around.end())
+      for (Eqn &e : a->second.first) eqns.push_back(std::move(e));
+    eqns.push_back(std::move(f.eqns[i]));
+    if (a != around.end())
+      for (Eqn &e : a->second.second) eqns.push_back(std::move(e));
+  }
+  f.eqns = std::move(eqns);
+}
+
+} // namespace
+
+void hoistLoopReductions(Module &m, Diagnostics &) {
+  for (auto &f : m.funcs)
+    if (f->isBackward && f->checkVma && f->mesh) hoistIn(*f);
+}
+
+} // namespace shmapc::passes
