@@ -55,15 +55,23 @@ bool isZeroConstant(const Eqn &e) {
   return true;
 }
 
+// How a linear equation reads its operands: `linear`, those it is linear in (the others are
+// indices, or `scale`: a factor free of the sums, which must vary as the result does).
+struct Operands {
+  std::vector<size_t> linear, scale;
+};
+
 // The operands of `e` through which it is linear, or false when it is not one of the linear
-// equations this pass follows (the others' operands are indices, free of the sums).
-bool linearOperands(const Eqn &e, std::vector<size_t> &positions) {
-  positions.clear();
-  if (e.outs.size() != 1 || !e.bodies.empty()) return false;
+// equations this pass follows. `fromSums(v)`: v is computed from the carry or a sum (the
+// operand of a mul or div that is, the factor the one that is not).
+template <typename FromSums> bool linearOperands(const Eqn &e, Operands &o, FromSums fromSums) {
+  o = Operands{};
+  if (e.outs.size() != 1 || !e.bodies.empty() || !isFloat(e.outs[0]->type.dtype)) return false;
   switch (e.prim) {
   case Prim::Add:
   case Prim::Sub:
-    positions = {0, 1};
+  case Prim::DynamicUpdateSlice:
+    o.linear = {0, 1};
     return true;
   case Prim::Neg:
   case Prim::Reshape:
@@ -72,17 +80,22 @@ bool linearOperands(const Eqn &e, std::vector<size_t> &positions) {
   case Prim::ReduceSum:
   case Prim::Slice:
   case Prim::DynamicSlice:
-    positions = {0};
+    o.linear = {0};
     return true;
   case Prim::Convert:
-    positions = {0};
-    return isFloat(e.ins[0]->type.dtype) && isFloat(e.outs[0]->type.dtype);
-  case Prim::DynamicUpdateSlice:
-    positions = {0, 1};
-    return true;
+    o.linear = {0};
+    return isFloat(e.ins[0]->type.dtype);
   case Prim::Concatenate:
-    for (size_t k = 0; k < e.ins.size(); ++k) positions.push_back(k);
+    for (size_t k = 0; k < e.ins.size(); ++k) o.linear.push_back(k);
     return true;
+  case Prim::Mul:
+  case Prim::Div: {
+    const bool a = fromSums(e.ins[0]), b = fromSums(e.ins[1]);
+    if (a == b || (e.prim == Prim::Div && !a)) return false;
+    o.linear = {a ? size_t(0) : size_t(1)};
+    o.scale = {a ? size_t(1) : size_t(0)};
+    return true;
+  }
   default:
     return false;
   }
@@ -119,7 +132,7 @@ bool isZero(const Uses &u, const Func &f, const Value *v) {
 // What moving one carry's sums after the loop takes.
 struct Plan {
   size_t carry = 0;
-  std::set<size_t> chain;  // the linear equations between the sums and the carry's result
+  std::map<size_t, Operands> chain;  // the linear equations between the sums and the carry's result
   std::set<size_t> roots;  // the psum2s
   std::vector<int64_t> axes;
   std::map<std::string, Attr> params;  // the first psum2's
@@ -135,9 +148,15 @@ bool planCarry(const Eqn &loop, const Func &b, const Uses &u, size_t k, bool zer
   if (!isFloat(p->type.dtype) || ret == p) return false;
   plan = Plan{};
   plan.carry = k;
+  std::set<const Value *> fromSums = {p};  // computed from the carry or a psum2
+  for (const Eqn &e : b.eqns) {
+    bool from = e.prim == Prim::Psum2;
+    for (const Value *v : e.ins) from = from || fromSums.count(v);
+    if (from) fromSums.insert(e.outs.begin(), e.outs.end());
+  }
   std::set<const Value *> seen;
   std::vector<Value *> work = {ret};
-  std::vector<size_t> positions;
+  Operands o;
   while (!work.empty()) {
     Value *v = work.back();
     work.pop_back();
@@ -160,9 +179,9 @@ bool planCarry(const Eqn &loop, const Func &b, const Uses &u, size_t k, bool zer
       continue;
     }
     if (isZero(u, b, v)) continue;  // lifted where it is read
-    if (!linearOperands(e, positions)) return false;
-    plan.chain.insert(d->second);
-    for (size_t pos : positions) work.push_back(e.ins[pos]);
+    if (!linearOperands(e, o, [&](const Value *x) { return fromSums.count(x) != 0; })) return false;
+    for (size_t pos : o.linear) work.push_back(e.ins[pos]);
+    plan.chain[d->second] = std::move(o);
   }
   if (plan.roots.empty()) return false;
 
@@ -183,7 +202,7 @@ bool planCarry(const Eqn &loop, const Func &b, const Uses &u, size_t k, bool zer
   for (size_t i : plan.roots)
     if (!readOnlyByChain(b.eqns[i].outs[0]) || resultReads(b.eqns[i].outs[0]) != (b.eqns[i].outs[0] == ret))
       return false;
-  for (size_t i : plan.chain) {
+  for (const auto &[i, _] : plan.chain) {
     const Value *v = b.eqns[i].outs[0];
     if (v == ret ? (u.reads.count(v) || resultReads(v) != 1) : (!readOnlyByChain(v) || resultReads(v) != 0))
       return false;
@@ -223,7 +242,7 @@ Value *zeros(Func &f, const Type &t, Loc loc, std::vector<Eqn> &into) {
 // equations that stand before the loop (the carries' zero initial values) and after it (the
 // sums), which become the loop's results.
 void rewrite(Func &f, Eqn &loop, const std::vector<Plan> &plans, const Uses &fu, std::vector<Eqn> &before,
-             std::vector<Eqn> &after) {
+             std::vector<Eqn> &after, std::vector<Value *> &oldInits) {
   Func &b = *loop.bodies[0];
   const size_t C = (size_t)loop.intParam("num_consts");
   std::set<size_t> dropped;
@@ -241,24 +260,25 @@ void rewrite(Func &f, Eqn &loop, const std::vector<Plan> &plans, const Uses &fu,
     p->type.vary |= plan.over;
     std::set<const Value *> linear = {p};
     for (size_t i : plan.roots) linear.insert(b.eqns[i].ins[0]);
-    for (size_t i : plan.chain) {
+    for (const auto &[i, _] : plan.chain) {
       b.eqns[i].outs[0]->type.vary |= plan.over;
       linear.insert(b.eqns[i].outs[0]);
     }
-    std::vector<size_t> positions;
-    for (size_t i : plan.chain) {
+    for (const auto &[i, operands] : plan.chain) {
       Eqn &e = b.eqns[i];
-      linearOperands(e, positions);
       const AxisSet vary = e.outs[0]->type.vary;
-      for (size_t pos : positions) {
-        Value *&in = e.ins[pos];
-        if (auto r = replace.find(in); r != replace.end()) in = r->second;
-        if (linear.count(in) || in->type.vary == vary) continue;
-        // a zero, lifted to vary as the chain now does
-        Value *lifted = b.newValue(Type{in->type.dtype, in->type.shape, vary});
-        lifts[i].push_back(Eqn{Prim::Pbroadcast, {in}, {lifted}, {{"axes", axisList(vary & ~in->type.vary)}}, {}, e.loc});
-        in = lifted;
-      }
+      for (size_t pos : operands.linear)
+        if (auto r = replace.find(e.ins[pos]); r != replace.end()) e.ins[pos] = r->second;
+      for (const std::vector<size_t> *list : {&operands.linear, &operands.scale})
+        for (size_t pos : *list) {
+          Value *&in = e.ins[pos];
+          if (linear.count(in) || in->type.vary == vary) continue;
+          // a zero or a factor, lifted to vary as the chain now does
+          Value *lifted = b.newValue(Type{in->type.dtype, in->type.shape, vary});
+          lifts[i].push_back(
+              Eqn{Prim::Pbroadcast, {in}, {lifted}, {{"axes", axisList(vary & ~in->type.vary)}}, {}, e.loc});
+          in = lifted;
+        }
     }
     Value *&ret = b.results[plan.carry];
     if (auto r = replace.find(ret); r != replace.end()) ret = r->second;
@@ -271,6 +291,7 @@ void rewrite(Func &f, Eqn &loop, const std::vector<Plan> &plans, const Uses &fu,
     Value *acc = loop.outs[plan.carry] = f.newValue(varying, old->hint);
     std::map<std::string, Attr> params = plan.params;
     if (isZero(fu, f, init)) {
+      oldInits.push_back(init);
       after.push_back(Eqn{Prim::Psum2, {acc}, {old}, params, {}, plan.loc});
     } else {
       Value *sum = f.newValue(old->type);
@@ -288,6 +309,36 @@ void rewrite(Func &f, Eqn &loop, const std::vector<Plan> &plans, const Uses &fu,
   b.eqns = std::move(eqns);
 }
 
+// Drops the equations that computed the zeros in `values` (constants, their lifts and
+// broadcasts) where nothing reads them any more.
+void dropUnreadZeros(Func &f, std::vector<Value *> values) {
+  std::set<size_t> gone;
+  const Uses u(f);
+  auto unread = [&](const Value *v) {
+    if (u.resultReads.count(v)) return false;
+    auto r = u.reads.find(v);
+    if (r != u.reads.end())
+      for (size_t i : r->second)
+        if (!gone.count(i)) return false;
+    return true;
+  };
+  while (!values.empty()) {
+    Value *v = values.back();
+    values.pop_back();
+    auto d = u.def.find(v);
+    if (d == u.def.end() || !unread(v) || gone.count(d->second)) continue;
+    const Eqn &e = f.eqns[d->second];
+    if (e.outs.size() != 1) continue;
+    gone.insert(d->second);
+    if (e.prim != Prim::Constant) values.push_back(e.ins[0]);
+  }
+  if (gone.empty()) return;
+  std::vector<Eqn> eqns;
+  for (size_t i = 0; i < f.eqns.size(); ++i)
+    if (!gone.count(i)) eqns.push_back(std::move(f.eqns[i]));
+  f.eqns = std::move(eqns);
+}
+
 void hoistIn(Func &f) {
   // Inner loops first: a sum they leave after them may then leave the loop around them.
   for (Eqn &e : f.eqns)
@@ -295,6 +346,7 @@ void hoistIn(Func &f) {
 
   std::map<size_t, std::pair<std::vector<Eqn>, std::vector<Eqn>>> around;  // loop -> before, after
   const Uses fu(f);
+  std::vector<Value *> oldInits;  // the zeros the carries started at, perhaps unread now
   for (size_t i = 0; i < f.eqns.size(); ++i) {
     Eqn &loop = f.eqns[i];
     if (loop.prim != Prim::Loop) continue;
@@ -314,7 +366,7 @@ void hoistIn(Func &f) {
     }
     if (plans.empty()) continue;
     auto &[before, after] = around[i];
-    rewrite(f, loop, plans, fu, before, after);
+    rewrite(f, loop, plans, fu, before, after, oldInits);
   }
   if (around.empty()) return;
   std::vector<Eqn> eqns;
@@ -327,6 +379,7 @@ void hoistIn(Func &f) {
       for (Eqn &e : a->second.second) eqns.push_back(std::move(e));
   }
   f.eqns = std::move(eqns);
+  dropUnreadZeros(f, oldInits);
 }
 
 } // namespace
