@@ -41,6 +41,7 @@
 
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace shmapc::passes {
 
@@ -138,14 +139,30 @@ struct Plan {
   std::map<std::string, Attr> params;  // the first psum2's
   Loc loc;
   AxisSet over = 0;  // axes as a set
+  int64_t replaces = 0;  // the bytes the psum2s summed per run of the loop (all iterations)
 };
 
-// The plan for carry k of `loop` (its body `b`), or false where the rewrite does not apply
-// to it. `zeroInit`: the carry starts at zero in the loop's function.
-bool planCarry(const Eqn &loop, const Func &b, const Uses &u, size_t k, bool zeroInit, Plan &plan) {
+// The bytes a psum2 (by its result) sums per run of the function it stands in: its operand's,
+// or, for one this pass put after an inner loop, what the sums it replaced did.
+using Replaced = std::map<const Value *, int64_t>;
+
+int64_t bytesSummed(const Replaced &replaced, const Eqn &psum2) {
+  auto r = replaced.find(psum2.outs[0]);
+  return r != replaced.end() ? r->second : psum2.ins[0]->type.byteSize();
+}
+
+enum class Verdict { No, MoreBytes, Yes };
+
+// The plan for carry k of `loop` (its body `b`): Yes, MoreBytes where it would sum more bytes
+// than the psum2s it replaces, No where the rewrite does not apply. `zeroInit`: the carry
+// starts at zero in the loop's function.
+Verdict planCarry(const Eqn &loop, const Func &b, const Uses &u, size_t k, bool zeroInit, const Replaced &replaced,
+                  Plan &plan) {
   const size_t C = (size_t)loop.intParam("num_consts");
   Value *p = b.params[1 + C + k], *ret = b.results[k];
-  if (!isFloat(p->type.dtype) || ret == p) return false;
+  const int64_t trips = loop.intParam("hi") - loop.intParam("lo");
+  if (!isFloat(p->type.dtype) || ret == p || trips < 1) return Verdict::No;
+  const Verdict no = Verdict::No;
   plan = Plan{};
   plan.carry = k;
   std::set<const Value *> fromSums = {p};  // computed from the carry or a psum2
@@ -162,7 +179,7 @@ bool planCarry(const Eqn &loop, const Func &b, const Uses &u, size_t k, bool zer
     work.pop_back();
     if (!seen.insert(v).second || v == p) continue;
     auto d = u.def.find(v);
-    if (d == u.def.end()) return false;  // another param: not linear in the carry and sums
+    if (d == u.def.end()) return no;  // another param: not linear in the carry and sums
     const Eqn &e = b.eqns[d->second];
     if (e.prim == Prim::Psum2 && e.ins.size() == 1 && e.outs.size() == 1 && !e.has("combined")) {
       const std::vector<int64_t> &axes = e.intsParam("axes");
@@ -172,18 +189,18 @@ bool planCarry(const Eqn &loop, const Func &b, const Uses &u, size_t k, bool zer
         plan.loc = e.loc;
         for (int64_t a : axes) plan.over |= AxisSet(1) << a;
       } else if (axes != plan.axes) {
-        return false;
+        return no;
       }
-      if (e.ins[0]->type.vary != (e.outs[0]->type.vary | plan.over)) return false;
+      if (e.ins[0]->type.vary != (e.outs[0]->type.vary | plan.over)) return no;
       plan.roots.insert(d->second);
       continue;
     }
     if (isZero(u, b, v)) continue;  // lifted where it is read
-    if (!linearOperands(e, o, [&](const Value *x) { return fromSums.count(x) != 0; })) return false;
+    if (!linearOperands(e, o, [&](const Value *x) { return fromSums.count(x) != 0; })) return no;
     for (size_t pos : o.linear) work.push_back(e.ins[pos]);
     plan.chain[d->second] = std::move(o);
   }
-  if (plan.roots.empty()) return false;
+  if (plan.roots.empty()) return no;
 
   // Nothing but the chain reads the carry, the sums or the chain's values, and the carry's
   // new value is only the result.
@@ -198,35 +215,34 @@ bool planCarry(const Eqn &loop, const Func &b, const Uses &u, size_t k, bool zer
     auto r = u.resultReads.find(v);
     return r == u.resultReads.end() ? 0 : r->second;
   };
-  if (!readOnlyByChain(p) || resultReads(p) != 0) return false;
+  if (!readOnlyByChain(p) || resultReads(p) != 0) return no;
   for (size_t i : plan.roots)
     if (!readOnlyByChain(b.eqns[i].outs[0]) || resultReads(b.eqns[i].outs[0]) != (b.eqns[i].outs[0] == ret))
-      return false;
+      return no;
   for (const auto &[i, _] : plan.chain) {
     const Value *v = b.eqns[i].outs[0];
     if (v == ret ? (u.reads.count(v) || resultReads(v) != 1) : (!readOnlyByChain(v) || resultReads(v) != 0))
-      return false;
-    if (v->type.vary & plan.over) return false;  // (a chain value is a sum: invariant over A)
+      return no;
+    if (v->type.vary & plan.over) return no;  // (a chain value is a sum: invariant over A)
   }
-  if (p->type.vary & plan.over) return false;
+  if (p->type.vary & plan.over) return no;
 
   // A carry not known to start at zero: only c' = c + x, x free of c, is its initial value
   // plus the sum after the loop.
   if (!zeroInit) {
     auto d = u.def.find(ret);
-    if (d == u.def.end()) return false;
+    if (d == u.def.end()) return no;
     const Eqn &add = b.eqns[d->second];
-    if (add.prim != Prim::Add || (add.ins[0] == p) == (add.ins[1] == p)) return false;
+    if (add.prim != Prim::Add || (add.ins[0] == p) == (add.ins[1] == p)) return no;
     const auto r = u.reads.find(p);
-    if (r == u.reads.end() || r->second.size() != 1) return false;
+    if (r == u.reads.end() || r->second.size() != 1) return no;
   }
 
   // Never more bytes: the carry's bytes against the sums' over all iterations.
-  const int64_t trips = loop.intParam("hi") - loop.intParam("lo");
-  if (trips < 1) return false;
   int64_t summed = 0;
-  for (size_t i : plan.roots) summed += b.eqns[i].ins[0]->type.byteSize();
-  return p->type.byteSize() <= trips * summed;
+  for (size_t i : plan.roots) summed += bytesSummed(replaced, b.eqns[i]);
+  plan.replaces = trips * summed;
+  return p->type.byteSize() <= plan.replaces ? Verdict::Yes : Verdict::MoreBytes;
 }
 
 Value *zeros(Func &f, const Type &t, Loc loc, std::vector<Eqn> &into) {
@@ -242,7 +258,7 @@ Value *zeros(Func &f, const Type &t, Loc loc, std::vector<Eqn> &into) {
 // equations that stand before the loop (the carries' zero initial values) and after it (the
 // sums), which become the loop's results.
 void rewrite(Func &f, Eqn &loop, const std::vector<Plan> &plans, const Uses &fu, std::vector<Eqn> &before,
-             std::vector<Eqn> &after, std::vector<Value *> &oldInits) {
+             std::vector<Eqn> &after, std::vector<Value *> &oldInits, Replaced &replaced, std::vector<Value *> &made) {
   Func &b = *loop.bodies[0];
   const size_t C = (size_t)loop.intParam("num_consts");
   std::set<size_t> dropped;
@@ -290,14 +306,17 @@ void rewrite(Func &f, Eqn &loop, const std::vector<Plan> &plans, const Uses &fu,
     loop.ins[C + plan.carry] = zeros(f, varying, loop.loc, before);
     Value *acc = loop.outs[plan.carry] = f.newValue(varying, old->hint);
     std::map<std::string, Attr> params = plan.params;
+    Value *sum = old;
     if (isZero(fu, f, init)) {
       oldInits.push_back(init);
       after.push_back(Eqn{Prim::Psum2, {acc}, {old}, params, {}, plan.loc});
     } else {
-      Value *sum = f.newValue(old->type);
+      sum = f.newValue(old->type);
       after.push_back(Eqn{Prim::Psum2, {acc}, {sum}, params, {}, plan.loc});
       after.push_back(Eqn{Prim::Add, {init, sum}, {old}, {}, {}, plan.loc});
     }
+    replaced[sum] = plan.replaces;
+    made.push_back(sum);
   }
   std::vector<Eqn> eqns;
   for (size_t i = 0; i < b.eqns.size(); ++i) {
@@ -339,36 +358,40 @@ void dropUnreadZeros(Func &f, std::vector<Value *> values) {
   f.eqns = std::move(eqns);
 }
 
-void hoistIn(Func &f) {
-  // Inner loops first: a sum they leave after them may then leave the loop around them.
-  for (Eqn &e : f.eqns)
-    if (e.prim == Prim::Loop) hoistIn(*e.bodies[0]);
-
-  std::map<size_t, std::pair<std::vector<Eqn>, std::vector<Eqn>>> around;  // loop -> before, after
-  const Uses fu(f);
-  std::vector<Value *> oldInits;  // the zeros the carries started at, perhaps unread now
-  for (size_t i = 0; i < f.eqns.size(); ++i) {
-    Eqn &loop = f.eqns[i];
-    if (loop.prim != Prim::Loop) continue;
-    const Func &b = *loop.bodies[0];
-    const Uses bu(b);
-    const size_t C = (size_t)loop.intParam("num_consts");
-    std::vector<Plan> plans;
-    std::set<size_t> taken;  // each psum2 moves with one carry
-    for (size_t k = 0; k < loop.outs.size(); ++k) {
-      Plan plan;
-      if (!planCarry(loop, b, bu, k, isZero(fu, f, loop.ins[C + k]), plan)) continue;
-      bool shared = false;
-      for (size_t r : plan.roots) shared = shared || taken.count(r);
-      if (shared) continue;
-      taken.insert(plan.roots.begin(), plan.roots.end());
-      plans.push_back(std::move(plan));
-    }
-    if (plans.empty()) continue;
-    auto &[before, after] = around[i];
-    rewrite(f, loop, plans, fu, before, after, oldInits);
+// The plans for the carries of loop equation i of f whose sums may leave it. `larger`: the
+// carries whose sums could leave it but would then sum more bytes.
+std::vector<Plan> planLoop(Func &f, size_t i, const Uses &fu, const Replaced &replaced, std::vector<size_t> *larger) {
+  const Eqn &loop = f.eqns[i];
+  const Func &b = *loop.bodies[0];
+  const Uses bu(b);
+  const size_t C = (size_t)loop.intParam("num_consts");
+  std::vector<Plan> plans;
+  std::set<size_t> taken;  // each psum2 moves with one carry
+  for (size_t k = 0; k < loop.outs.size(); ++k) {
+    Plan plan;
+    const Verdict v = planCarry(loop, b, bu, k, isZero(fu, f, loop.ins[C + k]), replaced, plan);
+    if (v == Verdict::MoreBytes && larger) larger->push_back(k);
+    if (v != Verdict::Yes) continue;
+    bool shared = false;
+    for (size_t r : plan.roots) shared = shared || taken.count(r);
+    if (shared) continue;
+    taken.insert(plan.roots.begin(), plan.roots.end());
+    plans.push_back(std::move(plan));
   }
-  if (around.empty()) return;
+  return plans;
+}
+
+// Makes the plans (per loop equation of f); returns the psum2 results put after the loops.
+std::vector<Value *> apply(Func &f, std::map<size_t, std::vector<Plan>> &plans, const Uses &fu, Replaced &replaced) {
+  std::map<size_t, std::pair<std::vector<Eqn>, std::vector<Eqn>>> around;  // loop -> before, after
+  std::vector<Value *> oldInits;  // the zeros the carries started at, perhaps unread now
+  std::vector<Value *> made;
+  for (auto &[i, list] : plans) {
+    if (list.empty()) continue;
+    auto &[before, after] = around[i];
+    rewrite(f, f.eqns[i], list, fu, before, after, oldInits, replaced, made);
+  }
+  if (around.empty()) return made;
   std::vector<Eqn> eqns;
   for (size_t i = 0; i < f.eqns.size(); ++i) {
     auto a = around.find(i);
@@ -380,13 +403,101 @@ void hoistIn(Func &f) {
   }
   f.eqns = std::move(eqns);
   dropUnreadZeros(f, oldInits);
+  return made;
+}
+
+// A function and the bodies nested in it as they stand, to be put back.
+class Snapshot {
+public:
+  explicit Snapshot(Func &f) { save(f); }
+  void restore() {
+    for (auto &[f, eqns, results] : funcs_) {
+      f->eqns = eqns;
+      f->results = results;
+    }
+    for (auto &[v, t] : types_) v->type = t;
+  }
+
+private:
+  void save(Func &f) {
+    funcs_.push_back({&f, f.eqns, f.results});
+    for (Value &v : f.values) types_.push_back({&v, v.type});
+    for (const Eqn &e : f.eqns)
+      for (Func *b : e.bodies) save(*b);
+  }
+  std::vector<std::tuple<Func *, std::vector<Eqn>, std::vector<Value *>>> funcs_;
+  std::vector<std::pair<Value *, Type>> types_;
+};
+
+// A carry of a loop nested in f whose sums would sum more bytes after that loop alone: the
+// loop's body and the carry.
+struct Deferred {
+  const Func *body;
+  size_t carry;
+};
+
+// Moves the sums out of f's loops (and theirs); returns the carries of f's loops whose sums
+// could leave them only at the price of more bytes. Those may still leave both a loop and
+// the one around it for no more bytes (a long loop's blocks: each block's sum after it is of
+// the whole carry, once per block, but one after the outer loop sums what all the blocks'
+// slices did), so f's caller tries that: it makes them, and keeps them only if the loop
+// around f takes every sum they put after the loops out of itself.
+std::vector<Deferred> hoistIn(Func &f, Replaced &replaced) {
+  std::map<size_t, std::vector<Plan>> plans;
+  std::vector<Deferred> deferred;
+  for (size_t i = 0; i < f.eqns.size(); ++i) {
+    if (f.eqns[i].prim != Prim::Loop) continue;
+    Func &b = *f.eqns[i].bodies[0];
+    // Inner loops first: a sum they leave after them may then leave this loop.
+    std::vector<Deferred> inner = hoistIn(b, replaced);
+    const Uses fu(f);
+    std::vector<size_t> larger;
+    plans[i] = planLoop(f, i, fu, replaced, &larger);
+    if (!inner.empty()) {
+      Snapshot before(b);
+      std::map<size_t, std::vector<Plan>> forced;
+      const Uses bu(b);
+      for (const Deferred &d : inner)
+        for (size_t j = 0; j < b.eqns.size(); ++j) {
+          const Eqn &loop = b.eqns[j];
+          if (loop.prim != Prim::Loop || loop.bodies[0] != d.body) continue;
+          const Uses lu(*loop.bodies[0]);
+          const size_t C = (size_t)loop.intParam("num_consts");
+          Plan plan;
+          if (planCarry(loop, *loop.bodies[0], lu, d.carry, isZero(bu, b, loop.ins[C + d.carry]), replaced, plan) ==
+              Verdict::MoreBytes)
+            forced[j].push_back(std::move(plan));
+        }
+      const std::vector<Value *> made = apply(b, forced, bu, replaced);
+      std::vector<size_t> larger2;
+      std::vector<Plan> through = planLoop(f, i, Uses(f), replaced, &larger2);
+      std::set<const Value *> taken;
+      for (const Plan &plan : through)
+        for (size_t r : plan.roots) taken.insert(b.eqns[r].outs[0]);
+      bool all = !made.empty();
+      for (const Value *v : made) all = all && taken.count(v);
+      if (all) {
+        plans[i] = std::move(through);
+        larger = std::move(larger2);
+      } else {
+        before.restore();
+      }
+    }
+    for (size_t k : larger) deferred.push_back({&b, k});
+  }
+  const Uses fu(f);
+  apply(f, plans, fu, replaced);
+  return deferred;
 }
 
 } // namespace
 
 void hoistLoopReductions(Module &m, Diagnostics &) {
   for (auto &f : m.funcs)
-    if (f->isBackward && f->checkVma && f->mesh) hoistIn(*f);
+    if (f->isBackward && f->checkVma && f->mesh) {
+      Replaced replaced;
+      hoistIn(*f, replaced);
+    }
 }
 
 } // namespace shmapc::passes

@@ -178,13 +178,15 @@ TEST_CASE("hoist-loop-reductions: a slice written into a zero array, times a fac
   checkTypes(*s);
 }
 
-TEST_CASE("hoist-loop-reductions: nested loops, the inner sum leaves both", "[hoist]") {
-  // f: loop[0,2](acc = 0) { loop[0,3](acc) { acc + psum2[x](c) } }
-  auto s = setup(3, /*zeroInit=*/false);
-  addToCarry(*s);
-  Func *inner = s->body, *f = s->f;
-  // (the setup's f becomes the outer loop's body)
-  Func *outer = s->m.newFunc("w_vjp");
+namespace {
+
+// Makes the setup's f the body of a loop of `trips` iterations in a new backward body (which
+// becomes s.f), returning the old f. `addCarry`: f gets a carry param `outer` and returns
+// outer + its inner loop's result (a long loop's blocks look so); otherwise f's first param
+// after c is the carry and its result the inner loop's.
+Func *wrapInLoop(Setup &s, int64_t trips, bool addCarry) {
+  Func *f = s.f;
+  Func *outer = s.m.newFunc("w_vjp");
   outer->mesh = f->mesh;
   outer->isShmapBody = true;
   outer->isBackward = true;
@@ -192,19 +194,85 @@ TEST_CASE("hoist-loop-reductions: nested loops, the inner sum leaves both", "[ho
   f->isBackward = false;
   f->isNested = true;
   f->params.insert(f->params.begin(), f->newValue(i32(), "j"));
-  Value *c = outer->newValue(f32({4}, X), "c"), *zeros = outer->newValue(f32({4}));
+  const Type carry = s.acc->type;
+  if (addCarry) {
+    Value *p = f->newValue(carry, "outer"), *r = f->newValue(carry);
+    f->params.push_back(p);
+    f->eqns.push_back(Eqn{Prim::Add, {p, s.acc}, {r}, {}, {}, {}});
+    f->results = {r};
+  }
+  Value *c = outer->newValue(f32({4}, X), "c"), *zeros = outer->newValue(carry);
   outer->params.push_back(c);
   outer->eqns.push_back(constant(zeros, 0.0));
-  Value *acc = outer->newValue(f32({4}));
-  outer->eqns.push_back(Eqn{Prim::Loop, {c, zeros}, {acc},
-                            {{"lo", int64_t(0)}, {"hi", int64_t(2)}, {"num_consts", int64_t(1)}}, {f}, {}});
+  Value *acc = outer->newValue(carry);
+  outer->eqns.push_back(
+      Eqn{Prim::Loop, {c, zeros}, {acc}, {{"lo", int64_t(0)}, {"hi", trips}, {"num_consts", int64_t(1)}}, {f}, {}});
   outer->results.push_back(acc);
-  s->f = outer;
+  s.f = outer;
+  return f;
+}
+
+// The body's result: carry + dynamic_update_slice(zeros f32[8], sum, [i]): 16 of the carry's
+// 32 bytes summed per iteration.
+void addSliceToCarry(Setup &s) {
+  Func &b = *s.body;
+  Value *zeros = b.newValue(f32({8})), *placed = b.newValue(f32({8})), *r = b.newValue(f32({8}));
+  b.eqns.push_back(constant(zeros, 0.0));
+  b.eqns.push_back(Eqn{Prim::DynamicUpdateSlice, {zeros, s.sum, b.params[0]}, {placed}, {}, {}, {}});
+  b.eqns.push_back(Eqn{Prim::Add, {s.carry, placed}, {r}, {}, {}, {}});
+  b.results = {r};
+}
+
+} // namespace
+
+TEST_CASE("hoist-loop-reductions: nested loops, the inner sum leaves both", "[hoist]") {
+  // outer: loop[0,2](acc = 0) { f: loop[0,3](acc) { acc + psum2[x](c) } }
+  auto s = setup(3, /*zeroInit=*/false);
+  addToCarry(*s);
+  Func *inner = s->body, *f = wrapInLoop(*s, 2, false);
+  Value *acc = s->f->results[0];
   run(*s);
   CHECK(eqnPrims(*inner) == "add");
   CHECK(eqnPrims(*f) == "constant pbroadcast loop add");  // the inner loop's sum left f too
-  REQUIRE(eqnPrims(*outer) == "constant pbroadcast loop psum2");
-  CHECK(outer->eqns[3].outs[0] == acc);
+  REQUIRE(eqnPrims(*s->f) == "constant pbroadcast loop psum2");
+  CHECK(s->f->eqns[3].outs[0] == acc);
+  checkTypes(*s);
+}
+
+TEST_CASE("hoist-loop-reductions: a sum that adds bytes after the inner loop leaves both", "[hoist]") {
+  // outer: loop[0,2](acc = 0) { f: acc + loop[0,1](zeros) { carry + dus(zeros, psum2[x](c), i) } }
+  // After the inner loop alone: 32 B summed per run of f where 16 B were. After both: 32 B
+  // per run of the outer body, where 2 x 16 B were.
+  auto s = setup(1, true, true, {8});
+  addSliceToCarry(*s);
+  Func *inner = s->body, *f = wrapInLoop(*s, 2, true);
+  run(*s);
+  CHECK(eqnPrims(*inner) == "constant pbroadcast dynamic_update_slice add");
+  CHECK(eqnPrims(*f) == "constant pbroadcast loop add");
+  REQUIRE(eqnPrims(*s->f) == "constant pbroadcast loop psum2");
+  checkTypes(*s);
+}
+
+TEST_CASE("hoist-loop-reductions: ... and stays where only the inner loop would take it", "[hoist]") {
+  // The same, but f also reads the inner loop's result (tanh): the sum after the inner loop
+  // would stay in f, 32 B per iteration of the outer loop where 16 B were, so nothing moves.
+  auto s = setup(1, true, true, {8});
+  addSliceToCarry(*s);
+  Value *innerAcc = s->acc;
+  Func *inner = s->body, *f = wrapInLoop(*s, 2, true);
+  Value *t = f->newValue(f32({8}));
+  f->eqns.push_back(Eqn{Prim::Tanh, {innerAcc}, {t}, {}, {}, {}});
+  f->results.push_back(t);
+  // (the outer loop gets a second carry for it)
+  Value *z2 = s->f->newValue(f32({8})), *out2 = s->f->newValue(f32({8}));
+  f->params.push_back(f->newValue(f32({8}), "unused"));
+  s->f->eqns.insert(s->f->eqns.begin(), constant(z2, 0.0));
+  s->f->eqns[2].ins.push_back(z2);
+  s->f->eqns[2].outs.push_back(out2);
+  const std::string before = printFunc(*s->f);
+  run(*s);
+  CHECK(eqnPrims(*inner) == "psum2 constant dynamic_update_slice add");
+  CHECK(printFunc(*s->f) == before);
   checkTypes(*s);
 }
 
