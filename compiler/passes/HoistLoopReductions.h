@@ -1,0 +1,56 @@
+// hoist-loop-reductions' analysis (HoistLoopPlan.cpp): which of a loop's carries accumulate
+// psum2s linearly, through which equations, and how many bytes those sums move. The rewrite
+// is in HoistLoopReductions.cpp, whose header comment states the rules.
+#pragma once
+#include "ir/IR.h"
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace shmapc::passes::hoist {
+
+// How a linear equation reads its operands: `linear`, those it is linear in (the others are
+// indices, or `scale`: a factor free of the sums, which must vary as the result does).
+struct Operands {
+  std::vector<size_t> linear, scale;
+};
+
+// Where a body's values are defined and read.
+struct Uses {
+  std::map<const ir::Value *, size_t> def;                 // value -> defining equation
+  std::map<const ir::Value *, std::vector<size_t>> reads;  // value -> reading equations
+  std::map<const ir::Value *, int> resultReads;            // value -> times it is a result
+  explicit Uses(const ir::Func &f);
+};
+
+// Whether `v` (defined in `f`, or a param) is a zero: a zero constant, possibly lifted,
+// broadcast or reshaped.
+bool isZero(const Uses &u, const ir::Func &f, const ir::Value *v);
+
+// What moving one carry's sums after the loop takes.
+struct Plan {
+  size_t carry = 0;
+  std::map<size_t, Operands> chain;  // the linear equations between the sums and the carry's result
+  std::set<size_t> roots;            // the psum2s
+  std::vector<int64_t> axes;
+  std::map<std::string, ir::Attr> params;  // the first psum2's
+  Loc loc;
+  ir::AxisSet over = 0;  // axes as a set
+  int64_t replaces = 0;  // the bytes the psum2s summed per run of the loop (all iterations)
+};
+
+// The bytes a psum2 (by its result) sums per run of the function it stands in: its operand's,
+// or, for one this pass put after an inner loop, what the sums it replaced did.
+using Replaced = std::map<const ir::Value *, int64_t>;
+
+enum class Verdict { No, MoreBytes, Yes };
+
+// The plan for carry k of `loop` (its body `b`, whose uses are `u`): Yes, MoreBytes where it
+// would sum more bytes than the psum2s it replaces, No where the rewrite does not apply.
+// `zeroInit`: the carry starts at zero in the loop's function.
+Verdict planCarry(const ir::Eqn &loop, const ir::Func &b, const Uses &u, size_t k, bool zeroInit,
+                  const Replaced &replaced, Plan &plan);
+
+} // namespace shmapc::passes::hoist
