@@ -16,10 +16,9 @@ bool isZeroConstant(const Eqn &e) {
   return true;
 }
 
-// The operands of `e` through which it is linear, or false when it is not one of the linear
-// equations this pass follows. `fromSums(v)`: v is computed from the carry or a sum (the
-// operand of a mul or div that is, the factor the one that is not).
-template <typename FromSums> bool linearOperands(const Eqn &e, Operands &o, FromSums fromSums) {
+} // namespace
+
+bool linearOperands(const Eqn &e, Operands &o, const std::function<bool(const Value *)> &fromSums) {
   o = Operands{};
   if (e.outs.size() != 1 || !e.bodies.empty() || !isFloat(e.outs[0]->type.dtype)) return false;
   switch (e.prim) {
@@ -56,8 +55,6 @@ template <typename FromSums> bool linearOperands(const Eqn &e, Operands &o, From
   }
 }
 
-} // namespace
-
 Uses::Uses(const Func &f) {
   for (size_t i = 0; i < f.eqns.size(); ++i) {
     for (const Value *v : f.eqns[i].ins) reads[v].push_back(i);
@@ -85,18 +82,13 @@ int64_t bytesSummed(const Replaced &replaced, const Eqn &psum2) {
   return r != replaced.end() ? r->second : psum2.ins[0]->type.byteSize();
 }
 
-} // namespace
-
-Verdict planCarry(const Eqn &loop, const Func &b, const Uses &u, size_t k, bool zeroInit, const Replaced &replaced,
-                  Plan &plan) {
-  const size_t C = (size_t)loop.intParam("num_consts");
-  Value *p = b.params[1 + C + k], *ret = b.results[k];
-  const int64_t trips = loop.intParam("hi") - loop.intParam("lo");
-  if (!isFloat(p->type.dtype) || ret == p || trips < 1) return Verdict::No;
-  const Verdict no = Verdict::No;
-  plan = Plan{};
-  plan.carry = k;
-  std::set<const Value *> fromSums = {p};  // computed from the carry or a psum2
+// The linear chain from `ret` back to the psum2s (roots) it sums, through the carry `p` (or
+// none), with what reads them checked: nothing but the chain reads p, the sums or the chain's
+// values; `ret` is read `retReads` times as a result and by no equation, or, with retReads
+// < 0, by anything. False where there is no such chain.
+bool walkChain(const Func &b, const Uses &u, Value *ret, const Value *p, int retReads, Plan &plan) {
+  std::set<const Value *> fromSums;  // computed from the carry or a psum2
+  if (p) fromSums.insert(p);
   for (const Eqn &e : b.eqns) {
     bool from = e.prim == Prim::Psum2;
     for (const Value *v : e.ins) from = from || fromSums.count(v);
@@ -110,7 +102,7 @@ Verdict planCarry(const Eqn &loop, const Func &b, const Uses &u, size_t k, bool 
     work.pop_back();
     if (!seen.insert(v).second || v == p) continue;
     auto d = u.def.find(v);
-    if (d == u.def.end()) return no;  // another param: not linear in the carry and sums
+    if (d == u.def.end()) return false;  // another param: not linear in the carry and sums
     const Eqn &e = b.eqns[d->second];
     if (e.prim == Prim::Psum2 && e.ins.size() == 1 && e.outs.size() == 1 && !e.has("combined")) {
       const std::vector<int64_t> &axes = e.intsParam("axes");
@@ -120,21 +112,19 @@ Verdict planCarry(const Eqn &loop, const Func &b, const Uses &u, size_t k, bool 
         plan.loc = e.loc;
         for (int64_t a : axes) plan.over |= AxisSet(1) << a;
       } else if (axes != plan.axes) {
-        return no;
+        return false;
       }
-      if (e.ins[0]->type.vary != (e.outs[0]->type.vary | plan.over)) return no;
+      if (e.ins[0]->type.vary != (e.outs[0]->type.vary | plan.over)) return false;
       plan.roots.insert(d->second);
       continue;
     }
     if (isZero(u, b, v)) continue;  // lifted where it is read
-    if (!linearOperands(e, o, [&](const Value *x) { return fromSums.count(x) != 0; })) return no;
+    if (!linearOperands(e, o, [&](const Value *x) { return fromSums.count(x) != 0; })) return false;
     for (size_t pos : o.linear) work.push_back(e.ins[pos]);
     plan.chain[d->second] = std::move(o);
   }
-  if (plan.roots.empty()) return no;
+  if (plan.roots.empty()) return false;
 
-  // Nothing but the chain reads the carry, the sums or the chain's values, and the carry's
-  // new value is only the result.
   auto readOnlyByChain = [&](const Value *v) {
     auto r = u.reads.find(v);
     if (r == u.reads.end()) return true;
@@ -146,34 +136,59 @@ Verdict planCarry(const Eqn &loop, const Func &b, const Uses &u, size_t k, bool 
     auto r = u.resultReads.find(v);
     return r == u.resultReads.end() ? 0 : r->second;
   };
-  if (!readOnlyByChain(p) || resultReads(p) != 0) return no;
-  for (size_t i : plan.roots)
-    if (!readOnlyByChain(b.eqns[i].outs[0]) || resultReads(b.eqns[i].outs[0]) != (b.eqns[i].outs[0] == ret))
-      return no;
+  auto retOk = [&](const Value *v) { return retReads < 0 || (!u.reads.count(v) && resultReads(v) == retReads); };
+  if (p && (!readOnlyByChain(p) || resultReads(p) != 0 || (p->type.vary & plan.over))) return false;
+  for (size_t i : plan.roots) {
+    const Value *v = b.eqns[i].outs[0];
+    if (v == ret ? !retOk(v) : (!readOnlyByChain(v) || resultReads(v) != 0)) return false;
+  }
   for (const auto &[i, _] : plan.chain) {
     const Value *v = b.eqns[i].outs[0];
-    if (v == ret ? (u.reads.count(v) || resultReads(v) != 1) : (!readOnlyByChain(v) || resultReads(v) != 0))
-      return no;
-    if (v->type.vary & plan.over) return no;  // (a chain value is a sum: invariant over A)
+    if (v == ret ? !retOk(v) : (!readOnlyByChain(v) || resultReads(v) != 0)) return false;
+    if (v->type.vary & plan.over) return false;  // (a chain value is a sum: invariant over A)
   }
-  if (p->type.vary & plan.over) return no;
+  return true;
+}
+
+int64_t summedBytes(const Func &b, const Plan &plan, const Replaced &replaced) {
+  int64_t summed = 0;
+  for (size_t i : plan.roots) summed += bytesSummed(replaced, b.eqns[i]);
+  return summed;
+}
+
+} // namespace
+
+Verdict planCarry(const Eqn &loop, const Func &b, const Uses &u, size_t k, bool zeroInit, const Replaced &replaced,
+                  Plan &plan) {
+  const size_t C = (size_t)loop.intParam("num_consts");
+  Value *p = b.params[1 + C + k], *ret = b.results[k];
+  const int64_t trips = loop.intParam("hi") - loop.intParam("lo");
+  if (!isFloat(p->type.dtype) || ret == p || trips < 1) return Verdict::No;
+  plan = Plan{};
+  plan.carry = k;
+  if (!walkChain(b, u, ret, p, 1, plan)) return Verdict::No;
 
   // A carry not known to start at zero: only c' = c + x, x free of c, is its initial value
   // plus the sum after the loop.
   if (!zeroInit) {
     auto d = u.def.find(ret);
-    if (d == u.def.end()) return no;
+    if (d == u.def.end()) return Verdict::No;
     const Eqn &add = b.eqns[d->second];
-    if (add.prim != Prim::Add || (add.ins[0] == p) == (add.ins[1] == p)) return no;
+    if (add.prim != Prim::Add || (add.ins[0] == p) == (add.ins[1] == p)) return Verdict::No;
     const auto r = u.reads.find(p);
-    if (r == u.reads.end() || r->second.size() != 1) return no;
+    if (r == u.reads.end() || r->second.size() != 1) return Verdict::No;
   }
 
   // Never more bytes: the carry's bytes against the sums' over all iterations.
-  int64_t summed = 0;
-  for (size_t i : plan.roots) summed += bytesSummed(replaced, b.eqns[i]);
-  plan.replaces = trips * summed;
+  plan.replaces = trips * summedBytes(b, plan, replaced);
   return p->type.byteSize() <= plan.replaces ? Verdict::Yes : Verdict::MoreBytes;
+}
+
+Verdict planEnd(const Func &f, const Uses &u, Value *end, const Replaced &replaced, Plan &plan) {
+  plan = Plan{};
+  if (!isFloat(end->type.dtype) || !walkChain(f, u, end, nullptr, -1, plan)) return Verdict::No;
+  plan.replaces = summedBytes(f, plan, replaced);
+  return end->type.byteSize() <= plan.replaces ? Verdict::Yes : Verdict::MoreBytes;
 }
 
 } // namespace shmapc::passes::hoist

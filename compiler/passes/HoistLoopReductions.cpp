@@ -60,6 +60,37 @@ Value *zeros(Func &f, const Type &t, Loc loc, std::vector<Eqn> &into) {
   return lifted;
 }
 
+// Makes the plan's chain (in b) take the psum2s' operands instead of their results
+// (`replace`): everything between the sums and the carry `p` (or the end) now varies over the
+// sums' axes too, and the zeros and factors it reads are lifted (`lifts`, before the equation
+// reading them) to vary as it does.
+void rewriteChain(Func &b, const Plan &plan, const Value *p, const std::map<Value *, Value *> &replace,
+                  std::map<size_t, std::vector<Eqn>> &lifts) {
+  std::set<const Value *> linear;
+  if (p) linear.insert(p);
+  for (size_t i : plan.roots) linear.insert(b.eqns[i].ins[0]);
+  for (const auto &[i, _] : plan.chain) {
+    b.eqns[i].outs[0]->type.vary |= plan.over;
+    linear.insert(b.eqns[i].outs[0]);
+  }
+  for (const auto &[i, operands] : plan.chain) {
+    Eqn &e = b.eqns[i];
+    const AxisSet vary = e.outs[0]->type.vary;
+    for (size_t pos : operands.linear)
+      if (auto r = replace.find(e.ins[pos]); r != replace.end()) e.ins[pos] = r->second;
+    for (const std::vector<size_t> *list : {&operands.linear, &operands.scale})
+      for (size_t pos : *list) {
+        Value *&in = e.ins[pos];
+        if (linear.count(in) || in->type.vary == vary) continue;
+        // a zero or a factor, lifted to vary as the chain now does
+        Value *lifted = b.newValue(Type{in->type.dtype, in->type.shape, vary});
+        lifts[i].push_back(
+            Eqn{Prim::Pbroadcast, {in}, {lifted}, {{"axes", axisList(vary & ~in->type.vary)}}, {}, e.loc});
+        in = lifted;
+      }
+  }
+}
+
 // Rewrites the body of `loop` for the plans (the carries' sums out of it) and returns the
 // equations that stand before the loop (the carries' zero initial values) and after it (the
 // sums), which become the loop's results.
@@ -77,31 +108,9 @@ void rewrite(Func &f, Eqn &loop, const std::vector<Plan> &plans, const Uses &fu,
     }
   }
   for (const Plan &plan : plans) {
-    // Everything between the sums and the carry now varies over the sums' axes too.
     Value *p = b.params[1 + C + plan.carry];
     p->type.vary |= plan.over;
-    std::set<const Value *> linear = {p};
-    for (size_t i : plan.roots) linear.insert(b.eqns[i].ins[0]);
-    for (const auto &[i, _] : plan.chain) {
-      b.eqns[i].outs[0]->type.vary |= plan.over;
-      linear.insert(b.eqns[i].outs[0]);
-    }
-    for (const auto &[i, operands] : plan.chain) {
-      Eqn &e = b.eqns[i];
-      const AxisSet vary = e.outs[0]->type.vary;
-      for (size_t pos : operands.linear)
-        if (auto r = replace.find(e.ins[pos]); r != replace.end()) e.ins[pos] = r->second;
-      for (const std::vector<size_t> *list : {&operands.linear, &operands.scale})
-        for (size_t pos : *list) {
-          Value *&in = e.ins[pos];
-          if (linear.count(in) || in->type.vary == vary) continue;
-          // a zero or a factor, lifted to vary as the chain now does
-          Value *lifted = b.newValue(Type{in->type.dtype, in->type.shape, vary});
-          lifts[i].push_back(
-              Eqn{Prim::Pbroadcast, {in}, {lifted}, {{"axes", axisList(vary & ~in->type.vary)}}, {}, e.loc});
-          in = lifted;
-        }
-    }
+    rewriteChain(b, plan, p, replace, lifts);
     Value *&ret = b.results[plan.carry];
     if (auto r = replace.find(ret); r != replace.end()) ret = r->second;
 
@@ -242,6 +251,25 @@ struct Deferred {
   size_t carry;
 };
 
+// Makes the deferred carries' plans of b's loops though their sums then move more bytes after
+// them; returns the psum2 results put after the loops.
+std::vector<Value *> force(Func &b, const std::vector<Deferred> &deferred, Replaced &replaced) {
+  std::map<size_t, std::vector<Plan>> forced;
+  const Uses bu(b);
+  for (const Deferred &d : deferred)
+    for (size_t j = 0; j < b.eqns.size(); ++j) {
+      const Eqn &loop = b.eqns[j];
+      if (loop.prim != Prim::Loop || loop.bodies[0] != d.body) continue;
+      const Uses lu(*loop.bodies[0]);
+      const size_t C = (size_t)loop.intParam("num_consts");
+      Plan plan;
+      if (planCarry(loop, *loop.bodies[0], lu, d.carry, isZero(bu, b, loop.ins[C + d.carry]), replaced, plan) ==
+          Verdict::MoreBytes)
+        forced[j].push_back(std::move(plan));
+    }
+  return apply(b, forced, bu, replaced);
+}
+
 // Moves the sums out of f's loops (and theirs); returns the carries of f's loops whose sums
 // could leave them only at the price of more bytes. Those may still leave both a loop and
 // the one around it for no more bytes (a long loop's blocks: each block's sum after it is of
@@ -261,20 +289,7 @@ std::vector<Deferred> hoistIn(Func &f, Replaced &replaced) {
     plans[i] = planLoop(f, i, fu, replaced, &larger);
     if (!inner.empty()) {
       Snapshot before(b);
-      std::map<size_t, std::vector<Plan>> forced;
-      const Uses bu(b);
-      for (const Deferred &d : inner)
-        for (size_t j = 0; j < b.eqns.size(); ++j) {
-          const Eqn &loop = b.eqns[j];
-          if (loop.prim != Prim::Loop || loop.bodies[0] != d.body) continue;
-          const Uses lu(*loop.bodies[0]);
-          const size_t C = (size_t)loop.intParam("num_consts");
-          Plan plan;
-          if (planCarry(loop, *loop.bodies[0], lu, d.carry, isZero(bu, b, loop.ins[C + d.carry]), replaced, plan) ==
-              Verdict::MoreBytes)
-            forced[j].push_back(std::move(plan));
-        }
-      const std::vector<Value *> made = apply(b, forced, bu, replaced);
+      const std::vector<Value *> made = force(b, inner, replaced);
       std::vector<size_t> larger2;
       std::vector<Plan> through = planLoop(f, i, Uses(f), replaced, &larger2);
       std::set<const Value *> taken;
@@ -296,13 +311,80 @@ std::vector<Deferred> hoistIn(Func &f, Replaced &replaced) {
   return deferred;
 }
 
+// The last value of f that the sum `v` may be taken at as one with others: v's only reader's
+// result while that reader is linear in v, and so on.
+Value *chainEnd(const Func &f, const Uses &u, Value *v) {
+  for (;;) {
+    auto r = u.reads.find(v);
+    if (r == u.reads.end() || r->second.size() != 1 || u.resultReads.count(v)) return v;
+    const Eqn &e = f.eqns[r->second[0]];
+    Operands o;
+    if (!linearOperands(e, o, [&](const Value *x) { return x == v; })) return v;
+    bool linear = false;
+    for (size_t pos : o.linear) linear = linear || e.ins[pos] == v;
+    if (!linear) return v;
+    v = e.outs[0];
+  }
+}
+
+// In a backward body's own equations: the carries of its loops whose sums would move more
+// bytes after the loop (a weight's slices summed in it, a few more slices summed after it)
+// may still leave it if, after the loop, the sum is added up with the others into one value
+// (the weight's gradient) no larger than what they all summed: that value is summed once
+// instead. Made only where every such sum is.
+void sumAtEnds(Func &f, const std::vector<Deferred> &deferred, Replaced &replaced) {
+  if (deferred.empty()) return;
+  Snapshot before(f);
+  const std::vector<Value *> made = force(f, deferred, replaced);
+  const Uses u(f);
+  std::vector<std::pair<Value *, Plan>> ends;
+  std::set<const Value *> taken;
+  for (Value *v : made) {
+    if (taken.count(v)) continue;
+    Value *end = chainEnd(f, u, v);
+    Plan plan;
+    bool ok = end != v && planEnd(f, u, end, replaced, plan) == Verdict::Yes;
+    for (size_t r : plan.roots) ok = ok && taken.insert(f.eqns[r].outs[0]).second;
+    if (!ok || !taken.count(v)) {
+      before.restore();
+      return;
+    }
+    ends.push_back({end, std::move(plan)});
+  }
+  std::set<size_t> dropped;
+  std::map<size_t, std::vector<Eqn>> lifts, after;  // before / after equation i
+  std::map<Value *, Value *> replace;               // a dropped psum2's result -> its operand
+  for (auto &[end, plan] : ends)
+    for (size_t i : plan.roots) {
+      dropped.insert(i);
+      replace[f.eqns[i].outs[0]] = f.eqns[i].ins[0];
+    }
+  for (auto &[end, plan] : ends) {
+    // The chain ends in a new value, varying as the chain does; its sum is `end`.
+    const size_t d = u.def.at(end);
+    Value *partial = f.eqns[d].outs[0] = f.newValue(end->type, end->hint);
+    rewriteChain(f, plan, nullptr, replace, lifts);
+    after[d].push_back(Eqn{Prim::Psum2, {partial}, {end}, plan.params, {}, plan.loc});
+  }
+  std::vector<Eqn> eqns;
+  for (size_t i = 0; i < f.eqns.size(); ++i) {
+    if (dropped.count(i)) continue;
+    if (auto l = lifts.find(i); l != lifts.end())
+      for (Eqn &e : l->second) eqns.push_back(std::move(e));
+    eqns.push_back(std::move(f.eqns[i]));
+    if (auto a = after.find(i); a != after.end())
+      for (Eqn &e : a->second) eqns.push_back(std::move(e));
+  }
+  f.eqns = std::move(eqns);
+}
+
 } // namespace
 
 void hoistLoopReductions(Module &m, Diagnostics &) {
   for (auto &f : m.funcs)
     if (f->isBackward && f->checkVma && f->mesh) {
       Replaced replaced;
-      hoistIn(*f, replaced);
+      sumAtEnds(*f, hoistIn(*f, replaced), replaced);
     }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include "ir/IR.h"
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -16,6 +17,11 @@ namespace shmapc::passes::hoist {
 struct Operands {
   std::vector<size_t> linear, scale;
 };
+
+// The operands of `e` through which it is linear, or false when it is not one of the linear
+// equations this pass follows. `fromSums(v)`: v is computed from the carry or a sum (the
+// operand of a mul or div that is, the factor the one that is not).
+bool linearOperands(const ir::Eqn &e, Operands &o, const std::function<bool(const ir::Value *)> &fromSums);
 
 // Where a body's values are defined and read.
 struct Uses {
@@ -52,5 +58,10 @@ enum class Verdict { No, MoreBytes, Yes };
 // `zeroInit`: the carry starts at zero in the loop's function.
 Verdict planCarry(const ir::Eqn &loop, const ir::Func &b, const Uses &u, size_t k, bool zeroInit,
                   const Replaced &replaced, Plan &plan);
+
+// The plan for summing, at `end` (a value of f, whose uses are `u`), the psum2s it is a linear
+// function of: the sums become one psum2 of `end`'s operands' linear function, whose result
+// is `end`. Yes, MoreBytes or No as planCarry.
+Verdict planEnd(const ir::Func &f, const Uses &u, ir::Value *end, const Replaced &replaced, Plan &plan);
 
 } // namespace shmapc::passes::hoist
