@@ -11,32 +11,42 @@
 // moves the same bytes. psum2 is linear, so when the carry's new value is a linear function F
 // of the carry and of psum2 results s_j = psum2[A](g_j) (add, sub, neg, reshape, transpose,
 // broadcast_in_dim, reduce_sum, convert, slice, dynamic_slice, dynamic_update_slice,
-// concatenate, zeros), F(psum2 c, psum2 g_1, ...) = psum2 F(c, g_1, ...): the carry may
-// accumulate the unreduced g_j (varying over A) and be summed once after the loop. The carry
-// starts at zero (each device's share of the sum) and the sum after the loop is the carry's
-// value, or, where the carry's initial value is not zero and the body only adds to it
-// (c' = c + x), that value plus the sum.
+// concatenate, zeros, mul and div by a factor free of the sums), F(psum2 c, psum2 g_1, ...) =
+// psum2 F(c, g_1, ...): the carry may accumulate the unreduced g_j (varying over A) and be
+// summed once after the loop. The carry starts at zero (each device's share of the sum) and
+// the sum after the loop is the carry's value, or, where the carry's initial value is not
+// zero and the body only adds to it (c' = c + x), that value plus the sum. (F must be linear,
+// not affine: a constant added in every iteration would be summed n times.)
 //
-// Only where it never adds bytes: the runtime's all-reduce of E elements over a group of n
+// Only where it never adds bytes: the runtime's all-reduce of E bytes over a group of n
 // devices moves (n-1)/n of E per device (ir/Comm.cpp), so over the same axes the bytes go as
-// the elements. The rewrite is made where the carry has no more bytes than the sums it
-// replaces over all iterations (trip count x the bytes of the g_j): a slice of an [L, ...]
-// weight per iteration of L gives the same bytes in 1 call instead of L; a weight read whole
-// gives 1/L of the bytes. A carry of which each iteration sums a small part (a few slices of
-// a large array) is left as it is. It is made only where nothing else in the body reads the
-// carry or the values between the sums and the carry (they hold summed values), and the sums
-// are all over the same axes.
+// the array's. The rewrite is made where the carry has no more bytes than the sums it replaces
+// over all iterations (trip count x the bytes of the g_j): a slice of an [L, ...] weight per
+// iteration of L gives the same bytes in 1 call instead of L; a weight read whole gives 1/L of
+// the bytes. It is made only where nothing else in the body reads the carry or the values
+// between the sums and the carry (they hold summed values), and the sums are all over the
+// same axes.
 //
 // Variance: g_j varies over A (psum2's rule) and s_j does not, so every value of F varies over
 // A in addition to what it did: the carry's param, result and initial value (a zero lifted by
-// pbroadcast), and the zeros F reads (lifted where they are read). The psum2 after the loop
-// makes the loop's result invariant over A again, its type as before.
+// pbroadcast), and the zeros and factors F reads (lifted where they are read). The psum2
+// after the loop makes the loop's result invariant over A again, its type as before.
 //
-// Loops nested in a loop body are rewritten first, so a sum that leaves an inner loop may then
-// leave the outer one (and the blocks of a long loop's checkpointing, a loop in a loop, are
-// handled alike). Loops under a conditional and while loops (never transposed) are left, and
-// so is anything outside backward bodies: forward code communicates as its author wrote it.
-// combine-reductions then combines the sums after the loops with the body's others.
+// Nested loops. Loops in a loop body are rewritten first, so a sum that leaves an inner loop
+// may then leave the outer one; the sum after the inner loop counts, for the rule, the bytes
+// of the sums it replaced. A carry whose sums would add bytes after its loop alone (a long
+// loop's checkpoint block: its carry is the whole gradient, a block sums a few slices) is
+// rewritten anyway if the loop around it then takes that sum out too, so that the one sum
+// after both is no larger than all the slices' were; otherwise it is put back as it was
+// (Snapshot). Likewise in the backward body's own equations: such a sum after a loop is kept
+// if it is then added up, by linear equations, with the body's other sums into one value no
+// larger than they all were, and that value is summed once (a gradient summed by slices, one
+// per iteration and the last after the loop).
+//
+// Loops under a conditional and while loops (never transposed) are left, and so is anything
+// outside backward bodies: forward code communicates as its author wrote it. sink-reductions
+// and combine-reductions run next: the sums after the loops are combined with the body's
+// others.
 #include "passes/HoistLoopReductions.h"
 #include "passes/Passes.h"
 
@@ -173,18 +183,24 @@ void dropUnreadZeros(Func &f, std::vector<Value *> values) {
   f.eqns = std::move(eqns);
 }
 
+struct Context {
+  Replaced replaced;
+  std::set<const Func *> shared;  // loop bodies of more than one loop: left as they are
+};
+
 // The plans for the carries of loop equation i of f whose sums may leave it. `larger`: the
 // carries whose sums could leave it but would then sum more bytes.
-std::vector<Plan> planLoop(Func &f, size_t i, const Uses &fu, const Replaced &replaced, std::vector<size_t> *larger) {
+std::vector<Plan> planLoop(Func &f, size_t i, const Uses &fu, const Context &ctx, std::vector<size_t> *larger) {
   const Eqn &loop = f.eqns[i];
   const Func &b = *loop.bodies[0];
+  if (ctx.shared.count(&b)) return {};
   const Uses bu(b);
   const size_t C = (size_t)loop.intParam("num_consts");
   std::vector<Plan> plans;
   std::set<size_t> taken;  // each psum2 moves with one carry
   for (size_t k = 0; k < loop.outs.size(); ++k) {
     Plan plan;
-    const Verdict v = planCarry(loop, b, bu, k, isZero(fu, f, loop.ins[C + k]), replaced, plan);
+    const Verdict v = planCarry(loop, b, bu, k, isZero(fu, f, loop.ins[C + k]), ctx.replaced, plan);
     if (v == Verdict::MoreBytes && larger) larger->push_back(k);
     if (v != Verdict::Yes) continue;
     bool shared = false;
@@ -197,14 +213,14 @@ std::vector<Plan> planLoop(Func &f, size_t i, const Uses &fu, const Replaced &re
 }
 
 // Makes the plans (per loop equation of f); returns the psum2 results put after the loops.
-std::vector<Value *> apply(Func &f, std::map<size_t, std::vector<Plan>> &plans, const Uses &fu, Replaced &replaced) {
+std::vector<Value *> apply(Func &f, std::map<size_t, std::vector<Plan>> &plans, const Uses &fu, Context &ctx) {
   std::map<size_t, std::pair<std::vector<Eqn>, std::vector<Eqn>>> around;  // loop -> before, after
   std::vector<Value *> oldInits;  // the zeros the carries started at, perhaps unread now
   std::vector<Value *> made;
   for (auto &[i, list] : plans) {
     if (list.empty()) continue;
     auto &[before, after] = around[i];
-    rewrite(f, f.eqns[i], list, fu, before, after, oldInits, replaced, made);
+    rewrite(f, f.eqns[i], list, fu, before, after, oldInits, ctx.replaced, made);
   }
   if (around.empty()) return made;
   std::vector<Eqn> eqns;
@@ -253,7 +269,7 @@ struct Deferred {
 
 // Makes the deferred carries' plans of b's loops though their sums then move more bytes after
 // them; returns the psum2 results put after the loops.
-std::vector<Value *> force(Func &b, const std::vector<Deferred> &deferred, Replaced &replaced) {
+std::vector<Value *> force(Func &b, const std::vector<Deferred> &deferred, Context &ctx) {
   std::map<size_t, std::vector<Plan>> forced;
   const Uses bu(b);
   for (const Deferred &d : deferred)
@@ -263,11 +279,11 @@ std::vector<Value *> force(Func &b, const std::vector<Deferred> &deferred, Repla
       const Uses lu(*loop.bodies[0]);
       const size_t C = (size_t)loop.intParam("num_consts");
       Plan plan;
-      if (planCarry(loop, *loop.bodies[0], lu, d.carry, isZero(bu, b, loop.ins[C + d.carry]), replaced, plan) ==
+      if (planCarry(loop, *loop.bodies[0], lu, d.carry, isZero(bu, b, loop.ins[C + d.carry]), ctx.replaced, plan) ==
           Verdict::MoreBytes)
         forced[j].push_back(std::move(plan));
     }
-  return apply(b, forced, bu, replaced);
+  return apply(b, forced, bu, ctx);
 }
 
 // Moves the sums out of f's loops (and theirs); returns the carries of f's loops whose sums
@@ -276,22 +292,22 @@ std::vector<Value *> force(Func &b, const std::vector<Deferred> &deferred, Repla
 // the whole carry, once per block, but one after the outer loop sums what all the blocks'
 // slices did), so f's caller tries that: it makes them, and keeps them only if the loop
 // around f takes every sum they put after the loops out of itself.
-std::vector<Deferred> hoistIn(Func &f, Replaced &replaced) {
+std::vector<Deferred> hoistIn(Func &f, Context &ctx) {
   std::map<size_t, std::vector<Plan>> plans;
   std::vector<Deferred> deferred;
   for (size_t i = 0; i < f.eqns.size(); ++i) {
     if (f.eqns[i].prim != Prim::Loop) continue;
     Func &b = *f.eqns[i].bodies[0];
     // Inner loops first: a sum they leave after them may then leave this loop.
-    std::vector<Deferred> inner = hoistIn(b, replaced);
+    std::vector<Deferred> inner = hoistIn(b, ctx);
     const Uses fu(f);
     std::vector<size_t> larger;
-    plans[i] = planLoop(f, i, fu, replaced, &larger);
+    plans[i] = planLoop(f, i, fu, ctx, &larger);
     if (!inner.empty()) {
       Snapshot before(b);
-      const std::vector<Value *> made = force(b, inner, replaced);
+      const std::vector<Value *> made = force(b, inner, ctx);
       std::vector<size_t> larger2;
-      std::vector<Plan> through = planLoop(f, i, Uses(f), replaced, &larger2);
+      std::vector<Plan> through = planLoop(f, i, Uses(f), ctx, &larger2);
       std::set<const Value *> taken;
       for (const Plan &plan : through)
         for (size_t r : plan.roots) taken.insert(b.eqns[r].outs[0]);
@@ -307,7 +323,7 @@ std::vector<Deferred> hoistIn(Func &f, Replaced &replaced) {
     for (size_t k : larger) deferred.push_back({&b, k});
   }
   const Uses fu(f);
-  apply(f, plans, fu, replaced);
+  apply(f, plans, fu, ctx);
   return deferred;
 }
 
@@ -332,10 +348,10 @@ Value *chainEnd(const Func &f, const Uses &u, Value *v) {
 // may still leave it if, after the loop, the sum is added up with the others into one value
 // (the weight's gradient) no larger than what they all summed: that value is summed once
 // instead. Made only where every such sum is.
-void sumAtEnds(Func &f, const std::vector<Deferred> &deferred, Replaced &replaced) {
+void sumAtEnds(Func &f, const std::vector<Deferred> &deferred, Context &ctx) {
   if (deferred.empty()) return;
   Snapshot before(f);
-  const std::vector<Value *> made = force(f, deferred, replaced);
+  const std::vector<Value *> made = force(f, deferred, ctx);
   const Uses u(f);
   std::vector<std::pair<Value *, Plan>> ends;
   std::set<const Value *> taken;
@@ -343,7 +359,7 @@ void sumAtEnds(Func &f, const std::vector<Deferred> &deferred, Replaced &replace
     if (taken.count(v)) continue;
     Value *end = chainEnd(f, u, v);
     Plan plan;
-    bool ok = end != v && planEnd(f, u, end, replaced, plan) == Verdict::Yes;
+    bool ok = end != v && planEnd(f, u, end, ctx.replaced, plan) == Verdict::Yes;
     for (size_t r : plan.roots) ok = ok && taken.insert(f.eqns[r].outs[0]).second;
     if (!ok || !taken.count(v)) {
       before.restore();
@@ -381,10 +397,18 @@ void sumAtEnds(Func &f, const std::vector<Deferred> &deferred, Replaced &replace
 } // namespace
 
 void hoistLoopReductions(Module &m, Diagnostics &) {
+  Context ctx;
+  // (a loop body shared by several loops keeps its carries' types: rewriting one loop's
+  // carries would change the others')
+  std::map<const Func *, int> loopsOf;
+  for (auto &f : m.funcs)
+    for (const Eqn &e : f->eqns)
+      if (e.prim == Prim::Loop) ++loopsOf[e.bodies[0]];
+  for (auto &[body, n] : loopsOf)
+    if (n > 1) ctx.shared.insert(body);
   for (auto &f : m.funcs)
     if (f->isBackward && f->checkVma && f->mesh) {
-      Replaced replaced;
-      sumAtEnds(*f, hoistIn(*f, replaced), replaced);
+      sumAtEnds(*f, hoistIn(*f, ctx), ctx);
     }
 }
 
