@@ -276,6 +276,44 @@ TEST_CASE("hoist-loop-reductions: ... and stays where only the inner loop would 
   checkTypes(*s);
 }
 
+TEST_CASE("hoist-loop-reductions: a sum after the loop that the body adds to others", "[hoist]") {
+  // f: acc = loop[0,1](zeros f32[8]) { carry + dus(zeros, psum2[x](c), i) };
+  //    r = acc + dus(zeros, psum2[x](c), 4)
+  // After the loop alone the sum would be of 32 B where the loop summed 16 B; with the other
+  // 16 B slice summed after it, one sum of r (32 B) replaces both.
+  auto s = setup(1, true, true, {8});
+  addSliceToCarry(*s);
+  Func &f = *s->f;
+  Value *sum = f.newValue(f32({4})), *zeros = f.newValue(f32({8})), *four = f.newValue(i32());
+  Value *placed = f.newValue(f32({8})), *r = f.newValue(f32({8}), "r");
+  f.eqns.push_back(Eqn{Prim::Psum2, {s->c}, {sum}, {{"axes", axes({0})}}, {}, {}});
+  f.eqns.push_back(constant(zeros, 0.0));
+  f.eqns.push_back(constant(four, 4.0));
+  f.eqns.push_back(Eqn{Prim::DynamicUpdateSlice, {zeros, sum, four}, {placed}, {}, {}, {}});
+  f.eqns.push_back(Eqn{Prim::Add, {s->acc, placed}, {r}, {}, {}, {}});
+  f.results = {r};
+  SECTION("both sums become one of r") {
+    run(*s);
+    CHECK(eqnPrims(*s->body) == "constant pbroadcast dynamic_update_slice add");
+    REQUIRE(eqnPrims(f) ==
+            "constant pbroadcast loop constant constant pbroadcast dynamic_update_slice add psum2");
+    CHECK(f.eqns.back().outs[0] == r);  // r keeps its value and type
+    CHECK(r->type == f32({8}));
+    CHECK(f.results[0] == r);
+    checkTypes(*s);
+  }
+  SECTION("left where the sum after the loop would be larger than what it joins") {
+    // (r also read otherwise: its chain may not end there, and the loop's sum alone adds bytes)
+    Value *t = f.newValue(f32({8}));
+    f.eqns.push_back(Eqn{Prim::Tanh, {s->acc}, {t}, {}, {}, {}});
+    f.results.push_back(t);
+    const std::string before = printFunc(f);
+    run(*s);
+    CHECK(printFunc(f) == before);
+    CHECK(eqnPrims(*s->body) == "psum2 constant dynamic_update_slice add");
+  }
+}
+
 TEST_CASE("hoist-loop-reductions: what is left as written", "[hoist]") {
   SECTION("a carry bigger than the sums it would replace") {
     // carry f32[16] += pad-like update of f32[4] per iteration, 3 iterations: 64 > 48 bytes
