@@ -42,6 +42,37 @@ template <typename T, int Op> T identity() {
   else return Op == SHM_REDUCE_MAX ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
 }
 
+// The max (min) of a contiguous float row in 16 lanes, which vectorize: true with it in m
+// where that is the value the fold in row order gives, i.e. when the row holds no NaN (the
+// fold keeps the last NaN) and the extremum is not zero (the fold keeps the first of -0 and
+// +0, which lanes do not know); else false, and the caller folds the row in order.
+template <typename T, int Op> bool row_extremum(const T *in, int64_t len, T &m) {
+  constexpr int kLanes = 16;
+  if constexpr (!std::is_floating_point_v<T> || (Op != SHM_REDUCE_MAX && Op != SHM_REDUCE_MIN)) {
+    return false;
+  } else {
+    if (len < 2 * kLanes) return false;
+    T lane[kLanes];
+    bool nan = false;
+    for (int j = 0; j < kLanes; ++j) lane[j] = in[j];
+    int64_t i = kLanes;
+    for (; i + kLanes <= len; i += kLanes)
+      for (int j = 0; j < kLanes; ++j) {
+        const T x = in[i + j];
+        nan |= x != x;
+        lane[j] = Op == SHM_REDUCE_MAX ? (x > lane[j] ? x : lane[j]) : (x < lane[j] ? x : lane[j]);
+      }
+    for (int j = 0; j < kLanes; ++j) nan |= lane[j] != lane[j];
+    m = lane[0];
+    for (int j = 1; j < kLanes; ++j) m = Op == SHM_REDUCE_MAX ? (lane[j] > m ? lane[j] : m) : (lane[j] < m ? lane[j] : m);
+    for (; i < len; ++i) {
+      nan |= in[i] != in[i];
+      m = Op == SHM_REDUCE_MAX ? (in[i] > m ? in[i] : m) : (in[i] < m ? in[i] : m);
+    }
+    return !nan && m != T(0);
+  }
+}
+
 // Walks the input once in row-major order, folding each element into its output element
 // (output stride 0 along reduced dimensions). Every output element therefore accumulates its
 // inputs in row-major order of the reduced indices: a fixed, documented order, independent of
@@ -69,7 +100,10 @@ void reduce_t(const T *in, int32_t rank, const int64_t *shape, const bool *reduc
   for (;;) {
     if (ostr[last] == 0) {
       T acc = out[oo];
-      for (int64_t i = 0; i < len; ++i) acc = combine<T, Op>(acc, in[i]);
+      T m;
+      if (row_extremum<T, Op>(in, len, m)) acc = combine<T, Op>(acc, m);
+      else
+        for (int64_t i = 0; i < len; ++i) acc = combine<T, Op>(acc, in[i]);
       out[oo] = acc;
     } else {
       for (int64_t i = 0; i < len; ++i) out[oo + i] = combine<T, Op>(out[oo + i], in[i]);
@@ -129,6 +163,17 @@ struct ReducedDims {
 // scratch for 8 rows of w. The loops over j are the same additions for each output of a tile.
 template <typename T, typename Rows>
 void leaf_sum(const Rows &row, int64_t n, int64_t w, T *r, T *out) {
+  if (w == 1 && n >= 8) {  // one output: its 8 accumulators in registers (a vector, when contiguous)
+    T acc[8];
+    for (int k = 0; k < 8; ++k) acc[k] = row(k)[0];
+    int64_t i = 8;
+    for (; i < n - n % 8; i += 8)
+      for (int k = 0; k < 8; ++k) acc[k] += row(i + k)[0];
+    T s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; ++i) s += row(i)[0];
+    out[0] = s;
+    return;
+  }
   if (n < 8) {
     for (int64_t j = 0; j < w; ++j) out[j] = row(0)[j];
     for (int64_t i = 1; i < n; ++i)

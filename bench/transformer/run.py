@@ -5,8 +5,10 @@ embedding logits, cross-entropy) at benchmark size: 16 sequences of 64 tokens, w
 width 1024, vocabulary 512. shmapc on meshes data x model of 1x1 (pinned to one core), 2x1
 (data parallel), 1x2 (Megatron: one head and half the MLP per device) and 2x2 (both), each
 "model" device holding one attention head of width 256 / model; against JAX jit of the same
-block with one head on one core (the 1x1 math). Prints ms per step and ratios; the quietest of
---repeats runs counts.
+block with one head (the 1x1 math, transformer_jax.py) on one core and on every core, and
+PyTorch eager (transformer_torch.py) on one core. Prints ms per step, ratios and the targets
+(one core: <= 0.9x JAX, <= 0.8x PyTorch; the quickest mesh of 2 devices <= 0.9x JAX on every
+core); the quietest of --repeats runs counts.
 
     python3 bench/transformer/run.py --shmapc build/compiler/shmapc [--repeats 3] [--quick] [--json PATH]
 
@@ -15,6 +17,8 @@ import os
 import subprocess
 import sys
 import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from common import PIN, Record, parse, parser, peer_output, seconds_per_step, venv_python  # noqa: E402
@@ -81,46 +85,6 @@ def main() {{
 }}
 """
 
-JAX = r'''
-import os, sys, time
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
-import jax, jax.numpy as jnp, numpy as np
-B, T, D, F, V = %d, %d, %d, %d, %d
-def layer_norm(x, g, b):
-    d = x - jnp.mean(x, -1, keepdims=True)
-    return d / jnp.sqrt(jnp.mean(d * d, -1, keepdims=True) + 1e-5) * g + b
-def gelu(x):
-    return 0.5 * x * (1 + jnp.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
-def loss(p, tokens):
-    emb, pos, g1, b1_, wq, wk, wv, wo, g2, b2_, w1, b1, w2, b2 = p
-    ids, targets = tokens[:, :T], tokens[:, 1:].reshape(-1)
-    x = emb[ids] + pos
-    h = layer_norm(x, g1, b1_).reshape(B * T, D)
-    q, k, v = [(h @ w).reshape(B, T, D) for w in (wq, wk, wv)]
-    s = q @ jnp.transpose(k, (0, 2, 1)) / jnp.sqrt(jnp.float32(D))
-    a = jax.nn.softmax(jnp.where(jnp.tril(jnp.ones((T, T), bool)), s, -1e9), -1) @ v
-    x = x + (a.reshape(B * T, D) @ wo).reshape(B, T, D)
-    u = gelu(layer_norm(x, g2, b2_).reshape(B * T, D) @ w1 + b1)
-    x = x + (u @ w2 + b2).reshape(B, T, D)
-    logits = x.reshape(B * T, D) @ emb.T
-    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), targets[:, None], 1))
-r = np.random.default_rng(0)
-n = lambda *s: jnp.asarray(r.standard_normal(s, np.float32) * 0.05)
-p = [n(V, D), n(T, D), jnp.ones(D), jnp.zeros(D), n(D, D), n(D, D), n(D, D), n(D, D), jnp.ones(D),
-     jnp.zeros(D), n(D, F), jnp.zeros(F), n(F, D), jnp.zeros(D)]
-tokens = jnp.asarray(r.integers(0, V, (B, T + 1)), jnp.int32)
-@jax.jit
-def step(p, tokens):
-    l, g = jax.value_and_grad(loss)(p, tokens)
-    return [w - 0.01 * gw for w, gw in zip(p, g)], l
-p, l = step(p, tokens); jax.block_until_ready(p)
-ts = []
-for _ in range(10):
-    t0 = time.perf_counter(); p, l = step(p, tokens); jax.block_until_ready(p); ts.append(time.perf_counter() - t0)
-print("%%.4f" %% (np.mean(ts) * 1e3))
-''' % (B, T, D, F, V)
-
-
 def shmapc_step_ms(shmapc, tmp, dp, mp, repeats, pin):
     src = os.path.join(tmp, "t%dx%d.smp" % (dp, mp))
     with open(src, "w") as f:
@@ -134,17 +98,19 @@ def shmapc_step_ms(shmapc, tmp, dp, mp, repeats, pin):
 def main():
     a = parse(parser(__doc__), quick_repeats=1)
     rows = []
+    cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as tmp:
         for dp, mp in ((1, 1), (2, 1), (1, 2), (2, 2)):
             rows.append(("shmapc, mesh %dx%d%s" % (dp, mp, " (one core)" if dp * mp == 1 else ""),
                          shmapc_step_ms(a.shmapc, tmp, dp, mp, a.repeats, PIN if dp * mp == 1 else [])))
         py = venv_python()
-        script = os.path.join(tmp, "jax_transformer.py")
-        with open(script, "w") as f:
-            f.write(JAX)
-        ms = peer_output(PIN + [py, script], a.repeats) if py else None
-        rows.append(("JAX jit (one core)" + ("" if ms else " (not installed: bench/setup.sh)"), ms))
-    print("Transformer block training step (16 x 64 tokens, width %d, MLP %d, vocabulary %d)" % (D, F, V))
+        for name, script, threads, pin in (("JAX jit (one core)", "transformer_jax.py", 1, PIN),
+                                           ("JAX jit (every core)", "transformer_jax.py", cores, []),
+                                           ("PyTorch (one core)", "transformer_torch.py", 1, PIN)):
+            cmd = pin + [py, os.path.join(HERE, script), str(threads)] if py else [None]
+            ms = peer_output(cmd, a.repeats)
+            rows.append((name + ("" if ms else " (not installed: bench/setup.sh)"), ms))
+    print("Transformer block training step (16 x 64 tokens, width %d, MLP %d, vocabulary %d; %d cores)" % (D, F, V, cores))
     base = rows[0][1]
     print("%-40s %10s %14s" % ("", "ms/step", "x shmapc 1x1"))
     for name, ms in rows:
@@ -152,6 +118,19 @@ def main():
     rec = Record("transformer", a, sequences=B, tokens=T, width=D, mlp=F, vocabulary=V)
     for name, ms in rows:
         rec.row(name, ms, "ms/step", peers={"shmapc 1x1": ms / base} if ms and name != rows[0][0] else None)
+    ms = dict(rows)
+    # Every core: the quickest mesh of two devices (each a thread on its own core) against
+    # XLA's thread pool on the same cores.
+    two = min(ms[r] for r in ("shmapc, mesh 2x1", "shmapc, mesh 1x2"))
+    for name, value, peer, bound in (
+            ("Transformer step, one core / JAX jit, one core", base, ms.get("JAX jit (one core)"), 0.9),
+            ("Transformer step, one core / PyTorch, one core", base, ms.get("PyTorch (one core)"), 0.8),
+            ("Transformer step, quickest 2-device mesh / JAX jit, every core", two,
+             ms.get("JAX jit (every core)"), 0.9)):
+        if peer:
+            print("target: %-62s %.2fx (<= %.1fx) %s" % (name, value / peer, bound,
+                                                        "PASS" if value / peer <= bound else "FAIL"))
+            rec.target(name, value / peer, "<=", bound)
     rec.write()
 
 

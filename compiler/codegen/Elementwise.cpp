@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 
 namespace shmapc::codegen {
 
@@ -229,17 +230,44 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
       pointer[v] = loopFn->getArg(paramOf.at(buffer(v)));
   }
   llvm::Value *lo = loopFn->getArg(0), *hi = loopFn->getArg(1);
-  lb.CreateCondBr(lb.CreateICmpSLT(lo, hi), loop, exit);
+  // With broadcast operands the loop runs row by row (groupRowLength): an outer loop over the
+  // rows of [lo, hi), an inner one over a row's elements, in which every operand is read at
+  // the index plus a per-row offset (a trailing broadcast) or at one per-row element (a
+  // leading one). A flat loop would read a bias at i % n, which the vectorizer can only
+  // version on "no wrap within this call" and runs scalar for any call longer than a row.
+  const int64_t row = groupRowLength(first, last, n);
+  llvm::BasicBlock *rowHead = row ? llvm::BasicBlock::Create(ctx, "ew.row", loopFn, loop) : nullptr;
+  llvm::Value *rowStart = nullptr, *rowEnd = hi;
+  llvm::PHINode *rowPhi = nullptr;
+  lb.CreateCondBr(lb.CreateICmpSLT(lo, hi), row ? rowHead : loop, exit);
+  if (row) {
+    lb.SetInsertPoint(rowHead);
+    rowPhi = lb.CreatePHI(me.i64Ty, 2, "row.i");
+    rowPhi->addIncoming(lo, entry);
+    rowStart = lb.CreateSub(rowPhi, lb.CreateURem(rowPhi, i64(row)), "row.start", true, true);
+    llvm::Value *end = lb.CreateAdd(rowStart, i64(row), "row.end", true, true);
+    rowEnd = lb.CreateSelect(lb.CreateICmpSLT(end, hi), end, hi);
+    lb.CreateBr(loop);
+  }
   lb.SetInsertPoint(loop);
   llvm::PHINode *phi = lb.CreatePHI(me.i64Ty, 2, "i");
-  phi->addIncoming(lo, entry);
+  phi->addIncoming(row ? (llvm::Value *)rowPhi : lo, row ? rowHead : entry);
   auto param = [&](const ir::Value *v) { return pointer.at(v); };
   const size_t mathCallsBefore = me.mathCalls;
-  if (!emitGroupBody(first, last, lb, param, phi, n)) return false;
+  if (!emitGroupBody(first, last, lb, param, phi, n, rowStart)) return false;
   const bool callsMath = me.mathCalls != mathCallsBefore;
   llvm::Value *next = lb.CreateAdd(phi, i64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
   phi->addIncoming(next, lb.GetInsertBlock());
-  llvm::BranchInst *latch = lb.CreateCondBr(lb.CreateICmpSLT(next, hi), loop, exit);
+  llvm::BranchInst *latch;
+  if (row) {
+    llvm::BasicBlock *rowLatch = llvm::BasicBlock::Create(ctx, "ew.row.next", loopFn, exit);
+    latch = lb.CreateCondBr(lb.CreateICmpSLT(next, rowEnd), loop, rowLatch);
+    lb.SetInsertPoint(rowLatch);
+    rowPhi->addIncoming(rowEnd, rowLatch);
+    lb.CreateCondBr(lb.CreateICmpSLT(rowEnd, hi), rowHead, exit);
+  } else {
+    latch = lb.CreateCondBr(lb.CreateICmpSLT(next, hi), loop, exit);
+  }
   // Math functions make long dependency chains: interleaving keeps several vectors in flight
   // (fewer for longer bodies, whose copies would cost compile time). Not on short loops, which
   // gain nothing, and where LLVM 19's vectorizer does not finish on some f16 loops for AVX2
@@ -271,6 +299,26 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   return true;
 }
 
+// The row length of a fused loop over n elements that reads broadcast operands: the largest
+// length dividing every trailing operand's size and every leading operand's repeat count (so
+// that within a row the first reads consecutive elements and the second one element), or 0
+// (a flat loop) where there is no broadcast or the rows would be too short to vectorize.
+int64_t FuncEmitter::groupRowLength(size_t first, size_t last, int64_t n) const {
+  constexpr int64_t kMinRow = 16;
+  int64_t row = 0;
+  for (size_t i = first; i <= last; ++i) {
+    const ir::Eqn &e = f.eqns[i];
+    if (e.prim != P::BroadcastInDim) continue;
+    int64_t size = e.ins[0]->type.numElements();
+    switch (broadcastRead(e)) {
+    case BroadcastRead::Trailing: row = std::gcd(row, size); break;
+    case BroadcastRead::Leading: row = std::gcd(row, n / size); break;
+    default: break;
+    }
+  }
+  return row >= kMinRow && row < n ? row : 0;
+}
+
 // Outputs stored by a fused loop: not Fused (registers only) nor Alias (a pbroadcast whose
 // input buffer already holds the bytes).
 bool FuncEmitter::storedByGroup(const ir::Value *v) const {
@@ -282,7 +330,7 @@ bool FuncEmitter::storedByGroup(const ir::Value *v) const {
 // pointer to v's buffer where `lb` inserts.
 bool FuncEmitter::emitGroupBody(size_t first, size_t last, llvm::IRBuilder<> &lb,
                                 const std::function<llvm::Value *(const ir::Value *)> &bufferOf, llvm::Value *idx,
-                                int64_t n) {
+                                int64_t n, llvm::Value *rowStart) {
   std::unordered_map<const ir::Value *, llvm::Value *> elem;  // this iteration's elements
   // `v`'s element for this iteration; `at` overrides the index (a broadcast's operand).
   // A broadcast's operand is not cached: two broadcasts of one array (a[:, None] * a[None, :])
@@ -341,9 +389,15 @@ bool FuncEmitter::emitGroupBody(size_t first, size_t last, llvm::IRBuilder<> &lb
     }
     if (e.prim == P::BroadcastInDim) {
       int64_t size = e.ins[0]->type.numElements();
+      // In a row loop (groupRowLength divides both the operand's size for a trailing read and
+      // the repeat count for a leading one), the row's start fixes the wrap and the quotient.
       switch (broadcastRead(e)) {
-      case BroadcastRead::Trailing: at = lb.CreateURem(idx, i64(size)); break;
-      case BroadcastRead::Leading: at = lb.CreateUDiv(idx, i64(n / size)); break;
+      case BroadcastRead::Trailing:
+        at = rowStart ? lb.CreateAdd(lb.CreateSub(idx, rowStart, "", true, true), lb.CreateURem(rowStart, i64(size)),
+                                     "", true, true)
+                      : lb.CreateURem(idx, i64(size));
+        break;
+      case BroadcastRead::Leading: at = lb.CreateUDiv(rowStart ? rowStart : idx, i64(n / size)); break;
       default: at = i64(0); break;
       }
     }

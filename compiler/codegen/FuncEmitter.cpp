@@ -129,6 +129,26 @@ void FuncEmitter::plan() {
       if (carries->second[j])
         storage_[f.results[j]] = {StorageKind::InPlace, -1, f.params[f.params.size() - f.results.size() + j]};
 
+  // A result that is another name for a value (a reshape or pbroadcast of it: a forward
+  // pass's residuals often are) has that value computed straight into its slot, rather than
+  // computed in the arena and copied out at the end.
+  std::unordered_map<const ir::Value *, const ir::Eqn *> definer;
+  for (const ir::Eqn &e : f.eqns)
+    for (const ir::Value *v : e.outs) definer[v] = &e;
+  for (size_t i = 0; i < f.results.size(); ++i) {
+    const ir::Value *r = f.results[i];
+    if (storage_[r].kind != StorageKind::OutSlot || storage_[r].slot != (int)i) continue;
+    std::vector<const ir::Value *> names = {r};
+    for (auto d = definer.find(r); d != definer.end(); d = definer.find(names.back())) {
+      const ir::Eqn &e = *d->second;
+      if ((e.prim != ir::Prim::Reshape && e.prim != ir::Prim::Pbroadcast) || storage_.count(e.ins[0])) break;
+      names.push_back(e.ins[0]);
+    }
+    if (names.size() == 1) continue;
+    storage_[names.back()] = {StorageKind::OutSlot, (int)i, nullptr};
+    for (size_t k = 0; k + 1 < names.size(); ++k) storage_[names[k]] = {StorageKind::Alias, -1, names.back()};
+  }
+
   std::unordered_map<const ir::Value *, size_t> lastRead = lastReads(f);
   std::vector<int> groupOf = fusionGroups(f, lastRead, groups_);
   renamed_ = renamedValues(f);
@@ -337,10 +357,10 @@ bool FuncEmitter::emit() {
     buffers_[f.params[i]] = b.CreateLoad(me.ptrTy, b.CreateConstGEP1_64(me.ptrTy, insArg, i),
                                          "in" + std::to_string(i));
   for (size_t i = 0; i < f.results.size(); ++i) {
-    const Storage &s = storage_[f.results[i]];
-    if (s.kind == StorageKind::OutSlot && s.slot == (int)i)
-      buffers_[f.results[i]] = b.CreateLoad(
-          me.ptrTy, b.CreateConstGEP1_64(me.ptrTy, outsArg, i), "out" + std::to_string(i));
+    const ir::Value *v = root(f.results[i]);  // (the value a renaming result names)
+    const Storage &s = storage_[v];
+    if (s.kind == StorageKind::OutSlot && s.slot == (int)i && !buffers_.count(v))
+      buffers_[v] = b.CreateLoad(me.ptrTy, b.CreateConstGEP1_64(me.ptrTy, outsArg, i), "out" + std::to_string(i));
   }
 
   size_t nextGroup = 0;
@@ -390,6 +410,8 @@ void FuncEmitter::emitResults() {
     const ir::Value *v = f.results[i];
     const Storage &s = storage_[v];
     if (s.kind == StorageKind::OutSlot && s.slot == (int)i) continue;
+    const Storage &named = storage_[root(v)];  // (computed into its slot under another name)
+    if (s.kind == StorageKind::Alias && named.kind == StorageKind::OutSlot && named.slot == (int)i) continue;
     if (s.kind == StorageKind::InPlace && storage_[s.aliasOf].kind == StorageKind::Param) continue;  // a carry
     llvm::Value *dst = b.CreateLoad(me.ptrTy, b.CreateConstGEP1_64(me.ptrTy, outsArg, i));
     copyBytes(dst, buffer(v), v->type.byteSize());

@@ -10,8 +10,10 @@
 //         shmap: their results are residuals, never recomputed. Local work needed only by the
 //         backward part is recomputed there, and constants are remade rather than stored.
 #include "passes/AD.h"
+#include "prims/Rules.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace shmapc::passes::ad {
 
@@ -22,6 +24,139 @@ bool differentiable(const Value *v) { return isFloat(v->type.dtype); }
 bool cheapToRemake(Prim p) { return p == Prim::Pbroadcast || changesOnlyShape(p); }
 
 AxisSet allAxes(const Mesh &mesh) { return (AxisSet(1) << mesh.axes.size()) - 1; }
+
+// The forward part's values the backward part reads: those defined by forward equations that
+// are not remade, read by the backward part's equations or returned as cotangents.
+std::vector<Value *> residualsOf(const Func &v, size_t K, const std::vector<bool> &forward,
+                                 const std::vector<bool> &remake) {
+  std::set<const Value *> fwdDefined;
+  for (size_t i = 0; i < v.eqns.size(); ++i)
+    if (forward[i] && !remake[i]) fwdDefined.insert(v.eqns[i].outs.begin(), v.eqns[i].outs.end());
+  std::vector<Value *> residuals;
+  std::set<const Value *> seen;
+  auto noteRead = [&](Value *in) {
+    if (fwdDefined.count(in) && seen.insert(in).second) residuals.push_back(in);
+  };
+  for (size_t i = 0; i < v.eqns.size(); ++i)
+    if (!forward[i] || remake[i])
+      for (Value *in : v.eqns[i].ins) noteRead(in);
+  for (size_t k = K; k < v.results.size(); ++k) noteRead(v.results[k]);
+  return residuals;
+}
+
+// An equation a fused loop computes element by element from its operands (codegen fuses
+// those with a scalar rule), or a change of shape: cheap to do again where its result is read.
+bool elementwise(const Eqn &q) {
+  if (!q.bodies.empty() || communicatesOver(q) || q.outs.size() != 1) return false;
+  if (q.prim == Prim::Reshape || q.prim == Prim::BroadcastInDim || q.prim == Prim::Pbroadcast) return true;
+  return q.prim != Prim::Transpose && prims::rulesOf(q.prim).scalar != nullptr;
+}
+
+// What a residual may be remade from: element-wise equations, and transposes (a matmul's
+// operand transposed in the forward part is read through BLAS's flag where it is remade:
+// fold-transposes).
+bool remakable(const Eqn &q) { return elementwise(q) || (q.prim == Prim::Transpose && !communicatesOver(q)); }
+
+// At most this many equations are remade for one residual: a longer chain would cost the
+// backward part more arithmetic than the store and load of the residual it saves.
+constexpr size_t kMaxRemadeChain = 12;
+
+// Marks for remaking (in the backward part as well as the forward) each element-wise residual
+// that can be computed from values the backward part has anyway: the other residuals, the
+// primal params and what is remade already, through at most kMaxRemadeChain element-wise
+// forward equations. Residuals are tried latest first, so a chain may start at an earlier
+// residual that is itself remade later (the backward part then remakes both). No residual is
+// added: every value a chain starts from is one the backward part reads already. Returns
+// whether any was remade.
+bool remakeElementwiseResiduals(const Func &v, size_t P, const std::vector<bool> &forward,
+                                const std::vector<bool> &backward, std::vector<bool> &remake,
+                                const std::vector<Value *> &residuals) {
+  std::map<const Value *, size_t> definer;
+  for (size_t i = 0; i < v.eqns.size(); ++i)
+    for (const Value *o : v.eqns[i].outs) definer[o] = i;
+  std::set<const Value *> kept(residuals.begin(), residuals.end());
+  std::set<const Value *> available(v.params.begin(), v.params.begin() + P);
+  for (size_t i = 0; i < v.eqns.size(); ++i)
+    if (remake[i]) available.insert(v.eqns[i].outs.begin(), v.eqns[i].outs.end());
+  std::vector<Value *> order = residuals;
+  std::sort(order.begin(), order.end(), [&](const Value *a, const Value *b) {
+    auto da = definer.find(a), db = definer.find(b);
+    return (da == definer.end() ? 0 : da->second + 1) > (db == definer.end() ? 0 : db->second + 1);
+  });
+  bool any = false;
+  for (Value *r : order) {
+    kept.erase(r);
+    // The forward equations to remake for r, found depth first from r.
+    std::set<size_t> chain;
+    std::function<bool(const Value *)> derivable = [&](const Value *x) {
+      if (kept.count(x) || available.count(x)) return true;
+      auto d = definer.find(x);
+      if (d == definer.end()) return false;
+      const size_t i = d->second;
+      if (chain.count(i)) return true;
+      if (!forward[i] || backward[i] || !remakable(v.eqns[i]) || chain.size() >= kMaxRemadeChain) return false;
+      chain.insert(i);
+      for (const Value *in : v.eqns[i].ins)
+        if (!derivable(in)) return false;
+      return true;
+    };
+    auto d = definer.find(r);
+    if (d == definer.end() || remake[d->second]) {
+      kept.insert(r);
+      continue;
+    }
+    if (!derivable(r)) {
+      // A transpose's result is stored as its operand instead (the same bytes), which the
+      // backward part transposes again where it reads it: into a matmul's flag, mostly.
+      const Eqn &q = v.eqns[d->second];
+      const bool swap = q.prim == Prim::Transpose && forward[d->second] && !backward[d->second] &&
+                        !communicatesOver(q) && definer.count(q.ins[0]) && forward[definer.at(q.ins[0])];
+      if (!swap) {
+        kept.insert(r);
+        continue;
+      }
+      kept.insert(q.ins[0]);
+      chain = {d->second};
+    }
+    for (size_t i : chain) {
+      remake[i] = true;
+      available.insert(v.eqns[i].outs.begin(), v.eqns[i].outs.end());
+    }
+    any = true;
+  }
+  return any;
+}
+
+// The backward body's equations: those that read a cotangent in order, and each of the others
+// (remade, or local work only the backward part needs) just before the first equation that
+// reads its result: next to its readers, codegen computes it in their fused loop rather than
+// in a loop of its own that stores it for later. An element-wise one is computed again for
+// readers past a matmul, reduction or collective (those end a fused loop), rather than
+// stored at its first readers and loaded at the later ones.
+void copyBackwardEqns(const Func &v, size_t K, const std::vector<bool> &forward, const std::vector<bool> &remake,
+                      const std::vector<bool> &backward, Func &bw, std::map<const Value *, Value *> &bmap) {
+  std::map<const Value *, size_t> deferred;  // such an equation's results -> the equation
+  for (size_t i = 0; i < v.eqns.size(); ++i)
+    if ((!forward[i] || remake[i]) && !backward[i])
+      for (const Value *o : v.eqns[i].outs) deferred[o] = i;
+  // The stretch of element-wise equations being copied (a fused loop, roughly) and the one
+  // each deferred equation was last copied in (0: not yet).
+  size_t stretch = 1;
+  std::vector<size_t> copiedIn(v.eqns.size(), 0);
+  std::function<void(size_t)> copy = [&](size_t i) {
+    const bool cheap = elementwise(v.eqns[i]);
+    if (copiedIn[i] && (!cheap || copiedIn[i] == stretch)) return;
+    for (const Value *in : v.eqns[i].ins)
+      if (auto d = deferred.find(in); d != deferred.end()) copy(d->second);
+    if (!cheap) ++stretch;
+    copiedIn[i] = stretch;
+    copyEqn(v.eqns[i], bw, bmap);
+  };
+  for (size_t i = 0; i < v.eqns.size(); ++i)
+    if (backward[i]) copy(i);
+  for (size_t k = K; k < v.results.size(); ++k)
+    if (auto d = deferred.find(v.results[k]); d != deferred.end()) copy(d->second);
+}
 
 } // namespace
 
@@ -118,18 +253,13 @@ void Linearizer::splitShmap(const Eqn &e, const std::vector<Value *> &t) {
 
   // The backward body reads: primal params (passed through), constants (remade), and the
   // forward part's other values (residuals).
-  std::set<const Value *> fwdDefined;
-  for (size_t i = 0; i < v->eqns.size(); ++i)
-    if (forward[i] && !remake[i]) fwdDefined.insert(v->eqns[i].outs.begin(), v->eqns[i].outs.end());
-  std::vector<Value *> residuals;
-  std::set<const Value *> seen;
-  auto noteRead = [&](Value *in) {
-    if (fwdDefined.count(in) && seen.insert(in).second) residuals.push_back(in);
-  };
-  for (size_t i = 0; i < v->eqns.size(); ++i)
-    if (!forward[i] || remake[i])
-      for (Value *in : v->eqns[i].ins) noteRead(in);
-  for (size_t k = K; k < v->results.size(); ++k) noteRead(v->results[k]);
+  std::vector<Value *> residuals = residualsOf(*v, K, forward, remake);
+  // Element-wise residuals the backward part can compute again from residuals it reads anyway
+  // are remade there instead of stored (a GELU's tanh, its products and sums, an exp of
+  // logits: each a whole activation written by the forward and read back, where recomputing
+  // it inside the backward's fused loop costs a few instructions per element).
+  if (remakeElementwiseResiduals(*v, P, forward, backward, remake, residuals))
+    residuals = residualsOf(*v, K, forward, remake);
 
   // The forward shmap's body: (primals...) -> (results..., packed residuals...).
   Func *fw = newFuncLike(m, body, body.name + "_fwd");
@@ -192,8 +322,7 @@ void Linearizer::splitShmap(const Eqn &e, const std::vector<Value *> &t) {
                              : bb.reshape(p, residuals[r]->type.shape);
   }
   for (size_t k = 0; k < K; ++k) bmap[v->params[P + k]] = param(*bw, v->params[P + k]->type, v->params[P + k]->hint);
-  for (size_t i = 0; i < v->eqns.size(); ++i)
-    if (!forward[i] || remake[i]) copyEqn(v->eqns[i], *bw, bmap);
+  copyBackwardEqns(*v, K, forward, remake, backward, *bw, bmap);
   for (size_t k = K; k < v->results.size(); ++k) bw->results.push_back(lookup(bmap, v->results[k]));
   pruneDeadCode(*bw);
 

@@ -46,6 +46,11 @@ std::vector<Candidate> candidates(const Func &f) {
   for (size_t i = 0; i < f.eqns.size(); ++i) {
     const Eqn &e = f.eqns[i];
     if (e.prim != Prim::Psum2 || e.ins.size() != 1 || e.outs.size() != 1 || !e.bodies.empty()) continue;
+    // A sum over a group of one device meets no one: combining it would only copy its operand
+    // into the joined array and back out.
+    int64_t members = 1;
+    for (int64_t a : e.intsParam("axes")) members *= f.mesh ? f.mesh->sizes[(size_t)a] : 2;
+    if (members == 1) continue;
     auto d = definedAt.find(e.ins[0]);
     auto r = firstRead.find(e.outs[0]);
     const size_t earliest = d == definedAt.end() ? 0 : d->second;

@@ -1128,6 +1128,46 @@ TEST_CASE("reduce over sorted axes", "[kernels]") {
   CHECK(std::isnan(e));
 }
 
+// Max / min of long rows (taken 16 lanes at a time) give the bits of the fold in row order:
+// the last NaN's payload, the first of -0 / +0 when the extremum is zero, ties of any value.
+TEST_CASE("reduce max / min of long rows as the fold in order", "[kernels]") {
+  const int64_t n = 203, shape[2] = {2, n}, ax1[1] = {1};
+  auto fold = [](const std::vector<float> &x, int op) {
+    float acc = op == SHM_REDUCE_MAX ? -INFINITY : INFINITY;
+    for (float b : x) acc = (op == SHM_REDUCE_MAX ? b > acc : b < acc) || b != b ? b : acc;
+    return acc;
+  };
+  auto bits = [](float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; };
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uni(-3.0f, 3.0f);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<float> in((size_t)(2 * n));
+    for (float &x : in) x = uni(rng);
+    const int kind = trial % 5;
+    for (int row = 0; row < 2; ++row) {
+      float *r = in.data() + row * n;
+      if (kind == 1) {  // NaNs with payloads at two places: the later one wins
+        uint32_t p1 = 0x7fc00001u + (uint32_t)trial, p2 = 0xffc00002u;
+        std::memcpy(&r[rng() % n], &p1, 4);
+        std::memcpy(&r[rng() % n], &p2, 4);
+      } else if (kind == 2) {  // every element 0 or -0 (or below zero): the first zero wins
+        for (int64_t i = 0; i < n; ++i) r[i] = rng() % 3 == 0 ? -0.0f : rng() % 2 ? 0.0f : -1.0f - r[i] * r[i];
+      } else if (kind == 3) {  // the extremum repeated
+        for (int k = 0; k < 5; ++k) r[rng() % n] = 7.5f, r[rng() % n] = -7.5f;
+      }
+    }
+    for (int op : {SHM_REDUCE_MAX, SHM_REDUCE_MIN}) {
+      float got[2];
+      shm_reduce(SHM_F32, op, in.data(), 2, shape, ax1, 1, got);
+      for (int row = 0; row < 2; ++row) {
+        std::vector<float> x(in.begin() + row * n, in.begin() + (row + 1) * n);
+        INFO("trial " << trial << " op " << op << " row " << row);
+        CHECK(bits(got[row]) == bits(fold(x, op)));
+      }
+    }
+  }
+}
+
 // numpy's pairwise_sum (docs/numerics.md), written recursively on a gathered vector.
 template <typename T> T pairwiseReference(const T *x, int64_t n) {
   if (n < 8) {
