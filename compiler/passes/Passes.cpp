@@ -4,7 +4,8 @@ namespace shmapc::passes {
 
 // The passes, in order: the shardings of jit functions propagated and the functions partitioned
 // into shmaps, calls inlined, variance inferred (pbroadcasts inserted), programs
-// differentiated with the variance types in hand, the backward bodies' all-reduces whose
+// differentiated with the variance types in hand, the backward bodies' all-reduces that
+// only accumulate into a loop's carry taken once after the loop, those whose
 // results are only sliced reduced into the slice and those that may run together combined,
 // out_specs checked (on the transposed
 // shmaps too), every array's size checked against the runtime's limits, and matmuls of
@@ -16,6 +17,7 @@ const std::vector<Pass> &pipeline() {
       {"inline-calls", inlineCalls},
       {"insert-pbroadcasts", insertPbroadcasts},
       {"differentiate", differentiate},
+      {"hoist-loop-reductions", hoistLoopReductions},
       {"sink-reductions", sinkReductions},
       {"combine-reductions", combineReductions},
       {"check-out-specs", checkOutSpecs},
