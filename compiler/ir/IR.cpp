@@ -109,6 +109,14 @@ bool communicatesOver(const Eqn &e, AxisSet axes) {
   return false;
 }
 
+bool hasEffects(const Eqn &e) {
+  if (primInfo(e.prim).kind == PrimKind::Effect) return true;
+  for (const Func *body : e.bodies)
+    for (const Eqn &q : body->eqns)
+      if (hasEffects(q)) return true;
+  return false;
+}
+
 bool communicatesOver(const Func &f, AxisSet axes) {
   for (const Eqn &e : f.eqns)
     if (communicatesOver(e, axes)) return true;

@@ -245,6 +245,9 @@ bool changesOnlyShape(Prim p);
 // of the mesh at each such collective.
 bool communicatesOver(const Func &f, AxisSet axes = ~AxisSet(0));
 bool communicatesOver(const Eqn &e, AxisSet axes = ~AxisSet(0));  // `e` alone (with its bodies)
+// Whether `e` has an effect (print, save, ...), itself or in its bodies: it is never dead code,
+// though it has no result anyone reads.
+bool hasEffects(const Eqn &e);
 // Whether codegen runs both branches of `cond` (an Eqn of `owner`) on every device: its
 // predicate may differ between devices (device-varying, or untyped in a check_vma=false body)
 // and a branch communicates, so devices taking different branches would not meet in the

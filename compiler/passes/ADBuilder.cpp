@@ -300,7 +300,7 @@ void removeDeadEqns(Func &f) {
   std::vector<bool> keep(f.eqns.size(), false);
   for (size_t i = f.eqns.size(); i-- > 0;) {
     const Eqn &e = f.eqns[i];
-    bool used = primInfo(e.prim).kind == PrimKind::Effect;
+    bool used = hasEffects(e);
     for (const Value *o : e.outs) used |= live.count(o) != 0;
     if (!used) continue;
     keep[i] = true;

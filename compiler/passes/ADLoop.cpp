@@ -434,7 +434,7 @@ std::vector<bool> liveCarries(const Eqn &e, const std::set<const Value *> &liveA
 void neededIn(const Func &f, std::set<const Value *> &need) {
   for (size_t i = f.eqns.size(); i-- > 0;) {
     const Eqn &e = f.eqns[i];
-    bool used = false;
+    bool used = hasEffects(e);  // (an effect needs its operands, whoever reads its results)
     for (const Value *o : e.outs) used |= need.count(o) != 0;
     if (!used) continue;
     if (e.prim == Prim::Cond) {  // the operands its branches need for the live results
@@ -580,7 +580,7 @@ void pruneDeadCode(Func &f) {
     if (e.prim == Prim::While) pruneWhile(e, live);
     if (e.prim == Prim::Cond) pruneCond(e, live);
     if (e.prim == Prim::Shmap) pruneShmap(e, live);
-    bool used = primInfo(e.prim).kind == PrimKind::Effect;
+    bool used = hasEffects(e);
     for (const Value *o : e.outs) used |= live.count(o) != 0;
     if (used) live.insert(e.ins.begin(), e.ins.end());
   }
