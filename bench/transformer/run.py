@@ -21,7 +21,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import PIN, Record, parse, parser, peer_output, seconds_per_step, venv_python  # noqa: E402
+from common import PIN, ROOT, Record, parse, parser, peer_output, seconds_per_step, venv_python  # noqa: E402
 
 B, T, D, F, V = 16, 64, 256, 1024, 512
 
@@ -131,6 +131,16 @@ def main():
             print("target: %-62s %.2fx (<= %.1fx) %s" % (name, value / peer, bound,
                                                         "PASS" if value / peer <= bound else "FAIL"))
             rec.target(name, value / peer, "<=", bound)
+    # The small GPT of tests/run/grad_gpt_layers.smp (2 stacked layers, 2 x 2 data x model):
+    # its --stats counts the psums of 3 steps and of the final loss's forward (5).
+    gpt = os.path.join(ROOT, "tests", "run", "grad_gpt_layers.smp")
+    out = subprocess.run([a.shmapc, "run", gpt, "--", "--stats"], check=True, capture_output=True, text=True).stdout
+    calls = [int(line.split()[1]) for line in out.splitlines() if line.startswith("psum ")][0]
+    per_step = (calls - 5) / 3
+    print("all-reduces per training step of the small GPT (tests/run/grad_gpt_layers.smp): %g "
+          "(the fewest its dependencies allow: 9, argued there)" % per_step)
+    rec.row("all-reduces per step, small GPT (2 layers, 2x2 data x model)", per_step, "calls",
+            note="fewest the dependencies allow: 9 (tests/run/grad_gpt_layers.smp); was 21-34")
     rec.write()
 
 
