@@ -180,6 +180,7 @@ public:
   static std::vector<int> fusionGroups(const ir::Func &f, const std::unordered_map<const ir::Value *, size_t> &lastRead,
                                        std::vector<std::pair<size_t, size_t>> &groups);
   static std::unordered_set<const ir::Value *> renamedValues(const ir::Func &f);
+  static bool renamesOperand(const ir::Func &f, const ir::Eqn &e);
   static bool overwritable(const ir::Func &f, size_t first, size_t last, size_t i, const ir::Value *x,
                            const std::unordered_map<const ir::Value *, size_t> &lastRead,
                            const std::unordered_set<const ir::Value *> &renamed);

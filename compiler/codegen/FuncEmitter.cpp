@@ -129,9 +129,9 @@ void FuncEmitter::plan() {
       if (carries->second[j])
         storage_[f.results[j]] = {StorageKind::InPlace, -1, f.params[f.params.size() - f.results.size() + j]};
 
-  // A result that is another name for a value (a reshape or pbroadcast of it: a forward
-  // pass's residuals often are) has that value computed straight into its slot, rather than
-  // computed in the arena and copied out at the end.
+  // A result that is another name for a value (renamesOperand: a reshape or pbroadcast of it,
+  // as a forward pass's residuals often are, or its sum over one device) has that value
+  // computed straight into its slot, rather than computed in the arena and copied out.
   std::unordered_map<const ir::Value *, const ir::Eqn *> definer;
   for (const ir::Eqn &e : f.eqns)
     for (const ir::Value *v : e.outs) definer[v] = &e;
@@ -141,7 +141,7 @@ void FuncEmitter::plan() {
     std::vector<const ir::Value *> names = {r};
     for (auto d = definer.find(r); d != definer.end(); d = definer.find(names.back())) {
       const ir::Eqn &e = *d->second;
-      if ((e.prim != ir::Prim::Reshape && e.prim != ir::Prim::Pbroadcast) || storage_.count(e.ins[0])) break;
+      if (!renamesOperand(f, e) || storage_.count(e.ins[0])) break;
       names.push_back(e.ins[0]);
     }
     if (names.size() == 1) continue;
@@ -176,7 +176,7 @@ void FuncEmitter::plan() {
       Storage s;
       if (groupOf[i] >= 0 && !usedOutside[v])
         s.kind = StorageKind::Fused;
-      else if ((e.prim == ir::Prim::Reshape || e.prim == ir::Prim::Pbroadcast) &&
+      else if (renamesOperand(f, e) &&
                storage_[root(e.ins[0])].kind != StorageKind::Fused)
         s = {StorageKind::Alias, -1, root(e.ins[0])};  // same bytes: share the buffer
       else if (e.prim == ir::Prim::Constant && e.doublesParam("value").size() > 1)
@@ -198,8 +198,20 @@ void FuncEmitter::plan() {
 std::unordered_set<const ir::Value *> FuncEmitter::renamedValues(const ir::Func &f) {
   std::unordered_set<const ir::Value *> renamed;
   for (const ir::Eqn &e : f.eqns)
-    if (e.prim == ir::Prim::Reshape || e.prim == ir::Prim::Pbroadcast) renamed.insert(e.ins[0]);
+    if (renamesOperand(f, e)) renamed.insert(e.ins[0]);
   return renamed;
+}
+
+// Whether `e`'s result is its operand's bytes under another name: a reshape, a pbroadcast,
+// and a sum over a group of one device (each device its own group: a 1x1 mesh's gradient
+// sums, a size-1 axis), which the runtime is still called for (its statistics and checks
+// count the call) but with the result in the operand's buffer, so that it moves nothing.
+bool FuncEmitter::renamesOperand(const ir::Func &f, const ir::Eqn &e) {
+  if (e.prim == ir::Prim::Reshape || e.prim == ir::Prim::Pbroadcast) return true;
+  if ((e.prim != ir::Prim::Psum2 && e.prim != ir::Prim::Psum) || !f.mesh || e.ins.size() != 1) return false;
+  for (int64_t a : e.intsParam("axes"))
+    if (f.mesh->sizes[(size_t)a] != 1) return false;
+  return true;
 }
 
 // Whether the fused loop of eqns [first, last] may write the value eqn i computes over the
