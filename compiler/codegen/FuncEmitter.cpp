@@ -132,6 +132,8 @@ void FuncEmitter::plan() {
   // A result that is another name for a value (renamesOperand: a reshape or pbroadcast of it,
   // as a forward pass's residuals often are, or its sum over one device) has that value
   // computed straight into its slot, rather than computed in the arena and copied out.
+  bool oneDeviceMesh = f.mesh != nullptr;
+  for (size_t a = 0; f.mesh && a < f.mesh->sizes.size(); ++a) oneDeviceMesh = oneDeviceMesh && f.mesh->sizes[a] == 1;
   std::unordered_map<const ir::Value *, const ir::Eqn *> definer;
   for (const ir::Eqn &e : f.eqns)
     for (const ir::Value *v : e.outs) definer[v] = &e;
@@ -141,7 +143,10 @@ void FuncEmitter::plan() {
     std::vector<const ir::Value *> names = {r};
     for (auto d = definer.find(r); d != definer.end(); d = definer.find(names.back())) {
       const ir::Eqn &e = *d->second;
-      if (!renamesOperand(f, e) || storage_.count(e.ins[0])) break;
+      // (through a sum only on a mesh of one device: elsewhere the runtime may give a device
+      // no buffer for a result only a collective writes, SHM_OUT_COLLECTIVE_ONLY)
+      const bool sum = e.prim == ir::Prim::Psum || e.prim == ir::Prim::Psum2;
+      if (!renamesOperand(f, e) || storage_.count(e.ins[0]) || (sum && !oneDeviceMesh)) break;
       names.push_back(e.ins[0]);
     }
     if (names.size() == 1) continue;
