@@ -23,13 +23,25 @@ def parser(doc):
     ap.add_argument("--repeats", type=int, default=None, help="default 3 (--quick: fewer)")
     ap.add_argument("--quick", action="store_true", help="reduced sizes and repeats (a quick check)")
     ap.add_argument("--json", metavar="PATH", help="write a JSON record of the rows and targets to PATH")
+    ap.add_argument("--target-cpu", metavar="CPU",
+                    help="generate shmapc's code for this CPU (shmapc compile --target-cpu: e.g. icelake-server "
+                         "on an AMD machine for the code an Intel Xeon runs); default: this machine's")
     return ap
+
+
+# shmapc compile's flags for every benchmark program (parse() sets them from --target-cpu).
+COMPILE_FLAGS = []
+
+
+def compile_flags():
+    return list(COMPILE_FLAGS)
 
 
 def parse(ap, quick_repeats=1, **quick):
     """Parses the command line; under --quick, each option named in `quick` that was left at
     its default takes the value given there, and --repeats defaults to quick_repeats."""
     a = ap.parse_args()
+    COMPILE_FLAGS[:] = ["--target-cpu", a.target_cpu] if a.target_cpu else []
     if a.repeats is None:
         a.repeats = quick_repeats if a.quick else 3
     if a.quick:
@@ -143,6 +155,8 @@ class Record:
     def __init__(self, benchmark, args, **params):
         self.benchmark, self.args = benchmark, args
         self.params = dict(params, repeats=args.repeats, quick=args.quick)
+        if getattr(args, "target_cpu", None):
+            self.params["target_cpu"] = args.target_cpu  # (code for another CPU than this one)
         self.rows, self.targets = [], []
 
     def row(self, name, value, unit, peers=None, note=None):

@@ -82,6 +82,7 @@ def run_one(name, a, tmp):
     cmd = [sys.executable, os.path.join(HERE, name, "run.py"), "--shmapc", a.shmapc, "--json", out]
     cmd += ["--quick"] if a.quick else []
     cmd += ["--repeats", str(a.repeats)] if a.repeats else []
+    cmd += ["--target-cpu", a.target_cpu] if a.target_cpu else []
     print("=== bench/%s/run.py%s" % (name, " --quick" if a.quick else ""), flush=True)
     try:
         rc = subprocess.run(cmd, timeout=a.timeout).returncode
@@ -101,6 +102,8 @@ def main():
     ap.add_argument("--repeats", type=int, help="passed on to every benchmark (default: each one's own)")
     ap.add_argument("--only", help="comma-separated benchmarks to run (default: all of %s)" % ", ".join(BENCHMARKS))
     ap.add_argument("--no-fail", action="store_true", help="exit 0 even when a target fails")
+    ap.add_argument("--target-cpu", metavar="CPU",
+                    help="passed on to every benchmark: shmapc's code for this CPU (e.g. icelake-server on AMD)")
     ap.add_argument("--write", nargs="?", const="", metavar="PATH",
                     help="write the records to PATH (default bench/results/<cpu>.json)")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds a benchmark may take (default 1800)")

@@ -33,7 +33,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import ENV, Record, best_line, parse, parser, peer_output, venv_python, wall  # noqa: E402,F401
+from common import compile_flags, ENV, Record, best_line, parse, parser, peer_output, venv_python, wall  # noqa: E402,F401
 
 
 def chain(n):
@@ -95,7 +95,7 @@ def scaling(a):
             src = os.path.join(tmp, "chain%d_%d.smp" % (n, g))
             with open(src, "w") as f:
                 f.write(program(n, g))
-            return min(cpu_seconds([a.shmapc, "compile", src, "-o", os.path.join(tmp, "chain")])
+            return min(cpu_seconds([a.shmapc, "compile", src, "-o", os.path.join(tmp, "chain")] + compile_flags())
                        for _ in range(a.repeats))
 
         def jax_seconds(n, g):
@@ -143,7 +143,7 @@ def main():
             src = os.path.join(tmp, "chain%d.smp" % g)
             with open(src, "w") as f:
                 f.write(program(a.statements, g))
-            rows[("shmapc", g)] = min(wall([a.shmapc, "compile", src, "-o", os.path.join(tmp, "chain")])
+            rows[("shmapc", g)] = min(wall([a.shmapc, "compile", src, "-o", os.path.join(tmp, "chain")] + compile_flags())
                                       for _ in range(a.repeats))
         py = venv_python()
         script = os.path.join(tmp, "jax_compile.py")

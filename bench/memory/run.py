@@ -18,7 +18,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from common import Record, parse, parser, wall  # noqa: E402
+from common import compile_flags, Record, parse, parser, wall  # noqa: E402
 N = 10_000_000
 
 PROGRAMS = {
@@ -64,7 +64,7 @@ def main():
             with open(src, "w") as f:
                 f.write(text.format(n=N, b=N // 8))
             exe = os.path.join(tmp, name)
-            subprocess.run([a.shmapc, "compile", src, "-o", exe], check=True)
+            subprocess.run([a.shmapc, "compile", src, "-o", exe] + compile_flags(), check=True)
             s = min(peak_mb([exe]) for _ in range(a.repeats))
             c = min(peak_mb([cexe, name, str(N)]) for _ in range(a.repeats))
             ts = min(wall([exe]) for _ in range(a.repeats)) * 1e3

@@ -22,7 +22,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from common import Record, parse, parser, per_step_interleaved  # noqa: E402
+from common import compile_flags, Record, parse, parser, per_step_interleaved  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "train_step"))
 from run import PROGRAM as MLP  # noqa: E402  (bench/train_step/run.py)
 
@@ -87,7 +87,7 @@ def main():
             with open(src, "w") as f:
                 f.write(program(kind, r, n))
             exe = os.path.join(tmp, kind)
-            subprocess.run([a.shmapc, "compile", src, "--mpi", "-o", exe], check=True)
+            subprocess.run([a.shmapc, "compile", src, "--mpi", "-o", exe] + compile_flags(), check=True)
             s, c = per_step_interleaved(
                 [lambda k: MPIRUN + ["-np", str(r), exe, "--steps=%d" % k],
                  lambda k: MPIRUN + ["-np", str(r), cexe, kind, str(n), str(k)]], a.repeats, 10, 10 + a.steps)
@@ -103,8 +103,8 @@ def main():
             with open(src, "w") as f:
                 f.write(MLP.format(n=m, rows=256 // m))
             threads, ranks = os.path.join(tmp, "mlp%d" % m), os.path.join(tmp, "mlp%d_mpi" % m)
-            subprocess.run([a.shmapc, "compile", src, "-o", threads], check=True)
-            subprocess.run([a.shmapc, "compile", src, "--mpi", "-o", ranks], check=True)
+            subprocess.run([a.shmapc, "compile", src, "-o", threads] + compile_flags(), check=True)
+            subprocess.run([a.shmapc, "compile", src, "--mpi", "-o", ranks] + compile_flags(), check=True)
             runs = [lambda k: [threads, "--steps=%d" % k],
                     lambda k: MLP_MPIRUN + ["-np", str(m), ranks, "--steps=%d" % k]]
             if m >= 4:

@@ -16,7 +16,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from common import PIN, Record, parse, parser, best_line, peer_output, seconds_per_step, venv_python  # noqa: E402
+from common import compile_flags, PIN, Record, parse, parser, best_line, peer_output, seconds_per_step, venv_python  # noqa: E402
 
 N, STAGES = 1 << 20, 10
 
@@ -71,7 +71,7 @@ def main():
         src, exe = os.path.join(tmp, "chain.smp"), os.path.join(tmp, "chain")
         with open(src, "w") as f:
             f.write(PROGRAM)
-        subprocess.run([a.shmapc, "compile", src, "-o", exe], check=True)
+        subprocess.run([a.shmapc, "compile", src, "-o", exe] + compile_flags(), check=True)
         rows.append(("shmapc", seconds_per_step(exe, PIN, a.repeats, 1, 21) / STAGES / N * 1e9))
         ns = peer_output(PIN + ["/usr/bin/python3", "-c", PEERS["numpy"]], a.repeats)
         rows.append(("numpy" if ns else "numpy (not installed)", ns))

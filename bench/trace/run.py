@@ -18,7 +18,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from common import Record, parse, parser, per_step_interleaved  # noqa: E402
+from common import compile_flags, Record, parse, parser, per_step_interleaved  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "train_step"))
 from run import PROGRAM as MLP  # noqa: E402  (bench/train_step/run.py)
 
@@ -35,8 +35,8 @@ def main():
         src, exe, bare, trace = (os.path.join(tmp, n) for n in ("mlp.smp", "mlp", "mlp_notrace", "run.json"))
         with open(src, "w") as f:
             f.write(MLP.format(n=4, rows=64))
-        subprocess.run([a.shmapc, "compile", src, "-o", exe], check=True)
-        subprocess.run([a.shmapc, "compile", src, "-o", bare], check=True,
+        subprocess.run([a.shmapc, "compile", src, "-o", exe] + compile_flags(), check=True)
+        subprocess.run([a.shmapc, "compile", src, "-o", bare] + compile_flags(), check=True,
                        env=dict(os.environ, SHMAPC_RUNTIME_LIB=notrace_lib))
         none, off, on = per_step_interleaved([lambda k: [bare, "--steps=%d" % k],
                                               lambda k: [exe, "--steps=%d" % k],

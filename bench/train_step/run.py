@@ -23,7 +23,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from common import ENV, PIN, Record, parse, parser, best_line, peer_output, seconds_per_step, venv_python  # noqa: E402
+from common import compile_flags, ENV, PIN, Record, parse, parser, best_line, peer_output, seconds_per_step, venv_python  # noqa: E402
 
 PROGRAM = """arg steps: i32 = 10;
 mesh m = <["data"={n}]>;
@@ -65,7 +65,7 @@ def compile_mlp(shmapc, tmp, n):
     with open(src, "w") as f:
         f.write(PROGRAM.format(n=n, rows=256 // n))
     exe = os.path.join(tmp, "mlp%d" % n)
-    subprocess.run([shmapc, "compile", src, "-o", exe], check=True)
+    subprocess.run([shmapc, "compile", src, "-o", exe] + compile_flags(), check=True)
     return exe
 
 

@@ -21,7 +21,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import PIN, ROOT, Record, parse, parser, peer_output, seconds_per_step, venv_python  # noqa: E402
+from common import compile_flags, PIN, ROOT, Record, parse, parser, peer_output, seconds_per_step, venv_python  # noqa: E402
 
 B, T, D, F, V = 16, 64, 256, 1024, 512
 
@@ -91,7 +91,7 @@ def shmapc_step_ms(shmapc, tmp, dp, mp, repeats, pin):
         f.write(PROGRAM.format(dp=dp, mp=mp, B=B, b=B // dp, T=T, T1=T + 1, bT=B // dp * T, D=D, Dm=D // mp,
                                F=F, Fm=F // mp, V=V))
     exe = src[:-4]
-    subprocess.run([shmapc, "compile", src, "-o", exe], check=True)
+    subprocess.run([shmapc, "compile", src, "-o", exe] + compile_flags(), check=True)
     return seconds_per_step(exe, pin, repeats, 1, 6) * 1e3
 
 
