@@ -141,7 +141,9 @@ void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char
     std::vector<int64_t> chunk((size_t)g.n), mine((size_t)g.n, (hi - lo) * es);
     for (int r = 0; r < g.n; ++r) chunk[(size_t)r] = (n * (r + 1) / g.n - n * r / g.n) * es;
     Scratch parts(g.n * (hi - lo) * es);
-    group_alltoallv(g, key, in, chunk, parts.data(), mine);
+    // (equal chunks, n a multiple of the group's size on every member alike: MPI_Alltoall)
+    if (n % g.n == 0) group_alltoall(g, key, in, chunk[0], parts.data());
+    else group_alltoallv(g, key, in, chunk, parts.data(), mine);
     char *result = out ? (char *)out : (char *)shm_alloc(n * es);
     for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = parts.data() + j * (hi - lo) * es;
     if (hi > lo) fold(dtype, op, g.n, srcs.data(), 0, result + lo * es, hi - lo);

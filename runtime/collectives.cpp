@@ -81,15 +81,15 @@ void shm_psum_scatter(shm_device *dev, int32_t dtype, const void *in, void *out,
   publish(dev, g, in, out, prod(in_shape, 0, rank) * es, kPsumScatter, axes, naxes, true, &read);
   if (direct(dev)) {
     // Member k gets [:, k, :] of every member's input (packed, an all-to-all) and folds them
-    // in member order.
+    // in member order. (Scattered along the first axis, outer is 1 and the parts lie packed
+    // in the input already: it is sent as it is, as a hand-written MPI_Alltoall would.)
     const int64_t part = outer * blk * es;
-    Scratch send(g.n * part), parts(g.n * part);
-    for (int k = 0; k < g.n; ++k)
+    Scratch send(outer == 1 ? 0 : g.n * part), parts(g.n * part);
+    for (int k = 0; k < g.n && outer > 1; ++k)
       for (int64_t o = 0; o < outer; ++o)
         std::memcpy(send.data() + k * part + o * blk * es, (const char *)in + (o * g.n + k) * blk * es,
                     (size_t)(blk * es));
-    const std::vector<int64_t> parts_bytes((size_t)g.n, part);
-    group_alltoallv(g, comm_key(dev, axes, naxes), send.data(), parts_bytes, parts.data(), parts_bytes);
+    group_alltoall(g, comm_key(dev, axes, naxes), outer == 1 ? in : send.data(), part, parts.data());
     std::vector<const void *> srcs((size_t)g.n);
     for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = parts.data() + j * part;
     for (int64_t o = 0; o < outer; ++o)
@@ -185,9 +185,8 @@ void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, i
     for (int k = 0; k < g.n && !send_in_place; ++k)
       copy_strided(es, brank, bshape, (const char *)in + (src_off - g.me * step + k * step) * es, bsrc,
                    send.data() + k * part, packed);
-    const std::vector<int64_t> parts_bytes((size_t)g.n, part);
-    group_alltoallv(g, comm_key(dev, axes, naxes), send_in_place ? in : send.data(), parts_bytes,
-                    receive_in_place ? out : parts.data(), parts_bytes);
+    group_alltoall(g, comm_key(dev, axes, naxes), send_in_place ? in : send.data(), part,
+                   receive_in_place ? out : parts.data());
     for (int j = 0; j < g.n && !receive_in_place; ++j)
       copy_strided(es, brank, bshape, parts.data() + j * part, packed, (char *)out + j * dst_step * es, bdst);
     finish(dev, kAllToAll, 0, (int64_t)(g.n - 1) * block_elems * es);
