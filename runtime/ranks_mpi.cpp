@@ -598,7 +598,8 @@ void group_allgatherv(const Group &g, const std::vector<int64_t> &key, void *buf
   // Equal blocks (every member has the same `bytes`, so each takes the same branch): the
   // collective a hand-written program calls, MPI_Allgather, whose algorithms Open MPI tunes
   // apart from MPI_Allgatherv's.
-  if (total_of(bytes) <= max_message() && std::all_of(bytes.begin(), bytes.end(), [&](int64_t b) { return b == bytes[0]; })) {
+  const bool equal = std::all_of(bytes.begin(), bytes.end(), [&](int64_t b) { return b == bytes[0]; });
+  if (equal && total_of(bytes) <= max_message()) {
     check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)bytes[0], MPI_BYTE, group_comm(g, key)),
           "a collective between ranks (MPI_Allgather)");
     return;
