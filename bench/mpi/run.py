@@ -20,11 +20,13 @@ as 2 ranks of several devices (4 and 8) and as threads of one process.
 start-up, which varies by tens of ms. --quick: 2 repeats, 1000 steps at 2^18, 2 and 4 ranks at
 2^14 and 2^22 only; the MLP step on meshes of 1, 2 and 4.
 
-Noise: with as many ranks as cores (2 on the 2-core machine) a ratio repeats within about
-+-0.05x from run to run on a quiet machine; with 4 ranks on 2 cores the ranks are
-oversubscribed (mpirun's mpi_yield_when_idle lets a waiting rank give its core away) and a
-ratio moves by +-0.1x or more between runs, more under other load: take the quietest of
-several runs (and `uptime`'s load with it) before calling a point a regression."""
+Noise: every point is a difference of whole mpirun runs, so load on the machine moves it. On
+the 2-core machine shared with other work (load average 4 to 6), the same program's time per
+step moved by up to 2.7x between runs at 2^14 (tens of microseconds a step, where a context
+switch counts) and by 10 to 30% at 2^18 and 2^22; 4 ranks on 2 cores are oversubscribed
+(mpirun's mpi_yield_when_idle lets a waiting rank give its core away), which adds to it. So a
+point is only as good as the quietest of several runs: run it again, with `uptime`'s load,
+before calling it a regression."""
 import os
 import subprocess
 import sys
