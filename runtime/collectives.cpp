@@ -80,18 +80,29 @@ void shm_psum_scatter(shm_device *dev, int32_t dtype, const void *in, void *out,
   };
   publish(dev, g, in, out, prod(in_shape, 0, rank) * es, kPsumScatter, axes, naxes, true, &read);
   if (direct(dev)) {
-    // Member k gets [:, k, :] of every member's input (packed, an all-to-all) and folds them
-    // in member order. (Scattered along the first axis, outer is 1 and the parts lie packed
-    // in the input already: it is sent as it is, as a hand-written MPI_Alltoall would.)
+    // Member k gets [:, k, :] of every member's input (packed, point-to-point messages) and
+    // folds them in member order, its own part read where it lies (uncopied). Scattered along
+    // the first axis, outer is 1 and the parts lie packed in the input already: sent as they
+    // are.
     const int64_t part = outer * blk * es;
-    Scratch send(outer == 1 ? 0 : g.n * part), parts(g.n * part);
+    Scratch packed(outer == 1 ? 0 : g.n * part), parts(g.n * part);
     for (int k = 0; k < g.n && outer > 1; ++k)
       for (int64_t o = 0; o < outer; ++o)
-        std::memcpy(send.data() + k * part + o * blk * es, (const char *)in + (o * g.n + k) * blk * es,
+        std::memcpy(packed.data() + k * part + o * blk * es, (const char *)in + (o * g.n + k) * blk * es,
                     (size_t)(blk * es));
-    group_alltoall(g, comm_key(dev, axes, naxes), outer == 1 ? in : send.data(), part, parts.data());
+    const char *from = outer == 1 ? (const char *)in : packed.data();
+    std::vector<const char *> send((size_t)g.n);
+    std::vector<char *> recv((size_t)g.n);
+    std::vector<int64_t> bytes((size_t)g.n, part);
     std::vector<const void *> srcs((size_t)g.n);
-    for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = parts.data() + j * part;
+    for (int j = 0; j < g.n; ++j) {
+      send[(size_t)j] = from + j * part;
+      recv[(size_t)j] = parts.data() + j * part;
+      srcs[(size_t)j] = recv[(size_t)j];
+    }
+    bytes[(size_t)g.me] = 0;
+    srcs[(size_t)g.me] = send[(size_t)g.me];
+    group_exchange(g, comm_key(dev, axes, naxes), send, bytes, recv, bytes);
     for (int64_t o = 0; o < outer; ++o)
       fold(dtype, SHM_REDUCE_SUM, g.n, srcs.data(), o * blk, (char *)out + o * blk * es, blk);
     finish(dev, kPsumScatter, 0, (int64_t)(g.n - 1) * outer * blk * es);

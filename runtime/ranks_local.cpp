@@ -54,6 +54,10 @@ void group_alltoallv(const Group &, const std::vector<int64_t> &, const void *, 
                      const std::vector<int64_t> &) {
   fatalf("group_alltoallv: no other ranks");
 }
+void group_exchange(const Group &, const std::vector<int64_t> &, const std::vector<const char *> &,
+                    const std::vector<int64_t> &, const std::vector<char *> &, const std::vector<int64_t> &) {
+  fatalf("group_exchange: no other ranks");
+}
 void group_alltoall(const Group &, const std::vector<int64_t> &, const void *, int64_t, void *) {
   fatalf("group_alltoall: no other ranks");
 }

@@ -582,6 +582,13 @@ void group_alltoallv(const Group &g, const std::vector<int64_t> &key, const void
   alltoallv(Peers{group_comm(g, key)}, send, bytes, recv, recv_bytes, "a collective between ranks (MPI_Isend / MPI_Irecv)");
 }
 
+void group_exchange(const Group &g, const std::vector<int64_t> &key, const std::vector<const char *> &send,
+                    const std::vector<int64_t> &send_bytes, const std::vector<char *> &recv,
+                    const std::vector<int64_t> &recv_bytes) {
+  exchange_in_messages(Peers{group_comm(g, key)}, send, send_bytes, recv, recv_bytes,
+                       "a collective between ranks (MPI_Isend / MPI_Irecv)");
+}
+
 void group_alltoall(const Group &g, const std::vector<int64_t> &key, const void *send, int64_t block, void *recv) {
   // (every member passes the same block, so every member takes the same branch)
   if (g.n * block <= max_message()) {
