@@ -135,15 +135,26 @@ void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char
   const int64_t moved = (int64_t)(g.n - 1) * (hi - lo) * es;
   std::vector<const void *> srcs((size_t)g.n);
   if (direct(dev)) {
-    // Member r reduces chunk r of every member's input (an all-to-all brings them), in member
-    // order as below, and the reduced chunks go to every member (MPI_Allgatherv).
+    // Member r reduces chunk r of every member's input (point-to-point messages bring the
+    // others'; its own it reads where it lies, uncopied), in member order as below, and the
+    // reduced chunks go to every member (MPI_Allgather, or MPI_Allgatherv where the group's
+    // size does not divide n).
     const std::vector<int64_t> key = comm_key(dev, axes, naxes);
     std::vector<int64_t> chunk((size_t)g.n), mine((size_t)g.n, (hi - lo) * es);
-    for (int r = 0; r < g.n; ++r) chunk[(size_t)r] = (n * (r + 1) / g.n - n * r / g.n) * es;
+    std::vector<const char *> send((size_t)g.n);
+    std::vector<char *> recv((size_t)g.n);
     Scratch parts(g.n * (hi - lo) * es);
-    group_alltoallv(g, key, in, chunk, parts.data(), mine);
+    for (int r = 0; r < g.n; ++r) {
+      chunk[(size_t)r] = (n * (r + 1) / g.n - n * r / g.n) * es;
+      send[(size_t)r] = (const char *)in + n * r / g.n * es;
+      recv[(size_t)r] = parts.data() + r * (hi - lo) * es;
+      srcs[(size_t)r] = recv[(size_t)r];
+    }
+    std::vector<int64_t> send_bytes = chunk;
+    send_bytes[(size_t)g.me] = mine[(size_t)g.me] = 0;
+    srcs[(size_t)g.me] = send[(size_t)g.me];
+    group_exchange(g, key, send, send_bytes, recv, mine);
     char *result = out ? (char *)out : (char *)shm_alloc(n * es);
-    for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = parts.data() + j * (hi - lo) * es;
     if (hi > lo) fold(dtype, op, g.n, srcs.data(), 0, result + lo * es, hi - lo);
     group_allgatherv(g, key, result, chunk);
     if (!out) shm_free(result);

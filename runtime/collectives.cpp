@@ -80,18 +80,29 @@ void shm_psum_scatter(shm_device *dev, int32_t dtype, const void *in, void *out,
   };
   publish(dev, g, in, out, prod(in_shape, 0, rank) * es, kPsumScatter, axes, naxes, true, &read);
   if (direct(dev)) {
-    // Member k gets [:, k, :] of every member's input (packed, an all-to-all) and folds them
-    // in member order.
+    // Member k gets [:, k, :] of every member's input (packed, point-to-point messages) and
+    // folds them in member order, its own part read where it lies (uncopied). Scattered along
+    // the first axis, outer is 1 and the parts lie packed in the input already: sent as they
+    // are.
     const int64_t part = outer * blk * es;
-    Scratch send(g.n * part), parts(g.n * part);
-    for (int k = 0; k < g.n; ++k)
+    Scratch packed(outer == 1 ? 0 : g.n * part), parts(g.n * part);
+    for (int k = 0; k < g.n && outer > 1; ++k)
       for (int64_t o = 0; o < outer; ++o)
-        std::memcpy(send.data() + k * part + o * blk * es, (const char *)in + (o * g.n + k) * blk * es,
+        std::memcpy(packed.data() + k * part + o * blk * es, (const char *)in + (o * g.n + k) * blk * es,
                     (size_t)(blk * es));
-    const std::vector<int64_t> parts_bytes((size_t)g.n, part);
-    group_alltoallv(g, comm_key(dev, axes, naxes), send.data(), parts_bytes, parts.data(), parts_bytes);
+    const char *from = outer == 1 ? (const char *)in : packed.data();
+    std::vector<const char *> send((size_t)g.n);
+    std::vector<char *> recv((size_t)g.n);
+    std::vector<int64_t> bytes((size_t)g.n, part);
     std::vector<const void *> srcs((size_t)g.n);
-    for (int j = 0; j < g.n; ++j) srcs[(size_t)j] = parts.data() + j * part;
+    for (int j = 0; j < g.n; ++j) {
+      send[(size_t)j] = from + j * part;
+      recv[(size_t)j] = parts.data() + j * part;
+      srcs[(size_t)j] = recv[(size_t)j];
+    }
+    bytes[(size_t)g.me] = 0;
+    srcs[(size_t)g.me] = send[(size_t)g.me];
+    group_exchange(g, comm_key(dev, axes, naxes), send, bytes, recv, bytes);
     for (int64_t o = 0; o < outer; ++o)
       fold(dtype, SHM_REDUCE_SUM, g.n, srcs.data(), o * blk, (char *)out + o * blk * es, blk);
     finish(dev, kPsumScatter, 0, (int64_t)(g.n - 1) * outer * blk * es);
@@ -185,9 +196,8 @@ void shm_all_to_all(shm_device *dev, int32_t dtype, const void *in, void *out, i
     for (int k = 0; k < g.n && !send_in_place; ++k)
       copy_strided(es, brank, bshape, (const char *)in + (src_off - g.me * step + k * step) * es, bsrc,
                    send.data() + k * part, packed);
-    const std::vector<int64_t> parts_bytes((size_t)g.n, part);
-    group_alltoallv(g, comm_key(dev, axes, naxes), send_in_place ? in : send.data(), parts_bytes,
-                    receive_in_place ? out : parts.data(), parts_bytes);
+    group_alltoall(g, comm_key(dev, axes, naxes), send_in_place ? in : send.data(), part,
+                   receive_in_place ? out : parts.data());
     for (int j = 0; j < g.n && !receive_in_place; ++j)
       copy_strided(es, brank, bshape, parts.data() + j * part, packed, (char *)out + j * dst_step * es, bdst);
     finish(dev, kAllToAll, 0, (int64_t)(g.n - 1) * block_elems * es);

@@ -110,7 +110,19 @@ void exchange_pieces(const std::vector<Piece> &pieces, const RankSet *among = nu
 // from each member j recv_bytes[j] bytes, stored in member order.
 void group_alltoallv(const Group &g, const std::vector<int64_t> &key, const void *send, const std::vector<int64_t> &bytes, void *recv,
                      const std::vector<int64_t> &recv_bytes);
+// The same, each member's data at its own pointer: send_bytes[j] bytes at send[j] to member
+// j, recv_bytes[j] bytes from member j into recv[j], as point-to-point messages (this member's
+// own: copied where its counts are not 0; a caller that reads its own part where it lies
+// passes 0 and saves the copy, which Open MPI's MPI_Alltoall makes after the exchange).
+void group_exchange(const Group &g, const std::vector<int64_t> &key, const std::vector<const char *> &send,
+                    const std::vector<int64_t> &send_bytes, const std::vector<char *> &recv,
+                    const std::vector<int64_t> &recv_bytes);
+// The same with `block` bytes to and from every member (send + j * block to member j, member
+// j's into recv + j * block), `block` the same on every member: one MPI_Alltoall, as a
+// hand-written program would call it, where its total fits MPI's int counts.
+void group_alltoall(const Group &g, const std::vector<int64_t> &key, const void *send, int64_t block, void *recv);
 // Member j's bytes[j] bytes at buf + (the sum of bytes before j), this rank's already there.
+// (`bytes` is the same on every member; all equal, it is one MPI_Allgather.)
 void group_allgatherv(const Group &g, const std::vector<int64_t> &key, void *buf, const std::vector<int64_t> &bytes);
 // Rooted (one member, `root`, sends or receives; member indices are the communicator's ranks):
 // the root's bytes at buf to every member's buf; every member's send to the root's recv, in

@@ -54,6 +54,13 @@ void group_alltoallv(const Group &, const std::vector<int64_t> &, const void *, 
                      const std::vector<int64_t> &) {
   fatalf("group_alltoallv: no other ranks");
 }
+void group_exchange(const Group &, const std::vector<int64_t> &, const std::vector<const char *> &,
+                    const std::vector<int64_t> &, const std::vector<char *> &, const std::vector<int64_t> &) {
+  fatalf("group_exchange: no other ranks");
+}
+void group_alltoall(const Group &, const std::vector<int64_t> &, const void *, int64_t, void *) {
+  fatalf("group_alltoall: no other ranks");
+}
 void group_allgatherv(const Group &, const std::vector<int64_t> &, void *, const std::vector<int64_t> &) {
   fatalf("group_allgatherv: no other ranks");
 }

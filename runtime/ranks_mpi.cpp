@@ -582,8 +582,35 @@ void group_alltoallv(const Group &g, const std::vector<int64_t> &key, const void
   alltoallv(Peers{group_comm(g, key)}, send, bytes, recv, recv_bytes, "a collective between ranks (MPI_Isend / MPI_Irecv)");
 }
 
+void group_exchange(const Group &g, const std::vector<int64_t> &key, const std::vector<const char *> &send,
+                    const std::vector<int64_t> &send_bytes, const std::vector<char *> &recv,
+                    const std::vector<int64_t> &recv_bytes) {
+  exchange_in_messages(Peers{group_comm(g, key)}, send, send_bytes, recv, recv_bytes,
+                       "a collective between ranks (MPI_Isend / MPI_Irecv)");
+}
+
+void group_alltoall(const Group &g, const std::vector<int64_t> &key, const void *send, int64_t block, void *recv) {
+  // (every member passes the same block, so every member takes the same branch)
+  if (g.n * block <= max_message()) {
+    check(MPI_Alltoall(send, (int)block, MPI_BYTE, recv, (int)block, MPI_BYTE, group_comm(g, key)),
+          "a collective between ranks (MPI_Alltoall)");
+    return;
+  }
+  const std::vector<int64_t> bytes((size_t)g.n, block);
+  alltoallv(Peers{group_comm(g, key)}, send, bytes, recv, bytes, "a collective between ranks (MPI_Isend / MPI_Irecv)");
+}
+
 void group_allgatherv(const Group &g, const std::vector<int64_t> &key, void *buf, const std::vector<int64_t> &bytes) {
   const char *what = "a collective between ranks (MPI_Allgatherv)";
+  // Equal blocks (every member has the same `bytes`, so each takes the same branch): the
+  // collective a hand-written program calls, MPI_Allgather, whose algorithms Open MPI tunes
+  // apart from MPI_Allgatherv's.
+  const bool equal = std::all_of(bytes.begin(), bytes.end(), [&](int64_t b) { return b == bytes[0]; });
+  if (equal && total_of(bytes) <= max_message()) {
+    check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)bytes[0], MPI_BYTE, group_comm(g, key)),
+          "a collective between ranks (MPI_Allgather)");
+    return;
+  }
   if (total_of(bytes) <= max_message()) {
     std::vector<int> n, at;
     ints(bytes, n, at);
