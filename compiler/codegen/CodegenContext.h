@@ -116,6 +116,7 @@ struct Storage {
   StorageKind kind = StorageKind::Heap;
   int slot = -1;                       // Param / OutSlot index
   const ir::Value *aliasOf = nullptr;  // Alias, InPlace: the value whose buffer is shared
+  int64_t offset = 0;                  // Alias: where in aliasOf's buffer (bytes; a slice's view)
 };
 
 class FuncEmitter {
@@ -181,6 +182,7 @@ public:
                                        std::vector<std::pair<size_t, size_t>> &groups);
   static std::unordered_set<const ir::Value *> renamedValues(const ir::Func &f);
   static bool renamesOperand(const ir::Func &f, const ir::Eqn &e);
+  static bool isContiguousSlice(const ir::Eqn &e, int64_t *offsetBytes);
   static bool overwritable(const ir::Func &f, size_t first, size_t last, size_t i, const ir::Value *x,
                            const std::unordered_map<const ir::Value *, size_t> &lastRead,
                            const std::unordered_set<const ir::Value *> &renamed);

@@ -225,7 +225,9 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   std::unordered_map<const ir::Value *, llvm::Value *> pointer;  // in the loop function
   for (const ir::Value *v : touched) {
     if (viaArena(v))
-      pointer[v] = lb.CreateConstInBoundsGEP1_64(me.i8Ty, loopFn->getArg(2), (uint64_t)arenaOffset_.at(root(v)));
+      pointer[v] = lb.CreateConstInBoundsGEP1_64(
+          me.i8Ty, loopFn->getArg(2),
+          (uint64_t)(arenaOffset_.at(root(v)) + (storage(v).kind == StorageKind::Alias ? storage(v).offset : 0)));
     else
       pointer[v] = loopFn->getArg(paramOf.at(buffer(v)));
   }

@@ -146,7 +146,8 @@ void FuncEmitter::plan() {
       // (through a sum only on a mesh of one device: elsewhere the runtime may give a device
       // no buffer for a result only a collective writes, SHM_OUT_COLLECTIVE_ONLY)
       const bool sum = e.prim == ir::Prim::Psum || e.prim == ir::Prim::Psum2;
-      if (!renamesOperand(f, e) || storage_.count(e.ins[0]) || (sum && !oneDeviceMesh)) break;
+      if (!renamesOperand(f, e) || e.prim == ir::Prim::Slice || storage_.count(e.ins[0]) || (sum && !oneDeviceMesh))
+        break;
       names.push_back(e.ins[0]);
     }
     if (names.size() == 1) continue;
@@ -182,8 +183,12 @@ void FuncEmitter::plan() {
       if (groupOf[i] >= 0 && !usedOutside[v])
         s.kind = StorageKind::Fused;
       else if (renamesOperand(f, e) &&
-               storage_[root(e.ins[0])].kind != StorageKind::Fused)
+               storage_[root(e.ins[0])].kind != StorageKind::Fused) {
         s = {StorageKind::Alias, -1, root(e.ins[0])};  // same bytes: share the buffer
+        s.offset = storage_[e.ins[0]].kind == StorageKind::Alias ? storage_[e.ins[0]].offset : 0;
+        int64_t at = 0;
+        if (isContiguousSlice(e, &at)) s.offset += at;
+      }
       else if (e.prim == ir::Prim::Constant && e.doublesParam("value").size() > 1)
         s.kind = StorageKind::Global;
       else if (v->type.byteSize() <= kStackBytes)
@@ -207,12 +212,39 @@ std::unordered_set<const ir::Value *> FuncEmitter::renamedValues(const ir::Func 
   return renamed;
 }
 
+// Whether slice `e` takes consecutive elements of its operand (unit strides; every dimension
+// before the first it cuts to more than one index is cut to one, every one after it is
+// whole), so that its result can be a view into the operand's buffer (StorageKind::Alias at
+// an offset): a block of rows, one row, a leading-dimension range of a flat array (the
+// pieces of a combined gradient sum, the block all_gather sends).
+bool FuncEmitter::isContiguousSlice(const ir::Eqn &e, int64_t *offsetBytes) {
+  if (e.prim != ir::Prim::Slice) return false;
+  const std::vector<int64_t> &shape = e.ins[0]->type.shape;
+  const std::vector<int64_t> &start = e.intsParam("start"), &limit = e.intsParam("limit"),
+                             &strides = e.intsParam("strides");
+  const size_t r = shape.size();
+  size_t k = 0;
+  while (k < r && limit[k] - start[k] == 1) ++k;  // the first dimension with more than one index
+  for (size_t d = 0; d < r; ++d)
+    if (strides[d] != 1 || (d > k && (start[d] != 0 || limit[d] != shape[d]))) return false;
+  if (offsetBytes) {
+    int64_t at = 0, stride = 1;
+    for (size_t d = r; d-- > 0;) {
+      at += start[d] * stride;
+      stride *= shape[d];
+    }
+    *offsetBytes = at * ir::dtypeSize(e.ins[0]->type.dtype);
+  }
+  return true;
+}
+
 // Whether `e`'s result is its operand's bytes under another name: a reshape, a pbroadcast,
 // and a sum over a group of one device (each device its own group: a 1x1 mesh's gradient
 // sums, a size-1 axis), which the runtime is still called for (its statistics and checks
 // count the call) but with the result in the operand's buffer, so that it moves nothing.
 bool FuncEmitter::renamesOperand(const ir::Func &f, const ir::Eqn &e) {
   if (e.prim == ir::Prim::Reshape || e.prim == ir::Prim::Pbroadcast) return true;
+  if (e.prim == ir::Prim::Slice) return isContiguousSlice(e, nullptr);
   if ((e.prim != ir::Prim::Psum2 && e.prim != ir::Prim::Psum) || !f.mesh || e.ins.size() != 1) return false;
   for (int64_t a : e.intsParam("axes"))
     if (f.mesh->sizes[(size_t)a] != 1) return false;
@@ -411,6 +443,9 @@ void FuncEmitter::allocateOuts(const ir::Eqn &e) {
     case StorageKind::Global:   // set by emitConstant
     case StorageKind::Fused: break;
     case StorageKind::Alias:
+      buffers_[v] = s.offset ? b.CreateConstInBoundsGEP1_64(me.i8Ty, buffer(s.aliasOf), (uint64_t)s.offset, name)
+                             : buffer(s.aliasOf);
+      break;
     case StorageKind::InPlace: buffers_[v] = buffer(s.aliasOf); break;
     case StorageKind::Stack:
       buffers_[v] = entryAlloca(me.i8Ty, std::max<int64_t>(1, v->type.byteSize()), name.c_str());

@@ -106,6 +106,7 @@ template <> const Rules &define<Prim::Slice>() {
       .lower = [](FuncEmitter &fe, size_t i) {
         const Eqn &e = fe.f.eqns[i];
         const Type &in = e.ins[0]->type;
+        if (fe.storage(e.outs[0]).kind == codegen::StorageKind::Alias) return true;  // a view (isContiguousSlice)
         fe.callRt("shm_slice", {fe.dtypeCode(in.dtype), fe.buffer(e.ins[0]), fe.i32(in.rank()),
                                 fe.me.i64Array(in.shape), fe.me.i64Array(e.intsParam("start")),
                                 fe.me.i64Array(e.intsParam("limit")), fe.me.i64Array(e.intsParam("strides")),
