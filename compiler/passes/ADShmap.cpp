@@ -8,7 +8,9 @@
 //         the transposer with in_specs and out_specs swapped (seed 000: no rescaling), takes
 //         the residuals and the results' cotangents. Collectives run once, in the forward
 //         shmap: their results are residuals, never recomputed. Local work needed only by the
-//         backward part is recomputed there, and constants are remade rather than stored.
+//         backward part is recomputed there, constants are remade rather than stored, and so
+//         are element-wise residuals computable from the other residuals (remade next to
+//         their readers: remakeElementwiseResiduals, copyBackwardEqns).
 #include "passes/AD.h"
 #include "prims/Rules.h"
 
