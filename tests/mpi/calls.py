@@ -21,48 +21,29 @@ of the member's own part that Open MPI's MPI_Alltoall makes after the exchange, 
 
     python3 tests/mpi/calls.py --shmapc build/compiler/shmapc --interposer build/tests/libmpi_count_calls.so"""
 import argparse
+import importlib.util
 import os
 import re
 import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 import checks  # noqa: E402
 
 CALLS = ["Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Allreduce", "Isend", "Sendrecv"]
 N = 1024
 
 
-def program(kind, r):
-    ring = ", ".join("(%d, %d)" % (i, (i + 1) % r) for i in range(r))
-    collective, nxt = {
-        "psum": ('psum(x, "i")', "y"),
-        "all_gather": ('all_gather(x[0:%d], "i", axis=0, tiled=true)' % (N // r), "y"),
-        "psum_scatter": ('psum_scatter(x, "i", scatter_dimension=0, tiled=true)',
-                         "concatenate([%s], axis=0)" % ", ".join(["y"] * r)),
-        "all_to_all": ('all_to_all(x, "i", 0, 0, tiled=true)', "y"),
-        "ppermute": ('ppermute(x, "i", perm=[%s])' % ring, "y"),
-    }[kind]
-    return """arg steps: i32 = 1;
-mesh m = <["i"={r}]>;
-
-@shmap(mesh=m, in_specs=(P("i"), P()), out_specs=P("i"))
-def run(x0: f32[{n}], count: i32[]) -> f32[{n}] {{
-  let x = x0;
-  let s = 0;
-  while s < count {{
-    let y = {collective};
-    x = {nxt} * 0.5;
-    s = s + 1;
-  }}
-  return x;
-}}
-
-def main() {{
-  print("sum", sum(run(iota(f32[{total}]), steps)));
-}}
-""".format(r=r, n=N, total=r * N, collective=collective, nxt=nxt)
+def load_benchmark():
+    """bench/mpi/run.py, whose programs (each collective `steps` times in a while loop) this
+    counts the calls of: the ones the benchmark times."""
+    path = os.path.join(os.path.dirname(os.path.dirname(HERE)), "bench", "mpi", "run.py")
+    spec = importlib.util.spec_from_file_location("mpi_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def counts(exe, r, steps, interposer):
@@ -89,13 +70,14 @@ def main():
     expected = {"psum": lambda r: {"Isend": r - 1, "Allgather": 1}, "all_gather": lambda r: {"Allgather": 1},
                 "psum_scatter": lambda r: {"Isend": r - 1}, "all_to_all": lambda r: {"Alltoall": 1},
                 "ppermute": lambda r: {"Sendrecv": 1}}
+    program = load_benchmark().program
     with tempfile.TemporaryDirectory() as tmp:
         for kind, want_of in expected.items():
             for r in (2, 4):
                 want = want_of(r)
                 src = os.path.join(tmp, "%s_%d.smp" % (kind, r))
                 with open(src, "w") as f:
-                    f.write(program(kind, r))
+                    f.write(program(kind, r, N))
                 exe = src[:-4]
                 subprocess.run([a.shmapc, "compile", src, "--mpi", "-o", exe], check=True)
                 one, three = counts(exe, r, 1, a.interposer), counts(exe, r, 3, a.interposer)
