@@ -61,6 +61,22 @@ namespace {
 using namespace ir;
 using namespace hoist;
 
+// f's equations without those in `dropped`, each other one i with before[i] spliced in ahead
+// of it and after[i] behind it.
+void splice(Func &f, const std::set<size_t> &dropped, std::map<size_t, std::vector<Eqn>> &before,
+            std::map<size_t, std::vector<Eqn>> after) {
+  std::vector<Eqn> eqns;
+  for (size_t i = 0; i < f.eqns.size(); ++i) {
+    if (dropped.count(i)) continue;
+    if (auto l = before.find(i); l != before.end())
+      for (Eqn &e : l->second) eqns.push_back(std::move(e));
+    eqns.push_back(std::move(f.eqns[i]));
+    if (auto a = after.find(i); a != after.end())
+      for (Eqn &e : a->second) eqns.push_back(std::move(e));
+  }
+  f.eqns = std::move(eqns);
+}
+
 Value *zeros(Func &f, const Type &t, Loc loc, std::vector<Eqn> &into) {
   Value *z = f.newValue(Type{t.dtype, t.shape, 0});
   into.push_back(Eqn{Prim::Constant, {}, {z}, {{"value", std::vector<double>{0.0}}}, {}, loc});
@@ -143,14 +159,7 @@ void rewrite(Func &f, Eqn &loop, const std::vector<Plan> &plans, const Uses &fu,
     replaced[sum] = plan.replaces;
     made.push_back(sum);
   }
-  std::vector<Eqn> eqns;
-  for (size_t i = 0; i < b.eqns.size(); ++i) {
-    if (dropped.count(i)) continue;
-    if (auto l = lifts.find(i); l != lifts.end())
-      for (Eqn &e : l->second) eqns.push_back(std::move(e));
-    eqns.push_back(std::move(b.eqns[i]));
-  }
-  b.eqns = std::move(eqns);
+  splice(b, dropped, lifts, {});
 }
 
 // Drops the equations that computed the zeros in `values` (constants, their lifts and
@@ -382,16 +391,7 @@ void sumAtEnds(Func &f, const std::vector<Deferred> &deferred, Context &ctx) {
     rewriteChain(f, plan, nullptr, replace, lifts);
     after[d].push_back(Eqn{Prim::Psum2, {partial}, {end}, plan.params, {}, plan.loc});
   }
-  std::vector<Eqn> eqns;
-  for (size_t i = 0; i < f.eqns.size(); ++i) {
-    if (dropped.count(i)) continue;
-    if (auto l = lifts.find(i); l != lifts.end())
-      for (Eqn &e : l->second) eqns.push_back(std::move(e));
-    eqns.push_back(std::move(f.eqns[i]));
-    if (auto a = after.find(i); a != after.end())
-      for (Eqn &e : a->second) eqns.push_back(std::move(e));
-  }
-  f.eqns = std::move(eqns);
+  splice(f, dropped, lifts, std::move(after));
 }
 
 } // namespace
