@@ -150,7 +150,7 @@ def main():
     print("%-46s %8s %8s" % ("measure", "now", "target"))
     print("%-46s %8s %8s" % ("MLP step, mesh 1 / its sgemm time", ratio(m1, c_gemm), "<= 1.10x"))
     print("%-46s %8s %8s" % ("MLP step, mesh 1 / PyTorch, 1 thread", ratio(m1, peers["PyTorch"]), "< 0.9x"))
-    print("%-46s %8s %8s" % ("MLP step, mesh 1 / JAX jit, 1 thread", ratio(m1, peers["JAX jit"]), "< 0.9x"))
+    print("%-46s %8s %8s" % ("MLP step, mesh 1 / JAX jit, 1 thread", ratio(m1, peers["JAX jit"]), "<= 0.8x"))
     print("%-46s %8s %8s   (hand-written C, batch 128 / 256: %s)" % (
         "MLP step, mesh 2 / mesh 1", ratio(m2, m1), "<= 0.55x", ratio(half, c_step)))
     for n in (1, 2):
@@ -184,7 +184,7 @@ def record(a, rows, meshes, peers, faults, c_step, c_gemm, half):
     m1, m2 = got["shmapc, mesh 1"], got["shmapc, mesh 2"]
     rec.target("MLP step, mesh 1 / its sgemm time (C + oneDNN)", m1 / c_gemm, "<=", 1.10)
     rec.target("MLP step, mesh 1 / PyTorch, 1 thread", m1 / peers["PyTorch"] if peers["PyTorch"] else None, "<", 0.9)
-    rec.target("MLP step, mesh 1 / JAX jit, 1 thread", m1 / peers["JAX jit"] if peers["JAX jit"] else None, "<", 0.9)
+    rec.target("MLP step, mesh 1 / JAX jit, 1 thread", m1 / peers["JAX jit"] if peers["JAX jit"] else None, "<=", 0.8)
     # A mesh of 2 cannot beat the hand-written C program's own ratio at half the batch (its
     # five sgemm calls cost as much for the weights at batch 128): where that is above the
     # bound, the target is out of reach on this CPU (README, "The mesh of 2 cannot reach").
