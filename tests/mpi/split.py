@@ -116,9 +116,13 @@ RANKED_LOCALLY_FIRST = [line.replace(": input chunks:", ": input chunks added up
 RANKED_LOCALLY_FIRST[4] = "psum, devices 0,1,2,3: input chunks added up on their rank: 16 bytes sent, 16 received"
 
 
-def rank_lines(stderr, rank):
+def rank_lines(r, rank):
+    """Rank `rank`'s report lines, from its own copy of its standard error (mpirun's
+    --output-filename): in mpirun's merged stream a rank's output arrives in chunks that need
+    not end at a line's end, so under load one rank's line can be cut by another's."""
     prefix = "shmap ranks: rank %d: " % rank
-    return [l[len(prefix):] for l in stderr.splitlines() if l.startswith(prefix)]
+    with open(os.path.join(r.logs, "1", "rank.%d" % rank, "stderr")) as f:
+        return [l[len(prefix):] for l in f.read().splitlines() if l.startswith(prefix)]
 
 
 def by_group(lines):
@@ -143,10 +147,13 @@ def run(a, tmp, src, ranks, per_rank, args=()):
         subprocess.run([a.shmapc, "compile", src, "--mpi", "-o", exe], check=True)
     workdir = tempfile.mkdtemp(dir=tmp)
     golden.link_data(src, workdir)
-    cmd = MPIRUN + ["-np", str(ranks), exe] + list(args)
+    logs = os.path.join(workdir, "rank_output")
+    cmd = MPIRUN + ["--output-filename", logs, "-np", str(ranks), exe] + list(args)
     if per_rank > 1:
         cmd.append("--devices-per-rank=%d" % per_rank)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=workdir)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=workdir)
+    r.logs = logs
+    return r
 
 
 def main():
@@ -158,7 +165,7 @@ def main():
         want = open(src[:-4] + ".expected").read()
         for ranks, per_rank in ((4, 1), (2, 2)):
             r = run(a, tmp, src, ranks, per_rank)
-            got = rank_lines(r.stderr, 1)
+            got = rank_lines(r, 1)
             expect("stays_split on %d ranks x %d: output as one process" % (ranks, per_rank),
                    r.returncode == 0 and r.stdout == want, "status %d\n%s\n%s" % (r.returncode, r.stdout, r.stderr))
             expect("stays_split on %d ranks x %d: what rank 1 keeps, reads and receives" % (ranks, per_rank),
@@ -168,7 +175,7 @@ def main():
         # Collectives with several devices per rank: each piece crosses to a rank once.
         src = os.path.join(ROOT, "tests", "run", "ranked_collectives.smp")
         r = run(a, tmp, src, 2, 2)
-        got = by_group(rank_lines(r.stderr, 1))
+        got = by_group(rank_lines(r, 1))
         expect("ranked_collectives on 2 ranks x 2: output as one process",
                r.returncode == 0 and r.stdout == open(src[:-4] + ".expected").read(), r.stdout + r.stderr)
         expect("ranked_collectives on 2 ranks x 2: what rank 1 sends and receives", got == by_group(RANKED_EXPECTED),
@@ -176,7 +183,7 @@ def main():
 
         # ... and with the members of a rank added up before they travel.
         r = run(a, tmp, src, 2, 2, ["--reduce-locally-first"])
-        got = by_group(rank_lines(r.stderr, 1))
+        got = by_group(rank_lines(r, 1))
         expect("ranked_collectives on 2 ranks x 2, --reduce-locally-first: output as one process (sums of integers)",
                r.returncode == 0 and r.stdout == open(src[:-4] + ".expected").read(), r.stdout + r.stderr)
         expect("ranked_collectives on 2 ranks x 2, --reduce-locally-first: what rank 1 sends and receives",
@@ -204,7 +211,7 @@ def main():
                    r.returncode == 0 and r.stdout == threaded.stdout,
                    "status %d\n%s\n%s" % (r.returncode, r.stdout, r.stderr))
             for rank in range(ranks):
-                got = rank_lines(r.stderr, rank)
+                got = rank_lines(r, rank)
                 loads = [l for l in got if l.startswith("load ")]
                 expect("transformer on %d ranks x %d: rank %d reads its 4 sequences of the token file"
                        % (ranks, per_rank, rank),
