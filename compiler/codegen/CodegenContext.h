@@ -201,6 +201,7 @@ public:
 private:
   void plan();
   void allocateOuts(const ir::Eqn &e);
+  llvm::Value *materialize(const ir::Value *v);
   void planArena(const std::vector<int> &groupOf);
   const ir::Value *donor(size_t i, const ir::Value *v, const std::vector<int> &groupOf,
                          const std::unordered_map<const ir::Value *, size_t> &lastRead);
@@ -210,6 +211,9 @@ private:
   Loc eqnLoc_;               // the location of the equation emitEqn lowers
   std::unordered_map<const ir::Value *, Storage> storage_;
   std::unordered_map<const ir::Value *, llvm::Value *> buffers_;
+  std::unordered_map<const ir::Value *, size_t> paramIndex_;  // (f.params' positions)
+  llvm::BasicBlock *markBlock_ = nullptr;   // pointers made on demand go into this block,
+  llvm::Instruction *markAfter_ = nullptr;  // after this instruction (null: at its start)
   // The arena: one shm_alloc per call holding every Heap value at its offset.
   std::unordered_map<const ir::Value *, int64_t> arenaOffset_;
   int64_t arenaBytes_ = 0;

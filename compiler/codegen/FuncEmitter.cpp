@@ -402,30 +402,31 @@ bool FuncEmitter::emit() {
 
   plan();
   if (arenaBytes_ > 0) arena_ = callRt("shm_alloc", {i64(arenaBytes_)}, "arena");
-  for (size_t i = 0; i < f.params.size(); ++i)
-    buffers_[f.params[i]] = b.CreateLoad(me.ptrTy, b.CreateConstGEP1_64(me.ptrTy, insArg, i),
-                                         "in" + std::to_string(i));
-  for (size_t i = 0; i < f.results.size(); ++i) {
-    const ir::Value *v = root(f.results[i]);  // (the value a renaming result names)
-    const Storage &s = storage_[v];
-    if (s.kind == StorageKind::OutSlot && s.slot == (int)i && !buffers_.count(v))
-      buffers_[v] = b.CreateLoad(me.ptrTy, b.CreateConstGEP1_64(me.ptrTy, outsArg, i), "out" + std::to_string(i));
-  }
-
+  // A parameter's pointer is loaded, and a view's address computed, where an equation first
+  // needs it (buffer), and a result's slot where its value is defined (allocateOuts): made all
+  // on entry, a backward pass with thousands of residuals kept thousands of pointers live
+  // across every call of the function, which LLVM's instruction selection and register
+  // allocation took time superlinear in.
+  for (size_t i = 0; i < f.params.size(); ++i) paramIndex_[f.params[i]] = i;
   size_t nextGroup = 0;
   for (size_t i = 0; i < f.eqns.size();) {
     size_t last = i;
+    if (nextGroup < groups_.size() && groups_[nextGroup].first == i) last = groups_[nextGroup].second;
+    // (where pointers made on demand go: before this equation's code, at the top level)
+    markBlock_ = b.GetInsertBlock();
+    markAfter_ = markBlock_->empty() ? nullptr : &markBlock_->back();
+    for (size_t k = i; k <= last; ++k) allocateOuts(f.eqns[k]);
     if (nextGroup < groups_.size() && groups_[nextGroup].first == i) {
-      last = groups_[nextGroup++].second;
-      for (size_t k = i; k <= last; ++k) allocateOuts(f.eqns[k]);
+      ++nextGroup;
       if (!emitElementwiseGroup(i, last)) return false;
     } else {
-      allocateOuts(f.eqns[i]);
       if (!emitEqn(i)) return false;
     }
     if (!me.error.empty()) return false;
     i = last + 1;
   }
+  markBlock_ = b.GetInsertBlock();
+  markAfter_ = markBlock_->empty() ? nullptr : &markBlock_->back();
   emitResults();
   for (llvm::Value *p : scratch_) callRt("shm_free", {p});
   if (arena_) callRt("shm_free", {arena_});
@@ -438,15 +439,16 @@ void FuncEmitter::allocateOuts(const ir::Eqn &e) {
     const Storage &s = storage_[v];
     std::string name = (v->hint.empty() ? "v" + std::to_string(v->id) : v->hint) + ".buf";
     switch (s.kind) {
+    case StorageKind::OutSlot:
+      if (!buffers_.count(v))
+        buffers_[v] = b.CreateLoad(me.ptrTy, b.CreateConstGEP1_64(me.ptrTy, outsArg, s.slot),
+                                   "out" + std::to_string(s.slot));
+      break;
     case StorageKind::Param:
-    case StorageKind::OutSlot:  // loaded on entry
     case StorageKind::Global:   // set by emitConstant
     case StorageKind::Fused: break;
-    case StorageKind::Alias:
-      buffers_[v] = s.offset ? b.CreateConstInBoundsGEP1_64(me.i8Ty, buffer(s.aliasOf), (uint64_t)s.offset, name)
-                             : buffer(s.aliasOf);
-      break;
-    case StorageKind::InPlace: buffers_[v] = buffer(s.aliasOf); break;
+    case StorageKind::Alias:  // (materialize: where first needed)
+    case StorageKind::InPlace: break;
     case StorageKind::Stack:
       buffers_[v] = entryAlloca(me.i8Ty, std::max<int64_t>(1, v->type.byteSize()), name.c_str());
       break;
@@ -455,6 +457,30 @@ void FuncEmitter::allocateOuts(const ir::Eqn &e) {
       break;
     }
   }
+}
+
+// v's pointer, made if it is a parameter or a view not made yet: at the top level, just before
+// the code of the equation being emitted (markAfter_), where it dominates that code and all
+// that follows, even when the equation asks for it inside a loop's or conditional's blocks.
+llvm::Value *FuncEmitter::materialize(const ir::Value *v) {
+  auto p = paramIndex_.find(v);
+  auto st = storage_.find(v);
+  const bool view = st != storage_.end() && (st->second.kind == StorageKind::Alias || st->second.kind == StorageKind::InPlace);
+  if ((p == paramIndex_.end() && !view) || !markBlock_) return nullptr;
+  llvm::Value *made = nullptr;
+  if (view) {
+    llvm::Value *base = buffers_.count(st->second.aliasOf) ? buffers_.at(st->second.aliasOf) : materialize(st->second.aliasOf);
+    if (!base) return nullptr;
+    if (st->second.kind == StorageKind::InPlace || st->second.offset == 0) return buffers_[v] = base;
+    std::string name = (v->hint.empty() ? "v" + std::to_string(v->id) : v->hint) + ".buf";
+    llvm::IRBuilder<> at(markBlock_, markAfter_ ? std::next(markAfter_->getIterator()) : markBlock_->getFirstInsertionPt());
+    made = at.CreateConstInBoundsGEP1_64(me.i8Ty, base, (uint64_t)st->second.offset, name);
+  } else {
+    llvm::IRBuilder<> at(markBlock_, markAfter_ ? std::next(markAfter_->getIterator()) : markBlock_->getFirstInsertionPt());
+    made = at.CreateLoad(me.ptrTy, at.CreateConstGEP1_64(me.ptrTy, insArg, p->second), "in" + std::to_string(p->second));
+  }
+  if (auto *inst = llvm::dyn_cast<llvm::Instruction>(made)) markAfter_ = inst;  // (the next goes after it)
+  return buffers_[v] = made;
 }
 
 void FuncEmitter::emitResults() {
@@ -473,6 +499,7 @@ void FuncEmitter::emitResults() {
 llvm::Value *FuncEmitter::buffer(const ir::Value *v) {
   auto it = buffers_.find(v);
   if (it != buffers_.end()) return it->second;
+  if (llvm::Value *made = materialize(v)) return made;
   fail("internal error: value %" + std::to_string(v->id) + " has no buffer");
   return llvm::ConstantPointerNull::get(llvm::PointerType::get(me.ctx, 0));
 }
