@@ -7,6 +7,8 @@
 #include <llvm/IR/GlobalVariable.h>
 
 #include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace shmapc::codegen {
 
@@ -45,23 +47,30 @@ bool FuncEmitter::emitCall(const ir::Eqn &e) {
 
 // shm_run_shmap splits the global inputs into per-device blocks, runs the body on every device
 // and assembles the global outputs; the descriptors tell it the global shapes and specs.
-// Whether result i of a shmap body is the output of an all-reduce (psum, psum2, pmax, pmin)
+// Which results of a shmap body are each the output of an all-reduce (psum, psum2, pmax, pmin)
 // or an all_gather that nothing in the body reads and that is returned only once: its buffer
 // is then written by that collective alone, which accepts a null one on devices whose block
 // is not used (SHM_OUT_COLLECTIVE_ONLY in shmap_runtime.h).
-static bool writtenOnlyByCollective(const ir::Func &body, size_t i) {
-  const ir::Value *v = body.results[i];
-  if (std::count(body.results.begin(), body.results.end(), v) != 1) return false;
-  if (std::find(body.params.begin(), body.params.end(), v) != body.params.end()) return false;
-  bool byCollective = false;
+static std::vector<bool> writtenOnlyByCollective(const ir::Func &body) {
+  // (one walk over the body for all its results: a forward pass returns thousands of residuals)
+  std::unordered_map<const ir::Value *, int> timesReturned;
+  for (const ir::Value *v : body.results) ++timesReturned[v];
+  std::unordered_set<const ir::Value *> read(body.params.begin(), body.params.end());
+  std::unordered_map<const ir::Value *, bool> byCollective;  // (the first result of each eqn)
   for (const ir::Eqn &e : body.eqns) {
-    if (std::find(e.ins.begin(), e.ins.end(), v) != e.ins.end()) return false;
-    if (!e.outs.empty() && e.outs[0] == v)
-      byCollective = e.prim == ir::Prim::Psum || e.prim == ir::Prim::Psum2 || e.prim == ir::Prim::Pmax ||
-                    e.prim == ir::Prim::Pmin || e.prim == ir::Prim::AllGather ||
-                    e.prim == ir::Prim::AllGatherInvariant;
+    read.insert(e.ins.begin(), e.ins.end());
+    if (!e.outs.empty())
+      byCollective[e.outs[0]] = e.prim == ir::Prim::Psum || e.prim == ir::Prim::Psum2 || e.prim == ir::Prim::Pmax ||
+                                e.prim == ir::Prim::Pmin || e.prim == ir::Prim::AllGather ||
+                                e.prim == ir::Prim::AllGatherInvariant;
   }
-  return byCollective;
+  std::vector<bool> out(body.results.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const ir::Value *v = body.results[i];
+    auto c = byCollective.find(v);
+    out[i] = timesReturned[v] == 1 && !read.count(v) && c != byCollective.end() && c->second;
+  }
+  return out;
 }
 
 // Whether every rank may keep only the blocks of output k that its own devices write
@@ -106,6 +115,7 @@ bool FuncEmitter::emitShmap(const ir::Eqn &e) {
       llvm::StructType::get(me.ctx, {me.i32Ty, me.ptrTy, me.i32Ty, me.ptrTy, me.i32Ty});
   bool ok = true;
   const ir::Func &body = *e.bodies[0];
+  const std::vector<bool> collectiveOnly = writtenOnlyByCollective(body);
   auto descs = [&](const std::vector<ir::Value *> &vals, const std::vector<ir::PartitionSpec> &specs,
                    bool outputs) -> llvm::Value * {
     if (vals.empty()) return llvm::ConstantPointerNull::get(llvm::PointerType::get(me.ctx, 0));
@@ -113,7 +123,7 @@ bool FuncEmitter::emitShmap(const ir::Eqn &e) {
     for (size_t i = 0; i < vals.size(); ++i) {
       const ir::Type &t = vals[i]->type;
       if ((int64_t)specs[i].dims.size() > t.rank()) ok = false;
-      int flags = outputs && writtenOnlyByCollective(body, i) ? 1 /* SHM_OUT_COLLECTIVE_ONLY */ : 0;
+      int flags = outputs && collectiveOnly[i] ? 1 /* SHM_OUT_COLLECTIVE_ONLY */ : 0;
       if (outputs && body.checkVma) flags |= 2;  // SHM_OUT_SAME_ELSEWHERE (CheckOutSpecs proved it)
       if (outputs && staysSplit(e, i)) flags |= 4;  // SHM_OUT_STAYS_SPLIT
       elems.push_back(llvm::ConstantStruct::get(
