@@ -495,10 +495,13 @@ bool dnnl_enabled() {
 }
 
 // Products of at least this many multiply-adds are computed in column panels of kPanel (the
-// last one up to twice as wide), which the cores of the thread's team share (run_on_team):
-// about 0.5 ms of work, against the tens of microseconds a hand-off costs.
+// last one up to twice as wide), which the cores of the thread's team share (run_on_team).
+// Each panel's call packs the whole of op(A) again: at 256 columns that cost a one-core MLP
+// step (256 x 512 x 1024 products) 7% over whole calls, at 512 half as much, while a panel of
+// 512 columns of such a product is still ~0.35 ms of work against the tens of microseconds a
+// hand-off costs (the price: a product of fewer than 1024 columns is not shared).
 constexpr int64_t kPanelMinMacs = int64_t(1) << 22;
-constexpr int64_t kPanel = 256;
+constexpr int64_t kPanel = 512;
 
 // C[:, lo:hi] = op(A) @ op(B)[:, lo:hi], row-major, C's leading dimension n.
 void sgemm_columns(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
