@@ -50,7 +50,7 @@ private:
     const AxisSet axes = e.axesParamSet();
     const Type &in = e.ins[0]->type, &out = e.outs[0]->type;
     if (!axes || (axes & ~in.vary) || out.vary != (in.vary & ~axes))
-      return fail(f, i, e, "the result must vary over the operand's axes less `axes`, which it varies over");
+      return fail(f, i, e, "the result must vary over the operand's axes but `axes` (and the operand over all of them)");
     auto def = [&](const Value *v, Prim p) -> const Eqn * {
       auto it = definer_.find(v);
       return it != definer_.end() && it->second->prim == p && it->second->ins.size() >= 1 ? it->second : nullptr;

@@ -9,7 +9,8 @@
 // sliced back out and reshaped to its shape (the results keep their values, so their readers
 // are unchanged). The combined psum2 carries `combined` = how many it replaces, which
 // --emit=ir and --emit=comm show. Only a backward body's own equations are combined (not the
-// loops and conditionals nested in it): forward code communicates as its author wrote it.
+// loops and conditionals nested in it): forward code communicates as its author wrote it
+// (but for a sum defer-primal-reductions moved into the backward body: a returned loss's).
 //
 // Operands of different variance are joined too (the gradients of model-split weights, which
 // vary over "data" and "model", with those of replicated ones, which vary over "data"): the
