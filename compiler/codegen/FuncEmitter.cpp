@@ -238,12 +238,13 @@ bool FuncEmitter::isContiguousSlice(const ir::Eqn &e, int64_t *offsetBytes) {
   return true;
 }
 
-// Whether `e`'s result is its operand's bytes under another name: a reshape, a pbroadcast,
-// and a sum over a group of one device (each device its own group: a 1x1 mesh's gradient
+// Whether `e`'s result is its operand's bytes under another name: a reshape, a pbroadcast
+// or invariant_cast, and a sum over a group of one device (each device its own group: a 1x1 mesh's gradient
 // sums, a size-1 axis), which the runtime is still called for (its statistics and checks
 // count the call) but with the result in the operand's buffer, so that it moves nothing.
 bool FuncEmitter::renamesOperand(const ir::Func &f, const ir::Eqn &e) {
-  if (e.prim == ir::Prim::Reshape || e.prim == ir::Prim::Pbroadcast) return true;
+  if (e.prim == ir::Prim::Reshape || e.prim == ir::Prim::Pbroadcast || e.prim == ir::Prim::InvariantCast)
+    return true;
   if (e.prim == ir::Prim::Slice) return isContiguousSlice(e, nullptr);
   if ((e.prim != ir::Prim::Psum2 && e.prim != ir::Prim::Psum) || !f.mesh || e.ins.size() != 1) return false;
   for (int64_t a : e.intsParam("axes"))

@@ -52,7 +52,7 @@ bool runtimeCollective(Prim p, CommKind &kind) {
   case Prim::AllToAll: kind = CommKind::AllToAll; return true;
   case Prim::Ppermute: kind = CommKind::Ppermute; return true;
   // No runtime collective: pbroadcast and pscatter are local, and the rest is not a collective.
-  case Prim::Pbroadcast: case Prim::Pscatter: case Prim::AxisIndex:
+  case Prim::Pbroadcast: case Prim::InvariantCast: case Prim::Pscatter: case Prim::AxisIndex:
   case Prim::Constant: case Prim::Iota: case Prim::RandomNormal: case Prim::RandomUniform:
   case Prim::Neg: case Prim::Exp: case Prim::Log: case Prim::Sin: case Prim::Cos:
   case Prim::Tanh: case Prim::Sqrt: case Prim::Abs: case Prim::Floor: case Prim::Not:
@@ -237,9 +237,12 @@ private:
     for (const Eqn &e : f.eqns) {
       const PrimInfo &info = primInfo(e.prim);
       if (info.kind == PrimKind::Collective) {
-        // pbroadcast (inserted wherever an invariant value meets a varying one) and
-        // axis_index are not listed: they never communicate. pscatter is listed, as free.
-        if (!mesh || !out || e.prim == Prim::AxisIndex || e.prim == Prim::Pbroadcast) continue;
+        // pbroadcast (inserted wherever an invariant value meets a varying one), its inverse
+        // invariant_cast and axis_index are not listed: they never communicate. pscatter is
+        // listed, as free.
+        if (!mesh || !out || e.prim == Prim::AxisIndex || e.prim == Prim::Pbroadcast ||
+            e.prim == Prim::InvariantCast)
+          continue;
         CommNode node;
         node.kind = CommNode::Op;
         node.eqn = &e;

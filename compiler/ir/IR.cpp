@@ -102,7 +102,7 @@ bool changesOnlyShape(Prim p) {
 
 bool communicatesOver(const Eqn &e, AxisSet axes) {
   if (primInfo(e.prim).kind == PrimKind::Collective && e.prim != Prim::Pbroadcast &&
-      e.prim != Prim::AxisIndex && (!e.has("axes") || (e.axesParamSet() & axes)))
+      e.prim != Prim::InvariantCast && e.prim != Prim::AxisIndex && (!e.has("axes") || (e.axesParamSet() & axes)))
     return true;
   for (const Func *body : e.bodies)
     if (communicatesOver(*body, axes)) return true;

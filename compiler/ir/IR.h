@@ -133,6 +133,8 @@ struct Func {
   bool isBackward = false;      // a shmap's backward body made by autodiff (its collectives
                                 // all transpose forward ones; passes/SinkReductions.cpp
                                 // may rewrite them, never the user's forward code)
+  const Func *forwardPart = nullptr;  // a backward body: the forward shmap body autodiff split
+                                     // from the same vjp (passes/DeferPrimalReductions.cpp)
   Loc returnLoc;                // the return statement (variance errors on results point here)
   std::vector<Loc> outSpecLocs; // shmap bodies: where each out_spec is written
 

@@ -7,7 +7,8 @@
 //         vary over (so residuals never move between devices). The backward shmap, built by
 //         the transposer with in_specs and out_specs swapped (seed 000: no rescaling), takes
 //         the residuals and the results' cotangents. Collectives run once, in the forward
-//         shmap: their results are residuals, never recomputed. Local work needed only by the
+//         shmap: their results are residuals, never recomputed. (A sum whose result is only
+//         returned moves to the backward shmap afterwards: DeferPrimalReductions.cpp.) Local work needed only by the
 //         backward part is recomputed there, constants are remade rather than stored, and so
 //         are element-wise residuals computable from the other residuals (remade next to
 //         their readers: remakeElementwiseResiduals, copyBackwardEqns).
@@ -313,6 +314,7 @@ void Linearizer::splitShmap(const Eqn &e, const std::vector<Value *> &t) {
   v->name += "_split";  // unreachable after this; the backward body takes its name
   Func *bw = newFuncLike(m, body, body.name + "_vjp");
   bw->isBackward = true;
+  bw->forwardPart = fw;
   Builder bb{m, *bw, e.loc};
   std::map<const Value *, Value *> bmap;
   for (size_t i = 0; i < P; ++i) bmap[v->params[i]] = param(*bw, v->params[i]->type, v->params[i]->hint);

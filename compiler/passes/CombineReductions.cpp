@@ -4,13 +4,24 @@
 // collectives, each of which costs every device of the group a meeting.
 //
 // A psum2 may run anywhere after its operand is computed and before its result is first read.
-// Those over the same axes, of the same dtype and the same variance (so that their operands
-// concatenate without a pbroadcast), whose ranges share a point, are combined there: each
-// operand flattened, the flat operands concatenated, one psum2, and each result sliced back
-// out and reshaped to its shape (the results keep their values, so their readers are
-// unchanged). The combined psum2 carries `combined` = how many it replaces, which --emit=ir
-// and --emit=comm show. Only a backward body's own equations are combined (not the loops and
-// conditionals nested in it): forward code communicates as its author wrote it.
+// Those over the same axes and of the same dtype whose ranges share a point are combined
+// there: each operand flattened, the flat operands concatenated, one psum2, and each result
+// sliced back out and reshaped to its shape (the results keep their values, so their readers
+// are unchanged). The combined psum2 carries `combined` = how many it replaces, which
+// --emit=ir and --emit=comm show. Only a backward body's own equations are combined (not the
+// loops and conditionals nested in it): forward code communicates as its author wrote it
+// (but for a sum defer-primal-reductions moved into the backward body: a returned loss's).
+//
+// Operands of different variance are joined too (the gradients of model-split weights, which
+// vary over "data" and "model", with those of replicated ones, which vary over "data"): the
+// joined operand varies over the union of their axes, so an operand that varies over fewer is
+// first lifted by a pbroadcast (no bytes move), and its piece of the sum, which the types
+// would then call varying over the extra axes, gets its own type back by an invariant_cast
+// (no bytes either). That is sound because a sum over the psum2's axes of a value invariant
+// over another axis is itself invariant over it: every device along it contributed the same
+// values to the same sums. A psum2's bytes depend only on its group (its axes) and how many
+// elements it sums, not on their variance, so the joined one sends exactly what the separate
+// ones did together.
 #include "passes/Passes.h"
 
 #include <algorithm>
@@ -58,6 +69,10 @@ std::vector<Candidate> candidates(const Func &f) {
     int64_t members = 1;
     for (int64_t a : e.intsParam("axes")) members *= f.mesh ? f.mesh->sizes[(size_t)a] : 2;
     if (members == 1) continue;
+    // (a psum2 as variance inference types it: its operand varies over its axes, its result
+    // over the operand's others; combine() relies on it to type the joined sum and the casts)
+    const AxisSet axes = e.axesParamSet(), vary = e.ins[0]->type.vary;
+    if ((vary & axes) != axes || e.outs[0]->type.vary != (vary & ~axes)) continue;
     const int64_t bytes = e.ins[0]->type.numElements() * dtypeSize(e.ins[0]->type.dtype);
     if (bytes > kCombineMaxBytes) continue;
     auto d = definedAt.find(e.ins[0]);
@@ -78,29 +93,38 @@ std::vector<Eqn> combine(Func &f, const std::vector<const Eqn *> &group) {
     out.push_back(Eqn{p, std::move(ins), {v}, std::move(params), {}, loc});
     return v;
   };
-  const Type &first = group[0]->ins[0]->type;
+  const DType dtype = group[0]->ins[0]->type.dtype;
+  const AxisSet summedAxes = group[0]->axesParamSet();
+  AxisSet vary = 0;  // the joined operand's: the union of theirs
+  for (const Eqn *e : group) vary |= e->ins[0]->type.vary;
   std::vector<Value *> flat;
   int64_t total = 0;
   for (const Eqn *e : group) {
     const Type &t = e->ins[0]->type;
     const int64_t n = t.numElements();
-    flat.push_back(add(Prim::Reshape, {e->ins[0]}, Type{t.dtype, {n}, t.vary}, {}, e->loc));
+    Value *v = add(Prim::Reshape, {e->ins[0]}, Type{t.dtype, {n}, t.vary}, {}, e->loc);
+    if (t.vary != vary)
+      v = add(Prim::Pbroadcast, {v}, Type{t.dtype, {n}, vary}, {{"axes", axisList(vary & ~t.vary)}}, e->loc);
+    flat.push_back(v);
     total += n;
   }
   const Loc loc = group.back()->loc;
-  Value *joined = add(Prim::Concatenate, flat, Type{first.dtype, {total}, first.vary}, {{"dimension", (int64_t)0}}, loc);
+  Value *joined = add(Prim::Concatenate, flat, Type{dtype, {total}, vary}, {{"dimension", (int64_t)0}}, loc);
   std::map<std::string, Attr> params = group[0]->params;
   params["combined"] = (int64_t)group.size();
-  const Type summedType = group[0]->outs[0]->type;
-  Value *summed = add(Prim::Psum2, {joined}, Type{first.dtype, {total}, summedType.vary}, params, loc);
+  const AxisSet summedVary = vary & ~summedAxes;
+  Value *summed = add(Prim::Psum2, {joined}, Type{dtype, {total}, summedVary}, params, loc);
   int64_t at = 0;
   for (const Eqn *e : group) {
     const Type &t = e->outs[0]->type;
     const int64_t n = t.numElements();
-    Value *piece = add(Prim::Slice, {summed}, Type{t.dtype, {n}, t.vary},
+    Value *piece = add(Prim::Slice, {summed}, Type{t.dtype, {n}, summedVary},
                        {{"start", std::vector<int64_t>{at}}, {"limit", std::vector<int64_t>{at + n}},
                         {"strides", std::vector<int64_t>{1}}},
                        e->loc);
+    if (t.vary != summedVary)  // (its operand was lifted: equal along the extra axes)
+      piece = add(Prim::InvariantCast, {piece}, Type{t.dtype, {n}, t.vary},
+                  {{"axes", axisList(summedVary & ~t.vary)}}, e->loc);
     add(Prim::Reshape, {piece}, t, {}, e->loc, e->outs[0]);
     at += n;
   }
@@ -109,11 +133,11 @@ std::vector<Eqn> combine(Func &f, const std::vector<const Eqn *> &group) {
 
 void combineIn(Func &f) {
   std::vector<Candidate> all = candidates(f);
-  // (axes, dtype, operand variance) -> the candidates that may be combined
-  std::map<std::tuple<std::vector<int64_t>, DType, AxisSet>, std::vector<Candidate>> kinds;
+  // (axes, dtype) -> the candidates that may be combined
+  std::map<std::tuple<std::vector<int64_t>, DType>, std::vector<Candidate>> kinds;
   for (const Candidate &c : all) {
     const Eqn &e = f.eqns[c.index];
-    kinds[{e.intsParam("axes"), e.ins[0]->type.dtype, e.ins[0]->type.vary}].push_back(c);
+    kinds[{e.intsParam("axes"), e.ins[0]->type.dtype}].push_back(c);
   }
   std::map<size_t, std::vector<Eqn>> before;  // equations to stand before equation i
   std::vector<bool> gone(f.eqns.size(), false);

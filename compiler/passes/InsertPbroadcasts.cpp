@@ -238,6 +238,9 @@ private:
     case VarianceRule::VaryingToInvariant: return varyingToInvariant(s, e);
     case VarianceRule::MaxMin: return maxMin(s, e);
     case VarianceRule::InvariantToVarying: return invariantToVarying(s, e);
+    case VarianceRule::InvariantCast:  // (made after this pass; kept as typed if met again)
+      setOut(e, e.ins[0]->type.vary & ~axesParam(e));
+      return emit(s, std::move(e));
     case VarianceRule::FromRoot: return fromRoot(s, e);
     case VarianceRule::VaryingToVarying: {
       AxisSet target = e.ins[0]->type.vary | axesParam(e);

@@ -4,7 +4,8 @@ namespace shmapc::passes {
 
 // The passes, in order: the shardings of jit functions propagated and the functions partitioned
 // into shmaps, calls inlined, variance inferred (pbroadcasts inserted), programs
-// differentiated with the variance types in hand, the backward bodies' all-reduces that
+// differentiated with the variance types in hand, the forward shmaps' sums that only give a
+// returned value moved into the backward shmaps, the backward bodies' all-reduces that
 // only accumulate into a loop's carry taken once after the loop, those whose
 // results are only sliced reduced into the slice and those that may run together combined,
 // out_specs checked (on the transposed
@@ -17,6 +18,7 @@ const std::vector<Pass> &pipeline() {
       {"inline-calls", inlineCalls},
       {"insert-pbroadcasts", insertPbroadcasts},
       {"differentiate", differentiate},
+      {"defer-primal-reductions", deferPrimalReductions},
       {"hoist-loop-reductions", hoistLoopReductions},
       {"sink-reductions", sinkReductions},
       {"combine-reductions", combineReductions},

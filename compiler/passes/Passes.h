@@ -40,6 +40,9 @@ bool retypeWithParams(ir::Func &f, const std::vector<ir::AxisSet> &paramVary,
 // Replaces each jvp/vjp equation by a call of a new function computing it (autodiff, with
 // seed 000's transpose rules for collectives and shmap).
 void differentiate(ir::Module &m, Diagnostics &diags);
+// A forward shmap's psum2 (and the element-wise steps after it) whose result the enclosing
+// function only returns runs in the backward shmap instead (DeferPrimalReductions.cpp).
+void deferPrimalReductions(ir::Module &m, Diagnostics &diags);
 // In the backward bodies autodiff made, a psum2 inside a loop whose result only accumulates
 // linearly into a carry is taken once, of the carry, after the loop (HoistLoopReductions.cpp).
 void hoistLoopReductions(ir::Module &m, Diagnostics &diags);

@@ -14,6 +14,8 @@ enum class VarianceRule {
   VaryingToInvariant, // psum2, all_gather_invariant: operand varies over the axes; result does not
   MaxMin,             // pmax, pmin: like psum2; over axes the operand is invariant on, identity
   InvariantToVarying, // pbroadcast, pscatter: operand invariant over the axes; result varies
+  InvariantCast,      // invariant_cast (internal): operand varies over the axes; result does
+                      // not, with no communication (its values were already equal along them)
   FromRoot,           // broadcast (-> invariant), scatter_from (-> varying): the root's operand;
                       // of one invariant over the axes, the identity / a pscatter (no communication)
   VaryingToVarying,   // all_gather, psum_scatter, all_to_all, ppermute

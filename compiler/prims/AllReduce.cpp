@@ -1,7 +1,8 @@
 // The all-reduce family over mesh `axes` and its seed 000 partner: psum (the user-level one,
 // which insertPbroadcasts rewrites to psum2 after automatic pbroadcasts), psum2 (varying ->
 // invariant), pbroadcast (invariant -> varying, no communication), pmax, pmin, pprod, and the
-// bitwise pand, por, pxor. psum2 and pbroadcast transpose to each other.
+// bitwise pand, por, pxor. psum2 and pbroadcast transpose to each other. invariant_cast,
+// pbroadcast's internal inverse on values known equal, is here beside them.
 #include "prims/Prim.h"
 #include "shmap_runtime.h"  // (SHM_REDUCE_*: the bitwise ops)
 
@@ -125,6 +126,23 @@ template <> const Rules &define<Prim::Pbroadcast>() {
       .variance = VarianceRule::InvariantToVarying,
       .jvp = linearJvp,
       .transpose = [](TransposeCtx &c) { c.accumulate(0, c.apply(Prim::Psum2, c.c, c.e.params, c.xt)); },
+      .lower = lowerFused,
+      .scalar = identityScalar,
+      .sharding = unsupportedInJit,
+  };
+  return r;
+}
+
+// combine-reductions' cast back to invariant (Primitives.def): the values pass unchanged, so
+// it is linear with the identity's derivative: the tangent through the same cast, and the
+// cotangent (typed invariant over the axes) back to the operand's type by a pbroadcast, which
+// is also free. Made after autodiff, so neither runs today; they keep the primitive complete.
+template <> const Rules &define<Prim::InvariantCast>() {
+  static const Rules r{
+      .shape = [](ShapeCtx &c) { return collectiveSameShape(c, anyDType, "any"); },
+      .variance = VarianceRule::InvariantCast,
+      .jvp = linearJvp,
+      .transpose = [](TransposeCtx &c) { c.accumulate(0, c.apply(Prim::Pbroadcast, c.c, c.e.params, c.xt)); },
       .lower = lowerFused,
       .scalar = identityScalar,
       .sharding = unsupportedInJit,

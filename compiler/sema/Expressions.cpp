@@ -297,6 +297,13 @@ std::vector<SVal> Sema::evalCall(const ast::Expr &e) {
     return (this->*(m->second))(e);
   auto it = builtins().find(e.name);
   if (it != builtins().end()) return {(this->*(it->second))(e)};
+  // The compiler's own cast from varying to invariant, sound only where it puts it (the pieces
+  // of a joined gradient sum): a program cannot declare its values equal across devices.
+  if (e.name == ir::primName(ir::Prim::InvariantCast))
+    fail(DiagId::UnknownFunction, e.loc,
+         e.name + " is internal to the compiler (its cast of values known equal across devices), "
+                  "not a function a program can call",
+         "make a varying value invariant with a collective: psum, pmean or all_gather_invariant");
   std::vector<std::string> names;
   for (const auto &[n, f] : cur_->unit->funcs) names.push_back(n);
   for (const auto &[n, f] : builtins()) names.push_back(n);

@@ -202,9 +202,11 @@ def main():
                threaded.returncode == 0 and vs_expected.ok,
                "\n".join(vs_expected.problems) + threaded.stdout + threaded.stderr)
         steps = 6
-        # the loss (replicated); 18 residuals for the backward shmap (--emit=ir's @loss_fwd: the
-        # element-wise ones the backward part can compute from these are remade there)
-        forward = outputs(1, 18, 0, 0)
+        # 18 residuals for the backward shmap (--emit=ir's @loss_fwd: the element-wise ones the
+        # backward part can compute from these are remade there) and each device's partial
+        # loss, which the backward shmap sums with the gradients (defer-primal-reductions):
+        # all 19 split, nothing whole
+        forward = outputs(0, 19, 0, 0)
         for ranks, per_rank in ((4, 1), (2, 2)):
             r = run(a, tmp, src, ranks, per_rank, ["--steps=%d" % steps])
             expect("transformer on %d ranks x %d: the threaded run's losses" % (ranks, per_rank),

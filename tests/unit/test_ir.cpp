@@ -83,6 +83,69 @@ TEST_CASE("verifier rejects collectives without a mesh") {
   CHECK(found);
 }
 
+namespace {
+
+// combine-reductions' form on a 2 x 2 mesh (i, j): a (varying over i and j) and b (over i
+// only, lifted over j) summed over i in one psum2; b's piece cast back to invariant over j.
+// `forge` changes one thing the verifier must refuse.
+enum class Forge { None, CastOfParam, CastOfVaryingPiece, CastOverSummedAxis, ResultStillVaries };
+
+Module joinedSum(Forge forge) {
+  const AxisSet I = 1, J = 2;
+  Module m;
+  m.meshes.push_back(std::make_unique<Mesh>(Mesh{"m", {"i", "j"}, {2, 2}, {}}));
+  Func *f = m.newFunc("f_vjp");
+  f->mesh = m.meshes[0].get();
+  f->isShmapBody = true;
+  Value *a = f->newValue(f32({3}, I | J), "a");
+  Value *b = f->newValue(f32({2}, I), "b");
+  f->params = {a, b};
+  auto ints = [](std::vector<int64_t> v) { return Attr(v); };
+  Value *lifted = f->newValue(f32({2}, I | J));
+  f->eqns.push_back(Eqn{Prim::Pbroadcast, {b}, {lifted}, {{"axes", ints({1})}}, {}, {}});
+  Value *joined = f->newValue(f32({5}, I | J));
+  f->eqns.push_back(Eqn{Prim::Concatenate, {a, lifted}, {joined}, {{"dimension", int64_t(0)}}, {}, {}});
+  Value *sum = f->newValue(f32({5}, J));
+  f->eqns.push_back(Eqn{Prim::Psum2, {joined}, {sum}, {{"axes", ints({0})}, {"combined", int64_t(2)}}, {}, {}});
+  const bool varyingPiece = forge == Forge::CastOfVaryingPiece;
+  Value *piece = f->newValue(f32({varyingPiece ? 3 : 2}, J));
+  f->eqns.push_back(Eqn{Prim::Slice, {sum}, {piece},
+                        {{"start", ints({varyingPiece ? 0 : 3})}, {"limit", ints({varyingPiece ? 3 : 5})},
+                         {"strides", ints({1})}},
+                        {}, {}});
+  Value *operand = forge == Forge::CastOfParam ? a : piece;
+  AxisSet outVary = forge == Forge::CastOfParam ? I : forge == Forge::ResultStillVaries ? J : 0;
+  Value *cast = f->newValue(f32(operand->type.shape, outVary));
+  std::vector<int64_t> castAxes = forge == Forge::CastOverSummedAxis ? std::vector<int64_t>{0, 1}
+                                                                     : std::vector<int64_t>{1};
+  if (forge == Forge::CastOverSummedAxis) {  // (a piece that varies over i: typed so, summed over it)
+    piece->type.vary = I | J;
+    sum->type.vary = I | J;
+  }
+  f->eqns.push_back(Eqn{Prim::InvariantCast, {operand}, {cast}, {{"axes", ints(castAxes)}}, {}, {}});
+  f->results = {piece, cast};
+  m.main = m.newFunc("main");
+  return m;
+}
+
+bool refused(const Module &m, const std::string &why) {
+  for (const std::string &p : verifyModule(m))
+    if (p.find("invariant_cast") != std::string::npos && p.find(why) != std::string::npos) return true;
+  return false;
+}
+
+} // namespace
+
+TEST_CASE("verifier accepts invariant_cast only on a lifted piece of a joined psum2") {
+  CHECK(verifyModule(joinedSum(Forge::None)).empty());
+  // A user's varying parameter declared invariant: its devices' values may differ.
+  CHECK(refused(joinedSum(Forge::CastOfParam), "must be a piece of a psum2"));
+  // The piece of the operand that really varied over j (not lifted there).
+  CHECK(refused(joinedSum(Forge::CastOfVaryingPiece), "must be a pbroadcast over its axes"));
+  CHECK(refused(joinedSum(Forge::CastOverSummedAxis), "sums over its axes"));
+  CHECK(refused(joinedSum(Forge::ResultStillVaries), "the result must vary over"));
+}
+
 TEST_CASE("every primitive has a name that maps back to it") {
   for (int i = 0; i < kNumPrims; ++i) {
     Prim p;
@@ -164,6 +227,7 @@ TEST_CASE("communication report: which primitives the runtime counts") {
   CHECK((runtimeCollective(Prim::Psum2, k) && k == CommKind::Psum));
   CHECK((runtimeCollective(Prim::AllGatherInvariant, k) && k == CommKind::AllGather));
   CHECK(!runtimeCollective(Prim::Pbroadcast, k));
+  CHECK(!runtimeCollective(Prim::InvariantCast, k));
   CHECK(!runtimeCollective(Prim::Pscatter, k));
   CHECK(!runtimeCollective(Prim::AxisIndex, k));
   CHECK(std::string(commKindName(CommKind::PsumScatter)) == "psum_scatter");
