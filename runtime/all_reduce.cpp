@@ -7,10 +7,6 @@
 namespace shm {
 namespace {
 
-// A psum between two ranks of at most this many bytes exchanges whole inputs (one round of
-// messages) rather than chunks (two).
-constexpr int64_t kWholeExchangeMaxBytes = 256 << 10;
-
 // Chunk r of n elements for a group of `members`: [n r / members, n (r + 1) / members).
 int64_t chunk_lo(int64_t n, int r, int members) { return n * r / members; }
 
@@ -138,26 +134,6 @@ void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char
   const int64_t lo = n * g.me / g.n, hi = n * (g.me + 1) / g.n;
   const int64_t moved = (int64_t)(g.n - 1) * (hi - lo) * es;
   std::vector<const void *> srcs((size_t)g.n);
-  if (direct(dev) && g.n == 2 && n * es <= kWholeExchangeMaxBytes) {
-    // Two members: each sends its whole input to the other and reduces all of it, in member
-    // order (the bits the chunked reduction gives). The same bytes as a chunk each way and back
-    // (n elements sent per member), in one round of messages instead of two, as MPI_Allreduce
-    // does for a pair; for a large array the second half's reduction costs more than the round.
-    const std::vector<int64_t> key = comm_key(dev, axes, naxes);
-    Scratch theirs(n * es);
-    const int other = 1 - g.me;
-    std::vector<const char *> send((size_t)2, (const char *)in);
-    std::vector<int64_t> send_bytes((size_t)2, n * es), recv_bytes((size_t)2, n * es);
-    std::vector<char *> recv((size_t)2, theirs.data());
-    send_bytes[(size_t)g.me] = recv_bytes[(size_t)g.me] = 0;
-    recv[(size_t)g.me] = nullptr;
-    group_exchange(g, key, send, send_bytes, recv, recv_bytes);
-    srcs[(size_t)g.me] = in;
-    srcs[(size_t)other] = theirs.data();
-    if (out && n > 0) fold(dtype, op, 2, srcs.data(), 0, out, n);
-    finish(dev, kind, moved, moved);
-    return;
-  }
   if (direct(dev)) {
     // Member r reduces chunk r of every member's input (point-to-point messages bring the
     // others'; its own it reads where it lies, uncopied), in member order as below, and the
