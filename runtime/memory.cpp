@@ -23,7 +23,12 @@
 // the heap fragment and touch new pages for several steps. The cache keeps at most
 // kCacheLimit bytes (blocks beyond it are unmapped); smaller blocks go straight to glibc,
 // whose bins already reuse them. ASan builds skip the cache so that it still sees every
-// use after free.
+// use after free. Blocks of kHugeMin and more are offered to the kernel for transparent huge
+// pages (madvise; used where the system's setting is "madvise" or "always"): a 16 MiB
+// array's element-wise loop and the single-copy transfer between MPI ranks walk 8 pages
+// instead of 4096 (bench/mpi's all_gather of 2^22 f32 on 2 ranks: 1.2x hand-written MPI's
+// time before, 0.6-1.0x after). The first touch of such a block costs more (the kernel may
+// compact memory to find 2 MiB pages).
 namespace shm {
 namespace {
 
@@ -43,6 +48,7 @@ constexpr size_t kHeader = 64;              // keeps the block 64-byte aligned; 
 constexpr size_t kPageHeader = 4096;        // mapped blocks: the data starts a page in
 constexpr size_t kCacheMin = 256 << 10;
 constexpr size_t kCacheLimit = size_t(1) << 30;
+constexpr size_t kHugeMin = size_t(4) << 20;
 
 struct BlockCache {
   std::mutex m;
@@ -82,6 +88,7 @@ void *buffer_cache_take(size_t bytes) {
     // Mapped apart from glibc's heap, where it would fragment what the libraries allocate.
     void *m = mmap(nullptr, size + kPageHeader, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) shm_fatal("out of memory");
+    if (size >= kHugeMin) madvise(m, size + kPageHeader, MADV_HUGEPAGE);
     block = static_cast<char *>(m) + kPageHeader - kHeader;
   } else {
     block = static_cast<char *>(std::aligned_alloc(64, size + kHeader));
