@@ -447,8 +447,8 @@ public:
 
   void report(const CommReport &r) {
     out_ << "== communication (static) ==\n";
-    out_ << "(bytes over all devices; pbroadcast and axis_index never communicate and are not "
-            "listed)\n";
+    out_ << "(bytes over all devices; pbroadcast, invariant_cast and axis_index never communicate and "
+            "are not listed)\n";
     if (r.shmaps.empty()) out_ << "(no shmaps)\n";
     for (const CommShmap &s : r.shmaps) shmap(s);
     totals(r);

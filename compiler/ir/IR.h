@@ -243,8 +243,8 @@ std::string printShardings(const Module &m);
 bool changesOnlyShape(Prim p);
 
 // Whether running `f` (or a body in it) performs a collective that communicates over one of
-// `axes` (pbroadcast and axis_index never communicate). The runtime synchronises every device
-// of the mesh at each such collective.
+// `axes` (pbroadcast, invariant_cast and axis_index never communicate). The runtime
+// synchronises every device of the mesh at each such collective.
 bool communicatesOver(const Func &f, AxisSet axes = ~AxisSet(0));
 bool communicatesOver(const Eqn &e, AxisSet axes = ~AxisSet(0));  // `e` alone (with its bodies)
 // Whether `e` has an effect (print, save, ...), itself or in its bodies: it is never dead code,
