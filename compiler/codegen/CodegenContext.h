@@ -202,6 +202,7 @@ private:
   void plan();
   void allocateOuts(const ir::Eqn &e);
   llvm::Value *materialize(const ir::Value *v);
+  void markTopLevel();
   void planArena(const std::vector<int> &groupOf);
   const ir::Value *donor(size_t i, const ir::Value *v, const std::vector<int> &groupOf,
                          const std::unordered_map<const ir::Value *, size_t> &lastRead);

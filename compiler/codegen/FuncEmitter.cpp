@@ -413,9 +413,7 @@ bool FuncEmitter::emit() {
   for (size_t i = 0; i < f.eqns.size();) {
     size_t last = i;
     if (nextGroup < groups_.size() && groups_[nextGroup].first == i) last = groups_[nextGroup].second;
-    // (where pointers made on demand go: before this equation's code, at the top level)
-    markBlock_ = b.GetInsertBlock();
-    markAfter_ = markBlock_->empty() ? nullptr : &markBlock_->back();
+    markTopLevel();  // (pointers made on demand go before this equation's code)
     for (size_t k = i; k <= last; ++k) allocateOuts(f.eqns[k]);
     if (nextGroup < groups_.size() && groups_[nextGroup].first == i) {
       ++nextGroup;
@@ -426,8 +424,7 @@ bool FuncEmitter::emit() {
     if (!me.error.empty()) return false;
     i = last + 1;
   }
-  markBlock_ = b.GetInsertBlock();
-  markAfter_ = markBlock_->empty() ? nullptr : &markBlock_->back();
+  markTopLevel();
   emitResults();
   for (llvm::Value *p : scratch_) callRt("shm_free", {p});
   if (arena_) callRt("shm_free", {arena_});
@@ -435,10 +432,22 @@ bool FuncEmitter::emit() {
   return me.error.empty();
 }
 
+// The point where materialize puts pointers made on demand: the end of the current top-level
+// block, before the code of what is emitted next.
+void FuncEmitter::markTopLevel() {
+  markBlock_ = b.GetInsertBlock();
+  markAfter_ = markBlock_->empty() ? nullptr : &markBlock_->back();
+}
+
+// The name of v's buffer in the LLVM IR.
+static std::string bufferName(const ir::Value *v) {
+  return (v->hint.empty() ? "v" + std::to_string(v->id) : v->hint) + ".buf";
+}
+
 void FuncEmitter::allocateOuts(const ir::Eqn &e) {
   for (const ir::Value *v : e.outs) {
     const Storage &s = storage_[v];
-    std::string name = (v->hint.empty() ? "v" + std::to_string(v->id) : v->hint) + ".buf";
+    const std::string name = bufferName(v);
     switch (s.kind) {
     case StorageKind::OutSlot:
       if (!buffers_.count(v))
@@ -468,16 +477,16 @@ llvm::Value *FuncEmitter::materialize(const ir::Value *v) {
   auto st = storage_.find(v);
   const bool view = st != storage_.end() && (st->second.kind == StorageKind::Alias || st->second.kind == StorageKind::InPlace);
   if ((p == paramIndex_.end() && !view) || !markBlock_) return nullptr;
-  llvm::Value *made = nullptr;
+  llvm::Value *made = nullptr, *base = nullptr;
   if (view) {
-    llvm::Value *base = buffers_.count(st->second.aliasOf) ? buffers_.at(st->second.aliasOf) : materialize(st->second.aliasOf);
+    base = buffers_.count(st->second.aliasOf) ? buffers_.at(st->second.aliasOf) : materialize(st->second.aliasOf);
     if (!base) return nullptr;
     if (st->second.kind == StorageKind::InPlace || st->second.offset == 0) return buffers_[v] = base;
-    std::string name = (v->hint.empty() ? "v" + std::to_string(v->id) : v->hint) + ".buf";
-    llvm::IRBuilder<> at(markBlock_, markAfter_ ? std::next(markAfter_->getIterator()) : markBlock_->getFirstInsertionPt());
-    made = at.CreateConstInBoundsGEP1_64(me.i8Ty, base, (uint64_t)st->second.offset, name);
+  }
+  llvm::IRBuilder<> at(markBlock_, markAfter_ ? std::next(markAfter_->getIterator()) : markBlock_->getFirstInsertionPt());
+  if (view) {
+    made = at.CreateConstInBoundsGEP1_64(me.i8Ty, base, (uint64_t)st->second.offset, bufferName(v));
   } else {
-    llvm::IRBuilder<> at(markBlock_, markAfter_ ? std::next(markAfter_->getIterator()) : markBlock_->getFirstInsertionPt());
     made = at.CreateLoad(me.ptrTy, at.CreateConstGEP1_64(me.ptrTy, insArg, p->second), "in" + std::to_string(p->second));
   }
   if (auto *inst = llvm::dyn_cast<llvm::Instruction>(made)) markAfter_ = inst;  // (the next goes after it)
