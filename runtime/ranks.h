@@ -124,6 +124,13 @@ void group_alltoall(const Group &g, const std::vector<int64_t> &key, const void 
 // Member j's bytes[j] bytes at buf + (the sum of bytes before j), this rank's already there.
 // (`bytes` is the same on every member; all equal, it is one MPI_Allgather.)
 void group_allgatherv(const Group &g, const std::vector<int64_t> &key, void *buf, const std::vector<int64_t> &bytes);
+// An all-reduce of a group of two members as MPI_Allreduce (Open MPI's tuned algorithms: one
+// exchange fewer to wait on than a reduce-scatter and an all-gather of our own), where its
+// result is bitwise the one the member-order fold gives: two operands of an operation that
+// commutes exactly (a sum or product of floats or integers, an integer max or min). Returns
+// false, calling nothing, where that does not hold (both members decide alike: same n, dtype, op).
+bool group_allreduce_pair(const Group &g, const std::vector<int64_t> &key, int32_t dtype, int32_t op, const void *in,
+                          void *out, int64_t n);
 // Rooted (one member, `root`, sends or receives; member indices are the communicator's ranks):
 // the root's bytes at buf to every member's buf; every member's send to the root's recv, in
 // member order; member j's part of the root's send (at j bytes) to its recv.

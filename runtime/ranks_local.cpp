@@ -64,6 +64,9 @@ void group_alltoall(const Group &, const std::vector<int64_t> &, const void *, i
 void group_allgatherv(const Group &, const std::vector<int64_t> &, void *, const std::vector<int64_t> &) {
   fatalf("group_allgatherv: no other ranks");
 }
+bool group_allreduce_pair(const Group &, const std::vector<int64_t> &, int32_t, int32_t, const void *, void *, int64_t) {
+  fatalf("group_allreduce_pair: no other ranks");
+}
 void group_sendrecv(const Group &, const std::vector<int64_t> &, const void *, int, void *, int, int64_t) {
   fatalf("group_sendrecv: no other ranks");
 }

@@ -628,6 +628,21 @@ void group_allgatherv(const Group &g, const std::vector<int64_t> &key, void *buf
   exchange_in_messages(Peers{group_comm(g, key)}, send, send_bytes, recv, bytes, what);
 }
 
+bool group_allreduce_pair(const Group &g, const std::vector<int64_t> &key, int32_t dtype, int32_t op, const void *in,
+                          void *out, int64_t n) {
+  if (g.n != 2 || n * dtype_size(dtype) > max_message()) return false;
+  const bool is_float = dtype == SHM_F32 || dtype == SHM_F64;
+  MPI_Datatype type = dtype == SHM_F32 ? MPI_FLOAT : dtype == SHM_F64 ? MPI_DOUBLE
+                    : dtype == SHM_I32 ? MPI_INT32_T : dtype == SHM_I64 ? MPI_INT64_T : MPI_DATATYPE_NULL;
+  // (a float max or min is not MPI's: numpy's propagates a NaN)
+  MPI_Op mpi_op = op == SHM_REDUCE_SUM ? MPI_SUM : op == SHM_REDUCE_PROD ? MPI_PROD
+                : is_float ? MPI_OP_NULL : op == SHM_REDUCE_MAX ? MPI_MAX : op == SHM_REDUCE_MIN ? MPI_MIN : MPI_OP_NULL;
+  if (type == MPI_DATATYPE_NULL || mpi_op == MPI_OP_NULL) return false;
+  check(MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, (int)n, type, mpi_op, group_comm(g, key)),
+        "a collective between ranks (MPI_Allreduce)");
+  return true;
+}
+
 void group_sendrecv(const Group &g, const std::vector<int64_t> &key, const void *send, int to, void *recv, int from, int64_t bytes) {
   // (in pieces of at most max_message() bytes: sender and receiver count them alike)
   for (int64_t o = 0; o < bytes; o += max_message()) {
