@@ -84,12 +84,16 @@ def venv_python():
     return None
 
 
-def per_step_interleaved(cmds_for, repeats, s1, s2):
+def per_step_interleaved(cmds_for, repeats, s1, s2, best=None):
     """The time per step of several programs with a step count, each `cmds_for[i](k)` the
     command running program i for k steps: (quickest run of s2 steps - quickest of s1) /
     (s2 - s1), with the programs' runs interleaved, so that load coming and going on a shared
-    machine falls on all of them alike."""
-    best = [[float("inf"), float("inf")] for _ in cmds_for]
+    machine falls on all of them alike. `best` (a list, empty at first): the quickest runs so
+    far, which a second call with the same list adds its repeats to."""
+    if best is None:
+        best = []
+    if not best:
+        best.extend([float("inf"), float("inf")] for _ in cmds_for)
     for _ in range(repeats):
         for j, k in enumerate((s1, s2)):
             for i, cmd_for in enumerate(cmds_for):

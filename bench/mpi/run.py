@@ -25,8 +25,10 @@ the 2-core machine shared with other work (load average 4 to 6), the same progra
 step moved by up to 2.7x between runs at 2^14 (tens of microseconds a step, where a context
 switch counts) and by 10 to 30% at 2^18 and 2^22; 4 ranks on 2 cores are oversubscribed
 (mpirun's mpi_yield_when_idle lets a waiting rank give its core away), which adds to it. So a
-point is only as good as the quietest of several runs: run it again, with `uptime`'s load,
-before calling it a regression."""
+point is only as good as the quietest of several runs: where a ratio is above the target, both
+programs run --more further rounds of --repeats (interleaved as before; each program's quickest
+over all its runs counts), and a point still above it is worth running again, with `uptime`'s
+load, before calling it a regression."""
 import os
 import subprocess
 import sys
@@ -116,10 +118,13 @@ def collectives(a, rec, tmp):
                 exe = src[:-4]
                 subprocess.run([a.shmapc, "compile", src, "--mpi", "-o", exe] + compile_flags(), check=True)
                 steps = steps_at(a.steps, log2n)
-                s, c = per_step_interleaved(
-                    [lambda k: MPIRUN + ["-np", str(r), exe, "--steps=%d" % k],
-                     lambda k: MPIRUN + ["-np", str(r), cexe, kind, str(n), str(k)]], a.repeats, 10, 10 + steps)
-                ratio = s / c if c > 0 and s > 0 else None
+                runs, best = [lambda k: MPIRUN + ["-np", str(r), exe, "--steps=%d" % k],
+                              lambda k: MPIRUN + ["-np", str(r), cexe, kind, str(n), str(k)]], []
+                for attempt in range(1 + a.more):
+                    s, c = per_step_interleaved(runs, a.repeats, 10, 10 + steps, best)
+                    ratio = s / c if c > 0 and s > 0 else None
+                    if ratio is not None and ratio <= 1.1:
+                        break
                 print("%-14s %5d %8s %6d %12.1f %14.1f %8s %8s" % (kind, r, "2^%d" % log2n, steps, s * 1e6, c * 1e6,
                                                                    "%.2fx" % ratio if ratio else "-", "<= 1.1x"),
                       flush=True)
@@ -144,6 +149,9 @@ def main():
     ap.add_argument("--steps", type=int, default=200, help="steps at 2^18 elements (others scale, see above)")
     ap.add_argument("--kinds", help="comma-separated collectives (default: all of %s)" % ", ".join(KINDS))
     ap.add_argument("--no-mlp", action="store_true", help="only the collectives, not the MLP step")
+    ap.add_argument("--more", type=int, default=2,
+                    help="where a ratio is above the target, up to this many more rounds of --repeats runs of "
+                         "both programs (each keeps its quickest over all rounds; default 2)")
     a = parse(ap, quick_repeats=2, steps=1000, sizes="14,22")
     rec = Record("mpi", a, ranks=a.ranks, sizes=a.sizes, steps=a.steps)
     with tempfile.TemporaryDirectory() as tmp:
