@@ -77,7 +77,11 @@ def minor_faults(cmd):
 
 
 def faults_per_step(exe, pin, repeats, s1, s2):
-    """Page faults per step over steps s1..s2, measured as seconds_per_step measures time."""
+    """Page faults per step over steps s1..s2, measured as seconds_per_step measures time, the
+    fewest of at least 5 runs each: a run's start-up faults are bimodal (its large blocks are
+    offered to the kernel as huge pages, and one it cannot back with one costs 512 faults of
+    4 KiB instead of 1), so two runs' difference can be a start-up's 512 faults, not the steps'."""
+    repeats = max(repeats, 5)
     a = min(minor_faults(pin + [exe, "--steps=%d" % s1]) for _ in range(repeats))
     b = min(minor_faults(pin + [exe, "--steps=%d" % s2]) for _ in range(repeats))
     return max(b - a, 0) / (s2 - s1)
@@ -119,7 +123,7 @@ def main():
         for n in (1, 2):
             pin = PIN if n == 1 else []
             rows.append(("shmapc, mesh %d" % n, seconds_per_step(exes[n], pin, a.repeats, 2, 22) * 1e3))
-            faults[n] = faults_per_step(exes[n], pin, a.repeats, 1, 101)  # steps 2..101
+            faults[n] = faults_per_step(exes[n], pin, a.repeats, 1, 301)  # steps 2..301
         # Meshes on every core: shmapc against JAX's shard_map on as many host devices (the
         # mesh of 2 was timed so above).
         meshes = []
@@ -159,7 +163,7 @@ def main():
     record(a, rows, meshes, peers, faults, c_step, c_gemm, half)
 
 
-# The page-fault target is none per step; counted over 100 steps, the operating system adds a
+# The page-fault target is none per step; counted over 300 steps, the operating system adds a
 # stray fault now and then (0.01-0.04 a step in the README's runs), so up to one fault in ten
 # steps counts as none, and a buffer allocated afresh every step (one or more a step) fails.
 FAULTS_BOUND = 0.1
