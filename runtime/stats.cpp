@@ -6,11 +6,11 @@ namespace shm {
 static Stats g_stats;
 
 const char *kind_name(int kind) {
-  static const char *const names[kNumKinds] = {"psum",         "pmax",       "pmin",
-                                               "all_gather",   "psum_scatter", "all_to_all",
-                                               "ppermute",     "pprod",      "pand",
-                                               "por",          "pxor",       "broadcast",
-                                               "reduce",       "gather",     "scatter"};
+  static const char *const names[kNumKinds] = {
+#define SHM_COLLECTIVE(Id, Name) Name,
+#include "shm_collectives.def"
+#undef SHM_COLLECTIVE
+  };
   return (kind >= 0 && kind < kNumKinds) ? names[kind] : "?";
 }
 

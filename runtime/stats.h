@@ -10,23 +10,11 @@
 
 namespace shm {
 
-// Fixed order: the stats table lists kinds in this order.
+// Fixed order: the stats table lists kinds in this order (abi/shm_collectives.def).
 enum CollectiveKind {
-  kPsum,
-  kPmax,
-  kPmin,
-  kAllGather,
-  kPsumScatter,
-  kAllToAll,
-  kPpermute,
-  kPprod,
-  kPand,
-  kPor,
-  kPxor,
-  kBroadcast,
-  kReduce,
-  kGather,
-  kScatter,
+#define SHM_COLLECTIVE(Id, Name) k##Id,
+#include "shm_collectives.def"
+#undef SHM_COLLECTIVE
   kNumKinds
 };
 const char *kind_name(int kind);

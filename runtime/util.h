@@ -22,7 +22,7 @@ void buffer_cache_give(void *p);
 int64_t dtype_size(int32_t dtype);
 const char *dtype_name(int32_t dtype);
 
-// f16 and bf16: 16-bit storage types computed on in f32 (runtime/half.h). widen_half converts
+// f16 and bf16: 16-bit storage types computed on in f32 (runtime/abi/half.h). widen_half converts
 // n elements of such a dtype to f32 (exactly); narrow_half rounds n f32 values to it.
 inline bool is_half(int32_t dtype) { return dtype == SHM_F16 || dtype == SHM_BF16; }
 void widen_half(int32_t dtype, const void *in, float *out, int64_t n);

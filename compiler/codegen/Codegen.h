@@ -22,7 +22,7 @@ struct Target {
   std::string features;   // the TargetMachine's feature string: native: the host's features
                           // ("+avx2,-amx-tile,..."); a named CPU: "" (the features LLVM implies for it)
   std::vector<std::string> enabled;  // every LLVM feature on for it (ISA and tuning), sorted
-  // The instruction-set extensions among `enabled` that a CPU may lack (runtime/cpu_features.h,
+  // The instruction-set extensions among `enabled` that a CPU may lack (runtime/abi/cpu_features.h,
   // in its order): what the program's start-up check requires.
   std::vector<std::string> checked;
 
@@ -41,7 +41,7 @@ bool resolveTarget(const std::string &name, Target &out, std::string &error, std
 std::vector<std::string> targetCpuNames();
 
 // Emits one LLVM function per IR Func (signature void(ptr dev, ptr outs, ptr ins), see
-// runtime/shmap_runtime.h), with Module::main as `shm_user_main`, and, unless the target
+// runtime/abi/shmap_runtime.h), with Module::main as `shm_user_main`, and, unless the target
 // needs nothing beyond x86-64, the start-up check of the CPU (a constructor calling
 // shm_check_cpu with `target.checked`). `sources` names the files of the equations'
 // locations: each collective call is preceded by the store of its "file:line:col" for the

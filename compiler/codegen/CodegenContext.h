@@ -235,7 +235,7 @@ int64_t saturateToI64(double x);
 uint16_t halfConstant(ir::DType t, double x);
 
 // f16 / bf16 (ir::isHalf) bit patterns <-> f32, with integer operations only (as
-// runtime/half.h: round to nearest even, overflow to inf, NaN kept, f16 subnormals), so no
+// runtime/abi/half.h: round to nearest even, overflow to inf, NaN kept, f16 subnormals), so no
 // compiler-rt conversion routine is needed and the loops vectorize.
 llvm::Value *halfToF32(llvm::IRBuilder<> &b, llvm::Value *bits, ir::DType t);
 llvm::Value *f32ToHalf(llvm::IRBuilder<> &b, llvm::Value *f, ir::DType t);

@@ -68,7 +68,7 @@ llvm::Value *ScalarCtx::error(const std::string &why) {
   return nullptr;
 }
 
-// ---- f16 / bf16 <-> f32 (the algorithms of runtime/half.h, on i32 lanes)
+// ---- f16 / bf16 <-> f32 (the algorithms of runtime/abi/half.h, on i32 lanes)
 
 llvm::Value *halfToF32(llvm::IRBuilder<> &b, llvm::Value *bits, ir::DType t) {
   llvm::Type *i32 = b.getInt32Ty();

@@ -41,59 +41,16 @@ llvm::Type *ModuleEmitter::computeType(ir::DType t) const {
 }
 
 namespace {
-// The runtime ABI (shmap_runtime.h) as signatures: v void, p pointer, i int32, l int64,
-// f float, d double. The first letter is the return type.
+// The runtime ABI's entry points with their signatures (abi/shm_entries.def: the return
+// type's letter, then each parameter's: v void, p pointer, i int32, l int64, f float, d double).
 struct RuntimeSig {
   const char *name;
   const char *sig;
 };
 const RuntimeSig kRuntime[] = {
-    {"shm_alloc", "pl"},
-    {"shm_free", "vp"},
-    {"shm_copy", "vppl"},
-    {"shm_fatal", "vp"},
-    {"shm_run_shmap", "vipppippipp"},
-    {"shm_psum", "vpippippi"},
-    {"shm_pmax", "vpippippi"},
-    {"shm_pmin", "vpippippi"},
-    {"shm_pprod", "vpippippi"},
-    {"shm_pbitwise", "vpiippippi"},
-    {"shm_broadcast", "vpippipipi"},
-    {"shm_reduce_to", "vpiippipipi"},
-    {"shm_gather_to", "vpippipiiipi"},
-    {"shm_scatter_from", "vpippipiiipi"},
-    {"shm_all_gather", "vpippipiipi"},
-    {"shm_psum_scatter", "vpippipiipi"},
-    {"shm_all_to_all", "vpippipiiipi"},
-    {"shm_ppermute", "vpippippipi"},
-    {"shm_axis_index", "ippi"},
-    {"shm_broadcast_in_dim", "vipippipp"},
-    {"shm_transpose", "vipippp"},
-    {"shm_reduce", "viipippip"},
-    {"shm_matmul", "vipppllllii"},
-    {"shm_slice", "vipippppp"},
-    {"shm_dynamic_slice", "vipipppp"},
-    {"shm_dynamic_update_slice", "vipippppp"},
-    {"shm_concatenate", "viipipip"},
-    {"shm_iota", "vipipi"},
-    {"shm_random", "viilpl"},
-    {"shm_print", "vpiipp"},
-    {"shm_arg_f64", "di"},
-    {"shm_arg_i64", "li"},
-    {"shm_arg_str", "pi"},
-    {"shm_load_npy", "vpiipp"},
-    {"shm_gather", "viplllplp"},
-    {"shm_scatter_add", "viplllplpp"},
-    {"shm_argmax", "viiplllp"},
-    {"shm_cumsum", "viiplllp"},
-    {"shm_argsort", "viiplllp"},
-    {"shm_save_npy", "vpiipp"},
-    {"shm_load_npz", "vppiipp"},
-    {"shm_load_npy_sharded", "vpppiippp"},
-    {"shm_load_npy_split", "vppiipippp"},
-    {"shm_save_npz", "vpippppp"},
-    {"shm_parallel_for", "vppl"},
-    {"shm_check_cpu", "vppp"},
+#define SHM_ENTRY(Ret, Name, Sig, Params) {#Name, Sig},
+#include "shm_entries.def"
+#undef SHM_ENTRY
 };
 } // namespace
 
@@ -109,7 +66,8 @@ llvm::FunctionCallee ModuleEmitter::runtime(const std::string &name) {
     if (name == r.name) sig = &r;
   if (!sig) {
     fail("internal error: unknown runtime function " + name);
-    sig = &kRuntime[3];  // something callable; the module is discarded on error anyway
+    for (const RuntimeSig &r : kRuntime)  // something callable; the module is discarded on error anyway
+      if (std::string(r.name) == "shm_fatal") sig = &r;
   }
   auto typeOf = [&](char c) -> llvm::Type * {
     switch (c) {

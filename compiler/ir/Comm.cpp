@@ -13,21 +13,10 @@ namespace shmapc::ir {
 
 const char *commKindName(CommKind k) {
   switch (k) {
-  case CommKind::Psum: return "psum";
-  case CommKind::Pmax: return "pmax";
-  case CommKind::Pmin: return "pmin";
-  case CommKind::AllGather: return "all_gather";
-  case CommKind::PsumScatter: return "psum_scatter";
-  case CommKind::AllToAll: return "all_to_all";
-  case CommKind::Ppermute: return "ppermute";
-  case CommKind::Pprod: return "pprod";
-  case CommKind::Pand: return "pand";
-  case CommKind::Por: return "por";
-  case CommKind::Pxor: return "pxor";
-  case CommKind::Broadcast: return "broadcast";
-  case CommKind::Reduce: return "reduce";
-  case CommKind::Gather: return "gather";
-  case CommKind::Scatter: return "scatter";
+#define SHM_COLLECTIVE(Id, Name)                                                                                     \
+  case CommKind::Id: return Name;
+#include "shm_collectives.def"
+#undef SHM_COLLECTIVE
   }
   return "?";
 }

@@ -21,12 +21,18 @@
 
 namespace shmapc::ir {
 
-// The runtime's collective kinds, in the fixed order of its --stats table (runtime/stats.h).
+// The runtime's collective kinds, in the fixed order of its --stats table (the runtime ABI's
+// shm_collectives.def, which the runtime's statistics expand too).
 enum class CommKind {
-  Psum, Pmax, Pmin, AllGather, PsumScatter, AllToAll, Ppermute, Pprod, Pand, Por, Pxor,
-  Broadcast, Reduce, Gather, Scatter  // (rooted)
+#define SHM_COLLECTIVE(Id, Name) Id,
+#include "shm_collectives.def"
+#undef SHM_COLLECTIVE
 };
-constexpr int kNumCommKinds = 15;
+constexpr int kNumCommKinds = 0
+#define SHM_COLLECTIVE(Id, Name) +1
+#include "shm_collectives.def"
+#undef SHM_COLLECTIVE
+    ;
 const char *commKindName(CommKind k);  // "psum", ..., as the --stats table names them
 
 // The runtime collective an IR primitive lowers to (its `lower` rule in compiler/prims/): psum and psum2 ->

@@ -36,7 +36,7 @@ constexpr int kNumPrims = 0
 #undef PRIM
     ;
 
-// The order is the runtime's dtype codes (SHM_F32 = 0 ... SHM_BF16 = 6, runtime/shmap_runtime.h).
+// The order is the runtime's dtype codes (SHM_F32 = 0 ... SHM_BF16 = 6, runtime/abi/shmap_runtime.h).
 enum class DType : uint8_t { F32, F64, I32, Bool, I64, F16, BF16 };
 const char *dtypeName(DType t);
 int64_t dtypeSize(DType t);  // bytes per element (bool = 1)

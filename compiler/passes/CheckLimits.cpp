@@ -1,5 +1,5 @@
 // checkLimits: every array the program makes stays within the runtime's limits
-// (runtime/shmap_limits.h, docs/limits.md). Sema rejects written types beyond them where they
+// (runtime/abi/shmap_limits.h, docs/limits.md). Sema rejects written types beyond them where they
 // are written; this catches the computed ones (a broadcast of two large operands, a
 // gradient's per-iteration stack of a loop's values), at the equation that makes them.
 #include "passes/Passes.h"

@@ -1,6 +1,6 @@
 // Collectives: only inside a mesh context (a shmap body, or code it calls). Axis names are
 // resolved to indices of the context's mesh; the group size n is the product of the sizes of
-// the listed axes. Shapes follow JAX (see docs/language.md and runtime/shmap_runtime.h).
+// the listed axes. Shapes follow JAX (see docs/language.md and runtime/abi/shmap_runtime.h).
 #include "sema/SemaImpl.h"
 
 #include <algorithm>

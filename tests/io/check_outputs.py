@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where `shmapc compile -o` and the runtime's save write (runtime/safe_write.h,
+"""Where `shmapc compile -o` and the runtime's save write (runtime/abi/safe_write.h,
 docs/runtime.md "Output files"): a symbolic link to a regular file is written through (the
 link stays), a FIFO and a link to /dev/null are written in place and stay what they are, a
 socket and a dangling link are refused, a new file has the mode of any new file, and no

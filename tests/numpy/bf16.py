@@ -1,7 +1,7 @@
 """bfloat16 for numpy without ml_dtypes (Debian's numpy has none): a bfloat16 value is held
 as the float32 whose low 16 bits are zero. round_bf16 rounds float32 values to it, to nearest
 with ties to even, with integer operations (a NaN stays NaN); it is written from the
-definition, independently of shmapc's runtime/half.h, and tests/numpy/check_dtypes.py checks
+definition, independently of shmapc's runtime/abi/half.h, and tests/numpy/check_dtypes.py checks
 it against ml_dtypes.bfloat16 where ml_dtypes is installed (the JAX venv)."""
 import numpy as np
 

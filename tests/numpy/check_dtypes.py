@@ -12,7 +12,7 @@ outputs come from numpy, not from shmapc:
 numpy has float16 (IEEE binary16, whose arithmetic numpy does as JAX on CPU: in float32, each
 result rounded to float16); bfloat16 is not in Debian's numpy, so it is modelled here as the
 float32 values whose low 16 bits are zero, rounded from float32 to nearest even with integer
-operations (tests/numpy/bf16.py, independent of shmapc's runtime/half.h; when ml_dtypes is importable,
+operations (tests/numpy/bf16.py, independent of shmapc's runtime/abi/half.h; when ml_dtypes is importable,
 as in the JAX venv, the model is checked against ml_dtypes.bfloat16 on 2^20 random bit patterns
 and every special case).
 

@@ -506,7 +506,7 @@ template <typename T> std::vector<T> npyValues(const std::string &path) {
 }
 } // namespace
 
-TEST_CASE("emitted f16 / bf16 conversions agree with runtime/half.h bit for bit", "[codegen]") {
+TEST_CASE("emitted f16 / bf16 conversions agree with runtime/abi/half.h bit for bit", "[codegen]") {
   // f32 values: random mantissas over every exponent f16 and bf16 round differently in, the
   // ties of both (low 13 bits 0x1000, low 16 bits 0x8000) and their neighbours, f32 subnormals,
   // the largest finite values, infinities and NaN. Emitted: f32 -> f16 (saved), f32 -> bf16 ->
@@ -570,7 +570,7 @@ TEST_CASE("emitted f16 / bf16 conversions agree with runtime/half.h bit for bit"
 }
 
 // --target-cpu (codegen/Target.cpp) and the features the start-up check embeds
-// (runtime/cpu_features.h).
+// (runtime/abi/cpu_features.h).
 namespace {
 
 std::set<std::string> checkedFeatureNames() {
@@ -621,7 +621,7 @@ TEST_CASE("--target-cpu: the generic levels check what LLVM's levels turn on", "
 }
 
 TEST_CASE("--target-cpu: every ISA feature of every known CPU is checked or deliberately not", "[codegen][target]") {
-  // What nothing shmapc emits can use (runtime/cpu_features.h says why): the x86-64 baseline,
+  // What nothing shmapc emits can use (runtime/abi/cpu_features.h says why): the x86-64 baseline,
   // extensions reached only through intrinsics, TSX, AMX, system extensions. A feature a new
   // LLVM adds fails this test until it is put in kCpuFeatures or here.
   const std::set<std::string> unchecked = {

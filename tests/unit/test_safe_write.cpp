@@ -1,4 +1,4 @@
-// Output files nobody else can redirect (runtime/safe_write.h), through the runtime's save and
+// Output files nobody else can redirect (runtime/abi/safe_write.h), through the runtime's save and
 // savez: a symbolic link planted where a temporary file could be named does not receive the
 // write, devices and FIFOs are written in place and never replaced, a symbolic link to a
 // regular file is written through, and what cannot be written is refused, naming the file.
