@@ -2,6 +2,7 @@
 // LLVM function with the common signature, so each call frees that body's temporaries when it
 // returns: a loop body's buffers are released every iteration.
 #include "codegen/CodegenContext.h"
+#include "prims/Rules.h"
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/GlobalVariable.h>
@@ -47,10 +48,11 @@ bool FuncEmitter::emitCall(const ir::Eqn &e) {
 
 // shm_run_shmap splits the global inputs into per-device blocks, runs the body on every device
 // and assembles the global outputs; the descriptors tell it the global shapes and specs.
-// Which results of a shmap body are each the output of an all-reduce (psum, psum2, pmax, pmin)
-// or an all_gather that nothing in the body reads and that is returned only once: its buffer
-// is then written by that collective alone, which accepts a null one on devices whose block
-// is not used (SHM_OUT_COLLECTIVE_ONLY in shmap_runtime.h).
+// Which results of a shmap body are each the output of a collective whose rule accepts a
+// collective-only output (Communication::collectiveOnlyOutput: psum, psum2, pmax, pmin,
+// all_gather, all_gather_invariant) that nothing in the body reads and that is returned only
+// once: its buffer is then written by that collective alone, which accepts a null one on
+// devices whose block is not used (SHM_OUT_COLLECTIVE_ONLY in shmap_runtime.h).
 static std::vector<bool> writtenOnlyByCollective(const ir::Func &body) {
   // (one walk over the body for all its results: a forward pass returns thousands of residuals)
   std::unordered_map<const ir::Value *, int> timesReturned;
@@ -60,9 +62,7 @@ static std::vector<bool> writtenOnlyByCollective(const ir::Func &body) {
   for (const ir::Eqn &e : body.eqns) {
     read.insert(e.ins.begin(), e.ins.end());
     if (!e.outs.empty())
-      byCollective[e.outs[0]] = e.prim == ir::Prim::Psum || e.prim == ir::Prim::Psum2 || e.prim == ir::Prim::Pmax ||
-                                e.prim == ir::Prim::Pmin || e.prim == ir::Prim::AllGather ||
-                                e.prim == ir::Prim::AllGatherInvariant;
+      byCollective[e.outs[0]] = prims::rulesOf(e.prim).comm.collectiveOnlyOutput;
   }
   std::vector<bool> out(body.results.size());
   for (size_t i = 0; i < out.size(); ++i) {
@@ -302,7 +302,7 @@ bool FuncEmitter::emitCond(const ir::Eqn &e) {
   // A predicate that may differ between devices (device-varying, or untyped with check_vma
   // off) would let some devices skip a collective the others wait in: every device runs both
   // branches and keeps the result of its own, so every device performs every collective.
-  if (ir::condRunsBothBranches(f, e)) {
+  if (prims::condRunsBothBranches(f, e)) {
     std::vector<llvm::Value *> other;
     for (const ir::Value *v : e.outs) other.push_back(scratch(v->type));
     b.CreateCall(me.funcType(), me.funcs.at(e.bodies[0]), {dev, outsArr, insArr});

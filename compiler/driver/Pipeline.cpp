@@ -8,7 +8,7 @@
 #include "driver/Modules.h"
 #include "driver/Output.h"
 #include "driver/PhaseTimes.h"
-#include "ir/Comm.h"
+#include "comm/Comm.h"
 #include "lexer/Lexer.h"
 #include "parser/Parser.h"
 #include "passes/Passes.h"
@@ -158,7 +158,7 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
       return emitText(ir::printShardings(*m));
   }
   if (opts.emit == Emit::IR) return emitText(ir::printModule(*m));
-  if (opts.emit == Emit::Comm) return emitText(ir::printCommReport(ir::analyzeCommunication(*m), &sm));
+  if (opts.emit == Emit::Comm) return emitText(comm::printCommReport(comm::analyzeCommunication(*m), &sm));
   if (opts.checkOnly) return 0;
   return emitMachineCode(opts, target, diags, *m, times);
 }

@@ -9,7 +9,7 @@
 
 namespace shmapc {
 
-// Comm: the static communication report (ir/Comm.h), printed after the IR passes.
+// Comm: the static communication report (comm/Comm.h), printed after the IR passes.
 enum class Emit { Tokens, AST, IR, Comm, Sharded, LLVM, Asm, Obj, Exe };
 
 struct CompileOptions {

@@ -100,34 +100,12 @@ bool changesOnlyShape(Prim p) {
          p == Prim::Transpose;
 }
 
-bool communicatesOver(const Eqn &e, AxisSet axes) {
-  if (primInfo(e.prim).kind == PrimKind::Collective && e.prim != Prim::Pbroadcast &&
-      e.prim != Prim::InvariantCast && e.prim != Prim::AxisIndex && (!e.has("axes") || (e.axesParamSet() & axes)))
-    return true;
-  for (const Func *body : e.bodies)
-    if (communicatesOver(*body, axes)) return true;
-  return false;
-}
-
 bool hasEffects(const Eqn &e) {
   if (primInfo(e.prim).kind == PrimKind::Effect) return true;
   for (const Func *body : e.bodies)
     for (const Eqn &q : body->eqns)
       if (hasEffects(q)) return true;
   return false;
-}
-
-bool communicatesOver(const Func &f, AxisSet axes) {
-  for (const Eqn &e : f.eqns)
-    if (communicatesOver(e, axes)) return true;
-  return false;
-}
-
-bool condRunsBothBranches(const Func &owner, const Eqn &cond) {
-  if (cond.prim != Prim::Cond || cond.bodies.size() != 2 || cond.ins.empty()) return false;
-  bool mayDiverge = cond.ins[0]->type.vary != 0 || (owner.mesh && !owner.checkVma);
-  return mayDiverge &&
-         (communicatesOver(*cond.bodies[0]) || communicatesOver(*cond.bodies[1]));
 }
 
 AxisSet PartitionSpec::axes() const {

@@ -242,21 +242,9 @@ std::string printShardings(const Module &m);
 // of their one operand (a pbroadcast commutes with them).
 bool changesOnlyShape(Prim p);
 
-// Whether running `f` (or a body in it) performs a collective that communicates over one of
-// `axes` (pbroadcast, invariant_cast and axis_index never communicate). The runtime
-// synchronises every device of the mesh at each such collective.
-bool communicatesOver(const Func &f, AxisSet axes = ~AxisSet(0));
-bool communicatesOver(const Eqn &e, AxisSet axes = ~AxisSet(0));  // `e` alone (with its bodies)
 // Whether `e` has an effect (print, save, ...), itself or in its bodies: it is never dead code,
 // though it has no result anyone reads.
 bool hasEffects(const Eqn &e);
-// Whether codegen runs both branches of `cond` (an Eqn of `owner`) on every device: its
-// predicate may differ between devices (device-varying, or untyped in a check_vma=false body)
-// and a branch communicates, so devices taking different branches would not meet in the
-// collective. Otherwise each device runs only the branch its predicate selects. The static
-// communication report (ir/Comm.h) counts collectives by the same test.
-bool condRunsBothBranches(const Func &owner, const Eqn &cond);
-
 // --emit=ir: prints every non-nested function; nested bodies print inline, indented.
 std::string printModule(const Module &m);
 std::string printFunc(const Func &f);

@@ -241,7 +241,7 @@ std::vector<Value *> Differentiator::flattenInto(const Func &src, Func &dst,
       std::vector<Func *> copies;
       bool ok = true;
       for (const Func *branch : e.bodies)
-        if ((p || untyped) && communicatesOver(*branch, untyped ? ~AxisSet(0) : p)) ok = false;
+        if ((p || untyped) && prims::communicatesOver(*branch, untyped ? ~AxisSet(0) : p)) ok = false;
       for (const Func *branch : e.bodies) {
         if (!ok) break;
         Func *copy = newFuncLike(m_, *branch, branch->name);

@@ -28,6 +28,7 @@
 // cond is differentiated as "both branches, then select", as is one in an untyped body
 // (check_vma=false, where any predicate may diverge) whose branches communicate.
 #include "passes/AD.h"
+#include "prims/Rules.h"
 
 #include <set>
 
@@ -48,7 +49,7 @@ void Linearizer::condRule(const Eqn &e) {
   if (!any) return;
   auto floatOut = [&](size_t k) { return isFloat(e.outs[k]->type.dtype); };
 
-  if (!emitTangents && (communicatesOver(*e.bodies[0]) || communicatesOver(*e.bodies[1])) &&
+  if (!emitTangents && (prims::communicatesOver(*e.bodies[0]) || prims::communicatesOver(*e.bodies[1])) &&
       savingCond(e, t))
     return;
   if (!emitTangents) {  // vjp: the primal cond stays; taped whole
@@ -121,7 +122,7 @@ bool Linearizer::savingCond(const Eqn &e, const std::vector<Value *> &t) {
     s.saved.resize(s.v->eqns.size());
     s.firstSlot = slotTypes.size();
     for (size_t i = 0; i < s.v->eqns.size(); ++i) {
-      s.saved[i] = !s.backward[i] && communicatesOver(s.v->eqns[i]);
+      s.saved[i] = !s.backward[i] && prims::communicatesOver(s.v->eqns[i]);
       if (!s.saved[i]) continue;
       for (Value *o : s.v->eqns[i].outs) {
         s.values.push_back(o);

@@ -16,6 +16,7 @@
 // and consts a loop does not need — e.g. transpose(f) keeps no forward loop for a linear
 // body, and a stack is kept only for the carries the body's vjp reads.
 #include "passes/AD.h"
+#include "prims/Rules.h"
 
 #include <algorithm>
 
@@ -210,7 +211,7 @@ void Linearizer::loopRule(const Eqn &e) {
 
   // A body that communicates keeps its collectives' results (savingLoop): never blocked, since
   // a block's recomputation would run its collectives again.
-  if (communicatesOver(body)) return savingLoop(e, t);
+  if (prims::communicatesOver(body)) return savingLoop(e, t);
   if (n > kBlockAbove) return blockedLoop(e);
 
   // vjp: the forward loop also stacks each iteration's input carries (the checkpoints the
@@ -282,7 +283,7 @@ void Linearizer::savingLoop(const Eqn &e, const std::vector<Value *> &t) {
   Func *v = d.vjpFunc(body, wrt, true, false, e.loc);
 
   std::vector<bool> backward = readsCotangent(*v, NP), saved(v->eqns.size());
-  for (size_t i = 0; i < v->eqns.size(); ++i) saved[i] = !backward[i] && communicatesOver(v->eqns[i]);
+  for (size_t i = 0; i < v->eqns.size(); ++i) saved[i] = !backward[i] && prims::communicatesOver(v->eqns[i]);
   std::vector<Value *> savedValues;
   for (size_t i = 0; i < v->eqns.size(); ++i)
     if (saved[i]) savedValues.insert(savedValues.end(), v->eqns[i].outs.begin(), v->eqns[i].outs.end());

@@ -50,7 +50,7 @@ std::vector<Value *> residualsOf(const Func &v, size_t K, const std::vector<bool
 // An equation a fused loop computes element by element from its operands (codegen fuses
 // those with a scalar rule), or a change of shape: cheap to do again where its result is read.
 bool elementwise(const Eqn &q) {
-  if (!q.bodies.empty() || communicatesOver(q) || q.outs.size() != 1) return false;
+  if (!q.bodies.empty() || prims::communicatesOver(q) || q.outs.size() != 1) return false;
   if (q.prim == Prim::Reshape || q.prim == Prim::BroadcastInDim || q.prim == Prim::Pbroadcast) return true;
   return q.prim != Prim::Transpose && prims::rulesOf(q.prim).scalar != nullptr;
 }
@@ -58,7 +58,7 @@ bool elementwise(const Eqn &q) {
 // What a residual may be remade from: element-wise equations, and transposes (a matmul's
 // operand transposed in the forward part is read through BLAS's flag where it is remade:
 // fold-transposes).
-bool remakable(const Eqn &q) { return elementwise(q) || (q.prim == Prim::Transpose && !communicatesOver(q)); }
+bool remakable(const Eqn &q) { return elementwise(q) || (q.prim == Prim::Transpose && !prims::communicatesOver(q)); }
 
 // At most this many equations are remade for one residual: a longer chain would cost the
 // backward part more arithmetic than the store and load of the residual it saves.
@@ -115,7 +115,7 @@ bool remakeElementwiseResiduals(const Func &v, size_t P, const std::vector<bool>
       // backward part transposes again where it reads it: into a matmul's flag, mostly.
       const Eqn &q = v.eqns[d->second];
       const bool swap = q.prim == Prim::Transpose && forward[d->second] && !backward[d->second] &&
-                        !communicatesOver(q) && definer.count(q.ins[0]) && forward[definer.at(q.ins[0])];
+                        !prims::communicatesOver(q) && definer.count(q.ins[0]) && forward[definer.at(q.ins[0])];
       if (!swap) {
         kept.insert(r);
         continue;
@@ -228,7 +228,7 @@ void Linearizer::splitShmap(const Eqn &e, const std::vector<Value *> &t) {
   for (size_t i = 0; i < v->eqns.size(); ++i) {
     const Eqn &q = v->eqns[i];
     if (backward[i]) continue;
-    bool local = q.bodies.empty() && !communicatesOver(q), c = local, cheap = local && cheapToRemake(q.prim);
+    bool local = q.bodies.empty() && !prims::communicatesOver(q), c = local, cheap = local && cheapToRemake(q.prim);
     for (Value *in : q.ins) {
       c = c && constOnly.count(in);
       cheap = cheap && (remade.count(in) || constOnly.count(in));
@@ -246,7 +246,7 @@ void Linearizer::splitShmap(const Eqn &e, const std::vector<Value *> &t) {
   for (size_t i = v->eqns.size(); i-- > 0;) {
     const Eqn &q = v->eqns[i];
     if (backward[i]) continue;
-    bool used = communicatesOver(q);
+    bool used = prims::communicatesOver(q);
     for (Value *o : q.outs) used |= need.count(o) != 0;
     if (!used) continue;
     forward[i] = true;

@@ -29,7 +29,7 @@ using namespace ir;
 // The steps after the psum2 that may move with it: element-wise, one result, every other
 // operand a constant (copied along).
 bool movableStep(const Eqn &e) {
-  return e.bodies.empty() && e.outs.size() == 1 && !communicatesOver(e) &&
+  return e.bodies.empty() && e.outs.size() == 1 && !prims::communicatesOver(e) &&
          prims::rulesOf(e.prim).scalar != nullptr;
 }
 

@@ -19,7 +19,7 @@
 // not affine: a constant added in every iteration would be summed n times.)
 //
 // Only where it never adds bytes: the runtime's all-reduce of E bytes over a group of n
-// devices moves (n-1)/n of E per device (ir/Comm.cpp), so over the same axes the bytes go as
+// devices moves (n-1)/n of E per device (the all-reduces' `comm` rule, prims/AllReduce.cpp), so over the same axes the bytes go as
 // the array's. The rewrite is made where the carry has no more bytes than the sums it replaces
 // over all iterations (trip count x the bytes of the g_j): a slice of an [L, ...] weight per
 // iteration of L gives the same bytes in 1 call instead of L; a weight read whole gives 1/L of

@@ -428,7 +428,7 @@ private:
         carries[k] = grown;
       }
     }
-    if (predVary && (communicatesOver(pred, predVary) || communicatesOver(body, predVary)))
+    if (predVary && (prims::communicatesOver(pred, predVary) || prims::communicatesOver(body, predVary)))
       diags_.fatal(DiagId::WhileVaryingPredicate, e.loc,
                    "the condition of this while loop varies over " + axesSource(mesh_, predVary) +
                        " and the loop communicates over " + axesSource(mesh_, predVary) +
@@ -570,7 +570,7 @@ bool retypeWithParams(ir::Func &f, const std::vector<ir::AxisSet> &paramVary,
 // every device, so a while loop may not communicate at all.
 static void refuseCommunicatingWhiles(const Func &f, Diagnostics &diags) {
   for (const Eqn &e : f.eqns) {
-    if (e.prim == Prim::While && communicatesOver(e))
+    if (e.prim == Prim::While && prims::communicatesOver(e))
       diags.fatal(DiagId::WhileVaryingPredicate, e.loc,
                   "a while loop that communicates in a shmap body with check_vma=false: nothing "
                   "shows that its condition is the same on every device, and devices that stop "

@@ -17,7 +17,7 @@
 //     axis_index gives pscatter);
 // and what is left of A (the axes not in B) is summed last, on the block:
 //     psum_scatter / pscatter per run of B, then psum2[A minus B].
-// The communication model (ir/Comm.cpp, after the runtime's psum and psum_scatter) has each
+// The communication model (the `comm` rules of prims/AllReduce.cpp and Gather.cpp, after the runtime's psum and psum_scatter) has each
 // device of a group of n receive (n-1)/n of an all-reduced array of E elements, and
 // (n-1)/n of a psum_scatter's operand: with B within A a device receives (n_B-1) E / n_B +
 // (n_C-1) E / (n_B n_C) = (n_A-1) E / n_A (C = A minus B), exactly what the all-reduce of the

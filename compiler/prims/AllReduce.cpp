@@ -6,11 +6,38 @@
 #include "prims/Prim.h"
 #include "shmap_runtime.h"  // (SHM_REDUCE_*: the bitwise ops)
 
+#include <algorithm>
+#include <climits>
+
 namespace shmapc::prims {
 
 namespace {
 
 bool allReduceShape(ShapeCtx &c) { return collectiveSameShape(c, isNumeric, "numeric"); }
+
+// The runtime's all-reduce (runtime/all_reduce.cpp): member r of a group of n reduces chunk r,
+// elements [E r / n, E (r+1) / n) of the E-element operand, of every member's operand, and
+// pushes it to the n-1 others: it sends and receives (n-1) * chunk_r elements.
+CollectiveBytes allReduceBytes(const Eqn &e, int64_t n, int64_t groups) {
+  const Type &t = e.ins[0]->type;
+  const int64_t es = dtypeSize(t.dtype), elems = t.numElements();
+  CollectiveBytes c;
+  c.chunkMin = INT64_MAX;
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t chunk = elems * (r + 1) / n - elems * r / n;
+    c.chunkMin = std::min(c.chunkMin, chunk);
+    c.chunkMax = std::max(c.chunkMax, chunk);
+  }
+  c.sentMin = c.receivedMin = (n - 1) * c.chunkMin * es;
+  c.sentMax = c.receivedMax = (n - 1) * c.chunkMax * es;
+  c.sent = c.received = groups * (n - 1) * elems * es;  // (a group's chunks add up to E elements)
+  return c;
+}
+// psum, psum2, pmax, pmin write a result that nothing else on the device may read into a
+// buffer left null where the block is not used (SHM_OUT_COLLECTIVE_ONLY); the others do not.
+constexpr Communication allReduce(CollectiveKind kind, bool collectiveOnlyOutput) {
+  return {Communication::Collective, kind, allReduceBytes, collectiveOnlyOutput};
+}
 
 bool lowerAllReduce(FuncEmitter &fe, size_t i, const char *runtimeFn) {
   const Eqn &e = fe.f.eqns[i];
@@ -62,6 +89,10 @@ Rules bitwiseRules() {
       .lower = lowerBitwise<Op>,
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = allReduce(Op == SHM_REDUCE_AND  ? CollectiveKind::Pand
+                        : Op == SHM_REDUCE_OR ? CollectiveKind::Por
+                                              : CollectiveKind::Pxor,
+                        false),
   };
 }
 
@@ -102,6 +133,7 @@ template <> const Rules &define<Prim::Psum>() {
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAllReduce(fe, i, "shm_psum"); },
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = allReduce(CollectiveKind::Psum, true),
   };
   return r;
 }
@@ -115,6 +147,7 @@ template <> const Rules &define<Prim::Psum2>() {
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAllReduce(fe, i, "shm_psum"); },
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = allReduce(CollectiveKind::Psum, true),
   };
   return r;
 }
@@ -129,6 +162,7 @@ template <> const Rules &define<Prim::Pbroadcast>() {
       .lower = lowerFused,
       .scalar = identityScalar,
       .sharding = unsupportedInJit,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -146,6 +180,7 @@ template <> const Rules &define<Prim::InvariantCast>() {
       .lower = lowerFused,
       .scalar = identityScalar,
       .sharding = unsupportedInJit,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -159,6 +194,7 @@ template <> const Rules &define<Prim::Pmax>() {
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAllReduce(fe, i, "shm_pmax"); },
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = allReduce(CollectiveKind::Pmax, true),
   };
   return r;
 }
@@ -172,6 +208,7 @@ template <> const Rules &define<Prim::Pmin>() {
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAllReduce(fe, i, "shm_pmin"); },
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = allReduce(CollectiveKind::Pmin, true),
   };
   return r;
 }
@@ -187,6 +224,7 @@ template <> const Rules &define<Prim::Pprod>() {
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAllReduce(fe, i, "shm_pprod"); },
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = allReduce(CollectiveKind::Pprod, false),
   };
   return r;
 }

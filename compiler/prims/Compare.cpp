@@ -74,6 +74,7 @@ template <> const Rules &define<Prim::Select>() {
         return c.b.CreateSelect(c.b.CreateICmpNE(c.x[0], c.b.getInt8(0)), c.x[1], c.x[2]);
       },
       .sharding = elementwiseFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }

@@ -81,6 +81,7 @@ template <> const Rules &define<Prim::Constant>() {
         return nullptr;
       },
       .sharding = constantFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -105,6 +106,7 @@ template <> const Rules &define<Prim::Iota>() {
       },
       .scalar = nullptr,
       .sharding = iotaFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -141,6 +143,7 @@ template <> const Rules &define<Prim::RandomNormal>() {
       .lower = [](FuncEmitter &fe, size_t i) { return lowerRandom(fe, i, 0); },
       .scalar = nullptr,
       .sharding = replicatedFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -154,6 +157,7 @@ template <> const Rules &define<Prim::RandomUniform>() {
       .lower = [](FuncEmitter &fe, size_t i) { return lowerRandom(fe, i, 1); },
       .scalar = nullptr,
       .sharding = replicatedFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }

@@ -3,7 +3,36 @@
 // inverse permutation), axis_index.
 #include "prims/Prim.h"
 
+#include <set>
+
 namespace shmapc::prims {
+
+namespace {
+
+// Every device receives block k of each of the n-1 others' operands (runtime/collectives.cpp).
+CollectiveBytes allToAllBytes(const Eqn &e, int64_t n, int64_t groups) {
+  const Type &t = e.ins[0]->type;
+  return everyDeviceReceives((n - 1) * (t.numElements() / n) * dtypeSize(t.dtype), n * groups);
+}
+
+// Per group, every destination of a pair whose source is another member receives the operand;
+// the others receive nothing (zeros, made locally).
+CollectiveBytes ppermuteBytes(const Eqn &e, int64_t n, int64_t groups) {
+  const Type &t = e.ins[0]->type;
+  const int64_t bytes = t.numElements() * dtypeSize(t.dtype);
+  const std::vector<int64_t> &perm = e.intsParam("perm");
+  std::set<int64_t> receivers;
+  for (size_t p = 0; p + 1 < perm.size(); p += 2)
+    if (perm[p] != perm[p + 1]) receivers.insert(perm[p + 1]);
+  CollectiveBytes c;
+  c.receivers = (int64_t)receivers.size();
+  c.receivedMax = c.receivers > 0 ? bytes : 0;
+  c.receivedMin = c.receivers == n ? bytes : 0;
+  c.received = groups * c.receivers * bytes;
+  return c;
+}
+
+} // namespace
 
 template <> const Rules &define<Prim::AllToAll>() {
   static const Rules r{
@@ -52,6 +81,7 @@ template <> const Rules &define<Prim::AllToAll>() {
       },
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = {Communication::Collective, CollectiveKind::AllToAll, allToAllBytes, false},
   };
   return r;
 }
@@ -92,6 +122,7 @@ template <> const Rules &define<Prim::Ppermute>() {
       },
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = {Communication::Collective, CollectiveKind::Ppermute, ppermuteBytes, false},
   };
   return r;
 }
@@ -114,6 +145,7 @@ template <> const Rules &define<Prim::AxisIndex>() {
       },
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = communicatesNothing,
   };
   return r;
 }

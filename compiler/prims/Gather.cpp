@@ -55,6 +55,27 @@ bool lowerAllGather(FuncEmitter &fe, size_t i) {
   return true;
 }
 
+// Every device receives each of the n-1 other members' operands (runtime/collectives.cpp).
+// The runtime's all_gather writes a result nothing else reads into a buffer left null where the
+// block is not used (SHM_OUT_COLLECTIVE_ONLY).
+CollectiveBytes allGatherBytes(const Eqn &e, int64_t n, int64_t groups) {
+  return everyDeviceReceives((n - 1) * e.ins[0]->type.numElements() * dtypeSize(e.ins[0]->type.dtype), n * groups);
+}
+constexpr Communication allGatherComm{Communication::Collective, CollectiveKind::AllGather, allGatherBytes, true};
+
+// The operand viewed as [outer, n, blk] along scatter_dimension: each device folds [:, r, :]
+// of the n-1 others' operands into its own.
+CollectiveBytes psumScatterBytes(const Eqn &e, int64_t n, int64_t groups) {
+  const Type &t = e.ins[0]->type;
+  const size_t dim = (size_t)std::max<int64_t>(0, e.intParam("scatter_dimension"));
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < t.shape.size(); ++d)
+    if (d < dim) outer *= t.shape[d];
+    else if (d > dim) inner *= t.shape[d];
+  const int64_t along = dim < t.shape.size() ? t.shape[dim] : 1;
+  return everyDeviceReceives((n - 1) * outer * (along / n * inner) * dtypeSize(t.dtype), n * groups);
+}
+
 } // namespace
 
 template <> const Rules &define<Prim::AllGather>() {
@@ -68,6 +89,7 @@ template <> const Rules &define<Prim::AllGather>() {
       .lower = lowerAllGather,
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = allGatherComm,
   };
   return r;
 }
@@ -97,6 +119,7 @@ template <> const Rules &define<Prim::PsumScatter>() {
       },
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = {Communication::Collective, CollectiveKind::PsumScatter, psumScatterBytes, false},
   };
   return r;
 }
@@ -115,6 +138,7 @@ template <> const Rules &define<Prim::AllGatherInvariant>() {
       .lower = lowerAllGather,
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = allGatherComm,
   };
   return r;
 }
@@ -154,6 +178,7 @@ template <> const Rules &define<Prim::Pscatter>() {
       },
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = {Communication::Free, CollectiveKind::Psum, nullptr, false},
   };
   return r;
 }

@@ -50,6 +50,7 @@ template <> const Rules &define<Prim::Call>() {
       .lower = [](FuncEmitter &fe, size_t i) { return fe.emitCall(fe.f.eqns[i]); },
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -93,6 +94,7 @@ template <> const Rules &define<Prim::Shmap>() {
       .lower = [](FuncEmitter &fe, size_t i) { return fe.emitShmap(fe.f.eqns[i]); },
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -148,6 +150,7 @@ template <> const Rules &define<Prim::Loop>() {
       .lower = [](FuncEmitter &fe, size_t i) { return fe.emitLoop(fe.f.eqns[i]); },
       .scalar = nullptr,
       .sharding = loopTies,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -175,6 +178,7 @@ template <> const Rules &define<Prim::While>() {
       .lower = [](FuncEmitter &fe, size_t i) { return fe.emitWhile(fe.f.eqns[i]); },
       .scalar = nullptr,
       .sharding = loopTies,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -198,6 +202,7 @@ template <> const Rules &define<Prim::Cond>() {
       .lower = [](FuncEmitter &fe, size_t i) { return fe.emitCond(fe.f.eqns[i]); },
       .scalar = nullptr,
       .sharding = condTies,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -225,6 +230,7 @@ template <> const Rules &define<Prim::Jvp>() {
       .lower = transformReachedCodegen,
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -262,6 +268,7 @@ template <> const Rules &define<Prim::Vjp>() {
       .lower = transformReachedCodegen,
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = communicatesNothing,
   };
   return r;
 }

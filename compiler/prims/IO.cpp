@@ -68,6 +68,7 @@ template <> const Rules &define<Prim::Print>() {
       },
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -88,6 +89,7 @@ template <> const Rules &define<Prim::Save>() {
       },
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -139,6 +141,7 @@ template <> const Rules &define<Prim::SaveNpz>() {
       },
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -206,6 +209,7 @@ template <> const Rules &define<Prim::Load>() {
       },
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -240,6 +244,7 @@ template <> const Rules &define<Prim::ArgValue>() {
       },
       .scalar = nullptr,
       .sharding = replicatedFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }

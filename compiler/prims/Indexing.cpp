@@ -128,6 +128,7 @@ template <> const Rules &define<Prim::Gather>() {
       },
       .scalar = nullptr,
       .sharding = gatherFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -165,6 +166,7 @@ template <> const Rules &define<Prim::ScatterAdd>() {
       },
       .scalar = nullptr,
       .sharding = gatherFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -185,6 +187,7 @@ template <> const Rules &define<Prim::Argmax>() {
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAlongAxis(fe, i, "shm_argmax", "is_min"); },
       .scalar = nullptr,
       .sharding = alongAxisFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -206,6 +209,7 @@ template <> const Rules &define<Prim::Cumsum>() {
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAlongAxis(fe, i, "shm_cumsum", "reverse"); },
       .scalar = nullptr,
       .sharding = alongAxisFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -224,6 +228,7 @@ template <> const Rules &define<Prim::Argsort>() {
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAlongAxis(fe, i, "shm_argsort", "descending"); },
       .scalar = nullptr,
       .sharding = alongAxisFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }

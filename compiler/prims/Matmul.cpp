@@ -98,6 +98,7 @@ template <> const Rules &define<Prim::Matmul>() {
       },
       .scalar = nullptr,
       .sharding = matmulFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }

@@ -27,8 +27,13 @@ constexpr Rules elementwise(bool (*shape)(ShapeCtx &), void (*jvp)(JvpCtx &), vo
                .transpose = transpose,
                .lower = lowerFused,
                .scalar = scalar,
-               .sharding = elementwiseFactors};
+               .sharding = elementwiseFactors,
+               .comm = communicatesNothing};
 }
+
+// The bytes of a collective call where every one of `devices` devices receives `bytes` and
+// sends none by the runtime's byte model (it reads from the others' buffers).
+CollectiveBytes everyDeviceReceives(int64_t bytes, int64_t devices);
 
 // A collective's mesh axes as runtime arguments: (pointer to an i32 array, count).
 struct AxesArg {

@@ -82,6 +82,7 @@ template <> const Rules &define<Prim::ReduceSum>() {
       .lower = [](FuncEmitter &fe, size_t i) { return lowerReduce(fe, i, 0); },
       .scalar = nullptr,
       .sharding = reduceFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -95,6 +96,7 @@ template <> const Rules &define<Prim::ReduceMax>() {
       .lower = [](FuncEmitter &fe, size_t i) { return lowerReduce(fe, i, 1); },
       .scalar = nullptr,
       .sharding = reduceFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -108,6 +110,7 @@ template <> const Rules &define<Prim::ReduceMin>() {
       .lower = [](FuncEmitter &fe, size_t i) { return lowerReduce(fe, i, 2); },
       .scalar = nullptr,
       .sharding = reduceFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }

@@ -86,6 +86,24 @@ bool lowerAlongAxis(FuncEmitter &fe, size_t i) {
 constexpr char kBroadcast[] = "shm_broadcast", kReduceTo[] = "shm_reduce_to", kGatherTo[] = "shm_gather_to",
                kScatterFrom[] = "shm_scatter_from";
 
+// The root's operand to each of the n-1 others (broadcast), a block of it to each (scatter), or
+// each other's operand to the root (reduce, gather): only some devices receive
+// (runtime/rooted.cpp).
+template <CollectiveKind Kind>
+CollectiveBytes rootedBytes(const Eqn &e, int64_t n, int64_t groups) {
+  const Type &t = e.ins[0]->type;
+  const int64_t elems = t.numElements();
+  const int64_t part = (Kind == CollectiveKind::Scatter ? elems / n : elems) * dtypeSize(t.dtype);
+  const bool toRoot = Kind == CollectiveKind::Reduce || Kind == CollectiveKind::Gather;
+  CollectiveBytes c;
+  c.receivedMax = n > 1 ? (toRoot ? (n - 1) * part : part) : 0;
+  c.receivedMin = 0;  // (the root receives nothing, or the others do)
+  c.received = groups * (n - 1) * part;
+  return c;
+}
+template <CollectiveKind Kind>
+constexpr Communication rooted{Communication::Collective, Kind, rootedBytes<Kind>, false};
+
 } // namespace
 
 template <> const Rules &define<Prim::Broadcast>() {
@@ -103,6 +121,7 @@ template <> const Rules &define<Prim::Broadcast>() {
       .lower = lowerSameShape<kBroadcast>,
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = rooted<CollectiveKind::Broadcast>,
   };
   return r;
 }
@@ -126,6 +145,7 @@ template <> const Rules &define<Prim::ReduceTo>() {
       .lower = lowerSameShape<kReduceTo>,
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = rooted<CollectiveKind::Reduce>,
   };
   return r;
 }
@@ -141,6 +161,7 @@ template <> const Rules &define<Prim::GatherTo>() {
       .lower = lowerAlongAxis<kGatherTo>,
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = rooted<CollectiveKind::Gather>,
   };
   return r;
 }
@@ -156,6 +177,7 @@ template <> const Rules &define<Prim::ScatterFrom>() {
       .lower = lowerAlongAxis<kScatterFrom>,
       .scalar = nullptr,
       .sharding = unsupportedInJit,
+      .comm = rooted<CollectiveKind::Scatter>,
   };
   return r;
 }

@@ -1,16 +1,18 @@
 // Everything the compiler knows about a primitive beyond its line in ir/Primitives.def, found
 // at the primitive's definition in this folder (as JAX keeps a primitive's abstract evaluation,
 // jvp, transpose and lowering next to it): its shape rule (the abstract evaluation: result
-// dtypes and shapes from the operands' types and the params), its device-variance rule (seed
-// 000), its jvp, its transpose, and its lowering to LLVM (a kernel call, or one element of a
-// fused loop).
+// dtypes and shapes from the operands' types and the params), its device-variance rule
+// (variance typing), its jvp, its transpose, its lowering to LLVM (a kernel call, or one
+// element of a fused loop), its sharding factors in a jit function, and its communication (the
+// runtime collective it lowers to and the bytes it moves, for --emit=comm).
 //
 // Each primitive's file defines `define<Prim::X>()`. The table in Table.cpp names every
 // primitive of Primitives.def, so a primitive without a definition does not link, and this
 // library is compiled with -Werror=missing-field-initializers, so a definition that leaves out
 // a rule does not compile. Adding a primitive: a line in Primitives.def, a definition here
-// (shared shape rules and the ShapeCtx helpers are in ShapeRules.h), the surface syntax in
-// sema, and its bytes in ir/Comm.cpp if it communicates.
+// (shared shape rules and the ShapeCtx helpers are in ShapeRules.h), and the surface syntax in
+// sema; a new runtime collective is also a line in the runtime ABI's shm_collectives.def and
+// its entry point one in shm_entries.def.
 //
 // The shape rule is the one the IR is checked against: shapeProblem() below runs it on one
 // equation (sema's and autodiff's emit call it on every equation they build), and
@@ -93,6 +95,52 @@ struct FactorRule {
   void (*localize)(const ir::Eqn &global, ir::Eqn &local) = nullptr;
 };
 
+// ---- communication ------------------------------------------------------------------------
+
+// The runtime's collective kinds, in the order of its --stats table (the runtime ABI's
+// shm_collectives.def, which the runtime's statistics expand too).
+enum class CollectiveKind {
+#define SHM_COLLECTIVE(Id, Name) Id,
+#include "shm_collectives.def"
+#undef SHM_COLLECTIVE
+};
+constexpr int kNumCollectiveKinds = 0
+#define SHM_COLLECTIVE(Id, Name) +1
+#include "shm_collectives.def"
+#undef SHM_COLLECTIVE
+    ;
+const char *collectiveKindName(CollectiveKind k);  // "psum", ..., as the --stats table names them
+
+// What one call of a collective moves by the runtime's byte model (docs/runtime.md,
+// "Statistics": a device sends the bytes it writes into other devices' buffers and receives the
+// bytes it reads from theirs), in a mesh of `numGroups` groups of `groupSize` members: per
+// device (ranges: an all-reduce's chunks may differ by one element; only some devices receive
+// a ppermute or a rooted collective) and, for the call, summed over every device.
+struct CollectiveBytes {
+  int64_t sentMin = 0, sentMax = 0, receivedMin = 0, receivedMax = 0;
+  int64_t chunkMin = 0, chunkMax = 0;  // all-reduces: elements of a member's chunk
+  int64_t receivers = 0;               // ppermute: members per group that receive
+  int64_t sent = 0, received = 0;      // the call, summed over all devices
+};
+
+struct Communication {
+  enum What {
+    Local,       // moves nothing between devices and waits for none: every primitive that is not
+                 // a collective, and pbroadcast, invariant_cast and axis_index (variance-typing
+                 // steps and a device's own coordinate)
+    Free,        // a collective of the program that moves nothing (pscatter: each device takes
+                 // its block of an invariant value): --emit=comm lists it, at no cost
+    Collective,  // the runtime collective `kind`, moving what `bytes` says
+  } what = Local;
+  CollectiveKind kind = CollectiveKind::Psum;
+  CollectiveBytes (*bytes)(const ir::Eqn &e, int64_t groupSize, int64_t numGroups) = nullptr;
+  // Whether a shmap output this collective's result is, and that nothing else reads, may be
+  // written by the collective alone into a buffer that devices whose block is not used leave
+  // null (SHM_OUT_COLLECTIVE_ONLY in the runtime ABI): the all-reduces and all_gather accept one.
+  bool collectiveOnlyOutput = false;
+};
+constexpr Communication communicatesNothing{};
+
 struct Rules {
   // The abstract evaluation: from the operands' types (c.in(i)) and the params, each result's
   // dtype and shape into c.outs (variance is left 0: it is the variance rule's business);
@@ -117,6 +165,9 @@ struct Rules {
   llvm::Value *(*scalar)(codegen::ScalarCtx &c);
   // Its dimensions' factors in a jit function (FactorRule above).
   FactorRule (*sharding)(const ir::Eqn &e);
+  // What it moves between devices (Communication above): the runtime collective it lowers to,
+  // and its bytes per device and call for --emit=comm (which must equal the runtime's --stats).
+  Communication comm;
 };
 
 template <ir::Prim P>
@@ -128,6 +179,18 @@ const Rules &define();
 
 // The rules of `p`.
 const Rules &rulesOf(ir::Prim p);
+
+// Whether running `e` (with its bodies) or `f` performs a collective that moves data over one
+// of `axes` (a collective without an `axes` param counts for every axis): the Collective
+// communication of a rule (not pbroadcast, invariant_cast, axis_index or pscatter).
+bool communicatesOver(const ir::Eqn &e, ir::AxisSet axes = ~ir::AxisSet(0));
+bool communicatesOver(const ir::Func &f, ir::AxisSet axes = ~ir::AxisSet(0));
+// Whether codegen runs both branches of `cond` (an equation of `owner`) on every device: its
+// predicate may differ between devices (device-varying, or untyped in a check_vma=false body)
+// and a branch communicates, so devices taking different branches would not meet in the
+// collective. Otherwise each device runs only the branch its predicate selects. The static
+// communication report counts collectives by the same test.
+bool condRunsBothBranches(const ir::Func &owner, const ir::Eqn &cond);
 
 // What is wrong with `e` (an equation of `f`) by its primitive's shape rule: the rule's reason
 // for refusing the operands or params, or which result's dtype or shape differs from the one

@@ -116,6 +116,7 @@ template <> const Rules &define<Prim::ShardingConstraint>() {
       .lower = lowerFused,
       .scalar = identityScalar,
       .sharding = elementwiseFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -162,6 +163,7 @@ template <> const Rules &define<Prim::BroadcastInDim>() {
       },
       .scalar = [](ScalarCtx &c) { return c.x[0]; },  // the one element, loaded once,
       .sharding = broadcastFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -181,6 +183,7 @@ template <> const Rules &define<Prim::Reshape>() {
       .lower = [](FuncEmitter &fe, size_t i) { return fe.emitCopy(fe.f.eqns[i]); },
       .scalar = nullptr,
       .sharding = reshapeFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -218,6 +221,7 @@ template <> const Rules &define<Prim::Transpose>() {
       },
       .scalar = [](ScalarCtx &c) { return c.x[0]; },  // loaded at the permuted index (Elementwise.cpp),
       .sharding = transposeFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -279,6 +283,7 @@ template <> const Rules &define<Prim::Concatenate>() {
       },
       .scalar = nullptr,
       .sharding = concatenateFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }

@@ -115,6 +115,7 @@ template <> const Rules &define<Prim::Slice>() {
       },
       .scalar = nullptr,
       .sharding = sliceFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -162,6 +163,7 @@ template <> const Rules &define<Prim::DynamicSlice>() {
       },
       .scalar = nullptr,
       .sharding = sliceFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }
@@ -216,6 +218,7 @@ template <> const Rules &define<Prim::DynamicUpdateSlice>() {
       },
       .scalar = nullptr,
       .sharding = updateSliceFactors,
+      .comm = communicatesNothing,
   };
   return r;
 }

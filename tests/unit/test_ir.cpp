@@ -1,11 +1,16 @@
 // The IR printer (variance types as in seed 000), the structural verifier, and the static
-// communication report (ir/Comm.h).
-#include "ir/Comm.h"
+// communication report (comm/Comm.h) with the communication rules it asks.
+#include "comm/Comm.h"
 #include "ir/IR.h"
+#include "prims/Rules.h"
 
 #include <catch2/catch.hpp>
 
 using namespace shmapc::ir;
+using namespace shmapc::comm;
+using shmapc::prims::CollectiveKind;
+using shmapc::prims::Communication;
+using shmapc::prims::rulesOf;
 
 namespace {
 
@@ -185,15 +190,15 @@ TEST_CASE("communication report: a psum2 in a shmap run by a host loop") {
   // psum2 of one f32 over 8 devices: chunks floor((r+1)/8) - floor(r/8) are 0 but for the last
   // member's one element, which it sends to and receives from 7 others: 0..28 B per device,
   // 28 B per call over all devices, 3 runs: 84 B.
-  CHECK(op.kind == CommKind::Psum);
+  CHECK(op.kind == CollectiveKind::Psum);
   CHECK(op.groupSize == 8);
   CHECK(op.sentMin == 0);
   CHECK(op.sentMax == 28);
   CHECK(op.perCall.bytesSent == 28);
   REQUIRE(r.total.exact());
-  CHECK(r.total.lo.rows[(int)CommKind::Psum].calls == 3);
-  CHECK(r.total.lo.rows[(int)CommKind::Psum].bytesSent == 84);
-  CHECK(r.total.lo.rows[(int)CommKind::Psum].bytesReceived == 84);
+  CHECK(r.total.lo.rows[(int)CollectiveKind::Psum].calls == 3);
+  CHECK(r.total.lo.rows[(int)CollectiveKind::Psum].bytesSent == 84);
+  CHECK(r.total.lo.rows[(int)CollectiveKind::Psum].bytesReceived == 84);
   CHECK(printStatsTable(r.total.lo) ==
         "== shmap collective stats ==\n"
         "collective      calls   bytes_sent   bytes_received\n"
@@ -214,21 +219,34 @@ TEST_CASE("communication report: a shmap under a host cond gives bounds") {
   CHECK(r.shmaps[0].runs.hi == 1);
   CHECK(!r.total.exact());
   CHECK(r.dataDependentConds.size() == 1);
-  CHECK(r.total.lo.rows[(int)CommKind::Psum].calls == 0);
-  CHECK(r.total.hi.rows[(int)CommKind::Psum].calls == 1);
-  CHECK(r.total.hi.rows[(int)CommKind::Psum].bytesReceived == 28);
+  CHECK(r.total.lo.rows[(int)CollectiveKind::Psum].calls == 0);
+  CHECK(r.total.hi.rows[(int)CollectiveKind::Psum].calls == 1);
+  CHECK(r.total.hi.rows[(int)CollectiveKind::Psum].bytesReceived == 28);
   CHECK(printStatsTable(r.total.lo) == "== shmap collective stats ==\n"
                                        "collective      calls   bytes_sent   bytes_received\n"
                                        "(no collectives)\n");
 }
 
-TEST_CASE("communication report: which primitives the runtime counts") {
-  CommKind k;
-  CHECK((runtimeCollective(Prim::Psum2, k) && k == CommKind::Psum));
-  CHECK((runtimeCollective(Prim::AllGatherInvariant, k) && k == CommKind::AllGather));
-  CHECK(!runtimeCollective(Prim::Pbroadcast, k));
-  CHECK(!runtimeCollective(Prim::InvariantCast, k));
-  CHECK(!runtimeCollective(Prim::Pscatter, k));
-  CHECK(!runtimeCollective(Prim::AxisIndex, k));
-  CHECK(std::string(commKindName(CommKind::PsumScatter)) == "psum_scatter");
+TEST_CASE("communication rules: which primitives the runtime counts") {
+  auto collective = [](Prim p, CollectiveKind k) {
+    const Communication &c = rulesOf(p).comm;
+    return c.what == Communication::Collective && c.kind == k && c.bytes != nullptr;
+  };
+  CHECK(collective(Prim::Psum, CollectiveKind::Psum));
+  CHECK(collective(Prim::Psum2, CollectiveKind::Psum));
+  CHECK(collective(Prim::AllGatherInvariant, CollectiveKind::AllGather));
+  CHECK(collective(Prim::ReduceTo, CollectiveKind::Reduce));
+  CHECK(collective(Prim::Pxor, CollectiveKind::Pxor));
+  // Variance-typing steps and a device's own coordinate move nothing; pscatter is listed, free.
+  CHECK(rulesOf(Prim::Pbroadcast).comm.what == Communication::Local);
+  CHECK(rulesOf(Prim::InvariantCast).comm.what == Communication::Local);
+  CHECK(rulesOf(Prim::AxisIndex).comm.what == Communication::Local);
+  CHECK(rulesOf(Prim::Add).comm.what == Communication::Local);
+  CHECK(rulesOf(Prim::Pscatter).comm.what == Communication::Free);
+  // The runtime's collectives that accept a null buffer for an unused output block.
+  for (Prim p : {Prim::Psum, Prim::Psum2, Prim::Pmax, Prim::Pmin, Prim::AllGather, Prim::AllGatherInvariant})
+    CHECK(rulesOf(p).comm.collectiveOnlyOutput);
+  for (Prim p : {Prim::Pprod, Prim::PsumScatter, Prim::AllToAll, Prim::Ppermute, Prim::Broadcast, Prim::Add})
+    CHECK(!rulesOf(p).comm.collectiveOnlyOutput);
+  CHECK(std::string(collectiveKindName(CollectiveKind::PsumScatter)) == "psum_scatter");
 }

@@ -1,7 +1,9 @@
 // The static communication report (Comm.h): a walk of the program from `main` that follows
-// codegen's lowering (the `lower` rules in compiler/prims/, codegen/ControlFlow.cpp) and the
-// runtime's byte model (runtime/all_reduce.cpp, collectives.cpp, rooted.cpp), and its printer.
-#include "ir/Comm.h"
+// codegen's lowering (codegen/ControlFlow.cpp's loops, calls and conditionals) and asks each
+// collective's `comm` rule (compiler/prims/) for its runtime collective and bytes; and its
+// printer.
+#include "comm/Comm.h"
+#include "prims/Rules.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -9,60 +11,15 @@
 #include <set>
 #include <sstream>
 
-namespace shmapc::ir {
+namespace shmapc::comm {
 
-const char *commKindName(CommKind k) {
-  switch (k) {
-#define SHM_COLLECTIVE(Id, Name)                                                                                     \
-  case CommKind::Id: return Name;
-#include "shm_collectives.def"
-#undef SHM_COLLECTIVE
-  }
-  return "?";
-}
-
-bool runtimeCollective(Prim p, CommKind &kind) {
-  switch (p) {
-  case Prim::Psum:
-  case Prim::Psum2: kind = CommKind::Psum; return true;
-  case Prim::Pmax: kind = CommKind::Pmax; return true;
-  case Prim::Pmin: kind = CommKind::Pmin; return true;
-  case Prim::Pprod: kind = CommKind::Pprod; return true;
-  case Prim::Pand: kind = CommKind::Pand; return true;
-  case Prim::Por: kind = CommKind::Por; return true;
-  case Prim::Pxor: kind = CommKind::Pxor; return true;
-  case Prim::Broadcast: kind = CommKind::Broadcast; return true;
-  case Prim::ReduceTo: kind = CommKind::Reduce; return true;
-  case Prim::GatherTo: kind = CommKind::Gather; return true;
-  case Prim::ScatterFrom: kind = CommKind::Scatter; return true;
-  case Prim::AllGather:
-  case Prim::AllGatherInvariant: kind = CommKind::AllGather; return true;
-  case Prim::PsumScatter: kind = CommKind::PsumScatter; return true;
-  case Prim::AllToAll: kind = CommKind::AllToAll; return true;
-  case Prim::Ppermute: kind = CommKind::Ppermute; return true;
-  // No runtime collective: pbroadcast and pscatter are local, and the rest is not a collective.
-  case Prim::Pbroadcast: case Prim::InvariantCast: case Prim::Pscatter: case Prim::AxisIndex:
-  case Prim::Constant: case Prim::Iota: case Prim::RandomNormal: case Prim::RandomUniform:
-  case Prim::Neg: case Prim::Exp: case Prim::Log: case Prim::Sin: case Prim::Cos:
-  case Prim::Tanh: case Prim::Sqrt: case Prim::Abs: case Prim::Floor: case Prim::Not:
-  case Prim::Convert: case Prim::Add: case Prim::Sub: case Prim::Mul: case Prim::Div:
-  case Prim::FloorDiv: case Prim::Rem: case Prim::Max: case Prim::Min: case Prim::Pow:
-  case Prim::And: case Prim::Or: case Prim::Eq: case Prim::Ne: case Prim::Lt: case Prim::Le:
-  case Prim::Gt: case Prim::Ge: case Prim::Select: case Prim::BroadcastInDim:
-  case Prim::Reshape: case Prim::ShardingConstraint: case Prim::Transpose: case Prim::ReduceSum: case Prim::ReduceMax:
-  case Prim::ReduceMin: case Prim::Matmul: case Prim::Slice: case Prim::DynamicSlice:
-  case Prim::DynamicUpdateSlice: case Prim::Concatenate: case Prim::Gather: case Prim::ScatterAdd:
-  case Prim::Argmax: case Prim::Cumsum: case Prim::Argsort: case Prim::Call: case Prim::Shmap:
-  case Prim::Loop: case Prim::While: case Prim::Cond: case Prim::Jvp: case Prim::Vjp: case Prim::Print:
-  case Prim::Save: case Prim::Load: case Prim::ArgValue:
-  case Prim::SaveNpz:
-    return false;
-  }
-  return false;
-}
+using namespace ir;
+using prims::collectiveKindName;
+using prims::CollectiveKind;
+using prims::kNumCollectiveKinds;
 
 bool StatsTable::operator==(const StatsTable &o) const {
-  for (int k = 0; k < kNumCommKinds; ++k)
+  for (int k = 0; k < kNumCollectiveKinds; ++k)
     if (!(rows[k] == o.rows[k])) return false;
   return true;
 }
@@ -89,7 +46,7 @@ Count times(Count a, Count b) { return {mul(a.lo, b.lo), mul(a.hi, b.hi)}; }
 Count plus(Count a, Count b) { return {add(a.lo, b.lo), add(a.hi, b.hi)}; }
 
 void addInto(StatsTable &a, const StatsTable &b, int64_t k = 1) {
-  for (int i = 0; i < kNumCommKinds; ++i) {
+  for (int i = 0; i < kNumCollectiveKinds; ++i) {
     a.rows[i].calls = add(a.rows[i].calls, mul(k, b.rows[i].calls));
     a.rows[i].bytesSent = add(a.rows[i].bytesSent, mul(k, b.rows[i].bytesSent));
     a.rows[i].bytesReceived = add(a.rows[i].bytesReceived, mul(k, b.rows[i].bytesReceived));
@@ -102,7 +59,7 @@ void addInto(StatsBounds &a, const StatsBounds &b, int64_t k = 1) {
 // Only one of two branches runs: cell by cell the smaller low and the larger high bound.
 StatsBounds either(const StatsBounds &a, const StatsBounds &b) {
   StatsBounds r;
-  for (int i = 0; i < kNumCommKinds; ++i) {
+  for (int i = 0; i < kNumCollectiveKinds; ++i) {
     auto lo = [](int64_t x, int64_t y) { return std::min(x, y); };
     auto hi = [](int64_t x, int64_t y) { return std::max(x, y); };
     const StatsRow &al = a.lo.rows[i], &bl = b.lo.rows[i], &ah = a.hi.rows[i], &bh = b.hi.rows[i];
@@ -116,93 +73,29 @@ StatsBounds either(const StatsBounds &a, const StatsBounds &b) {
 
 // ---- one collective: the runtime's byte model ---------------------------------------------
 
-int64_t product(const std::vector<int64_t> &shape, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t d = from; d < to && d < shape.size(); ++d) p *= shape[d];
-  return p;
-}
-
 CommOp describe(const Eqn &e, const Mesh &mesh) {
+  const prims::Communication &comm = prims::rulesOf(e.prim).comm;
   CommOp op;
   op.eqn = &e;
   op.mesh = &mesh;
-  op.communicates = runtimeCollective(e.prim, op.kind);
+  op.communicates = comm.what == prims::Communication::Collective;
+  op.kind = comm.kind;
   op.groupSize = 1;
   if (e.has("axes"))
     for (int64_t a : e.intsParam("axes"))
       if (a >= 0 && a < (int64_t)mesh.sizes.size()) op.groupSize *= mesh.sizes[a];
   const int64_t n = std::max<int64_t>(1, op.groupSize);
-  const int64_t devices = mesh.numDevices();
-  op.numGroups = devices / n;
+  op.numGroups = mesh.numDevices() / n;
   if (!op.communicates || e.ins.empty()) return op;
-
-  const Type &t = e.ins[0]->type;
-  const int64_t es = dtypeSize(t.dtype), elems = t.numElements(), bytes = elems * es;
-  int64_t received = 0;  // per device, where every device receives the same
-  switch (op.kind) {
-  case CommKind::Psum:
-  case CommKind::Pmax:
-  case CommKind::Pmin:
-  case CommKind::Pprod:
-  case CommKind::Pand:
-  case CommKind::Por:
-  case CommKind::Pxor: {
-    // Member r reduces chunk r, elements [E r / n, E (r+1) / n), and pushes it to the n-1
-    // others: sent = received = (n-1) * chunk_r * es.
-    int64_t lo = INT64_MAX, hi = 0;
-    for (int64_t r = 0; r < n; ++r) {
-      int64_t chunk = elems * (r + 1) / n - elems * r / n;
-      lo = std::min(lo, chunk);
-      hi = std::max(hi, chunk);
-    }
-    op.chunkMin = lo;
-    op.chunkMax = hi;
-    op.sentMin = op.receivedMin = (n - 1) * lo * es;
-    op.sentMax = op.receivedMax = (n - 1) * hi * es;
-    // The chunks of a group add up to E elements.
-    op.perCall = {1, op.numGroups * (n - 1) * bytes, op.numGroups * (n - 1) * bytes};
-    return op;
-  }
-  case CommKind::AllGather: received = (n - 1) * bytes; break;
-  case CommKind::PsumScatter: {
-    // The input viewed as [outer, n, blk]; each device folds [:, r, :] of the n-1 others.
-    size_t dim = (size_t)std::max<int64_t>(0, e.intParam("scatter_dimension"));
-    int64_t outer = product(t.shape, 0, dim);
-    int64_t along = dim < t.shape.size() ? t.shape[dim] : 1;
-    int64_t blk = along / n * product(t.shape, dim + 1, t.shape.size());
-    received = (n - 1) * outer * blk * es;
-    break;
-  }
-  case CommKind::AllToAll: received = (n - 1) * (elems / n) * es; break;
-  case CommKind::Broadcast:
-  case CommKind::Reduce:
-  case CommKind::Gather:
-  case CommKind::Scatter: {
-    // Rooted: the root's operand to each of the others (broadcast), a block of it to each
-    // (scatter), or each other's operand to the root (reduce, gather): only some devices receive.
-    const int64_t part = op.kind == CommKind::Scatter ? elems / n * es : bytes;
-    const bool toRoot = op.kind == CommKind::Reduce || op.kind == CommKind::Gather;
-    op.receivedMax = n > 1 ? (toRoot ? (n - 1) * part : part) : 0;
-    op.receivedMin = 0;  // (the root receives nothing, or the others do)
-    op.perCall = {1, 0, op.numGroups * (n - 1) * part};
-    return op;
-  }
-  case CommKind::Ppermute: {
-    // Per group: every destination of a pair whose source is another member receives N.
-    const std::vector<int64_t> &perm = e.intsParam("perm");
-    std::set<int64_t> receivers;
-    for (size_t p = 0; p + 1 < perm.size(); p += 2)
-      if (perm[p] != perm[p + 1]) receivers.insert(perm[p + 1]);
-    int64_t k = (int64_t)receivers.size();
-    op.receivers = k;
-    op.receivedMax = k > 0 ? bytes : 0;
-    op.receivedMin = k == n ? bytes : 0;
-    op.perCall = {1, 0, op.numGroups * k * bytes};
-    return op;
-  }
-  }
-  op.receivedMin = op.receivedMax = received;
-  op.perCall = {1, 0, devices * received};
+  const prims::CollectiveBytes c = comm.bytes(e, n, op.numGroups);
+  op.sentMin = c.sentMin;
+  op.sentMax = c.sentMax;
+  op.receivedMin = c.receivedMin;
+  op.receivedMax = c.receivedMax;
+  op.chunkMin = c.chunkMin;
+  op.chunkMax = c.chunkMax;
+  op.receivers = c.receivers;
+  op.perCall = {1, c.sent, c.received};
   return op;
 }
 
@@ -224,14 +117,11 @@ private:
   StatsBounds walk(const Func &f, const Mesh *mesh, Count mult, std::vector<CommNode> *out) {
     StatsBounds cost;
     for (const Eqn &e : f.eqns) {
-      const PrimInfo &info = primInfo(e.prim);
-      if (info.kind == PrimKind::Collective) {
-        // pbroadcast (inserted wherever an invariant value meets a varying one), its inverse
-        // invariant_cast and axis_index are not listed: they never communicate. pscatter is
-        // listed, as free.
-        if (!mesh || !out || e.prim == Prim::AxisIndex || e.prim == Prim::Pbroadcast ||
-            e.prim == Prim::InvariantCast)
-          continue;
+      // A collective its rule says moves data is listed and counted, pscatter (Free) listed at
+      // no cost; pbroadcast (inserted wherever an invariant value meets a varying one), its
+      // inverse invariant_cast and axis_index (Local) are not listed: they never communicate.
+      if (prims::rulesOf(e.prim).comm.what != prims::Communication::Local) {
+        if (!mesh || !out) continue;
         CommNode node;
         node.kind = CommNode::Op;
         node.eqn = &e;
@@ -311,7 +201,7 @@ private:
         CommNode node;
         node.kind = CommNode::Cond;
         node.eqn = &e;
-        node.bothBranches = condRunsBothBranches(f, e);
+        node.bothBranches = prims::condRunsBothBranches(f, e);
         node.perRun = mult;
         // A branch runs as often as the cond, or (only the taken one running) possibly never.
         Count branch = node.bothBranches ? mult : Count{0, mult.hi};
@@ -473,7 +363,7 @@ private:
     current_ = &s;
     nodes(s.nodes, 1);
     int64_t callsLo = 0, callsHi = 0, sentLo = 0, sentHi = 0, recvLo = 0, recvHi = 0;
-    for (int k = 0; k < kNumCommKinds; ++k) {
+    for (int k = 0; k < kNumCollectiveKinds; ++k) {
       callsLo = add(callsLo, s.perRun.lo.rows[k].calls);
       callsHi = add(callsHi, s.perRun.hi.rows[k].calls);
       sentLo = add(sentLo, s.perRun.lo.rows[k].bytesSent);
@@ -504,12 +394,12 @@ private:
       }
       out_ << "per device and call: sent " << bytesString(op.sentMin, op.sentMax)
            << ", received ";
-      if (op.kind == CommKind::Ppermute && op.receivedMin != op.receivedMax)
+      if (op.kind == CollectiveKind::Ppermute && op.receivedMin != op.receivedMax)
         out_ << op.receivedMax << " B on " << op.receivers << " of " << op.groupSize
              << " members, 0 B on the others";
       else
         out_ << bytesString(op.receivedMin, op.receivedMax);
-      out_ << " (runtime " << commKindName(op.kind) << ", " << op.numGroups
+      out_ << " (runtime " << collectiveKindName(op.kind) << ", " << op.numGroups
            << (op.numGroups == 1 ? " group of " : " groups of ") << op.groupSize;
       if (op.chunkMin != op.chunkMax)
         out_ << "; chunks of " << op.chunkMin << " or " << op.chunkMax << " elements";
@@ -609,11 +499,11 @@ std::string printStatsTable(const StatsTable &t, const std::string &title) {
                 "bytes_received");
   s += line;
   bool any = false;
-  for (int k = 0; k < kNumCommKinds; ++k) {
+  for (int k = 0; k < kNumCollectiveKinds; ++k) {
     const StatsRow &row = t.rows[k];
     if (row.calls == 0) continue;
     any = true;
-    std::snprintf(line, sizeof line, "%-15s %5s %12s %16s\n", commKindName((CommKind)k),
+    std::snprintf(line, sizeof line, "%-15s %5s %12s %16s\n", collectiveKindName((CollectiveKind)k),
                   number(row.calls).c_str(), number(row.bytesSent).c_str(),
                   number(row.bytesReceived).c_str());
     s += line;
@@ -622,4 +512,4 @@ std::string printStatsTable(const StatsTable &t, const std::string &title) {
   return s;
 }
 
-} // namespace shmapc::ir
+} // namespace shmapc::comm

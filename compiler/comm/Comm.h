@@ -3,42 +3,26 @@
 // and how often it runs; and the program's totals in exactly the form of the runtime's
 // `--stats` table (docs/runtime.md, "Statistics"), computed from the IR before anything runs.
 //
-// The byte model is the runtime's (runtime/all_reduce.cpp, collectives.cpp, rooted.cpp): per
-// device and call, with N the input block's bytes and n the group size,
-//   psum/pmax/pmin  sent = received = (n-1) * chunk_r, chunk_r = floor(E(r+1)/n) - floor(Er/n)
-//                   elements of the E-element input (member r of its group)
-//   all_gather      received (n-1) * N
-//   psum_scatter    received (n-1) * N/n
-//   all_to_all      received (n-1) * N/n
-//   ppermute        received N on each device some *other* member sends to, else 0
-// and `calls` counts each collective once per execution (the runtime's device 0 counts).
+// The byte model is the runtime's, written at each collective's definition (its `comm` rule in
+// compiler/prims/: AllReduce.cpp, Gather.cpp, Exchange.cpp, Rooted.cpp), per device and call;
+// `calls` counts each collective once per execution (the runtime's device 0 counts).
 #pragma once
 #include "ir/IR.h"
+#include "prims/Rules.h"
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace shmapc::ir {
+namespace shmapc::comm {
 
-// The runtime's collective kinds, in the fixed order of its --stats table (the runtime ABI's
-// shm_collectives.def, which the runtime's statistics expand too).
-enum class CommKind {
-#define SHM_COLLECTIVE(Id, Name) Id,
-#include "shm_collectives.def"
-#undef SHM_COLLECTIVE
-};
-constexpr int kNumCommKinds = 0
-#define SHM_COLLECTIVE(Id, Name) +1
-#include "shm_collectives.def"
-#undef SHM_COLLECTIVE
-    ;
-const char *commKindName(CommKind k);  // "psum", ..., as the --stats table names them
+using ir::Eqn;
+using ir::Func;
+using ir::Mesh;
+using ir::Module;
 
-// The runtime collective an IR primitive lowers to (its `lower` rule in compiler/prims/): psum and psum2 ->
-// psum, all_gather and all_gather_invariant -> all_gather, ... False for primitives that
-// communicate nothing (pbroadcast, pscatter, axis_index and every non-collective).
-bool runtimeCollective(Prim p, CommKind &kind);
+using prims::CollectiveKind;
+constexpr int kNumCommKinds = prims::kNumCollectiveKinds;
 
 // How many times something runs: exactly `lo` when lo == hi, otherwise between lo and hi
 // (data-dependent: below a conditional whose taken branch is not known statically).
@@ -72,7 +56,7 @@ struct CommOp {
   const Eqn *eqn = nullptr;
   const Mesh *mesh = nullptr;
   bool communicates = false;  // false: pscatter, listed but never counted
-  CommKind kind = CommKind::Psum;
+  CollectiveKind kind = CollectiveKind::Psum;
   int64_t groupSize = 1, numGroups = 1;  // groupSize * numGroups = the mesh's devices
   // Per device and call (ranges: psum's chunks may differ by one element; ppermute receives
   // only on devices some other member sends to).
@@ -123,4 +107,4 @@ std::string printCommReport(const CommReport &r, const SourceManager *sm);
 // The runtime's --stats table for `t`, byte for byte (header line `== TITLE ==`).
 std::string printStatsTable(const StatsTable &t, const std::string &title = "shmap collective stats");
 
-} // namespace shmapc::ir
+} // namespace shmapc::comm
