@@ -205,6 +205,23 @@ extern "C" void shm_argmax(int32_t dtype, int32_t is_min, const void *x, int64_t
   SHM_GUARD_END("argmax")
 }
 
+// Each of the outer rows is two runs of whole [inner] slices: x's last `shift` slices first,
+// then the others (no element moves within a slice, so any dtype is bytes).
+extern "C" void shm_roll(int32_t dtype, const void *x, int64_t outer, int64_t n, int64_t inner, void *out,
+                         int64_t shift) {
+  SHM_GUARD_BEGIN
+  checkView(outer, n, inner, "roll");
+  if (n > 0 && (shift < 0 || shift >= n)) fatalf("roll: shift %lld outside [0, %lld)", (long long)shift, (long long)n);
+  const int64_t slice = inner * dtype_size(dtype), row = n * slice;
+  for (int64_t o = 0; o < outer && row > 0; ++o) {
+    const char *from = (const char *)x + o * row;
+    char *to = (char *)out + o * row;
+    std::memcpy(to, from + (n - shift) * slice, (size_t)(shift * slice));
+    std::memcpy(to + shift * slice, from, (size_t)((n - shift) * slice));
+  }
+  SHM_GUARD_END("roll")
+}
+
 extern "C" void shm_cumsum(int32_t dtype, int32_t reverse, const void *x, int64_t outer, int64_t n,
                            int64_t inner, void *out) {
   SHM_GUARD_BEGIN

@@ -1,6 +1,6 @@
 // Primitives along one axis of an array, with runtime kernels in runtime/indexing.cpp that view
 // it as [outer, n, inner]: gather (numpy's take; `x[idx]` with an integer array) and its
-// transpose scatter_add, argmax / argmin, cumsum, argsort. Indices are i32 in [-n, n) (negative from
+// transpose scatter_add, argmax / argmin, cumsum, roll, argsort. Indices are i32 in [-n, n) (negative from
 // the end); any other index stops the program with a runtime error, as numpy raises.
 #include "prims/Prim.h"
 
@@ -40,7 +40,7 @@ FactorRule gatherFactors(const Eqn &e) {
   return r;
 }
 
-// argmax, cumsum, argsort: every dimension but `axis` is a factor of the operand and the
+// argmax, cumsum, roll, argsort: every dimension but `axis` is a factor of the operand and the
 // result (argmax's result without `axis`); `axis` is computed whole.
 FactorRule alongAxisFactors(const Eqn &e) {
   FactorRule r;
@@ -207,6 +207,42 @@ template <> const Rules &define<Prim::Cumsum>() {
                                 c.c->type));
       },
       .lower = [](FuncEmitter &fe, size_t i) { return lowerAlongAxis(fe, i, "shm_cumsum", "reverse"); },
+      .scalar = nullptr,
+      .sharding = alongAxisFactors,
+      .comm = communicatesNothing,
+  };
+  return r;
+}
+
+// numpy's roll along `axis` by `shift` (normalized by sema into [0, n)): a permutation of the
+// slices, so linear, and its transpose rolls the other way. In a jit function every other
+// dimension is a factor; `axis` is computed whole (a shard's slices come from its neighbour's).
+template <> const Rules &define<Prim::Roll>() {
+  static const Rules r{
+      .shape = [](ShapeCtx &c) {
+        int64_t axis, shift;
+        if (!c.param("axis", axis) || !c.inRange(axis, c.in(0).rank(), "axis") || !c.param("shift", shift))
+          return false;
+        const int64_t n = c.in(0).shape[axis];
+        if (n == 0 && shift != 0) return c.fail("shift " + std::to_string(shift) + " along an empty axis, not 0");
+        if (n > 0 && !c.inRange(shift, n, "shift")) return false;
+        return c.out(c.in(0));
+      },
+      .variance = VarianceRule::SameAsOperands,
+      .jvp = linearJvp,
+      .transpose = [](TransposeCtx &c) {
+        const int64_t n = c.xt.shape[c.e.intParam("axis")], shift = c.e.intParam("shift");
+        c.accumulate(0, c.apply(Prim::Roll, c.c, {{"axis", c.e.params.at("axis")}, {"shift", n > 0 ? (n - shift) % n : 0}},
+                                c.c->type));
+      },
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        const Type &x = e.ins[0]->type;
+        AxisView v = viewAlong(x, e.intParam("axis"));
+        fe.callRt("shm_roll", {fe.dtypeCode(x.dtype), fe.buffer(e.ins[0]), fe.i64(v.outer), fe.i64(v.n), fe.i64(v.inner),
+                               fe.buffer(e.outs[0]), fe.i64(e.intParam("shift"))});
+        return true;
+      },
       .scalar = nullptr,
       .sharding = alongAxisFactors,
       .comm = communicatesNothing,

@@ -48,6 +48,7 @@ const std::map<std::string, Sema::BuiltinFn> &Sema::builtins() {
       {"argmax", &Sema::bArgmax},
       {"argmin", &Sema::bArgmin},
       {"cumsum", &Sema::bCumsum},
+      {"roll", &Sema::bRoll},
       {"take_along_axis", &Sema::bTakeAlongAxis},
       {"argsort", &Sema::bArgsort},
       {"sort", &Sema::bSort},

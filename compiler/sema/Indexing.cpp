@@ -96,6 +96,19 @@ SVal Sema::bCumsum(const ast::Expr &c) {
   return SVal::array(emit(ir::Prim::Cumsum, {x}, x->type, c.loc, {{"axis", axis}, {"reverse", (int64_t)0}}), c.loc);
 }
 
+// roll(x, shift, axis=None): numpy's roll by a static shift (negative: towards the start);
+// without `axis` the flattened array rolls and keeps x's shape.
+SVal Sema::bRoll(const ast::Expr &c) {
+  auto a = bindArgs(c, {"x", "shift", "axis"}, 2);
+  ir::Value *x = evalArray(*a[0]);
+  const int64_t shift = staticInt(*a[1], "shift");
+  auto [v, axis] = alongAxis(x, a[2], c.loc);
+  const int64_t n = v->type.shape[axis];  // (a scalar has no axis to name, and flattens to [1])
+  const int64_t by = n == 0 ? 0 : (shift % n + n) % n;
+  ir::Value *r = emit(ir::Prim::Roll, {v}, v->type, c.loc, {{"axis", axis}, {"shift", by}});
+  return SVal::array(a[2] ? r : reshape(r, x->type.shape, c.loc), c.loc);
+}
+
 // one_hot(indices, n, dtype=f32): [..., n] with 1 where the last index equals the value
 // (jax.nn.one_hot; an index outside [0, n) gives a row of zeros).
 SVal Sema::bOneHot(const ast::Expr &c) {

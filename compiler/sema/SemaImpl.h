@@ -269,6 +269,7 @@ public:
   SVal bArgmin(const ast::Expr &c);
   SVal argExtremum(const ast::Expr &c, bool isMin);
   SVal bCumsum(const ast::Expr &c);
+  SVal bRoll(const ast::Expr &c);
   SVal bOneHot(const ast::Expr &c);
   SVal bClip(const ast::Expr &c);
   ir::Value *indexArray(const ast::Expr &e, const std::string &what);

@@ -21,7 +21,7 @@ BUILTINS = (
     "zeros", "ones", "full", "iota", "random_normal", "random_uniform", "load", "save", "savez",
     "cast", "exp", "log", "sin", "cos", "tanh", "sqrt", "abs", "floor", "maximum", "minimum", "pow",
     "select", "where", "clip", "sum", "mean", "max", "min", "take", "scatter_add", "argmax", "argmin",
-    "cumsum", "take_along_axis", "argsort", "sort", "one_hot", "top_k", "scan", "matmul", "reshape",
+    "cumsum", "roll", "take_along_axis", "argsort", "sort", "one_hot", "top_k", "scan", "matmul", "reshape",
     "transpose", "expand_dims", "concatenate", "dynamic_slice", "dynamic_update_slice", "print",
     "range", "grad", "value_and_grad", "vjp", "jvp", "linear_transpose", "check_grads",
     "sharding_constraint", "P",

@@ -103,6 +103,23 @@ def snippet_problems(parser):
     return problems
 
 
+def builtin_problems(parser):
+    """The compiler's builtins (the table of compiler/sema/Builtins.cpp) that either highlighter
+    does not show as a builtin: a builtin added to the language is added to the editors too."""
+    table = open(os.path.join(ROOT, "compiler", "sema", "Builtins.cpp")).read()
+    names = sorted(set(re.findall(r'\{"(\w+)", &Sema::b\w+\}', table)))
+    problems = [] if names else ["no builtins found in compiler/sema/Builtins.cpp's table"]
+    for name in names:
+        text = "let y = %s(x);\n" % name
+        tm = [(piece, scopes[-1]) for _, piece, scopes in parser.parse_string(text).flatten()]
+        pg = [(v, str(t)) for t, v in ShmapLexer().get_tokens(text)]
+        if not ((name, "support.function.builtin.smp") in tm or (name, "support.function.collective.smp") in tm):
+            problems.append("TextMate: builtin %s is not support.function.builtin.smp (nor .collective.smp)" % name)
+        if (name, "Token.Name.Builtin") not in pg:
+            problems.append("Pygments: builtin %s is not Token.Name.Builtin" % name)
+    return problems
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shmapc", required=True)
@@ -114,6 +131,9 @@ def main():
     failed, counts = 0, {"ok": 0, "lexical": 0, "other": 0}
     for p in snippet_problems(parser):
         print("FAIL the highlighted snippet: %s" % p)
+        failed += 1
+    for p in builtin_problems(parser):
+        print("FAIL %s" % p)
         failed += 1
     for path in a.programs or programs():
         name = os.path.relpath(path, ROOT)

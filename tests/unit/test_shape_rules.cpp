@@ -163,6 +163,15 @@ TEST_CASE("shape rules: along one axis (gather, scatter_add, argmax, cumsum, arg
       "axis 3 is out of range [0, 1)");
   BAD(check(Prim::Cumsum, {f32({4})}, {f32({4})}, {{"axis", int64_t(0)}, {"reverse", int64_t(2)}}), "cumsum",
       "param 'reverse' is 2, not 0 or 1");
+  Params roll{{"axis", int64_t(1)}, {"shift", int64_t(2)}};
+  CHECK(check(Prim::Roll, {f32({2, 3})}, {f32({2, 3})}, roll) == "");
+  BAD(check(Prim::Roll, {f32({2, 3})}, {f32({2, 3})}, {{"axis", int64_t(2)}, {"shift", int64_t(0)}}), "roll",
+      "axis 2 is out of range [0, 2)");
+  BAD(check(Prim::Roll, {f32({2, 3})}, {f32({2, 3})}, {{"axis", int64_t(1)}, {"shift", int64_t(3)}}), "roll",
+      "shift 3 is out of range [0, 3)");
+  BAD(check(Prim::Roll, {f32({2, 0})}, {f32({2, 0})}, {{"axis", int64_t(1)}, {"shift", int64_t(1)}}), "roll",
+      "shift 1 along an empty axis, not 0");
+  BAD(check(Prim::Roll, {f32({2, 3})}, {f32({3, 2})}, roll), "roll", "its shape rule gives f32[2,3]");
   BAD(check(Prim::Argsort, {f32({4})}, {f32({4})}, {{"axis", int64_t(0)}, {"descending", int64_t(0)}}), "argsort",
       "its shape rule gives i32[4]");
 }
