@@ -226,11 +226,11 @@ SVal Sema::bDynamicSlice(const ast::Expr &c) {
          "dynamic_slice has " + std::to_string(sizes.size()) + " sizes for " + str(x->type),
          "give one size per dimension");
   for (size_t d = 0; d < sizes.size(); ++d)
-    if (sizes[d] < 1 || sizes[d] > x->type.shape[d])
+    if (sizes[d] < 0 || sizes[d] > x->type.shape[d])  // (0: an empty block, as JAX's)
       fail(DiagId::IndexOutOfRange, a[2]->loc,
            "slice size " + std::to_string(sizes[d]) + " does not fit dimension " +
                std::to_string(d) + " of " + str(x->type),
-           "sizes must be between 1 and the dimension's size");
+           "sizes must be between 0 and the dimension's size");
   std::vector<ir::Value *> ins = {x};
   ins.insert(ins.end(), starts.begin(), starts.end());
   ir::Type t = x->type;
