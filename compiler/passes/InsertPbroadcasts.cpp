@@ -13,7 +13,7 @@
 // that becomes varying in the body is pbroadcast before the loop); a conditional's results vary
 // over the union of its branches' and its predicate's variance.
 #include "passes/Passes.h"
-#include "passes/VarianceRules.h"
+#include "prims/VarianceRules.h"
 #include "prims/Rules.h"
 
 #include <algorithm>
@@ -28,6 +28,7 @@ namespace shmapc::passes {
 namespace {
 
 using namespace ir;
+using prims::VarianceRule;
 
 AxisSet bit(int64_t axis) { return AxisSet(1) << axis; }
 

@@ -11,7 +11,6 @@ namespace shmapc::prims {
 using namespace ir;
 using codegen::FuncEmitter;
 using codegen::ScalarCtx;
-using passes::VarianceRule;
 using passes::ad::Builder;
 using passes::ad::JvpCtx;
 using passes::ad::LinearEqn;

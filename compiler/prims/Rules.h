@@ -21,7 +21,7 @@
 // source location before any IR exists.
 #pragma once
 #include "ir/IR.h"
-#include "passes/VarianceRules.h"
+#include "prims/VarianceRules.h"
 
 #include <cstddef>
 #include <utility>
@@ -152,7 +152,7 @@ struct Rules {
   // group sizes from c.f.mesh, the mesh of the function the equation is in.
   bool (*shape)(ShapeCtx &c);
   // How the result's variance follows the operands' (InsertPbroadcasts.cpp applies it).
-  passes::VarianceRule variance;
+  VarianceRule variance;
   // Given the equation emitted as primal, emits its tangent (passes/AD.h, JvpCtx).
   void (*jvp)(passes::ad::JvpCtx &c);
   // Given the cotangent of a linear equation's result, accumulates its operands' cotangents.
@@ -179,6 +179,31 @@ const Rules &define();
 
 // The rules of `p`.
 const Rules &rulesOf(ir::Prim p);
+
+// ---- building equations ------------------------------------------------------------------
+
+// The result variance of `e` by its primitive's variance rule, from its operands' variance and
+// its params, in a body that is typed (after variance typing: operands already lifted where
+// they disagree) or not yet (every value invariant): false where the rule's answer is not a
+// function of those alone (loops, conditionals, shmaps, calls, transforms, sharded loads,
+// rooted broadcast and scatter, effects) or the operands disagree.
+bool resultVariance(const ir::Eqn &e, ir::AxisSet &vary, std::string &why);
+
+// One equation of `f` applying `p` to `ins` with `params`, its result typed as JAX's bind types
+// one: dtype and shape by the shape rule, variance by the variance rule (resultVariance). For
+// primitives whose IR takes the result's type from the equation (convert, reshape,
+// broadcast_in_dim, constant, iota, random, load, arg: Primitives.def) `declared` gives it;
+// where the variance rule cannot say, `declared`'s variance is the result's. The result is a
+// new value of `f` named `hint`, or `into` (an existing value, which must have that type). An
+// equation the rules refuse is a compiler bug: InternalError naming the rule's reason. The
+// caller places the equation (appends it to `f`, or to a list it splices in).
+struct MakeEqn {
+  const ir::Type *declared = nullptr;
+  ir::Value *into = nullptr;
+  std::string hint;
+};
+ir::Eqn makeEqn(ir::Func &f, ir::Prim p, std::vector<ir::Value *> ins, std::map<std::string, ir::Attr> params,
+                Loc loc, const MakeEqn &how = {});
 
 // Whether running `e` (with its bodies) or `f` performs a collective that moves data over one
 // of `axes` (a collective without an `axes` param counts for every axis): the Collective

@@ -1,9 +1,10 @@
 // The kinds of device-variance typing rule (seed 000's table). Each primitive names its kind
-// in its definition in compiler/prims/; InsertPbroadcasts.cpp applies them.
+// in its definition in compiler/prims/; passes/InsertPbroadcasts.cpp applies them, and
+// makeEqn (Rules.h) gives a built equation's result the variance they say.
 #pragma once
 #include "ir/IR.h"
 
-namespace shmapc::passes {
+namespace shmapc::prims {
 
 enum class VarianceRule {
   Invariant,          // creates a value: invariant everywhere (constants, iota, random)
@@ -29,4 +30,4 @@ enum class VarianceRule {
   Effect,             // print: host only
 };
 
-} // namespace shmapc::passes
+} // namespace shmapc::prims

@@ -1,0 +1,71 @@
+// Building an equation with its result typed by the rules (Rules.h, makeEqn): the one place a
+// pass, autodiff or the partitioner gets a result type from, instead of computing it again.
+#include "prims/ShapeRules.h"
+#include "prims/Rules.h"
+
+namespace shmapc::prims {
+
+using namespace ir;
+
+bool resultVariance(const Eqn &e, AxisSet &vary, std::string &why) {
+  const AxisSet axes = e.axesParamSet();
+  const AxisSet in = e.ins.empty() ? 0 : e.ins[0]->type.vary;
+  switch (rulesOf(e.prim).variance) {
+  case VarianceRule::Invariant: vary = 0; return true;
+  case VarianceRule::SameAsOperands:
+    for (const Value *v : e.ins)
+      if (v->type.vary != in) {
+        why = "its operands vary over different axes: lift them to one variance first";
+        return false;
+      }
+    vary = in;
+    return true;
+  case VarianceRule::UserPsum:
+  case VarianceRule::VaryingToInvariant:
+  case VarianceRule::MaxMin:
+  case VarianceRule::InvariantCast: vary = in & ~axes; return true;
+  case VarianceRule::InvariantToVarying: vary = in | axes; return true;
+  case VarianceRule::VaryingToVarying: vary = in; return true;
+  case VarianceRule::AxisIndex: vary = axes; return true;
+  case VarianceRule::Sharded:
+  case VarianceRule::FromRoot:
+  case VarianceRule::Loop:
+  case VarianceRule::While:
+  case VarianceRule::Cond:
+  case VarianceRule::Shmap:
+  case VarianceRule::Call:
+  case VarianceRule::Transform:
+  case VarianceRule::Effect: break;
+  }
+  why = "its variance rule depends on more than its operands: give the result's type";
+  return false;
+}
+
+Eqn makeEqn(Func &f, Prim p, std::vector<Value *> ins, std::map<std::string, Attr> params, Loc loc,
+            const MakeEqn &how) {
+  Eqn e{p, std::move(ins), {}, std::move(params), {}, loc};
+  auto refuse = [&](const std::string &why) -> Eqn {
+    throw InternalError("built an ill-typed " + std::string(primName(p)) + " in @" + f.name + ": " + why);
+  };
+  // (a rule that reads the declared result type finds it on a stand-in)
+  Value declared{-1, how.declared ? *how.declared : Type{}, ""};
+  if (how.declared) e.outs.push_back(&declared);
+  ShapeCtx c{e, f};
+  if (primInfo(p).numIn >= 0 && (int)e.ins.size() != primInfo(p).numIn)
+    return refuse("expects " + std::to_string(primInfo(p).numIn) + " operand(s), has " + std::to_string(e.ins.size()));
+  if (!rulesOf(p).shape(c)) return refuse(c.why.empty() ? "refused by its shape rule" : c.why);
+  if (c.outs.size() != 1) return refuse("makes " + std::to_string(c.outs.size()) + " results, not one");
+  Type t = c.outs[0];
+  std::string why;
+  if (!resultVariance(e, t.vary, why)) {
+    if (!how.declared) return refuse(why);
+    t.vary = how.declared->vary;
+  }
+  if (how.into && how.into->type != t)
+    return refuse("its result is " + typeToString(t, f.mesh) + ", but the value given for it is " +
+                  typeToString(how.into->type, f.mesh));
+  e.outs.assign(1, how.into ? how.into : f.newValue(t, how.hint));
+  return e;
+}
+
+} // namespace shmapc::prims
