@@ -1,5 +1,6 @@
-// The kinds of device-variance typing rule (seed 000's table). Each primitive names its kind
-// in its definition in compiler/prims/; InsertPbroadcasts.cpp applies them.
+// The kinds of device-variance typing rule (the table of JAX's note on efficient transposition).
+// Each primitive names its kind in its definition in compiler/prims/; InsertPbroadcasts.cpp
+// applies them.
 #pragma once
 #include "ir/IR.h"
 
