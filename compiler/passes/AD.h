@@ -69,7 +69,7 @@ struct LinearEqn {
 
 // Options for one differentiation.
 struct Mode {
-  bool naiveTranspose = false;  // --transpose=naive: the pre-seed-000 rules
+  bool naiveTranspose = false;  // --transpose=naive: the rules before variance types
 };
 
 class Differentiator {

@@ -94,7 +94,7 @@ Value *productShare(Builder &b, Value *x, const Type &invariant, const Attr &axe
                   b.select(b.compare(Prim::Eq, z, b.full(1.0, z->type)), alone, zero));
 }
 
-// Only left in bodies with check_vma=false (the pre-seed-000 behaviour): transposes to itself.
+// Only left in bodies with check_vma=false (shard_map before variance types): transposes to itself.
 template <> const Rules &define<Prim::Psum>() {
   static const Rules r{
       .shape = allReduceShape,
