@@ -1,4 +1,4 @@
-"""What issue 11's benchmark scripts (bench/*/run.py) share: the one-core pin, the
+"""What the benchmark scripts (bench/*/run.py) share: the one-core pin, the
 single-threaded library environment, timing a program from the outside, the per-step time of
 a shmapc program with a `steps` argument, bench/setup.sh's python, and the command line."""
 import argparse
@@ -104,7 +104,7 @@ def per_step_interleaved(cmds_for, repeats, s1, s2, best=None):
 
 # ---- Machine-readable records (bench/run_all.py, bench/make_readme_table.py) ----------------
 # Each script, given --json PATH, writes one record of what it printed: its rows (a figure,
-# its unit, its ratios to peers) and its target rows (a ratio, the issue's bound, whether it
+# its unit, its ratios to peers) and its target rows (a ratio, the target's bound, whether it
 # holds), with the CPU and the git revision it was measured on, so that the README's table is
 # generated from measurements and says where each figure comes from.
 
@@ -152,7 +152,7 @@ TARGET_OPS = {"<=": lambda v, b: v <= b, "<": lambda v, b: v < b}
 class Record:
     """The rows one benchmark run printed, for --json. row(): a figure (value None: its peer is
     not installed), `peers` its ratios {peer: this figure / the peer's}; target(): a figure
-    (a ratio unless `unit` says otherwise) against one of the issue's bounds ("<=" or "<"),
+    (a ratio unless `unit` says otherwise) against one of the targets' bounds ("<=" or "<"),
     `waived` the reason where the project documents that this machine cannot reach it (it is
     reported, but bench/run_all.py does not fail on it)."""
 

@@ -2,7 +2,7 @@
 """Writes README.md's performance table from the benchmarks' results files (bench/results/
 *.json, written by `bench/run_all.py --write`): one column per results file, that is per CPU
 measured, headed by the CPU's model, vendor and core count and the revision measured; one row
-per target of the issues (the figure, PASS/FAIL) and, folded below, one row per figure the
+per performance target (the figure, PASS/FAIL) and, folded below, one row per figure the
 scripts print, with its ratios to its peers. The table goes between the README's markers
 
     <!-- bench-table:begin -->

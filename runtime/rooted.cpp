@@ -1,4 +1,4 @@
-// The rooted collectives (issue 14): one member sends to all (broadcast, scatter_from), or all
+// The rooted collectives: one member sends to all (broadcast, scatter_from), or all
 // to one (reduce_to, gather_to); collective_protocol.h has the protocol.
 #include "collective_protocol.h"
 

@@ -1,5 +1,5 @@
 // A timeline of the run in the Trace Event Format (JSON) that Perfetto and chrome://tracing
-// open (issue 15): one track per device and one for the host, with a span for each shmap call,
+// open: one track per device and one for the host, with a span for each shmap call,
 // each collective (its axes and the bytes it sent and received; the time the device waited at
 // it for the others as a "wait" span inside it) and each matmul. `--trace=FILE` or
 // SHMAP_TRACE=FILE turns it on; under MPI each rank writes FILE with `.rankN` before its

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every jit function computes what it computes unsharded (issue 13): each program in samples/
+"""Every jit function computes what it computes unsharded: each program in samples/
 and tests/run/ with a @jit function is run twice, partitioned (as compiled) and with
 --jit-whole (every jit function run whole on the host, one device, no collectives), and the two
 outputs must agree: the same text, the numbers within rtol 1e-4, atol 1e-5 (partitioned sums

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Issue 11's compile-time benchmark: a chain of 10,000 element-wise statements over f32[1024]
+"""The compile-time benchmark: a chain of 10,000 element-wise statements over f32[1024]
 (alternately y = y * 1.0001 + 0.5 and y = y * y * 0.001 - y, then sum), compiled by shmapc to
 an executable without and with grad, against JAX compiling the same function with jax.jit,
 without and with jax.grad (lowering and XLA compilation, from bench/setup.sh's venv when it
@@ -199,7 +199,7 @@ def main():
         print("%-10s %-24s %8.2f %8.2f %8.2fx" % ("shmapc", g_, t[GROWTH_SIZES[0]],
                                                  t[GROWTH_SIZES[1]], t[GROWTH_SIZES[1]] / t[GROWTH_SIZES[0]]))
     print()
-    print("issue 11's target: compile of 10k equations under grad / without: %.2fx (target <= 5x)" % (g / p))
+    print("the compile-time target: compile of 10k equations under grad / without: %.2fx (target <= 5x)" % (g / p))
     rec = Record("compile_time", a, statements=a.statements)
     for who in ("shmapc", "JAX jit"):
         for grad in (False, True):

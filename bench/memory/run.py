@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Issue 11's memory benchmark: the peak resident memory of a collective program on a mesh of 8
+"""The memory benchmark: the peak resident memory of a collective program on a mesh of 8
 devices against a hand-written threaded C program doing the same (collectives.c: 8 threads,
 the input once, the result once). Two programs over N = 1e7 f32 values (40 MB) made on the
 host and split over the devices: their psum (the result f32[N/8], replicated) and their

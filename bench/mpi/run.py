@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Issue 12's benchmark: each collective through shmapc's MPI backend against the same
+"""The MPI backend's benchmark: each collective through shmapc's MPI backend against the same
 collective written by hand with MPI (collectives_mpi.c: MPI_Allreduce, MPI_Allgather,
 MPI_Reduce_scatter_block, MPI_Alltoall, MPI_Sendrecv), timed in the same run, at each number
 of ranks of --ranks and each size of --sizes (log2 of the f32 elements per rank). A shmapc

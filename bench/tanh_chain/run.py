@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Issue 11's tanh-chain benchmark: 10 stages y = tanh(y * 1.1 + 0.1) over 2^20 f32 values,
+"""The tanh-chain benchmark: 10 stages y = tanh(y * 1.1 + 0.1) over 2^20 f32 values,
 one core (taskset -c 0), in ns per element and stage: shmapc against the same loop in C
 (chain.c, gcc -O3 -march=native) calling libm's scalar tanhf, the same with -ffast-math
 -fopenmp-simd so that gcc calls glibc's vector tanhf (libmvec: the target's peer), numpy and
@@ -84,7 +84,7 @@ def main():
     for name, ns in rows:
         print("%-40s %14s %16s" % (name, "%.3f" % ns if ns else "-", "%.2f" % (ns / vec) if ns else "-"))
     print()
-    print("issue 11's target: shmapc per stage / C with vector tanhf: %.2fx (target <= 1.5x)" % (dict(rows)["shmapc"] / vec))
+    print("the tanh-chain target: shmapc per stage / C with vector tanhf: %.2fx (target <= 1.5x)" % (dict(rows)["shmapc"] / vec))
     rec = Record("tanh_chain", a, elements=N, stages=STAGES)
     for name, ns in rows:
         rec.row(name, ns, "ns/element", peers={"C vector tanhf": ns / vec} if ns else None)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Issue 15's benchmark: the cost of --trace. bench/train_step's MLP training step (a mesh of 4
+"""The tracing benchmark: the cost of --trace. bench/train_step's MLP training step (a mesh of 4
 devices: matmuls and an all-reduce of the gradients every step, so each step records several
 spans on each device) timed per step three ways: linked with a runtime whose hooks are
 compiled out (shmap_runtime_notrace, through SHMAPC_RUNTIME_LIB), with the usual runtime

@@ -1,12 +1,12 @@
 #!/usr/bin/python3
-"""Issue 11's training-step benchmark: the data-parallel MLP step (batch 256, 512 -> 1024 ->
+"""The training-step benchmark: the data-parallel MLP step (batch 256, 512 -> 1024 ->
 ReLU -> 512, MSE, SGD) compiled by shmapc on meshes of 1 and 2 devices, against peers timed in
 the same run: the same math written by hand in C on OpenBLAS and on oneDNN's sgemm (the library
 shmapc's runtime uses for these sizes; its five sgemm calls alone are the compute bound), numpy,
 and JAX jit and PyTorch when bench/setup.sh's virtual environment has them. Everything that
 stands for "one thread" runs pinned to one core (taskset -c 0), so no library can borrow the
-second core; the mesh of 2 runs unpinned on both. Prints ms per step, ratios, and issue 11's
-targets with where they stand; the quietest of several runs counts.
+second core; the mesh of 2 runs unpinned on both. Prints ms per step, ratios, and the
+training-step targets with where they stand; the quietest of several runs counts.
 
     python3 bench/train_step/run.py --shmapc build/compiler/shmapc [--repeats 3] [--quick] [--json PATH]
 
@@ -150,7 +150,7 @@ def main():
     print("a mesh of 1 on every core / on one core: %s (its one device uses the idle cores)"
           % ratio(meshes[0][1], m1))
     print()
-    print("issue 11's targets (this run)")
+    print("the training-step targets (this run)")
     print("%-46s %8s %8s" % ("measure", "now", "target"))
     print("%-46s %8s %8s" % ("MLP step, mesh 1 / its sgemm time", ratio(m1, c_gemm), "<= 1.10x"))
     print("%-46s %8s %8s" % ("MLP step, mesh 1 / PyTorch, 1 thread", ratio(m1, peers["PyTorch"]), "< 0.9x"))
@@ -170,7 +170,7 @@ FAULTS_BOUND = 0.1
 
 
 def record(a, rows, meshes, peers, faults, c_step, c_gemm, half):
-    """The rows and issue 11's targets for --json."""
+    """The rows and the training-step targets for --json."""
     rec = Record("train_step", a, batch=256)
     parent = ""
     for name, ms in rows:

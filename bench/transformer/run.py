@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Issue 11's Transformer benchmark: one training step (value_and_grad and SGD) of the
+"""The Transformer benchmark: one training step (value_and_grad and SGD) of the
 Transformer block of samples/transformer.smp (layer norm, causal attention, GELU MLP, tied
 embedding logits, cross-entropy) at benchmark size: 16 sequences of 64 tokens, width 256, MLP
 width 1024, vocabulary 512. shmapc on meshes data x model of 1x1 (pinned to one core), 2x1

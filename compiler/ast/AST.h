@@ -128,7 +128,7 @@ struct ShmapAttrs {
   bool autoPbroadcast = true;
 };
 
-// Shardy's sharding (seed 001; ir::Sharding): `sharding<@m, [{"x"}, {"z", "y", ?}p1],
+// Shardy's sharding representation (ir::Sharding): `sharding<@m, [{"x"}, {"z", "y", ?}p1],
 // replicated={"w"}>`, or the shorthand P(...) (closed dimensions, on the jit function's mesh).
 struct AxisRefExpr {
   Loc loc;
@@ -152,7 +152,7 @@ struct ShardingExpr {
 };
 
 // `@jit(mesh=M, in_shardings=..., out_shardings=...)`: a function on global arrays whose
-// shardings the compiler propagates (issue 13). Each sharding list may be left out.
+// shardings the compiler propagates (Shardy's propagation). Each sharding list may be left out.
 struct JitAttrs {
   Loc loc;
   std::string mesh;

@@ -23,7 +23,7 @@ struct CompileOptions {
   bool checkOnly = false;              // `shmapc check`: stop after the IR passes
   bool explicitPbroadcast = false;     // every shmap as if auto_pbroadcast=false
   bool noCheckVma = false;             // every shmap as if check_vma=false
-  bool naiveTranspose = false;         // --transpose=naive: pre-seed-000 transposition
+  bool naiveTranspose = false;         // --transpose=naive: transposition before variance types
   bool jitWhole = false;               // --jit-whole: run jit functions unpartitioned
   bool mpi = false;                    // --mpi: link the MPI runtime (runtime/ranks.h)
   bool timePasses = false;             // --time-passes: each stage's seconds to stderr (PhaseTimes.h)

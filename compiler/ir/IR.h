@@ -123,8 +123,8 @@ struct Func {
   // bodies nested in them, and for plain functions called from inside a shmap.
   const Mesh *mesh = nullptr;
   bool isShmapBody = false;
-  bool checkVma = true;         // issue 3: variance checking on
-  bool autoPbroadcast = true;   // issue 3: automatic pbroadcast insertion on
+  bool checkVma = true;         // variance checking on
+  bool autoPbroadcast = true;   // automatic pbroadcast insertion on
   bool isNested = false;        // a loop body / cond branch (printed inside its owner)
   bool singleUse = false;       // a derived shmap body of one equation: its unread results
                                 // may be dropped (autodiff's forward shmaps)
@@ -148,7 +148,7 @@ struct ProgramArg {
   std::string name, type, defaultText;  // type: f32, f64, f16, bf16, i32, i64, bool or str
 };
 
-// ---- Shardy's sharding representation (seed 001; functions in Sharding.cpp), bound to a
+// ---- Shardy's sharding representation (functions in Sharding.cpp), bound to a
 // named mesh: for each dimension of a global array, the mesh axes (or sub-axes) it is sharded
 // along, major to minor, whether propagation may shard it further (open) or not (closed), and
 // the priority of that choice; and the axes along which the array is explicitly replicated
@@ -156,7 +156,7 @@ struct ProgramArg {
 // shorthand for closed dimensions with no priorities and nothing explicitly replicated.
 
 // A mesh axis or a sub-axis of it: `"x"` (preSize 1, size = the axis's) or `"x":(m)k`, the
-// size-k part of "x" after the sub-axes of total size m to its left (seed 001: m and k divide
+// size-k part of "x" after the sub-axes of total size m to its left (Shardy: m and k divide
 // the axis's size n, and so does m k).
 struct AxisRef {
   int axis = -1;
@@ -193,7 +193,7 @@ int64_t shardCount(const std::vector<AxisRef> &axes);
 // part's ends; stops where an axis cannot be split there. A part that starts past the
 // dimension's axes (pre >= their count) is unsharded.
 std::vector<AxisRef> projectAxes(const std::vector<AxisRef> &axes, int64_t pre, int64_t size);
-// Seed 001's maximality: adjacent sub-axes of one axis ("x":(1)2, "x":(2)2) become one
+// Shardy's maximality: adjacent sub-axes of one axis ("x":(1)2, "x":(2)2) become one
 // ("x":(1)4, the full axis when that is its size).
 std::vector<AxisRef> mergeSubAxes(const std::vector<AxisRef> &axes);
 // The shape on one device: each dimension's size divided by its shard count, rounded up (an
@@ -229,7 +229,7 @@ struct Module {
   std::vector<ProgramArg> args;
   std::vector<std::unique_ptr<Func>> funcs;  // every Func, nested bodies included
   Func *main = nullptr;
-  bool naiveTranspose = false;  // --transpose=naive: transpose shmaps as before seed 000
+  bool naiveTranspose = false;  // --transpose=naive: transpose shmaps as before variance types
   bool jitWhole = false;        // --jit-whole: no jit function partitioned (each runs on the host)
   std::vector<JitFunc> jits;    // the @jit functions, as declared
   Func *newFunc(const std::string &name);

@@ -7,8 +7,8 @@
 //   }
 //
 // Values print as their source name (name, name_1, ... when a name is rebound); values
-// without a source name print as %N. Types print with their
-// variance set as in seed 000: `{i}` when varying, nothing when invariant.
+// without a source name print as %N. Types print with their variance set as in JAX's note on
+// efficient transposition: `{i}` when varying, nothing when invariant.
 #include "ir/IR.h"
 
 #include <cmath>

@@ -7,10 +7,10 @@
 //   transpose    — per linear primitive, the transpose rule: cotangents flow backwards through
 //                  the tape; psum2 <-> pbroadcast, all_gather <-> psum_scatter,
 //                  all_gather_invariant <-> pscatter, all_to_all <-> all_to_all, ppermute <->
-//                  inverse ppermute (seed 000's table), a shmap transposes to a shmap with
-//                  in_specs and out_specs swapped, and a loop to a loop that runs the
-//                  iterations backwards (ADLoop.cpp), a cond to a cond of its branches'
-//                  vjps (ADCond.cpp).
+//                  inverse ppermute: the table of JAX's note on efficient transposition), a
+//                  shmap transposes to a shmap with in_specs and out_specs swapped, and a
+//                  loop to a loop that runs the iterations backwards (ADLoop.cpp), a cond to
+//                  a cond of its branches' vjps (ADCond.cpp).
 #pragma once
 #include "ir/IR.h"
 #include "passes/Passes.h"
@@ -69,7 +69,7 @@ struct LinearEqn {
 
 // Options for one differentiation.
 struct Mode {
-  bool naiveTranspose = false;  // --transpose=naive: the pre-seed-000 rules
+  bool naiveTranspose = false;  // --transpose=naive: the rules before variance types
 };
 
 class Differentiator {

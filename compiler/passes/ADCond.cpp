@@ -13,7 +13,7 @@
 //         branches communicate keeps its collectives' results instead (savingCond): the
 //         forward cond returns them as extra results, one slot per saved value of each
 //         branch (zeros from the other branch), and the backward branches read them, so
-//         each forward collective runs once (issue 8), as in a loop (ADLoop.cpp).
+//         each forward collective runs once, as in a loop (ADLoop.cpp).
 // Derived branches are built by jvpFunc/vjpFunc of the branch Funcs and copied into new nested
 // branches (no calls); pruneDeadCode then drops the results a cond need not compute and the
 // operands neither branch reads (so transpose(f) keeps no primal operand of a linear branch).

@@ -266,7 +266,7 @@ void Linearizer::tapeStackingLoop(const Eqn &e, const std::vector<Value *> &t, F
 
 // vjp of a loop whose body communicates: the results of its collectives (and of communicating
 // loops, conds and shmaps in it) are residuals, stacked per iteration by the forward loop like
-// the carries, so the backward loop recomputes only local work (issue 8: each forward
+// the carries, so the backward loop recomputes only local work (each forward
 // collective runs once). Both loops are built from the body's vjp `v`: the forward loop runs
 // its primal part, the backward loop (le.backward) the rest, reading the saved values.
 void Linearizer::savingLoop(const Eqn &e, const std::vector<Value *> &t) {

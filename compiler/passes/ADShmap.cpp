@@ -5,7 +5,7 @@
 //         computes the results and also returns the residuals the backward part reads, each
 //         device's own values stacked along a new leading dimension mapped over the axes they
 //         vary over (so residuals never move between devices). The backward shmap, built by
-//         the transposer with in_specs and out_specs swapped (seed 000: no rescaling), takes
+//         the transposer with in_specs and out_specs swapped (variance types: no rescaling), takes
 //         the residuals and the results' cotangents. Collectives run once, in the forward
 //         shmap: their results are residuals, never recomputed. (A sum whose result is only
 //         returned moves to the backward shmap afterwards: DeferPrimalReductions.cpp.) Local work needed only by the

@@ -1,5 +1,6 @@
 // The transposer: consumes the tape backwards, applying each linear primitive's transpose
-// rule (compiler/prims/) to the cotangent of its result. Collectives follow seed 000's table
+// rule (compiler/prims/) to the cotangent of its result. Collectives follow the table of
+// JAX's note on efficient transposition
 // (psum2 <-> pbroadcast, all_gather <-> psum_scatter, all_gather_invariant <-> pscatter,
 // all_to_all <-> all_to_all, ppermute <-> inverse ppermute).
 #include "passes/AD.h"

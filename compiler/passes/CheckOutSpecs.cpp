@@ -1,6 +1,7 @@
 // checkOutSpecs: an out_spec that leaves mesh axis `a` unmapped promises that the result is
 // the same on every device along `a` — so the result's variance set must not contain `a`.
-// This replaces shard_map's replication check with the variance types (seed 000).
+// This replaces shard_map's replication check with the variance types (JAX's note on
+// efficient transposition).
 #include "passes/Passes.h"
 
 namespace shmapc::passes {

@@ -1,6 +1,7 @@
 // differentiate: replaces each jvp/vjp equation by a call of a new Func that computes it
 // (printed by --emit=ir, like jax.make_jaxpr). It runs after insertPbroadcasts, so shmap
-// bodies carry variance types and their transposes need no defensive psums (seed 000):
+// bodies carry variance types and their transposes need no defensive psums (JAX's note on
+// efficient transposition):
 // t(shmap(f, in_specs, out_specs)) = shmap(t(f), out_specs, in_specs), with no rescaling.
 //
 // A vjp is the function's primal equations, its linear (tangent) equations taped by the
@@ -13,9 +14,9 @@
 // over the branches' vjps, so only the taken branch runs (ADCond.cpp).
 //
 // With --transpose=naive (Module::naiveTranspose), bodies are untyped (check_vma=false) and a
-// shmap transposes as seed 000 says it was done before: cotangents of unmapped outputs are
-// divided by the size of the axes they are unmapped over, and cotangents of inputs are
-// psummed over the axes their in_specs leave unmapped.
+// shmap transposes as JAX's note on efficient transposition says it was done before:
+// cotangents of unmapped outputs are divided by the size of the axes they are unmapped over,
+// and cotangents of inputs are psummed over the axes their in_specs leave unmapped.
 #include "passes/AD.h"
 #include "passes/Passes.h"
 

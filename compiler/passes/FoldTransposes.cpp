@@ -1,7 +1,7 @@
 // fold-transposes: a matmul operand made by a transpose that swaps its last two dimensions is
 // read through BLAS's transpose flag instead (transpose_lhs / transpose_rhs, prims/Matmul.cpp),
 // and the transpose is dropped when nothing else reads it. The backward pass of x @ w is
-// dy @ w^T and x^T @ dy: without this each step copies x and w transposed (issue 11). Runs
+// dy @ w^T and x^T @ dy: without this each step copies x and w transposed. Runs
 // after autodiff, so the jvp and transpose rules never see the flags.
 #include "passes/Passes.h"
 

@@ -1,4 +1,5 @@
-// insertPbroadcasts: device-variance inference for shmap bodies (seed 000).
+// insertPbroadcasts: device-variance inference for shmap bodies (JAX's note on efficient
+// transposition).
 //
 // Every value in a shmap body gets the set of mesh axes it may vary over. Body params start
 // from their in_specs; each equation's result follows the rule of its primitive
@@ -152,7 +153,7 @@ private:
   // `v` lifted to vary over `target` (a superset of its variance) by one pbroadcast, at the
   // smallest shape: a value made by broadcast_in_dim, reshape, convert or transpose is
   // remade from its lifted operand, so the pbroadcast's transpose (a psum2) all-reduces the
-  // cotangent after the broadcast's transpose reduced it, not before (seed 000's bytes).
+  // cotangent after the broadcast's transpose reduced it, not before (the note's bytes).
   Value *lift(Scope &s, Value *v, AxisSet target, Loc loc) {
     if (!s.mutate || v->type.vary == target) return v;
     auto key = std::make_pair(v, target);

@@ -1,7 +1,7 @@
-// propagateShardings (issue 13): gives every value of each @jit function a sharding, from the
-// ones written on its parameters and results, through each equation's factor rule
-// (prims/Rules.h, FactorRule: the dimensions of operands and results that are one factor take
-// one sharding), as Shardy propagates:
+// propagateShardings (Shardy's propagation): gives every value of each @jit function a sharding,
+// from the ones written on its parameters and results, through each equation's factor rule
+// (prims/Rules.h, FactorRule: the dimensions of operands and results that are one factor take one
+// sharding), as Shardy propagates:
 //
 // - Priorities first: the written dimension shardings of priority 0 (those without one are 0)
 //   propagate through the whole function to a fixed point before those of priority 1 join, and

@@ -1,5 +1,5 @@
-// The all-reduce family over mesh `axes` and its seed 000 partner: psum (the user-level one,
-// which insertPbroadcasts rewrites to psum2 after automatic pbroadcasts), psum2 (varying ->
+// The all-reduce family over mesh `axes` and its partner in variance typing: psum (the user-level
+// one, which insertPbroadcasts rewrites to psum2 after automatic pbroadcasts), psum2 (varying ->
 // invariant), pbroadcast (invariant -> varying, no communication), pmax, pmin, pprod, and the
 // bitwise pand, por, pxor. psum2 and pbroadcast transpose to each other. invariant_cast,
 // pbroadcast's internal inverse on values known equal, is here beside them.
@@ -76,8 +76,9 @@ bool lowerBitwise(FuncEmitter &fe, size_t i) {
   return true;
 }
 
-// pand, por, pxor: integers and bools only (seed 004: bitwise reductions have no gradient;
-// their results are integers, which carry none). pand and por over axes the operand does not
+// pand, por, pxor: integers and bools only (PyTorch's note on backward formulas for
+// collectives: bitwise reductions have no gradient; their results are integers, which carry
+// none). pand and por over axes the operand does not
 // vary over are the identity there; pxor is not (x ^ x = 0), so its operand is lifted.
 template <int32_t Op>
 Rules bitwiseRules() {
@@ -105,11 +106,12 @@ Value *extremumShare(Builder &b, Value *x, Value *extremum, const Attr &axes) {
   return b.binary(Prim::Div, mask, b.liftTo(count, x->type.vary));
 }
 
-// Seed 004: the product's derivative with respect to device i's operand is the product of
-// the others' (fwd_out / fwd_in where no operand is zero). Dividing would be wrong where some
-// are: with z zero operands over the group, device i's share is the product of the nonzero
-// operands p if z = 0 (p / x_i) or if z = 1 and x_i is the zero one, and 0 otherwise; z (a
-// psum of x == 0) and p (a pprod of x with its zeros as 1) are computed for it.
+// PyTorch's note on backward formulas for collectives: the product's derivative with respect to
+// device i's operand is the product of the others' (fwd_out / fwd_in where no operand is zero).
+// Dividing would be wrong where some are: with z zero operands over the group, device i's share
+// is the product of the nonzero operands p if z = 0 (p / x_i) or if z = 1 and x_i is the zero
+// one, and 0 otherwise; z (a psum of x == 0) and p (a pprod of x with its zeros as 1) are
+// computed for it.
 Value *productShare(Builder &b, Value *x, const Type &invariant, const Attr &axes) {
   Prim sum = b.f.checkVma ? Prim::Psum2 : Prim::Psum;
   const Type &xt = x->type;
@@ -123,7 +125,7 @@ Value *productShare(Builder &b, Value *x, const Type &invariant, const Attr &axe
                   b.select(b.compare(Prim::Eq, z, b.full(1.0, z->type)), alone, zero));
 }
 
-// Only left in bodies with check_vma=false (the pre-seed-000 behaviour): transposes to itself.
+// Only left in bodies with check_vma=false (shard_map before variance types): transposes to itself.
 template <> const Rules &define<Prim::Psum>() {
   static const Rules r{
       .shape = allReduceShape,

@@ -124,7 +124,7 @@ template <> const Rules &define<Prim::PsumScatter>() {
   return r;
 }
 
-// In an untyped body (naive mode) it transposes as all_gather did before seed 000: to a
+// In an untyped body (naive mode) it transposes as all_gather did before variance types: to a
 // psum_scatter.
 template <> const Rules &define<Prim::AllGatherInvariant>() {
   static const Rules r{

@@ -17,7 +17,8 @@ using passes::ad::LinearEqn;
 using passes::ad::TransposeCtx;
 
 // An element-wise primitive (`shape`: one of ShapeRules.h's element-wise rules): operands and
-// result vary alike (seed 000's rule for non-collectives), and it is computed inside fused loops.
+// result vary alike (variance typing's rule for non-collectives), and it is computed inside
+// fused loops.
 constexpr Rules elementwise(bool (*shape)(ShapeCtx &), void (*jvp)(JvpCtx &), void (*transpose)(TransposeCtx &),
                             llvm::Value *(*scalar)(ScalarCtx &)) {
   return Rules{.shape = shape,

@@ -1,8 +1,8 @@
-// The rooted collectives (issue 14; seed 004's broadcast, reduce, gather and scatter rows), over
-// mesh `axes`, `root` a group index:
+// The rooted collectives (the broadcast, reduce, gather and scatter rows of PyTorch's note on
+// collectives' backward formulas), over mesh `axes`, `root` a group index:
 //   broadcast      varying -> invariant  every device gets the root's operand; transposes to
 //                                        the cotangent on the root, zeros elsewhere (typed: no
-//                                        communication; untyped, as seed 004: reduce(sum))
+//                                        communication; untyped, as PyTorch's: reduce(sum))
 //   reduce_to      varying -> varying    the root gets the reduction (sum, max, min, prod), the
 //                                        others zeros; sum transposes to broadcast
 //   gather_to      varying -> varying    the root gets all_gather's result, the others zeros;

@@ -37,7 +37,7 @@ FactorRule broadcastFactors(const Eqn &e) {
 // dimension's major part, the result's first dimension) and the one of size 4; 6 x 4 -> 4 x 6
 // has only the factor of size 2 (then 3 and 2 have no common divisor: the layouts part). A
 // sharding of factors gives each device the same elements on both sides, so the reshape needs
-// no communication; seed 001's sub-axes shard the parts ({"x"} of 8 -> {"x":(1)2}, {"x":(2)2}).
+// no communication; Shardy's sub-axes shard the parts ({"x"} of 8 -> {"x":(1)2}, {"x":(2)2}).
 FactorRule reshapeFactors(const Eqn &e) {
   const std::vector<int64_t> &in = e.ins[0]->type.shape, &out = e.outs[0]->type.shape;
   FactorRule r;
@@ -104,7 +104,7 @@ FactorRule concatenateFactors(const Eqn &e) {
 
 } // namespace
 
-// sharding_constraint(x, S) (seed 002's with_sharding_constraint): the identity; in a jit
+// sharding_constraint(x, S) (JAX's with_sharding_constraint): the identity; in a jit
 // function its result is held in S (propagation starts from it, and the partitioner moves x
 // there).
 template <> const Rules &define<Prim::ShardingConstraint>() {

@@ -1,6 +1,6 @@
-// The kinds of device-variance typing rule (seed 000's table). Each primitive names its kind
-// in its definition in compiler/prims/; passes/InsertPbroadcasts.cpp applies them, and
-// makeEqn (Rules.h) gives a built equation's result the variance they say.
+// The kinds of device-variance typing rule (the table of JAX's note on efficient transposition).
+// Each primitive names its kind in its definition in compiler/prims/; passes/InsertPbroadcasts.cpp
+// applies them, and makeEqn (Rules.h) gives a built equation's result the variance they say.
 #pragma once
 #include "ir/IR.h"
 

@@ -64,7 +64,7 @@ SVal Sema::bPmin(const ast::Expr &c) { return simpleCollective(c, ir::Prim::Pmin
 SVal Sema::bPprod(const ast::Expr &c) { return simpleCollective(c, ir::Prim::Pprod); }
 SVal Sema::bPsum2(const ast::Expr &c) { return simpleCollective(c, ir::Prim::Psum2); }
 
-// pand / por / pxor: integers and bools (seed 004's band, bor, bxor, which have no gradient).
+// pand / por / pxor: integers and bools (PyTorch's band, bor, bxor, which have no gradient).
 SVal Sema::bitwiseCollective(const ast::Expr &c, ir::Prim p) {
   auto a = bindArgs(c, {"x", "axes"}, 2);
   std::vector<int64_t> axes = resolveAxes(*a[1], c.name, c.loc, nullptr);
@@ -72,7 +72,7 @@ SVal Sema::bitwiseCollective(const ast::Expr &c, ir::Prim p) {
   if (ir::isFloat(x->type.dtype))
     fail(DiagId::BitwiseOfFloat, a[0]->loc,
          c.name + " reduces integers and bools bit by bit, and " + str(x->type) +
-             " is a float: a bitwise reduction is not differentiable (seed 004)",
+             " is a float: a bitwise reduction is not differentiable",
          "for floats use psum, pmax or pmin; for bits, cast(x, i32) or compare to get bools");
   return SVal::array(emit(p, {x}, x->type, c.loc, {{"axes", axes}}), c.loc);
 }
@@ -179,7 +179,7 @@ SVal Sema::bPsumScatter(const ast::Expr &c) {
 }
 SVal Sema::bPscatter(const ast::Expr &c) { return scatter(c, ir::Prim::Pscatter, "axis"); }
 
-// Rooted collectives (issue 14; seed 004's broadcast, reduce, gather, scatter). The root (or
+// Rooted collectives (PyTorch's broadcast, reduce, gather, scatter). The root (or
 // broadcast's source) is a static group index: row-major over the listed axes, as axis_index.
 int64_t Sema::staticRoot(const ast::Expr &e, int64_t n, const std::string &what) {
   const int64_t root = staticInt(e, what);
@@ -223,7 +223,7 @@ SVal Sema::bReduce(const ast::Expr &c) {
     fail(DiagId::DTypeMismatch, a[0]->loc, "reduce with op=\"mean\" needs a float array, got " + str(x->type),
          "cast(x, f32) first");
   ir::Value *r = emit(ir::Prim::ReduceTo, {x}, x->type, c.loc, {{"axes", axes}, {"root", root}, {"op", op == 4 ? 0 : op}});
-  if (op == 4)  // (seed 004's avg: the sum over the group divided by its size, as pmean)
+  if (op == 4)  // (PyTorch's avg: the sum over the group divided by its size, as pmean)
     r = emit(ir::Prim::Div, {r, constant(x->type.dtype, x->type.shape, {(double)n}, c.loc)}, x->type, c.loc);
   return SVal::array(r, c.loc);
 }

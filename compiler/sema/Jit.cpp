@@ -1,5 +1,5 @@
-// @jit functions (issue 13): written on global arrays, with Shardy shardings (seed 001) on
-// their parameters and results. Sema checks every sharding against the invariants seed 001
+// @jit functions: written on global arrays, with Shardy shardings on their parameters and
+// results. Sema checks every sharding against the invariants Shardy's sharding representation
 // lists and records the function (ir::Module::jits, `--emit=sharded`); the body is an ordinary
 // function, so a jit function computes what the same function would on one device.
 #include "sema/SemaImpl.h"
@@ -111,7 +111,7 @@ ir::Sharding Sema::convertSharding(const ast::ShardingExpr &s, int jitMesh, cons
   return out;
 }
 
-// sharding_constraint(x, S) in a jit function (seed 002's with_sharding_constraint): x, held
+// sharding_constraint(x, S) in a jit function (JAX's with_sharding_constraint): x, held
 // in S. S is sharding<@m, ...> or P(...) on the function's mesh.
 SVal Sema::bShardingConstraint(const ast::Expr &c) {
   auto a = bindArgs(c, {"x", "sharding"}, 2);

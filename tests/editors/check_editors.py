@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Editor support (issue 15): the Pygments lexer (editors/pygments/shmap_lexer.py) and the
+"""Editor support: the Pygments lexer (editors/pygments/shmap_lexer.py) and the
 TextMate grammar (editors/vscode/syntaxes/shmap.tmLanguage.json, run by a TextMate engine:
 textmate-grammar-python on Oniguruma) read every program of samples/, tests/ and stdlib/ as
 the compiler's lexer does:

@@ -69,7 +69,7 @@ void applyFlags(const std::string &text, CompileOptions &opts) {
 }
 
 // Whether every error line names its place: `FILE:LINE:COL: error:` with FILE the program or
-// a stdlib module (issue 9: no exit-1 message without file:line:col).
+// a stdlib module (no exit-1 message without file:line:col).
 bool everyErrorLocated(const std::string &diagnostics) {
   std::istringstream lines(diagnostics);
   for (std::string line; std::getline(lines, line);) {

@@ -7,6 +7,9 @@ config.name = "shmapc-ir"
 config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".smp"]
 config.test_source_root = os.path.dirname(__file__)
+# lit's Output/ folders and its .lit_test_times.txt go where CTest says (the build folder), not
+# beside the tests: no test run writes into the source tree (tests/source_tree/check.py).
+config.test_exec_root = os.environ.get("SHMAPC_LIT_EXEC_ROOT") or None
 config.substitutions.append(("%shmapc", os.environ.get("SHMAPC", "shmapc")))
 config.substitutions.append(("%FileCheck", "/usr/lib/llvm-19/bin/FileCheck"))
 config.substitutions.append(("%not", "/usr/lib/llvm-19/bin/not"))

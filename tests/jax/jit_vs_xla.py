@@ -1,8 +1,8 @@
-"""The communication of shmapc's partitioned jit functions against XLA's (issue 13): each jit
-function of samples/jit_layers.smp and tests/run/jit_{seed001,control,indexing,open_dims,slices,fwd_bwd,
+"""The communication of shmapc's partitioned jit functions against XLA's: each jit
+function of samples/jit_layers.smp and tests/run/jit_{shardy_examples,control,indexing,open_dims,slices,fwd_bwd,
 grad_reduce,move_small,move_small_edges}.smp is
 compiled by jax.jit with the same shardings (as JAX can write them: see
-tests/jax/twins/jit_seed001.py), and the
+tests/jax/twins/jit_shardy_examples.py), and the
 collectives of XLA's compiled (SPMD-partitioned) HLO are compared with those shmapc reports
 for its shmap (`--emit=comm`), by the bytes each device puts into collectives (its input to
 each: an all-gather's block, an all-reduce's array). shmapc must never put in more than XLA;
@@ -25,7 +25,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROGRAM = os.path.join(ROOT, "samples", "jit_layers.smp")
-SEED001 = os.path.join(ROOT, "tests", "run", "jit_seed001.smp")
+SHARDY_EXAMPLES = os.path.join(ROOT, "tests", "run", "jit_shardy_examples.smp")
 CONTROL = os.path.join(ROOT, "tests", "run", "jit_control.smp")
 INDEXING = os.path.join(ROOT, "tests", "run", "jit_indexing.smp")
 OPEN_DIMS = os.path.join(ROOT, "tests", "run", "jit_open_dims.smp")
@@ -81,9 +81,9 @@ CASES = {
     # (the result: P("X", None), as propagation gives it)
     "constrained": (constrained, (S(), S(), S("X", None)), S("X", None), (f32(16, 32), f32(32, 16), f32(8, 16))),
     "relayout": (lambda a: a * 2.0, (S("X", None),), S(None, "X"), (f32(8, 4),)),
-    # seed 002's Problem 3.2: a reduce-scatter
+    # How To Scale Your Model's Problem 3.2: a reduce-scatter
     "down": (lambda t, w: t @ w, (S("X", "Y"), S("Y", None)), S("X", "Y"), (f32(8, 32), f32(32, 16))),
-    # seed 002's collective matmul baseline, Problem 3.3's block, Problem 2.2's MoE
+    # How To Scale Your Model's collective matmul baseline, Problem 3.3's block, Problem 2.2's MoE
     "collective_baseline": (lambda lhs, rhs: lhs @ rhs, (S("X", "Y"), S(None, "Y")), S("X", "Y"),
                             (f32(8, 16), f32(16, 32))),
     "block": (lambda inp, w_in, w_out: jnp.tanh(inp @ w_in) @ w_out, (S("X", "Y"), S(None, "Y"), S("Y", None)),
@@ -91,7 +91,7 @@ CASES = {
     # (the result: P("X", None), as propagation gives it)
     "moe": (moe, (S("X", None, "Y"), S("X", "Y"), S("X")), S("X", None),
             (f32(4, 8, 16), f32(8, 8), jax.ShapeDtypeStruct((8,), jnp.int32))),
-    # seed 002's Problem 1: per-shard means, no communication
+    # How To Scale Your Model's Problem 1: per-shard means, no communication
     "shard_means": (lambda a: jnp.mean(a.reshape(2, 4, 4), axis=1), (S("X", "Y"),), S("X", "Y"), (f32(8, 4),)),
 }
 
@@ -116,11 +116,11 @@ def padded_matmul(a, w):
     return jax.lax.with_sharding_constraint(jnp.log(a) @ w, N(xz, "x"))  # (shmapc's result: {"x"}, {})
 
 
-# Seed 001's examples (tests/run/jit_seed001.smp), with the shardings shmapc's propagation ends
+# Shardy's examples (tests/run/jit_shardy_examples.smp), with the shardings shmapc's propagation ends
 # with (JAX has no open dimensions, priorities or explicit replication to write); sub-axes as
 # axes of a finer mesh; uneven shardings (which jax.jit refuses on parameters) put on
 # replicated operands by with_sharding_constraint, which costs XLA no communication.
-SEED001_CASES = {
+SHARDY_EXAMPLES_CASES = {
     "basic": (lambda a, b, c: (a + b) * c, (N(xyz, "x", ("z", "y")), N(xyz, "x", ("z", "y")), N(xyz, "x", None)),
               None, (f32(4, 8), f32(4, 8), f32(4, 8))),
     "closed": (lambda a, b: jnp.sin(a + b), (N(xyz, "x", ("z", "y")), N(xyz, "x", "z")), N(xyz, "x", ("z", "y")),
@@ -368,7 +368,8 @@ def main():
     ap.add_argument("--shmapc", required=True)
     a = ap.parse_args()
     failed = total = 0
-    for program, cases in ((PROGRAM, CASES), (SEED001, SEED001_CASES), (CONTROL, CONTROL_CASES),
+    for program, cases in ((PROGRAM, CASES), (SHARDY_EXAMPLES, SHARDY_EXAMPLES_CASES),
+                           (CONTROL, CONTROL_CASES),
                            (INDEXING, INDEXING_CASES), (OPEN_DIMS, {**OPEN_DIMS_CASES, **OPEN_DIMS_VJP_CASES}),
                            (SLICES, {**SLICES_CASES, **SLICES_VJP_CASES}),
                            (FWD_BWD, {**FWD_BWD_CASES, **FWD_BWD_VJP_CASES}),

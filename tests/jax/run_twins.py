@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""JAX as the oracle (issue 8): runs every twin in tests/jax/twins/ and reports per program.
+"""JAX as the oracle: runs every twin in tests/jax/twins/ and reports per program.
 
 Each twin recomputes, with jax.shard_map on 8 host CPU devices, the values and gradients one
 differentiable program of samples/ or tests/run/ prints, and compares them with the program's

@@ -54,7 +54,7 @@ F32 = np.float32
 
 # Variance casts and collectives JAX's public lax lacks (jax 0.10.2): pvary (invariant ->
 # varying; public name pcast(..., to="varying")) and all_gather_invariant (varying ->
-# invariant, seed 000's primitive; JAX has it privately).
+# invariant, a primitive of JAX's note on efficient transposition; JAX has it privately).
 pvary = getattr(jax.lax, "pvary", None) or (lambda v, ax: jax.lax.pcast(v, ax, to="varying"))
 try:
     from jax._src.lax.parallel import all_gather_invariant

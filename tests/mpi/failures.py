@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Failures under mpirun (issue 12) end the whole job with a message naming the rank, never a
+"""Failures under mpirun end the whole job with a message naming the rank, never a
 hang (each job has a deadline here):
 
   one rank fails     tests/mpi/one_rank_fails.smp: only device 1 indexes out of range; rank 0

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The golden run tests under mpirun (issue 12): every program of samples/ and tests/run/ is
+"""The golden run tests under mpirun: every program of samples/ and tests/run/ is
 compiled twice, for the threaded runtime and with `shmapc compile --mpi`. The threaded run's
 output is compared with PROG.expected as the golden test compares it (tests/golden.py: float
 values within the tolerance for other CPUs' matmul kernels); the MPI runs must print exactly

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What moves between MPI ranks (issue 12; docs/runtime.md, "Several processes"), checked with
+"""What moves between MPI ranks (docs/runtime.md, "Several processes"), checked with
 SHMAP_LOG_RANKS=1, on which each rank reports every file it loads (bytes read of the file's),
 every shmap's outputs (whole on the rank, kept split, or shared and the bytes received) and,
 with several devices per rank, what each collective sends and receives:

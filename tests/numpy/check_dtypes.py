@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The expected outputs of the dtype programs (issue 10: i64, f16, bf16), computed with numpy.
+"""The expected outputs of the dtype programs (i64, f16, bf16), computed with numpy.
 
 Each program tests/run/dtypes_*.smp has a twin below that recomputes, with numpy, every value
 it prints, and renders it in shm_print's format (docs/numerics.md); the whole text must equal

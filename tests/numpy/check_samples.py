@@ -439,7 +439,7 @@ def rooted_training():
 
 
 def moe_numpy():
-    """Seed 002's Problem 2: Out[i] = W[B[i]] @ A[i], directly (no one-hot buffer)."""
+    """How To Scale Your Model's Problem 2: Out[i] = W[B[i]] @ A[i], directly (no one-hot buffer)."""
     we = np.sin(iota(512)).reshape(4, 8, 16)
     ae = np.cos(iota(64)).reshape(8, 8)
     routes = (np.arange(8) * 3) % 4

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""--trace (issue 15): each sample, run with --trace=FILE and --stats, writes a valid trace in the
+"""--trace: each sample, run with --trace=FILE and --stats, writes a valid trace in the
 Trace Event Format that Perfetto and chrome://tracing open, which agrees with the run:
 
 - JSON with a traceEvents list; every event has name, ph, pid, tid; complete events ("X")

@@ -1,4 +1,4 @@
-// The f16 / bf16 conversions of runtime/abi/half.h (issue 10), against references computed another
+// The f16 / bf16 conversions of runtime/abi/half.h, against references computed another
 // way: the nearest value found by search among all 65536 f16 values (in double), and bf16 as
 // the f32 neighbours that differ only in the low 16 bits. Ties to even, overflow to inf, NaN,
 // signed zeros and f16's subnormals are checked explicitly.

@@ -1,5 +1,5 @@
-// The IR printer (variance types as in seed 000), the structural verifier, and the static
-// communication report (comm/Comm.h) with the communication rules it asks.
+// The IR printer (variance types as in JAX's note on efficient transposition), the structural
+// verifier, and the static communication report (comm/Comm.h) with the communication rules it asks.
 #include "comm/Comm.h"
 #include "ir/IR.h"
 #include "prims/Rules.h"
@@ -16,7 +16,7 @@ namespace {
 
 Type f32(std::vector<int64_t> shape, AxisSet vary = 0) { return Type{DType::F32, shape, vary}; }
 
-// Example 1 of seed 000 by hand: y = psum2(reduce_sum(x), i).
+// Example 1 of JAX's note on efficient transposition by hand: y = psum2(reduce_sum(x), i).
 Module example1() {
   Module m;
   m.meshes.push_back(std::make_unique<Mesh>(Mesh{"m", {"i"}, {8}, {}}));
@@ -47,7 +47,7 @@ Module example1() {
 
 } // namespace
 
-TEST_CASE("printer shows variance types and collective params like seed 000") {
+TEST_CASE("printer shows variance types and collective params like JAX's transposition note") {
   Module m = example1();
   std::string text = printModule(m);
   CHECK(text.find("mesh m = <[\"i\"=8]>") != std::string::npos);

@@ -174,7 +174,7 @@ std::vector<int> group_members(const Mesh &m, int d, const std::vector<int32_t> 
 
 enum Kind {
   PSUM, PMAX, PMIN, ALL_GATHER, PSUM_SCATTER, ALL_TO_ALL, PPERMUTE, AXIS_INDEX,
-  PPROD, PAND, POR, PXOR, BROADCAST, REDUCE_TO, GATHER_TO, SCATTER_FROM  // (issue 14)
+  PPROD, PAND, POR, PXOR, BROADCAST, REDUCE_TO, GATHER_TO, SCATTER_FROM  // (rooted)
 };
 
 struct Case {

@@ -1,4 +1,4 @@
-"""samples/collective_matmul_grad.smp: the gradient of seed 002's collective matmul
+"""samples/collective_matmul_grad.smp: the gradient of How To Scale Your Model's collective matmul
 (ppermute in a loop) and of its all_gather version. Against JAX (f32; rtol 1e-4, atol 1e-5:
 a 3-iteration loop of small matmuls, a few ulp). The printed difference between the two
 versions is 0 in the program; JAX's two versions differ by at most an ulp or two, so that

@@ -1,4 +1,4 @@
-"""tests/run/grad_checks_indexing.smp: check_grads of issue 10's primitives (take / x[idx] /
+"""tests/run/grad_checks_indexing.smp: check_grads of the indexing primitives (take / x[idx] /
 take_along_axis, scatter_add / x.at[].add, cumsum, sort / top_k / argmax, pow / clip / where /
 one_hot, scan, and top_k with all_to_all in a shmap). Each printed line is
 `check_grads(f, args) < 0.01`; the twin recomputes check_grads' metric with JAX's jvp and vjp

@@ -1,5 +1,5 @@
-"""tests/run/grad_dp_loss_stats.smp: the gradient of seed 000's data-parallel loss (the
---stats table is the golden test's business). Against JAX: d loss / d w with rtol 1e-4,
+"""tests/run/grad_dp_loss_stats.smp: the gradient of the data-parallel loss of JAX's note
+on efficient transposition (the --stats table is the golden test's business). Against JAX: d loss / d w with rtol 1e-4,
 atol 1e-5 (one small forward and backward pass in f32); "agrees with one device" is JAX's
 own max |grad(sharded) - grad(host)| < 1e-5. The _naive and _untyped variants print the same
 labels and are checked by this same code (_untyped with JAX's check_vma=False, as

@@ -1,4 +1,4 @@
-"""tests/run/grad_dtypes.smp: gradients of bf16 and f16 programs (issue 10), recomputed with JAX
+"""tests/run/grad_dtypes.smp: gradients of bf16 and f16 programs, recomputed with JAX
 in bf16 / f16 (on CPU JAX computes each bf16 / f16 operation in f32 and rounds its result, as
 shmapc does; mean and sums accumulate in f32). The forward and backward passes round after
 every operation, and JAX's backward pass is not operation for operation the same as shmapc's

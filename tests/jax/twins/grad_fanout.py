@@ -1,4 +1,4 @@
-"""tests/run/grad_fanout.smp: implicit fan-out (issue 8, item 1). The .expected file was
+"""tests/run/grad_fanout.smp: implicit fan-out. The .expected file was
 written by hand from this twin's values (shmapc printed t(f) = [0] and [1, 2, 3, 4] for both
 gradients before the fix). Exact small integers: rtol 0, atol 1e-6."""
 import os, sys; sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,4 +1,4 @@
-"""tests/run/grad_rem_floordiv.smp: gradients of numpy-style % and // (issue 8). jnp's % and
+"""tests/run/grad_rem_floordiv.smp: gradients of numpy-style % and //. jnp's % and
 // are numpy's (floor division, remainder with the divisor's sign), and JAX differentiates
 them as the .smp says: d(a % b) = da - floor(a / b) db, and // and floor have gradient 0.
 Against JAX: the gradients are small integers (rtol 0, atol 1e-6); the check_grads verdicts

@@ -1,4 +1,4 @@
-"""Writes the .npy fixtures of tests/run/dtypes_io.smp (issue 10: i64 and f16 files; the files
+"""Writes the .npy fixtures of tests/run/dtypes_io.smp (i64 and f16 files; the files
 are committed, this script says how they were made)."""
 import os
 

@@ -1,5 +1,5 @@
-"""tests/run/jit_seed001.smp: seed 001's examples under jax.jit with the same shardings, values
-and gradients. JAX's NamedSharding has no sub-axes, priorities, open dimensions or explicit
+"""tests/run/jit_shardy_examples.smp: Shardy's sharding examples under jax.jit with the same
+shardings, values and gradients. JAX's NamedSharding has no sub-axes, priorities, open dimensions or explicit
 replication, so each function gets the shardings shmapc's propagation ends with, written the
 way JAX can: "y":(2)2 of y=4 as the minor axis of a mesh that splits y in two (devices keep
 their numbers); the reshape's sub-axes are left to XLA (no out_shardings). JAX refuses uneven
@@ -11,7 +11,7 @@ import twin
 from twin import jax, jnp, P, iota
 from jax.sharding import NamedSharding
 
-PROGRAM = "tests/run/jit_seed001.smp"
+PROGRAM = "tests/run/jit_shardy_examples.smp"
 
 
 def S(mesh, *spec):
