@@ -44,7 +44,7 @@ namespace shmapc::prims {
 
 struct ShapeCtx;  // ShapeRules.h
 
-// How a primitive's operands and results may be sharded alike (issue 13; Shardy's factor-based
+// How a primitive's operands and results may be sharded alike (Shardy's factor-based
 // rules; passes/PropagateShardings.cpp): each factor is a set of dimensions, of operands and of
 // results, that are one dimension of the computation and so take one sharding; a factor with
 // no result dimension is reduced (matmul's contracting dimension, a reduction's axes): each
