@@ -10,14 +10,10 @@ namespace shmapc::passes::ad {
 
 Value *Builder::emit(Prim p, std::vector<Value *> ins, const Type &out,
                      std::map<std::string, Attr> params, const std::string &hint) {
-  Value *v = f.newValue(out, hint);
-  f.eqns.push_back(Eqn{p, std::move(ins), {v}, std::move(params), {}, loc});
-  // Always on (a few comparisons per equation): `out` must be what the primitive's shape rule
-  // computes; a mismatch is a bug in a jvp or transpose rule, reported as an internal error.
-  std::string why = prims::shapeProblem(f.eqns.back(), f);
-  if (!why.empty())
-    throw InternalError("autodiff built an ill-typed " + std::string(primName(p)) + " in @" + f.name + ": " + why);
-  return v;
+  // Always on (a few comparisons per equation): `out` must be what the primitive's shape and
+  // variance rules give; a mismatch is a bug in a jvp or transpose rule, an internal error.
+  f.eqns.push_back(prims::makeEqn(f, p, std::move(ins), std::move(params), loc, {.declared = &out, .hint = hint}));
+  return f.eqns.back().outs[0];
 }
 
 Value *Builder::scalar(double v, DType t) {

@@ -23,6 +23,7 @@
 // elements it sums, not on their variance, so the joined one sends exactly what the separate
 // ones did together.
 #include "passes/Passes.h"
+#include "prims/Rules.h"
 
 #include <algorithm>
 #include <map>
@@ -89,9 +90,8 @@ std::vector<Eqn> combine(Func &f, const std::vector<const Eqn *> &group) {
   std::vector<Eqn> out;
   auto add = [&](Prim p, std::vector<Value *> ins, const Type &t, std::map<std::string, Attr> params, Loc loc,
                  Value *into = nullptr) {
-    Value *v = into ? into : f.newValue(t);
-    out.push_back(Eqn{p, std::move(ins), {v}, std::move(params), {}, loc});
-    return v;
+    out.push_back(prims::makeEqn(f, p, std::move(ins), std::move(params), loc, {.declared = &t, .into = into}));
+    return out.back().outs[0];
   };
   const DType dtype = group[0]->ins[0]->type.dtype;
   const AxisSet summedAxes = group[0]->axesParamSet();

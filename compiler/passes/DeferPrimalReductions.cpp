@@ -99,9 +99,8 @@ void defer(Func &h, size_t fi, size_t bi, size_t k, const Deferred &d) {
   std::map<const Value *, Value *> map;
   Value *param = bw.newValue(packed->type, x->hint.empty() ? "partial" : x->hint);
   bw.params.push_back(param);
-  Value *local = bw.newValue(x->type, x->hint);
-  bw.eqns.push_back(Eqn{Prim::Reshape, {param}, {local}, {}, {}, loc});
-  map[x] = local;
+  bw.eqns.push_back(prims::makeEqn(bw, Prim::Reshape, {param}, {}, loc, {.declared = &x->type, .hint = x->hint}));
+  map[x] = bw.eqns.back().outs[0];
   auto copy = [&](const Eqn &e) {
     Eqn c = e;
     for (Value *&in : c.ins) in = map.at(in);
@@ -130,7 +129,7 @@ void defer(Func &h, size_t fi, size_t bi, size_t k, const Deferred &d) {
   std::vector<Eqn> kept;
   for (Eqn &e : fw.eqns)
     if (!moved.count(&e)) kept.push_back(std::move(e));
-  kept.push_back(Eqn{Prim::Reshape, {x}, {packed}, {}, {}, loc});
+  kept.push_back(prims::makeEqn(fw, Prim::Reshape, {x}, {}, loc, {.declared = &packed->type, .into = packed}));
   fw.eqns = std::move(kept);
   fw.results[k] = packed;
 

@@ -49,6 +49,7 @@
 // others.
 #include "passes/HoistLoopReductions.h"
 #include "passes/Passes.h"
+#include "prims/Rules.h"
 
 #include <map>
 #include <set>
@@ -78,12 +79,12 @@ void splice(Func &f, const std::set<size_t> &dropped, std::map<size_t, std::vect
 }
 
 Value *zeros(Func &f, const Type &t, Loc loc, std::vector<Eqn> &into) {
-  Value *z = f.newValue(Type{t.dtype, t.shape, 0});
-  into.push_back(Eqn{Prim::Constant, {}, {z}, {{"value", std::vector<double>{0.0}}}, {}, loc});
-  if (t.vary == 0) return z;
-  Value *lifted = f.newValue(t);
-  into.push_back(Eqn{Prim::Pbroadcast, {z}, {lifted}, {{"axes", axisList(t.vary)}}, {}, loc});
-  return lifted;
+  const Type invariant{t.dtype, t.shape, 0};
+  into.push_back(prims::makeEqn(f, Prim::Constant, {}, {{"value", std::vector<double>{0.0}}}, loc,
+                                {.declared = &invariant}));
+  if (t.vary == 0) return into.back().outs[0];
+  into.push_back(prims::makeEqn(f, Prim::Pbroadcast, {into.back().outs[0]}, {{"axes", axisList(t.vary)}}, loc));
+  return into.back().outs[0];
 }
 
 // Makes the plan's chain (in b) take the psum2s' operands instead of their results
@@ -109,10 +110,8 @@ void rewriteChain(Func &b, const Plan &plan, const Value *p, const std::map<Valu
         Value *&in = e.ins[pos];
         if (linear.count(in) || in->type.vary == vary) continue;
         // a zero or a factor, lifted to vary as the chain now does
-        Value *lifted = b.newValue(Type{in->type.dtype, in->type.shape, vary});
-        lifts[i].push_back(
-            Eqn{Prim::Pbroadcast, {in}, {lifted}, {{"axes", axisList(vary & ~in->type.vary)}}, {}, e.loc});
-        in = lifted;
+        lifts[i].push_back(prims::makeEqn(b, Prim::Pbroadcast, {in}, {{"axes", axisList(vary & ~in->type.vary)}}, e.loc));
+        in = lifts[i].back().outs[0];
       }
   }
 }
@@ -150,11 +149,11 @@ void rewrite(Func &f, Eqn &loop, const std::vector<Plan> &plans, const Uses &fu,
     Value *sum = old;
     if (isZero(fu, f, init)) {
       oldInits.push_back(init);
-      after.push_back(Eqn{Prim::Psum2, {acc}, {old}, params, {}, plan.loc});
+      after.push_back(prims::makeEqn(f, Prim::Psum2, {acc}, params, plan.loc, {.into = old}));
     } else {
-      sum = f.newValue(old->type);
-      after.push_back(Eqn{Prim::Psum2, {acc}, {sum}, params, {}, plan.loc});
-      after.push_back(Eqn{Prim::Add, {init, sum}, {old}, {}, {}, plan.loc});
+      after.push_back(prims::makeEqn(f, Prim::Psum2, {acc}, params, plan.loc));
+      sum = after.back().outs[0];
+      after.push_back(prims::makeEqn(f, Prim::Add, {init, sum}, {}, plan.loc, {.into = old}));
     }
     replaced[sum] = plan.replaces;
     made.push_back(sum);
@@ -389,7 +388,7 @@ void sumAtEnds(Func &f, const std::vector<Deferred> &deferred, Context &ctx) {
     const size_t d = u.def.at(end);
     Value *partial = f.eqns[d].outs[0] = f.newValue(end->type, end->hint);
     rewriteChain(f, plan, nullptr, replace, lifts);
-    after[d].push_back(Eqn{Prim::Psum2, {partial}, {end}, plan.params, {}, plan.loc});
+    after[d].push_back(prims::makeEqn(f, Prim::Psum2, {partial}, plan.params, plan.loc, {.into = end}));
   }
   splice(f, dropped, lifts, std::move(after));
 }

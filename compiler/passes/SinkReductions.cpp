@@ -35,6 +35,7 @@
 // A, as psum_scatter needs; the result varies over (c's axes minus A) plus B, as p did. The
 // rewrite is made only when the types it computes are p's.
 #include "passes/Passes.h"
+#include "prims/Rules.h"
 
 #include <map>
 
@@ -115,9 +116,9 @@ std::vector<Eqn> sink(Func &f, const Eqn &psum2, const Eqn &pscatter) {
   std::vector<Eqn> out;
   Value *x = c;
   for (size_t k = 0; k < steps.size(); ++k) {
-    Value *o = k + 1 == steps.size() ? pscatter.outs[0] : f.newValue(steps[k].type);
-    out.push_back(Eqn{steps[k].prim, {x}, {o}, std::move(steps[k].params), {}, steps[k].loc});
-    x = o;
+    out.push_back(prims::makeEqn(f, steps[k].prim, {x}, std::move(steps[k].params), steps[k].loc,
+                                 {.declared = &steps[k].type, .into = k + 1 == steps.size() ? pscatter.outs[0] : nullptr}));
+    x = out.back().outs[0];
   }
   return out;
 }

@@ -53,7 +53,9 @@ Eqn makeEqn(Func &f, Prim p, std::vector<Value *> ins, std::map<std::string, Att
   ShapeCtx c{e, f};
   if (primInfo(p).numIn >= 0 && (int)e.ins.size() != primInfo(p).numIn)
     return refuse("expects " + std::to_string(primInfo(p).numIn) + " operand(s), has " + std::to_string(e.ins.size()));
-  if (!rulesOf(p).shape(c)) return refuse(c.why.empty() ? "refused by its shape rule" : c.why);
+  const bool ok = rulesOf(p).shape(c);
+  if (c.missingDeclared) return refuse("its result's type comes from the equation: give it (declared)");
+  if (!ok) return refuse(c.why.empty() ? "refused by its shape rule" : c.why);
   if (c.outs.size() != 1) return refuse("makes " + std::to_string(c.outs.size()) + " results, not one");
   Type t = c.outs[0];
   std::string why;
@@ -61,6 +63,9 @@ Eqn makeEqn(Func &f, Prim p, std::vector<Value *> ins, std::map<std::string, Att
     if (!how.declared) return refuse(why);
     t.vary = how.declared->vary;
   }
+  if (how.declared && *how.declared != t)
+    return refuse("its result is declared " + typeToString(*how.declared, f.mesh) + ", but the rules give " +
+                  typeToString(t, f.mesh));
   if (how.into && how.into->type != t)
     return refuse("its result is " + typeToString(t, f.mesh) + ", but the value given for it is " +
                   typeToString(how.into->type, f.mesh));

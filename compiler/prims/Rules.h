@@ -193,14 +193,15 @@ bool resultVariance(const ir::Eqn &e, ir::AxisSet &vary, std::string &why);
 // one: dtype and shape by the shape rule, variance by the variance rule (resultVariance). For
 // primitives whose IR takes the result's type from the equation (convert, reshape,
 // broadcast_in_dim, constant, iota, random, load, arg: Primitives.def) `declared` gives it;
-// where the variance rule cannot say, `declared`'s variance is the result's. The result is a
+// where the variance rule cannot say, `declared`'s variance is the result's; otherwise a
+// declared type is checked against what the rules give. The result is a
 // new value of `f` named `hint`, or `into` (an existing value, which must have that type). An
 // equation the rules refuse is a compiler bug: InternalError naming the rule's reason. The
 // caller places the equation (appends it to `f`, or to a list it splices in).
 struct MakeEqn {
   const ir::Type *declared = nullptr;
   ir::Value *into = nullptr;
-  std::string hint;
+  std::string hint{};
 };
 ir::Eqn makeEqn(ir::Func &f, ir::Prim p, std::vector<ir::Value *> ins, std::map<std::string, ir::Attr> params,
                 Loc loc, const MakeEqn &how = {});

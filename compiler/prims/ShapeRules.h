@@ -21,7 +21,14 @@ struct ShapeCtx {
   size_t numIns() const { return e.ins.size(); }
   // The type the equation gives result `i`, for primitives whose IR takes the result's dtype
   // or shape from there (convert, reshape, broadcast_in_dim, constant, iota, random, load, arg).
-  const ir::Type &declared(size_t i = 0) const { return e.outs[i]->type; }
+  // An equation being built without one (makeEqn) reads an empty type and is refused after.
+  const ir::Type &declared(size_t i = 0) const {
+    static const ir::Type none{};
+    if (i < e.outs.size()) return e.outs[i]->type;
+    missingDeclared = true;
+    return none;
+  }
+  mutable bool missingDeclared = false;
 
   bool fail(const std::string &msg) {
     why = msg;

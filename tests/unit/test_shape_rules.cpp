@@ -364,5 +364,40 @@ TEST_CASE("autodiff's Builder::emit refuses a result type the shape rule does no
   CHECK(b.emit(Prim::Add, {x, x}, f32({}))->type == f32({}));
   CHECK_THROWS_AS(b.emit(Prim::Add, {x, x}, f32({2})), InternalError);
   CHECK_THROWS_WITH(b.emit(Prim::Exp, {b.i32(1)}, i32({})),
-                    Catch::Contains("autodiff built an ill-typed exp in @f: needs float operands"));
+                    Catch::Contains("built an ill-typed exp in @f: needs float operands"));
+}
+
+TEST_CASE("makeEqn types a result by the shape and variance rules, as bind does") {
+  Module m;
+  m.meshes.push_back(std::make_unique<Mesh>(Mesh{"m", {"i", "j"}, {4, 2}, {}}));
+  Func *f = m.newFunc("f");
+  f->mesh = m.meshes[0].get();
+  f->isShmapBody = true;
+  const AxisSet i = 1, j = 2;
+  Value *x = f->newValue(Type{DType::F32, {3, 4}, i});
+  Value *y = f->newValue(Type{DType::F32, {3, 4}, i});
+  Value *inv = f->newValue(Type{DType::F32, {3, 4}, 0});
+  // element-wise: the operands' type; a reduction: its rule's shape; collectives: their variance
+  CHECK(prims::makeEqn(*f, Prim::Add, {x, y}, {}, {}).outs[0]->type == Type{DType::F32, {3, 4}, i});
+  CHECK(prims::makeEqn(*f, Prim::ReduceSum, {x}, {{"axes", std::vector<int64_t>{1}}}, {}).outs[0]->type ==
+        Type{DType::F32, {3}, i});
+  CHECK(prims::makeEqn(*f, Prim::Psum2, {x}, {{"axes", std::vector<int64_t>{0}}}, {}).outs[0]->type ==
+        Type{DType::F32, {3, 4}, 0});
+  CHECK(prims::makeEqn(*f, Prim::Pbroadcast, {x}, {{"axes", std::vector<int64_t>{1}}}, {}).outs[0]->type ==
+        Type{DType::F32, {3, 4}, i | j});
+  CHECK(prims::makeEqn(*f, Prim::AllGather, {x},
+                       {{"axes", std::vector<int64_t>{0}}, {"axis", int64_t(0)}, {"tiled", int64_t(1)}}, {})
+            .outs[0]->type == Type{DType::F32, {12, 4}, i});
+  // a primitive that takes its result type from the equation is given it
+  const Type flat{DType::F32, {12}, i};
+  CHECK(prims::makeEqn(*f, Prim::Reshape, {x}, {}, {}, {.declared = &flat}).outs[0]->type == flat);
+  // refused: operands of different variance, a declared type the rules do not give, a result
+  // value of another type, a primitive whose variance needs more than its operands
+  CHECK_THROWS_WITH(prims::makeEqn(*f, Prim::Add, {x, inv}, {}, {}), Catch::Contains("vary over different axes"));
+  const Type wrong{DType::F32, {3, 4}, 0};
+  CHECK_THROWS_WITH(prims::makeEqn(*f, Prim::Neg, {x}, {}, {}, {.declared = &wrong}),
+                    Catch::Contains("declared f32[3,4], but the rules give f32[3,4]{i}"));
+  CHECK_THROWS_WITH(prims::makeEqn(*f, Prim::Neg, {x}, {}, {}, {.into = inv}),
+                    Catch::Contains("the value given for it is f32[3,4]"));
+  CHECK_THROWS_WITH(prims::makeEqn(*f, Prim::Reshape, {x}, {}, {}), Catch::Contains("comes from the equation"));
 }
