@@ -28,6 +28,7 @@
 // communication report.
 #include "passes/Partitioner.h"
 #include "passes/Passes.h"
+#include "prims/Rules.h"
 
 #include <algorithm>
 #include <limits>
@@ -112,16 +113,11 @@ std::vector<int64_t> Partitioner::axesParam(const Refs &refs) const {
 
 Value *Partitioner::emit(Prim p, std::vector<Value *> ins, const Type &out, std::map<std::string, Attr> params, Loc loc,
                          Func *into) {
-  Eqn e;
-  e.prim = p;
-  e.ins = std::move(ins);
-  e.params = std::move(params);
-  e.loc = loc;
+  // (checked against the rules, as every builder's equations are: a partitioning rule that
+  // computes a block's type wrongly is an internal error here, not a wrong program)
   Func &f = into ? *into : *body_;
-  Value *v = f.newValue(out);
-  e.outs = {v};
-  f.eqns.push_back(std::move(e));
-  return v;
+  f.eqns.push_back(prims::makeEqn(f, p, std::move(ins), std::move(params), loc, {.declared = &out, .untyped = true}));
+  return f.eqns.back().outs[0];
 }
 
 Value *Partitioner::constant(double value, DType dtype, std::vector<int64_t> shape, Func *into) {

@@ -59,7 +59,9 @@ Eqn makeEqn(Func &f, Prim p, std::vector<Value *> ins, std::map<std::string, Att
   if (c.outs.size() != 1) return refuse("makes " + std::to_string(c.outs.size()) + " results, not one");
   Type t = c.outs[0];
   std::string why;
-  if (!resultVariance(e, t.vary, why)) {
+  if (how.untyped) {
+    t.vary = how.declared ? how.declared->vary : 0;
+  } else if (!resultVariance(e, t.vary, why)) {
     if (!how.declared) return refuse(why);
     t.vary = how.declared->vary;
   }

@@ -202,6 +202,9 @@ struct MakeEqn {
   const ir::Type *declared = nullptr;
   ir::Value *into = nullptr;
   std::string hint{};
+  // A body before variance typing (sema's, the jit partitioner's): the variance pass gives
+  // every value its variance later, so the result's is `declared`'s (or none), unchecked.
+  bool untyped = false;
 };
 ir::Eqn makeEqn(ir::Func &f, ir::Prim p, std::vector<ir::Value *> ins, std::map<std::string, ir::Attr> params,
                 Loc loc, const MakeEqn &how = {});

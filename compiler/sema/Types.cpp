@@ -80,15 +80,12 @@ ir::Type Sema::typeOf(const ast::TypeExpr &t) {
 
 ir::Value *Sema::emit(ir::Prim p, std::vector<ir::Value *> ins, const ir::Type &out, Loc loc,
                       Params params) {
-  ir::Eqn e;
-  e.prim = p;
-  e.ins = std::move(ins);
-  e.params = std::move(params);
-  e.loc = loc;
-  ir::Value *v = cur_->func->newValue(out);
-  e.outs.push_back(v);
-  pushEqn(std::move(e));
-  return v;
+  // (typed by the rules, which check sema's own type for the result: a mismatch is an internal
+  // error naming the rule's reason)
+  ir::Eqn &e = pushEqn(prims::makeEqn(*cur_->func, p, std::move(ins), std::move(params), loc,
+                                      {.declared = &out, .untyped = true}),
+                       /*check=*/false);
+  return e.outs[0];
 }
 
 ir::Eqn &Sema::pushEqn(ir::Eqn e, bool check) {
