@@ -1,19 +1,22 @@
 // --emit=plan: the text of the decisions FuncEmitter recorded (Plan.h), one block per
-// function in the order codegen emits them:
+// function in the order codegen emits them (tests/ir/emit_plan.smp works one out by hand):
 //
-//   func @main: arena 1024 bytes
-//     fused loop 0: eqns 1-3: y = mul, z = add, w = exp
-//     kernel: eqn 4 p = matmul: shm_matmul f32, batch 1, m 8, k 16, n 8
-//     in place: w over x (fused loop 0)
+//   func @main: arena 1920 bytes (one allocation a call)
+//     fused loop 0: eqns 1-5: %0 = constant, %1 = mul, %2 = constant, %3 = add, b = exp
+//     kernel: eqn 7 p = matmul: shm_matmul f32, batch 1, m 4, k 8, n 16
+//     in place: b over a (fused loop 0)
 //     values:
-//       x:f32[8,16]  param 0
-//       y:f32[8,16]  fused in loop 0 (no buffer)
+//       a:f32[4,8]    arena [0, 128)
+//       %0:f32[4,8]   fused in loop 0 (no buffer)
+//       b:f32[4,8]    in place: the bytes of a
 //       ...
 //     arena:
-//       [0, 512)     x:f32[8,16]  eqns 0-3
-//       [0, 512)     q:f32[8,16]  eqns 5-6, reuses the bytes of x
+//       [0, 128)     a:f32[4,8]    live eqns 0-7
+//       [0, 256)     %5:f32[16,4]  live eqns 9-10, reuses the bytes of a, %4
 //
-// Equations are numbered from 0 in their function's order (as --emit=ir lists them).
+// Equations are numbered from 0 in their function's order (as --emit=ir lists them), values
+// named as --emit=ir names them. The arena lists each value's bytes and the span of eqns it
+// holds them, and which values last held them before it (values that share bytes).
 #include "codegen/Plan.h"
 
 #include <algorithm>
