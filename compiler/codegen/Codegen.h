@@ -14,6 +14,8 @@ class Module;
 
 namespace shmapc::codegen {
 
+struct Plan;  // codegen/Plan.h
+
 // The CPU code is generated for (`--target-cpu`, Target.cpp): the host's (native, the
 // default) or one LLVM's X86 backend knows by name, e.g. the generic x86-64-v3 or znver4.
 struct Target {
@@ -45,10 +47,11 @@ std::vector<std::string> targetCpuNames();
 // needs nothing beyond x86-64, the start-up check of the CPU (a constructor calling
 // shm_check_cpu with `target.checked`). `sources` names the files of the equations'
 // locations: each collective call is preceded by the store of its "file:line:col" for the
-// watchdog's report (none without it).
+// watchdog's report (none without it). With `plan`, each function's code generation
+// decisions are recorded there as well (--emit=plan); the code is the same.
 std::unique_ptr<llvm::Module> emitLLVM(const ir::Module &m, llvm::LLVMContext &ctx,
                                        std::string &error, const Target &target = Target::native(),
-                                       const SourceManager *sources = nullptr);
+                                       const SourceManager *sources = nullptr, Plan *plan = nullptr);
 // Runs the new pass manager's default pipeline at -O<level> (0..3).
 bool optimize(llvm::Module &m, int level, std::string &error, const Target &target = Target::native());
 // The bytes of an object file (or assembly text when `assembly`) for the target, in `out`.

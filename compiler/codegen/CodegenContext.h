@@ -4,6 +4,7 @@
 // Internal to compiler/codegen; the public interface is Codegen.h.
 #pragma once
 #include "codegen/Codegen.h"
+#include "codegen/Plan.h"
 #include "ir/IR.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -87,6 +88,8 @@ public:
   llvm::Constant *dataArray(ir::DType t, const std::vector<double> &values);
   // The files of the program's locations (emitLLVM's `sources`; may be null).
   const SourceManager *sources = nullptr;
+  // --emit=plan: where each FuncEmitter records its decisions (emitLLVM's `plan`; null: none).
+  Plan *plan = nullptr;
   // "prog.smp:12:9" (the path as the diagnostics show it) as a constant string, or null
   // where the location or the files are unknown.
   llvm::Constant *locationString(Loc loc);
@@ -98,25 +101,6 @@ private:
   std::map<std::vector<int32_t>, llvm::Constant *> i32Arrays_;
   std::map<std::string, llvm::Constant *> strings_;
   llvm::Function *opaquePointer_ = nullptr;
-};
-
-// Where an IR value's bytes live inside the LLVM function of its Func.
-enum class StorageKind {
-  Param,    // ins[i]: read only
-  OutSlot,  // outs[i]: computed directly into the caller's result buffer
-  Alias,    // the buffer of another value (reshape / pbroadcast: same bytes)
-  Global,   // a constant global (a constant with a full value list)
-  Fused,    // no buffer: lives in registers inside a fused element-wise loop
-  Stack,    // a small alloca in the entry block
-  Heap,     // at an offset in the function's arena (FuncEmitter::planArena)
-  InPlace,  // written by a fused loop over the bytes of an input that dies there (FuncEmitter::donor)
-};
-
-struct Storage {
-  StorageKind kind = StorageKind::Heap;
-  int slot = -1;                       // Param / OutSlot index
-  const ir::Value *aliasOf = nullptr;  // Alias, InPlace: the value whose buffer is shared
-  int64_t offset = 0;                  // Alias: where in aliasOf's buffer (bytes; a slice's view)
 };
 
 class FuncEmitter {
@@ -148,6 +132,9 @@ public:
   llvm::CallInst *callRt(const std::string &name, std::vector<llvm::Value *> args, const char *result = "");
   void copyBytes(llvm::Value *dst, llvm::Value *src, int64_t bytes);
   llvm::Value *i32List(const std::vector<int64_t> &v);  // int param -> i32 global array
+  // --emit=plan: records that eqn `eqn` calls the runtime kernel `call` (in words: its entry
+  // point and the arguments that choose its work). Nothing unless a plan is recorded.
+  void noteKernel(size_t eqn, const std::string &call);
 
   // ---- lowerings; each returns false after fail() on error. A primitive's own lowering is
   // its `lower` rule in compiler/prims/; emitEqn dispatches to it.
@@ -207,6 +194,9 @@ private:
   const ir::Value *donor(size_t i, const ir::Value *v, const std::vector<int> &groupOf,
                          const std::unordered_map<const ir::Value *, size_t> &lastRead);
   void emitResults();
+  FuncPlan *planRecord();  // --emit=plan: this function's entry in me.plan (null: none recorded)
+
+  int planIndex_ = -1;  // (its index in me.plan->funcs)
 
   llvm::IRBuilder<> entry_;  // inserts allocas at the top of the entry block
   Loc eqnLoc_;               // the location of the equation emitEqn lowers

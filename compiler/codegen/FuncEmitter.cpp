@@ -384,6 +384,16 @@ void FuncEmitter::planArena(const std::vector<int> &groupOf) {
     arenaOffset_[s.v] = s.offset;
   }
   work::add(steps);
+  if (FuncPlan *record = planRecord()) {
+    for (const Span &s : spans) record->arena.push_back({s.v, s.first, s.last, s.offset, s.bytes});
+    record->arenaBytes = arenaBytes_;
+  }
+}
+
+FuncPlan *FuncEmitter::planRecord() { return planIndex_ >= 0 ? &me.plan->funcs[(size_t)planIndex_] : nullptr; }
+
+void FuncEmitter::noteKernel(size_t eqn, const std::string &call) {
+  if (FuncPlan *record = planRecord()) record->kernels.push_back({eqn, call});
 }
 
 bool FuncEmitter::emit() {
@@ -401,7 +411,16 @@ bool FuncEmitter::emit() {
   outsArg->setName("outs");
   insArg->setName("ins");
 
+  if (me.plan) {
+    planIndex_ = (int)me.plan->funcs.size();
+    me.plan->funcs.push_back({});
+    me.plan->funcs.back().func = &f;
+  }
   plan();
+  if (FuncPlan *record = planRecord()) {
+    record->groups = groups_;
+    record->storage = storage_;
+  }
   if (arenaBytes_ > 0) arena_ = callRt("shm_alloc", {i64(arenaBytes_)}, "arena");
   // A parameter's pointer is loaded, and a view's address computed, where an equation first
   // needs it (buffer), and a result's slot where its value is defined (allocateOuts): made all

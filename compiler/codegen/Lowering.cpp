@@ -85,7 +85,8 @@ static void emitCpuCheck(ModuleEmitter &me) {
 }
 
 std::unique_ptr<llvm::Module> emitLLVM(const ir::Module &m, llvm::LLVMContext &ctx,
-                                       std::string &error, const Target &target, const SourceManager *sources) {
+                                       std::string &error, const Target &target, const SourceManager *sources,
+                                       Plan *plan) {
   auto mod = std::make_unique<llvm::Module>("shmapc", ctx);
   // The data layout must be the target's before optimizing (vector widths, alignment).
   if (std::unique_ptr<llvm::TargetMachine> tm = createTargetMachine(target, 2, error)) {
@@ -97,6 +98,7 @@ std::unique_ptr<llvm::Module> emitLLVM(const ir::Module &m, llvm::LLVMContext &c
 
   ModuleEmitter me(m, ctx, *mod, target);
   me.sources = sources;
+  me.plan = plan;
   emitProgramArgTable(me, m);
   emitMeshTable(me, m);
   // Declare first: calls, loops, conds and shmaps refer to functions emitted later.

@@ -1,8 +1,9 @@
 // compile(): source -> tokens -> AST -> IR -> IR passes -> LLVM IR -> object -> executable,
-// stopping where --emit says.
+// stopping where --emit (and --stop-after) says.
 #include "driver/Pipeline.h"
 
 #include "codegen/Codegen.h"
+#include "codegen/Plan.h"
 #include "driver/Interrupt.h"
 #include "driver/Link.h"
 #include "driver/Modules.h"
@@ -16,6 +17,7 @@
 #include "sema/Sema.h"
 #include "safe_write.h"
 #include "source/BigStack.h"
+#include "source/Suggest.h"
 
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
@@ -23,6 +25,7 @@
 #include <llvm/Pass.h>
 #include <llvm/Support/ErrorHandling.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -35,7 +38,101 @@
 
 namespace shmapc {
 
+const std::vector<std::pair<std::string, Emit>> &emitNames() {
+  static const std::vector<std::pair<std::string, Emit>> names = {
+      {"tokens", Emit::Tokens}, {"ast", Emit::AST},   {"ir", Emit::IR},   {"comm", Emit::Comm},
+      {"sharded", Emit::Sharded}, {"plan", Emit::Plan}, {"llvm", Emit::LLVM}, {"asm", Emit::Asm},
+      {"obj", Emit::Obj},       {"exe", Emit::Exe}};
+  return names;
+}
+
+std::vector<std::string> stageNames() {
+  std::vector<std::string> names = {"sema"};
+  for (const passes::Pass &p : passes::pipeline()) names.push_back(p.name);
+  return names;
+}
+
 namespace {
+
+std::string emitName(Emit e) {
+  for (const auto &[name, view] : emitNames())
+    if (view == e) return name;
+  return "?";
+}
+
+std::string joined(const std::vector<std::string> &items) {
+  std::string s;
+  for (const std::string &i : items) s += (s.empty() ? "" : ", ") + i;
+  return s;
+}
+
+// The stage after which the IR passes stop: --stop-after's, else the one a view is taken
+// after: the jit functions' shardings right after propagation (partition-jit turns the
+// functions into shmaps), every other view after the last pass.
+std::string stopStage(const CompileOptions &opts) {
+  if (!opts.stopAfter.empty()) return opts.stopAfter;
+  if (opts.emit == Emit::Sharded) return "propagate-shardings";
+  return passes::pipeline().back().name;
+}
+
+// Whether `view` can be made from the IR after `stage`: ir and comm from any; sharded from
+// sema (the shardings written) and propagate-shardings (propagated), while the jit functions
+// are still functions; plan and machine code only from the IR every pass has run on (codegen
+// relies on their work: no jvp left, variance inferred, ...). Tokens and ast come before the
+// IR exists. `check` without a view emits nothing, so stops anywhere.
+bool viewValidAfter(Emit view, const std::string &stage, bool checkOnly) {
+  switch (view) {
+  case Emit::Tokens:
+  case Emit::AST: return false;
+  case Emit::IR:
+  case Emit::Comm: return true;
+  case Emit::Sharded: return stage == "sema" || stage == "propagate-shardings";
+  case Emit::Exe:
+    if (checkOnly) return true;
+    [[fallthrough]];
+  default: return stage == passes::pipeline().back().name;
+  }
+}
+
+// An unknown stage name in --print-after / --stop-after: the error names the nearest one and
+// lists them all.
+void checkStageName(const std::string &name, const std::string &option, Diagnostics &diags) {
+  const std::vector<std::string> names = stageNames();
+  if (std::find(names.begin(), names.end(), name) != names.end()) return;
+  const std::string near = closestName(name, names);
+  diags.fatal(DiagId::UnknownPass, Loc{}, "unknown pass '" + name + "' in " + option,
+              (near.empty() ? "" : "did you mean '" + near + "'? ") + "the passes are " + joined(names) +
+                  (option == "--print-after" ? " (or all)" : "") + "; see 'shmapc --list-passes'");
+}
+
+// --stop-after and --print-after checked before anything is compiled: their names, and
+// that the view asked for can be made where the compile stops.
+void checkStages(const CompileOptions &opts, Diagnostics &diags) {
+  for (const std::string &name : opts.printAfter)
+    if (name != "all") checkStageName(name, "--print-after", diags);
+  if (opts.stopAfter.empty()) return;
+  checkStageName(opts.stopAfter, "--stop-after", diags);
+  if (viewValidAfter(opts.emit, opts.stopAfter, opts.checkOnly)) return;
+  std::vector<std::string> there;
+  for (const auto &[name, view] : emitNames())
+    if (viewValidAfter(view, opts.stopAfter, false)) there.push_back(name);
+  const std::string last = passes::pipeline().back().name, view = emitName(opts.emit);
+  std::string why;
+  if (opts.emit == Emit::Tokens || opts.emit == Emit::AST)
+    why = view + " is made before the IR exists (it takes no --stop-after)";
+  else if (opts.emit == Emit::Sharded)
+    why = "sharded shows the jit functions before partition-jit turns them into shmaps";
+  else
+    why = view + " needs code generation, which runs on the IR after every pass (the last is '" + last + "')";
+  diags.fatal(DiagId::ViewNotAtStage, Loc{}, "--emit=" + view + " cannot be produced after '" + opts.stopAfter + "'",
+              "the views there are " + joined(there) + "; " + why);
+}
+
+bool printsAfter(const CompileOptions &opts, const std::string &stage) {
+  for (const std::string &name : opts.printAfter)
+    if (name == "all" || name == stage) return true;
+  return false;
+}
 
 // The structural checks and every equation's shape rule (prims::verifyModule).
 bool verifyAfter(const ir::Module &m, const char *stage) {
@@ -47,8 +144,8 @@ bool verifyAfter(const ir::Module &m, const char *stage) {
 }
 
 // The command-line switches override each shmap's own check_vma / auto_pbroadcast.
-// --transpose=naive transposes untyped bodies (as before seed 000), so it implies
-// --no-check-vma.
+// --transpose=naive transposes untyped bodies (the rules of shard_map without variance
+// types), so it implies --no-check-vma.
 void markUntyped(ir::Func &f) {
   f.checkVma = false;
   for (ir::Eqn &e : f.eqns)
@@ -57,8 +154,6 @@ void markUntyped(ir::Func &f) {
 }
 
 void applyShmapFlags(const CompileOptions &opts, ir::Module &m) {
-  m.naiveTranspose = opts.naiveTranspose;
-  m.jitWhole = opts.jitWhole;
   for (auto &f : m.funcs) {
     if (!f->isShmapBody) continue;
     if (opts.explicitPbroadcast) f->autoPbroadcast = false;
@@ -71,14 +166,20 @@ int emitMachineCode(const CompileOptions &opts, const codegen::Target &target, D
                     ir::Module &m, PhaseTimes &times) {
   llvm::LLVMContext ctx;
   std::string error;
-  std::unique_ptr<llvm::Module> lm = codegen::emitLLVM(m, ctx, error, target, &diags.sources());
+  codegen::Plan plan;  // (recorded only for --emit=plan)
+  std::unique_ptr<llvm::Module> lm =
+      codegen::emitLLVM(m, ctx, error, target, &diags.sources(), opts.emit == Emit::Plan ? &plan : nullptr);
   times.mark("codegen: LLVM IR emission");
+  const std::string out = outputPath(opts);
+  if (lm && opts.emit == Emit::Plan) {
+    writeOutput(out, codegen::printPlan(m, plan), false, diags);
+    return 0;
+  }
   if (!lm || !codegen::optimize(*lm, opts.optLevel, error, target)) {
     std::cerr << "shmapc: internal error: code generation failed: " << error << "\n";
     return 2;
   }
   times.mark("LLVM optimisation pipeline (-O" + std::to_string(opts.optLevel) + ")");
-  const std::string out = outputPath(opts);
   if (opts.emit == Emit::LLVM) {
     writeOutput(out, codegen::printLLVM(*lm), false, diags);
     return 0;
@@ -117,7 +218,8 @@ int emitMachineCode(const CompileOptions &opts, const codegen::Target &target, D
   return 0;
 }
 
-int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diags, PhaseTimes &times) {
+int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diags, PhaseTimes &times,
+                std::ostream &diagOut) {
   int file = opts.inputText ? sm.addBuffer(opts.input, *opts.inputText)
                             : loadSource(sm, diags, opts.input, Loc{});
   const std::string out = outputPath(opts);
@@ -128,6 +230,7 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
   std::string targetError, targetHint;
   if (!codegen::resolveTarget(opts.targetCpu, target, targetError, targetHint))
     diags.fatal(DiagId::UnknownTargetCpu, Loc{}, targetError, targetHint);
+  checkStages(opts, diags);
   auto emitText = [&](const std::string &text) {
     writeOutput(out, text, false, diags);  // throws CompileError if it fails
     return 0;
@@ -149,14 +252,24 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
   std::unique_ptr<ir::Module> m = sema::buildModule(modules.units(), diags);
   applyShmapFlags(opts, *m);
   times.mark("sema");
-  if (opts.verifyEach && !verifyAfter(*m, "sema")) return 2;
+  // After each stage: its IR printed (--print-after) and verified (--verify-each); the
+  // passes stop after stopStage, and the view asked for is made from the IR there.
+  const std::string stop = stopStage(opts);
+  bool stopped = false;
+  auto after = [&](const std::string &stage) {
+    if (printsAfter(opts, stage)) diagOut << "*** IR Dump After " << stage << " ***\n" << ir::printModule(*m);
+    stopped = stage == stop;
+    return !opts.verifyEach || verifyAfter(*m, stage.c_str());
+  };
+  if (!after("sema")) return 2;
+  const passes::PassOptions passOptions{opts.naiveTranspose, opts.jitWhole};
   for (const passes::Pass &pass : passes::pipeline()) {
-    pass.run(*m, diags);
+    if (stopped) break;
+    pass.run(*m, passOptions, diags);
     times.mark(std::string("pass ") + pass.name);
-    if (opts.verifyEach && !verifyAfter(*m, pass.name)) return 2;
-    if (opts.emit == Emit::Sharded && std::string(pass.name) == "propagate-shardings")
-      return emitText(ir::printShardings(*m));
+    if (!after(pass.name)) return 2;
   }
+  if (opts.emit == Emit::Sharded) return emitText(ir::printShardings(*m));
   if (opts.emit == Emit::IR) return emitText(ir::printModule(*m));
   if (opts.emit == Emit::Comm) return emitText(comm::printCommReport(comm::analyzeCommunication(*m), &sm));
   if (opts.checkOnly) return 0;
@@ -193,7 +306,7 @@ int compile(const CompileOptions &opts, std::ostream &diagOut) {
     } printTimes{times, diagOut};
     llvm::TimePassesIsEnabled = opts.timePasses;
     try {
-      return compileWith(opts, sm, diags, times);
+      return compileWith(opts, sm, diags, times, diagOut);
     } catch (const CompileError &) {
       return 1;
     } catch (const InternalError &e) {  // an equation its primitive's shape rule refuses

@@ -1,16 +1,29 @@
 // The compiler pipeline as a straight list of stages, with a stop point (`--emit=`) after each.
+// The IR stages are named (sema, then each pass of passes::pipeline()): the IR can be printed
+// after any of them (--print-after) and the compile stopped there (--stop-after), each view
+// (--emit=) valid there produced from the IR at that point.
 #pragma once
 #include "source/Diagnostics.h"
 
 #include <functional>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shmapc {
 
 // Comm: the static communication report (comm/Comm.h), printed after the IR passes.
-enum class Emit { Tokens, AST, IR, Comm, Sharded, LLVM, Asm, Obj, Exe };
+// Sharded: the jit functions' shardings (after propagation). Plan: codegen's decisions for
+// each function (fusion groups, buffers, in-place updates, kernel calls; codegen/Plan.h).
+enum class Emit { Tokens, AST, IR, Comm, Sharded, Plan, LLVM, Asm, Obj, Exe };
+
+// The --emit= names, in the order --help lists them.
+const std::vector<std::pair<std::string, Emit>> &emitNames();
+
+// The names of the IR stages, in order: "sema" (the IR sema built, with the command line's
+// shmap flags applied), then every pass. --print-after and --stop-after take these.
+std::vector<std::string> stageNames();
 
 struct CompileOptions {
   std::string input;
@@ -25,6 +38,12 @@ struct CompileOptions {
   bool noCheckVma = false;             // every shmap as if check_vma=false
   bool naiveTranspose = false;         // --transpose=naive: transposition before variance types
   bool jitWhole = false;               // --jit-whole: run jit functions unpartitioned
+  // --print-after: the stages after which the IR is printed to `diagOut` ("all": every one).
+  std::vector<std::string> printAfter;
+  // --stop-after: the stage after which the compile stops and produces its view ("": none,
+  // i.e. after the last pass for the IR views, or where the view is taken: --emit=sharded
+  // after propagate-shardings).
+  std::string stopAfter;
   bool mpi = false;                    // --mpi: link the MPI runtime (runtime/ranks.h)
   bool timePasses = false;             // --time-passes: each stage's seconds to stderr (PhaseTimes.h)
   // Hooks for the fuzzer (tests/fuzz), which must not read files: the program text, named

@@ -6,18 +6,11 @@
 
 #include <cctype>
 #include <iostream>
-#include <map>
 #include <sys/wait.h>
 
 using namespace shmapc;
 
 namespace {
-
-const std::map<std::string, Emit> kEmits = {{"tokens", Emit::Tokens}, {"ast", Emit::AST},
-                                            {"ir", Emit::IR},         {"comm", Emit::Comm},
-                                            {"sharded", Emit::Sharded},
-                                            {"llvm", Emit::LLVM},     {"asm", Emit::Asm},
-                                            {"obj", Emit::Obj},       {"exe", Emit::Exe}};
 
 struct Args {
   CompileOptions opts;
@@ -26,12 +19,26 @@ struct Args {
   std::string transpose = "optimal";
 };
 
+std::vector<std::string> emitNameList() {
+  std::vector<std::string> names;
+  for (const auto &[name, view] : emitNames()) names.push_back(name);
+  return names;
+}
+
 void addCompileOptions(CLI::App *cmd, Args &a) {
   cmd->add_option("file", a.opts.input, "the .smp program")->required();
   cmd->add_option("--emit", a.emit,
-                  "stop after a stage and print it: tokens|ast|ir|comm|sharded|llvm|asm|obj|exe "
-                  "(comm: the static communication report; sharded: the jit functions' shardings)")
-      ->check(CLI::IsMember({"tokens", "ast", "ir", "comm", "sharded", "llvm", "asm", "obj", "exe"}));
+                  "stop after a stage and print it: tokens|ast|ir|comm|sharded|plan|llvm|asm|obj|exe "
+                  "(comm: the static communication report; sharded: the jit functions' shardings; "
+                  "plan: codegen's fused loops, buffers, in-place updates and kernel calls)")
+      ->check(CLI::IsMember(emitNameList()));
+  cmd->add_option("--print-after", a.opts.printAfter,
+                  "print the IR to stderr after each named pass (comma-separated, or all), the compile "
+                  "going on; the passes: shmapc --list-passes")
+      ->delimiter(',');
+  cmd->add_option("--stop-after", a.opts.stopAfter,
+                  "stop after that pass (sema: the IR sema built) and make the --emit view (default ir) "
+                  "from the IR there; the passes: shmapc --list-passes");
   cmd->add_option("-O", a.opts.optLevel, "optimisation level 0..3 (default 2)")
       ->check(CLI::Range(0, 3));
   cmd->add_option("--target-cpu", a.opts.targetCpu,
@@ -43,7 +50,7 @@ void addCompileOptions(CLI::App *cmd, Args &a) {
   cmd->add_flag("--explicit-pbroadcast", a.opts.explicitPbroadcast,
                 "no automatic pbroadcast insertion: a variance mismatch is an error");
   cmd->add_flag("--no-check-vma", a.opts.noCheckVma,
-                "turn variance checking off (shard_map's behaviour before seed 000)");
+                "turn variance checking off (shard_map's behaviour without device-variance types)");
   cmd->add_flag("--mpi", a.opts.mpi,
                 "link the MPI runtime: run the program under mpirun, each rank running --devices-per-rank "
                 "of every mesh's devices (docs/runtime.md)");
@@ -53,7 +60,7 @@ void addCompileOptions(CLI::App *cmd, Args &a) {
                 "print to stderr the seconds each stage took (parse, sema, each IR pass, LLVM IR emission, "
                 "LLVM's optimisation and code generation, link), then LLVM's report of its own passes");
   cmd->add_option("--transpose", a.transpose,
-                  "optimal (default: seed 000's rules) or naive (psum defensively, for comparison)")
+                  "optimal (default: the device-variance-typed rules) or naive (psum defensively, for comparison)")
       ->check(CLI::IsMember({"optimal", "naive"}));
 }
 
@@ -138,6 +145,15 @@ int main(int argc, char **argv) {
   CLI::App app{"shmapc: a compiler for shard_map-style SPMD array programs"};
   app.set_version_flag("--version", std::string("shmapc ") + SHMAPC_VERSION);
   app.require_subcommand(1);
+  // (a callback: it runs before CLI11 asks for a command)
+  app.add_flag_callback(
+      "--list-passes",
+      [] {
+        std::cout << "The IR stages, in order (--print-after=NAME[,NAME...]|all, --stop-after=NAME):\n";
+        for (const std::string &name : stageNames()) std::cout << "  " << name << "\n";
+        throw CLI::Success();
+      },
+      "list the IR passes --print-after and --stop-after name (sema: the IR sema built)");
 
   Args a;
   CLI::App *compileCmd = app.add_subcommand("compile", "compile a program to an executable");
@@ -166,7 +182,15 @@ int main(int argc, char **argv) {
     std::cerr << "shmapc: error: -o needs a file name; see 'shmapc compile --help'\n";
     return 1;
   }
-  a.opts.emit = kEmits.at(a.emit);
+  CLI::App *parsedCmd = compileCmd->parsed() ? compileCmd : runCmd->parsed() ? runCmd : checkCmd;
+  if (parsedCmd->count("--stop-after") && a.opts.stopAfter.empty()) {
+    std::cerr << "shmapc: error: --stop-after needs a pass name; see 'shmapc --list-passes'\n";
+    return 1;
+  }
+  // --stop-after without --emit shows the IR there (`check` shows nothing unless asked).
+  if (!a.opts.stopAfter.empty() && !parsedCmd->count("--emit") && !checkCmd->parsed()) a.emit = "ir";
+  for (const auto &[name, view] : emitNames())
+    if (name == a.emit) a.opts.emit = view;
   a.opts.naiveTranspose = a.transpose == "naive";
 #ifndef NDEBUG
   a.opts.verifyEach = true;  // debug builds check the IR after every pass

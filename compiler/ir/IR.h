@@ -229,8 +229,6 @@ struct Module {
   std::vector<ProgramArg> args;
   std::vector<std::unique_ptr<Func>> funcs;  // every Func, nested bodies included
   Func *main = nullptr;
-  bool naiveTranspose = false;  // --transpose=naive: transpose shmaps as before variance types
-  bool jitWhole = false;        // --jit-whole: no jit function partitioned (each runs on the host)
   std::vector<JitFunc> jits;    // the @jit functions, as declared
   Func *newFunc(const std::string &name);
 };
@@ -248,6 +246,9 @@ bool hasEffects(const Eqn &e);
 // --emit=ir: prints every non-nested function; nested bodies print inline, indented.
 std::string printModule(const Module &m);
 std::string printFunc(const Func &f);
+// Every value's name as printModule prints it: each top-level Func names its values and its
+// nested bodies' (name, name_1, ...; %N for values without a source name).
+std::map<const Value *, std::string> printedNames(const Module &m);
 
 // Checks structural invariants: every operand defined before use in its Func (params, earlier
 // outs), arities match PrimInfo, results defined once, collectives only in Funcs with a mesh.

@@ -25,6 +25,13 @@ class Printer {
 public:
   explicit Printer(std::ostringstream &out) : out_(out) {}
 
+  // The names func(f) prints f's values (and its nested bodies') by.
+  const std::map<const Value *, std::string> &names(const Func &f) {
+    names_.clear();
+    nameValues(f);
+    return names_;
+  }
+
   void func(const Func &f) {
     names_.clear();
     nameValues(f);
@@ -199,6 +206,15 @@ std::string printFunc(const Func &f) {
   std::ostringstream out;
   Printer(out).func(f);
   return out.str();
+}
+
+std::map<const Value *, std::string> printedNames(const Module &m) {
+  std::map<const Value *, std::string> all;
+  std::ostringstream unused;
+  Printer printer(unused);
+  for (const auto &f : m.funcs)
+    if (!f->isNested) all.merge(std::map<const Value *, std::string>(printer.names(*f)));
+  return all;
 }
 
 std::string printModule(const Module &m) {

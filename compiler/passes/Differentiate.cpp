@@ -13,7 +13,7 @@
 // checkpointed carries (ADLoop.cpp). A cond differentiates as a cond: its transpose is a cond
 // over the branches' vjps, so only the taken branch runs (ADCond.cpp).
 //
-// With --transpose=naive (Module::naiveTranspose), bodies are untyped (check_vma=false) and a
+// With --transpose=naive (PassOptions::naiveTranspose), bodies are untyped (check_vma=false) and a
 // shmap transposes as JAX's note on efficient transposition says it was done before:
 // cotangents of unmapped outputs are divided by the size of the axes they are unmapped over,
 // and cotangents of inputs are psummed over the axes their in_specs leave unmapped.
@@ -270,8 +270,8 @@ void differentiateFunc(ad::Differentiator &d, ir::Func &f, std::set<ir::Func *> 
 
 } // namespace
 
-void differentiate(ir::Module &m, Diagnostics &diags) {
-  ad::Differentiator d(m, diags, ad::Mode{m.naiveTranspose});
+void differentiate(ir::Module &m, const PassOptions &opts, Diagnostics &diags) {
+  ad::Differentiator d(m, diags, ad::Mode{opts.naiveTranspose});
   std::set<ir::Func *> done;
   differentiateFunc(d, *m.main, done);
   removeUnreachableFuncs(m);

@@ -521,8 +521,8 @@ std::set<const Func *> differentiatedFuncs(const Module &m) {
 
 } // namespace
 
-void partitionJit(Module &m, Diagnostics &diags) {
-  if (m.jitWhole) return;
+void partitionJit(Module &m, const PassOptions &opts, Diagnostics &diags) {
+  if (opts.jitWhole) return;
   const std::set<const Func *> differentiated = differentiatedFuncs(m);
   for (JitFunc &j : m.jits)
     if (j.func && j.notPartitioned.empty() && !j.propagated.empty()) {

@@ -11,22 +11,32 @@ namespace shmapc::passes {
 // out_specs checked (on the transposed
 // shmaps too), every array's size checked against the runtime's limits, and matmuls of
 // transposed operands made to read them through BLAS's transpose flags.
+// The names are the command line's (--print-after, --stop-after): keep them stable.
 const std::vector<Pass> &pipeline() {
+  // (most passes read no option)
+#define SHMAPC_NO_OPTIONS(fn) [](ir::Module &m, const PassOptions &, Diagnostics &d) { fn(m, d); }
   static const std::vector<Pass> passes = {
-      {"propagate-shardings", propagateShardings},
+      {"propagate-shardings", SHMAPC_NO_OPTIONS(propagateShardings)},
       {"partition-jit", partitionJit},
-      {"inline-calls", inlineCalls},
-      {"insert-pbroadcasts", insertPbroadcasts},
+      {"inline-calls", SHMAPC_NO_OPTIONS(inlineCalls)},
+      {"insert-pbroadcasts", SHMAPC_NO_OPTIONS(insertPbroadcasts)},
       {"differentiate", differentiate},
-      {"defer-primal-reductions", deferPrimalReductions},
-      {"hoist-loop-reductions", hoistLoopReductions},
-      {"sink-reductions", sinkReductions},
-      {"combine-reductions", combineReductions},
-      {"check-out-specs", checkOutSpecs},
-      {"check-limits", checkLimits},
-      {"fold-transposes", foldTransposesIntoMatmul},
+      {"defer-primal-reductions", SHMAPC_NO_OPTIONS(deferPrimalReductions)},
+      {"hoist-loop-reductions", SHMAPC_NO_OPTIONS(hoistLoopReductions)},
+      {"sink-reductions", SHMAPC_NO_OPTIONS(sinkReductions)},
+      {"combine-reductions", SHMAPC_NO_OPTIONS(combineReductions)},
+      {"check-out-specs", SHMAPC_NO_OPTIONS(checkOutSpecs)},
+      {"check-limits", SHMAPC_NO_OPTIONS(checkLimits)},
+      {"fold-transposes", SHMAPC_NO_OPTIONS(foldTransposesIntoMatmul)},
   };
+#undef SHMAPC_NO_OPTIONS
   return passes;
+}
+
+const Pass *findPass(const std::string &name) {
+  for (const Pass &p : pipeline())
+    if (name == p.name) return &p;
+  return nullptr;
 }
 
 } // namespace shmapc::passes

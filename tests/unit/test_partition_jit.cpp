@@ -32,7 +32,7 @@ std::unique_ptr<Compiled> upTo(const std::string &src, const char *last) {
   c->programs.push_back(parseProgram(c->sm.addBuffer("test.smp", src), c->sm, c->diags));
   c->module = sema::buildModule({{"", &c->programs[0]}}, c->diags);
   for (const passes::Pass &p : passes::pipeline()) {
-    p.run(*c->module, c->diags);
+    p.run(*c->module, passes::PassOptions{}, c->diags);
     if (std::strcmp(p.name, last) == 0) break;
   }
   return c;
@@ -81,7 +81,7 @@ TEST_CASE("a partition spec naming an axis twice is a located internal error") {
   ir::Sharding &s = j.propagated.at(j.func->params[0]);
   s.dims[1].axes = s.dims[0].axes;
   try {
-    passes::partitionJit(*c->module, c->diags);
+    passes::partitionJit(*c->module, passes::PassOptions{}, c->diags);
     FAIL("partitionJit accepted a partition spec that names \"x\" twice");
   } catch (const InternalError &e) {
     const std::string what = e.what();

@@ -1,0 +1,178 @@
+// --emit=plan: the text of the decisions FuncEmitter recorded (Plan.h), one block per
+// function in the order codegen emits them (tests/ir/emit_plan.smp works one out by hand):
+//
+//   func @main: arena 1920 bytes (one allocation a call)
+//     fused loop 0: eqns 1-5: %0 = constant, %1 = mul, %2 = constant, %3 = add, b = exp
+//     kernel: eqn 7 p = matmul: shm_matmul f32, batch 1, m 4, k 8, n 16
+//     in place: b over a (fused loop 0)
+//     values:
+//       a:f32[4,8]    arena [0, 128)
+//       %0:f32[4,8]   fused in loop 0 (no buffer)
+//       b:f32[4,8]    in place: the bytes of a
+//       ...
+//     arena:
+//       [0, 128)     a:f32[4,8]    live eqns 0-7
+//       [0, 256)     %5:f32[16,4]  live eqns 9-10, reuses the bytes of a, %4
+//
+// Equations are numbered from 0 in their function's order (as --emit=ir lists them), values
+// named as --emit=ir names them. The arena lists each value's bytes and the span of eqns it
+// holds them, and which values last held them before it (values that share bytes).
+#include "codegen/Plan.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+
+namespace shmapc::codegen {
+
+namespace {
+
+class PlanPrinter {
+public:
+  PlanPrinter(const ir::Module &m, std::ostringstream &out) : names_(ir::printedNames(m)), out_(out) {}
+
+  void func(const FuncPlan &p) {
+    const ir::Func &f = *p.func;
+    out_ << (f.isShmapBody ? "shmap_body @" : "func @") << f.name;
+    if (f.mesh) out_ << " mesh " << f.mesh->name;
+    if (f.isNested) out_ << " (a loop body or branch)";
+    if (p.arenaBytes) out_ << ": arena " << p.arenaBytes << " bytes (one allocation a call)\n";
+    else out_ << ": no arena\n";
+    groupOf_.assign(f.eqns.size(), -1);
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      const auto &[first, last] = p.groups[g];
+      out_ << "  fused loop " << g << ": " << eqns(first, last) << ":";
+      for (size_t i = first; i <= last; ++i) {
+        groupOf_[i] = (int)g;
+        out_ << (i == first ? " " : ", ") << eqn(f.eqns[i]);
+      }
+      out_ << "\n";
+    }
+    for (const KernelCall &k : p.kernels)
+      out_ << "  kernel: eqn " << k.eqn << " " << eqn(f.eqns[k.eqn]) << ": " << k.call << "\n";
+    slotOf_.clear();
+    for (const ArenaSlot &a : p.arena) slotOf_[a.value] = &a;
+    forEachValue(f, [&](const ir::Value *v, size_t def) {
+      auto s = p.storage.find(v);
+      if (s == p.storage.end() || s->second.kind != StorageKind::InPlace) return;
+      auto over = p.storage.find(s->second.aliasOf);
+      out_ << "  in place: " << name(v) << " over " << name(s->second.aliasOf);
+      if (over != p.storage.end() && over->second.kind == StorageKind::Param)
+        out_ << " (a while body's carry: one buffer for its old and new value)\n";
+      else
+        out_ << " (fused loop " << (def < f.eqns.size() ? groupOf_[def] : -1) << ")\n";
+    });
+    out_ << "  values:\n";
+    size_t width = 0;
+    forEachValue(f, [&](const ir::Value *v, size_t) { width = std::max(width, typed(v, f).size()); });
+    forEachValue(f, [&](const ir::Value *v, size_t def) {
+      out_ << "    " << padded(typed(v, f), width) << "  ";
+      auto s = p.storage.find(v);
+      if (s == p.storage.end()) {
+        out_ << "unplanned\n";
+        return;
+      }
+      storage(s->second, v, def < f.eqns.size() ? groupOf_[def] : -1);
+      out_ << "\n";
+    });
+    if (p.arena.empty()) return;
+    out_ << "  arena:\n";
+    size_t bytesWidth = 0, typedWidth = 0;
+    for (const ArenaSlot &a : p.arena) {
+      bytesWidth = std::max(bytesWidth, bytes(a).size());
+      typedWidth = std::max(typedWidth, typed(a.value, f).size());
+    }
+    // Which values last held the bytes each one takes (dead by then: the live ones never
+    // overlap): the arena's byte ranges painted with their values in definition order.
+    std::map<int64_t, std::pair<int64_t, const ir::Value *>> painted;  // start -> (end, value)
+    for (const ArenaSlot &a : p.arena) {
+      const int64_t begin = a.offset, end = a.offset + a.bytes;
+      std::vector<std::string> before;
+      auto it = painted.upper_bound(begin);
+      if (it != painted.begin() && std::prev(it)->second.first > begin) --it;
+      while (it != painted.end() && it->first < end) {
+        const auto [from, held] = *it;
+        const std::string previous = name(held.second);
+        if (std::find(before.begin(), before.end(), previous) == before.end()) before.push_back(previous);
+        it = painted.erase(it);
+        if (from < begin) painted[from] = {begin, held.second};  // (the parts outside stay)
+        if (held.first > end) it = painted.emplace(end, std::make_pair(held.first, held.second)).first;
+      }
+      painted[begin] = {end, a.value};
+      out_ << "    " << padded(bytes(a), bytesWidth) << "  " << padded(typed(a.value, f), typedWidth) << "  live "
+           << eqns(a.first, a.last);
+      for (size_t i = 0; i < before.size(); ++i) out_ << (i ? ", " : ", reuses the bytes of ") << before[i];
+      out_ << "\n";
+    }
+  }
+
+private:
+  template <typename F> static void forEachValue(const ir::Func &f, F visit) {
+    for (const ir::Value *v : f.params) visit(v, f.eqns.size());
+    for (size_t i = 0; i < f.eqns.size(); ++i)
+      for (const ir::Value *v : f.eqns[i].outs) visit(v, i);
+  }
+
+  void storage(const Storage &s, const ir::Value *v, int group) {
+    switch (s.kind) {
+    case StorageKind::Param: out_ << "param " << s.slot << " (the caller's buffer)"; break;
+    case StorageKind::OutSlot: out_ << "result " << s.slot << " (computed into the caller's buffer)"; break;
+    case StorageKind::Alias:
+      out_ << "the bytes of " << name(s.aliasOf);
+      if (s.offset) out_ << " from byte " << s.offset;
+      break;
+    case StorageKind::Global: out_ << "constant global"; break;
+    case StorageKind::Fused: out_ << "fused in loop " << group << " (no buffer)"; break;
+    case StorageKind::Stack: out_ << "stack, " << std::max<int64_t>(1, v->type.byteSize()) << " bytes"; break;
+    case StorageKind::Heap:
+      if (auto a = slotOf_.find(v); a != slotOf_.end()) out_ << "arena " << bytes(*a->second);
+      else out_ << "arena (never written)";
+      break;
+    case StorageKind::InPlace: out_ << "in place: the bytes of " << name(s.aliasOf); break;
+    }
+  }
+
+  std::string name(const ir::Value *v) const {
+    auto it = names_.find(v);
+    return it == names_.end() ? "%?" : it->second;
+  }
+  std::string typed(const ir::Value *v, const ir::Func &f) const {
+    return name(v) + ":" + ir::typeToString(v->type, f.mesh);
+  }
+  std::string eqn(const ir::Eqn &e) const {
+    std::string s;
+    for (const ir::Value *v : e.outs) s += (s.empty() ? "" : ", ") + name(v);
+    return (s.empty() ? "" : s + " = ") + ir::primName(e.prim);
+  }
+  static std::string eqns(size_t first, size_t last) {
+    return first == last ? "eqn " + std::to_string(first)
+                         : "eqns " + std::to_string(first) + "-" + std::to_string(last);
+  }
+  static std::string padded(std::string s, size_t width) {
+    s.resize(std::max(width, s.size()), ' ');
+    return s;
+  }
+  static std::string bytes(const ArenaSlot &a) {
+    return "[" + std::to_string(a.offset) + ", " + std::to_string(a.offset + a.bytes) + ")";
+  }
+
+  std::map<const ir::Value *, std::string> names_;
+  std::ostringstream &out_;
+  std::vector<int> groupOf_;  // the current function's eqns' fused loops (-1: none)
+  std::unordered_map<const ir::Value *, const ArenaSlot *> slotOf_;  // ... and its arena values
+};
+
+} // namespace
+
+std::string printPlan(const ir::Module &m, const Plan &plan) {
+  std::ostringstream out;
+  PlanPrinter printer(m, out);
+  for (size_t i = 0; i < plan.funcs.size(); ++i) {
+    if (i) out << "\n";
+    printer.func(plan.funcs[i]);
+  }
+  return out.str();
+}
+
+} // namespace shmapc::codegen
