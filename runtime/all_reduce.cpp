@@ -141,12 +141,7 @@ void all_reduce(shm_device *dev, int32_t dtype, int32_t op, int kind, const char
     // and the reduced chunks go to every member (MPI_Allgather, or MPI_Allgatherv where the
     // group's size does not divide n).
     const std::vector<int64_t> key = comm_key(dev, axes, naxes);
-    {
-      char *result = out ? (char *)out : (char *)shm_alloc(n * es);
-      const bool pair = group_allreduce_pair(g, key, dtype, op, in, result, n);
-      if (!out) shm_free(result);
-      if (pair) return finish(dev, kind, moved, moved);
-    }
+    if (group_allreduce_pair(g, key, dtype, op, in, out, n)) return finish(dev, kind, moved, moved);
     std::vector<int64_t> chunk((size_t)g.n), mine((size_t)g.n, (hi - lo) * es);
     std::vector<const char *> send((size_t)g.n);
     std::vector<char *> recv((size_t)g.n);

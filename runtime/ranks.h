@@ -129,6 +129,7 @@ void group_allgatherv(const Group &g, const std::vector<int64_t> &key, void *buf
 // result is bitwise the one the member-order fold gives: two operands of an operation that
 // commutes exactly (a sum or product of floats or integers, an integer max or min). Returns
 // false, calling nothing, where that does not hold (both members decide alike: same n, dtype, op).
+// A null `out` (a collective-only output this member does not keep) gets a scratch result.
 bool group_allreduce_pair(const Group &g, const std::vector<int64_t> &key, int32_t dtype, int32_t op, const void *in,
                           void *out, int64_t n);
 // Rooted (one member, `root`, sends or receives; member indices are the communicator's ranks):

@@ -638,7 +638,9 @@ bool group_allreduce_pair(const Group &g, const std::vector<int64_t> &key, int32
   MPI_Op mpi_op = op == SHM_REDUCE_SUM ? MPI_SUM : op == SHM_REDUCE_PROD ? MPI_PROD
                 : is_float ? MPI_OP_NULL : op == SHM_REDUCE_MAX ? MPI_MAX : op == SHM_REDUCE_MIN ? MPI_MIN : MPI_OP_NULL;
   if (type == MPI_DATATYPE_NULL || mpi_op == MPI_OP_NULL) return false;
-  check(MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, (int)n, type, mpi_op, group_comm(g, key)),
+  std::vector<char> scratch(out ? 0 : (size_t)(n * dtype_size(dtype)));
+  void *result = out ? out : scratch.data();
+  check(MPI_Allreduce(in == result ? MPI_IN_PLACE : in, result, (int)n, type, mpi_op, group_comm(g, key)),
         "a collective between ranks (MPI_Allreduce)");
   return true;
 }
