@@ -2,7 +2,7 @@
 // LLVM function with the common signature, so each call frees that body's temporaries when it
 // returns: a loop body's buffers are released every iteration.
 #include "codegen/CodegenContext.h"
-#include "prims/Rules.h"
+#include "rules/Rules.h"
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/GlobalVariable.h>
@@ -62,7 +62,7 @@ static std::vector<bool> writtenOnlyByCollective(const ir::Func &body) {
   for (const ir::Eqn &e : body.eqns) {
     read.insert(e.ins.begin(), e.ins.end());
     if (!e.outs.empty())
-      byCollective[e.outs[0]] = prims::rulesOf(e.prim).comm.collectiveOnlyOutput;
+      byCollective[e.outs[0]] = rules::rulesOf(e.prim).comm.collectiveOnlyOutput;
   }
   std::vector<bool> out(body.results.size());
   for (size_t i = 0; i < out.size(); ++i) {
@@ -302,7 +302,7 @@ bool FuncEmitter::emitCond(const ir::Eqn &e) {
   // A predicate that may differ between devices (device-varying, or untyped with check_vma
   // off) would let some devices skip a collective the others wait in: every device runs both
   // branches and keeps the result of its own, so every device performs every collective.
-  if (prims::condRunsBothBranches(f, e)) {
+  if (rules::condRunsBothBranches(f, e)) {
     std::vector<llvm::Value *> other;
     for (const ir::Value *v : e.outs) other.push_back(scratch(v->type));
     b.CreateCall(me.funcType(), me.funcs.at(e.bodies[0]), {dev, outsArr, insArr});

@@ -7,7 +7,7 @@
 // runtime (shm_parallel_for). Each element is computed by its primitive's `scalar` rule
 // (compiler/prims/).
 #include "codegen/CodegenContext.h"
-#include "prims/Rules.h"
+#include "rules/Rules.h"
 
 #include <llvm/IR/Intrinsics.h>
 
@@ -51,7 +51,7 @@ static BroadcastRead broadcastRead(const ir::Eqn &e) {
 // AVX-512 vectorizes). FuncEmitter::fusionGroups leaves a transpose that no eqn of its group
 // consumes to the runtime's kernel.
 bool FuncEmitter::isFusible(const ir::Eqn &e) {
-  if (!prims::rulesOf(e.prim).scalar) return false;
+  if (!rules::rulesOf(e.prim).scalar) return false;
   if (e.prim == P::Constant) return e.doublesParam("value").size() == 1;
   if (e.prim == P::BroadcastInDim) return broadcastRead(e) != BroadcastRead::None;
   return true;
@@ -356,7 +356,7 @@ bool FuncEmitter::emitGroupBody(size_t first, size_t last, llvm::IRBuilder<> &lb
     ir::DType outType = e.outs[0]->type.dtype;
     ir::DType t = e.ins.empty() ? outType : e.ins.back()->type.dtype;  // select: the data operands
     ScalarCtx c{*this, lb, e, x, t, outType, ir::isFloat(t), t == ir::DType::Bool};
-    llvm::Value *r = prims::rulesOf(e.prim).scalar(c);
+    llvm::Value *r = rules::rulesOf(e.prim).scalar(c);
     bits = nullptr;
     if (r && ir::isHalf(outType)) {
       bits = f32ToHalf(lb, r, outType);

@@ -2,7 +2,7 @@
 // FuncEmitter::emitEqn lowers an equation by its primitive's `lower` rule (compiler/prims/).
 #include "codegen/Codegen.h"
 #include "codegen/CodegenContext.h"
-#include "prims/Rules.h"
+#include "rules/Rules.h"
 
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
@@ -13,7 +13,7 @@ namespace shmapc::codegen {
 
 bool FuncEmitter::emitEqn(size_t index) {
   eqnLoc_ = f.eqns[index].loc;  // (the location callRt gives the collectives it lowers to)
-  return prims::rulesOf(f.eqns[index].prim).lower(*this, index);
+  return rules::rulesOf(f.eqns[index].prim).lower(*this, index);
 }
 
 bool FuncEmitter::emitCopy(const ir::Eqn &e) {

@@ -3,7 +3,7 @@
 // collective's `comm` rule (compiler/prims/) for its runtime collective and bytes; and its
 // printer.
 #include "comm/Comm.h"
-#include "prims/Rules.h"
+#include "rules/Rules.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -14,9 +14,9 @@
 namespace shmapc::comm {
 
 using namespace ir;
-using prims::collectiveKindName;
-using prims::CollectiveKind;
-using prims::kNumCollectiveKinds;
+using rules::collectiveKindName;
+using rules::CollectiveKind;
+using rules::kNumCollectiveKinds;
 
 bool StatsTable::operator==(const StatsTable &o) const {
   for (int k = 0; k < kNumCollectiveKinds; ++k)
@@ -74,11 +74,11 @@ StatsBounds either(const StatsBounds &a, const StatsBounds &b) {
 // ---- one collective: the runtime's byte model ---------------------------------------------
 
 CommOp describe(const Eqn &e, const Mesh &mesh) {
-  const prims::Communication &comm = prims::rulesOf(e.prim).comm;
+  const rules::Communication &comm = rules::rulesOf(e.prim).comm;
   CommOp op;
   op.eqn = &e;
   op.mesh = &mesh;
-  op.communicates = comm.what == prims::Communication::Collective;
+  op.communicates = comm.what == rules::Communication::Collective;
   op.kind = comm.kind;
   op.groupSize = 1;
   if (e.has("axes"))
@@ -87,7 +87,7 @@ CommOp describe(const Eqn &e, const Mesh &mesh) {
   const int64_t n = std::max<int64_t>(1, op.groupSize);
   op.numGroups = mesh.numDevices() / n;
   if (!op.communicates || e.ins.empty()) return op;
-  const prims::CollectiveBytes c = comm.bytes(e, n, op.numGroups);
+  const rules::CollectiveBytes c = comm.bytes(e, n, op.numGroups);
   op.sentMin = c.sentMin;
   op.sentMax = c.sentMax;
   op.receivedMin = c.receivedMin;
@@ -116,17 +116,25 @@ private:
   // program on the host); collectives are appended to `out` (null on the host).
   StatsBounds walk(const Func &f, const Mesh *mesh, Count mult, std::vector<CommNode> *out) {
     StatsBounds cost;
+    // A node for equation `e` run `perRun` times, and its listing where its bodies communicate.
+    auto nodeOf = [](CommNode::Kind kind, const Eqn &e, Count perRun) {
+      CommNode node;
+      node.kind = kind;
+      node.eqn = &e;
+      node.perRun = perRun;
+      return node;
+    };
+    auto listIfItCommunicates = [&](CommNode &&node) {
+      if (out && (!node.children.empty() || !node.elseChildren.empty())) out->push_back(std::move(node));
+    };
     for (const Eqn &e : f.eqns) {
       // A collective its rule says moves data is listed and counted, pscatter (Free) listed at
       // no cost; pbroadcast (inserted wherever an invariant value meets a varying one), its
       // inverse invariant_cast and axis_index (Local) are not listed: they never communicate.
-      if (prims::rulesOf(e.prim).comm.what != prims::Communication::Local) {
+      if (rules::rulesOf(e.prim).comm.what != rules::Communication::Local) {
         if (!mesh || !out) continue;
-        CommNode node;
-        node.kind = CommNode::Op;
-        node.eqn = &e;
+        CommNode node = nodeOf(CommNode::Op, e, mult);
         node.op = describe(e, *mesh);
-        node.perRun = mult;
         if (node.op.communicates) {
           StatsTable one;
           one.rows[(int)node.op.kind] = node.op.perCall;
@@ -149,25 +157,20 @@ private:
       case Prim::Loop: {
         if (e.bodies.empty()) break;
         int64_t lo = e.intParam("lo"), hi = e.intParam("hi");
-        CommNode node;
-        node.kind = CommNode::Loop;
-        node.eqn = &e;
-        node.trips = hi > lo ? hi - lo : 0;
-        node.perRun = times(mult, node.trips);
+        const int64_t trips = hi > lo ? hi - lo : 0;
+        CommNode node = nodeOf(CommNode::Loop, e, times(mult, trips));
+        node.trips = trips;
         StatsBounds c = walk(*e.bodies[0], mesh, node.perRun, out ? &node.children : nullptr);
         addInto(cost, c, node.trips);
-        if (out && !node.children.empty()) out->push_back(std::move(node));
+        listIfItCommunicates(std::move(node));
         break;
       }
       case Prim::While: {
         // The predicate runs once more than the body, which runs a number of times known
         // only at run time: at least the predicate once, at most without bound.
         if (e.bodies.size() != 2) break;
-        CommNode node;
-        node.kind = CommNode::While;
-        node.eqn = &e;
         Count many{0, mult.hi ? kUnbounded : 0};
-        node.perRun = many;
+        CommNode node = nodeOf(CommNode::While, e, many);
         StatsBounds p = walk(*e.bodies[0], mesh, plus(mult, many), out ? &node.children : nullptr);
         StatsBounds b = walk(*e.bodies[1], mesh, many, out ? &node.elseChildren : nullptr);
         addInto(cost.lo, p.lo);
@@ -182,27 +185,20 @@ private:
         if ((!(p.hi == StatsTable{}) || !(b.hi == StatsTable{})) &&
             std::none_of(listed.begin(), listed.end(), sameLoop))
           listed.push_back(&e);
-        if (out && (!node.children.empty() || !node.elseChildren.empty()))
-          out->push_back(std::move(node));
+        listIfItCommunicates(std::move(node));
         break;
       }
       case Prim::Call: {
         if (e.bodies.empty()) break;
-        CommNode node;
-        node.kind = CommNode::Call;
-        node.eqn = &e;
-        node.perRun = mult;
+        CommNode node = nodeOf(CommNode::Call, e, mult);
         addInto(cost, walk(*e.bodies[0], mesh, mult, out ? &node.children : nullptr));
-        if (out && !node.children.empty()) out->push_back(std::move(node));
+        listIfItCommunicates(std::move(node));
         break;
       }
       case Prim::Cond: {
         if (e.bodies.size() != 2) break;
-        CommNode node;
-        node.kind = CommNode::Cond;
-        node.eqn = &e;
-        node.bothBranches = prims::condRunsBothBranches(f, e);
-        node.perRun = mult;
+        CommNode node = nodeOf(CommNode::Cond, e, mult);
+        node.bothBranches = rules::condRunsBothBranches(f, e);
         // A branch runs as often as the cond, or (only the taken one running) possibly never.
         Count branch = node.bothBranches ? mult : Count{0, mult.hi};
         StatsBounds t = walk(*e.bodies[0], mesh, branch, out ? &node.children : nullptr);
@@ -216,8 +212,7 @@ private:
           if (node.dataDependent && seenConds_.insert(&e).second)
             report_.dataDependentConds.push_back(&e);
         }
-        if (out && (!node.children.empty() || !node.elseChildren.empty()))
-          out->push_back(std::move(node));
+        listIfItCommunicates(std::move(node));
         break;
       }
       default: break;  // jvp/vjp are gone after the differentiate pass; the rest is local

@@ -8,7 +8,7 @@
 // `calls` counts each collective once per execution (the runtime's device 0 counts).
 #pragma once
 #include "ir/IR.h"
-#include "prims/Rules.h"
+#include "rules/Rules.h"
 
 #include <cstdint>
 #include <string>
@@ -21,8 +21,8 @@ using ir::Func;
 using ir::Mesh;
 using ir::Module;
 
-using prims::CollectiveKind;
-constexpr int kNumCommKinds = prims::kNumCollectiveKinds;
+using rules::CollectiveKind;
+constexpr int kNumCommKinds = rules::kNumCollectiveKinds;
 
 // How many times something runs: exactly `lo` when lo == hi, otherwise between lo and hi
 // (data-dependent: below a conditional whose taken branch is not known statically).

@@ -13,7 +13,8 @@
 #include "lexer/Lexer.h"
 #include "parser/Parser.h"
 #include "passes/Passes.h"
-#include "prims/Rules.h"
+#include "prims/Prims.h"
+#include "rules/Rules.h"
 #include "sema/Sema.h"
 #include "safe_write.h"
 #include "source/BigStack.h"
@@ -134,9 +135,9 @@ bool printsAfter(const CompileOptions &opts, const std::string &stage) {
   return false;
 }
 
-// The structural checks and every equation's shape rule (prims::verifyModule).
+// The structural checks and every equation's shape rule (rules::verifyModule).
 bool verifyAfter(const ir::Module &m, const char *stage) {
-  std::vector<std::string> problems = prims::verifyModule(m);
+  std::vector<std::string> problems = rules::verifyModule(m);
   if (problems.empty()) return true;
   std::cerr << "shmapc: internal error: the IR verifier failed after '" << stage << "':\n";
   for (const std::string &p : problems) std::cerr << "  " << p << "\n";
@@ -294,6 +295,7 @@ int compile(const CompileOptions &opts, std::ostream &diagOut) {
     return true;
   }();
   (void)handlerInstalled;
+  prims::installRules();  // every stage below asks the primitives' rules
   return runWithBigStack([&] {
     SourceManager sm;
     Diagnostics diags(sm, diagOut);

@@ -131,10 +131,10 @@ struct Func {
   bool isTrace = false;         // sema's application of a function to be differentiated:
                                 // only jvp/vjp bodies; gone after the differentiate pass
   bool isBackward = false;      // a shmap's backward body made by autodiff (its collectives
-                                // all transpose forward ones; passes/SinkReductions.cpp
+                                // all transpose forward ones; passes/reductions/SinkReductions.cpp
                                 // may rewrite them, never the user's forward code)
   const Func *forwardPart = nullptr;  // a backward body: the forward shmap body autodiff split
-                                     // from the same vjp (passes/DeferPrimalReductions.cpp)
+                                     // from the same vjp (passes/reductions/DeferPrimalReductions.cpp)
   Loc returnLoc;                // the return statement (variance errors on results point here)
   std::vector<Loc> outSpecLocs; // shmap bodies: where each out_spec is written
 
@@ -219,7 +219,7 @@ struct JitFunc {
   // Why it is not partitioned (runs whole, on the host), if it is not: what partitioning
   // does not do yet (sub-axes, uneven dimensions, a primitive it cannot place).
   std::string notPartitioned;
-  // Every value's sharding after propagation (passes/PropagateShardings.cpp).
+  // Every value's sharding after propagation (passes/jit/PropagateShardings.cpp).
   std::map<const Value *, Sharding> propagated;
 };
 
@@ -252,8 +252,8 @@ std::map<const Value *, std::string> printedNames(const Module &m);
 
 // Checks structural invariants: every operand defined before use in its Func (params, earlier
 // outs), arities match PrimInfo, results defined once, collectives only in Funcs with a mesh.
-// Returns the problems found (empty = ok). With `shapeCheck` (prims::shapeProblem, which the
-// driver passes through prims::verifyModule: ir is below prims), it is also run on every
+// Returns the problems found (empty = ok). With `shapeCheck` (rules::shapeProblem, which the
+// driver passes through rules::verifyModule: ir is below the rules), it is also run on every
 // equation that passed those checks, and what it returns ("" = ok) is reported: each
 // primitive's shape rule, from operand types and params to result types, including the
 // signatures of higher-order bodies.

@@ -2,7 +2,7 @@
 // A failure here is a compiler bug, so messages name the function and equation, not the user.
 // What each primitive requires of its operands, params and results (dtypes, shapes, bodies'
 // signatures) is its shape rule, at its definition in compiler/prims/; the caller passes the
-// rules in as `shapeCheck` (prims::verifyModule), since ir is below prims.
+// rules in as `shapeCheck` (rules::verifyModule), since ir is below the rules layer.
 #include "ir/IR.h"
 
 #include <map>

@@ -1,4 +1,9 @@
 #include "passes/Passes.h"
+#include "passes/ad/AD.h"
+#include "passes/inline/Inline.h"
+#include "passes/jit/Jit.h"
+#include "passes/reductions/Reductions.h"
+#include "passes/variance/Variance.h"
 
 namespace shmapc::passes {
 
@@ -17,10 +22,14 @@ const std::vector<Pass> &pipeline() {
 #define SHMAPC_NO_OPTIONS(fn) [](ir::Module &m, const PassOptions &, Diagnostics &d) { fn(m, d); }
   static const std::vector<Pass> passes = {
       {"propagate-shardings", SHMAPC_NO_OPTIONS(propagateShardings)},
-      {"partition-jit", partitionJit},
+      {"partition-jit",
+       [](ir::Module &m, const PassOptions &o, Diagnostics &d) {
+         if (!o.jitWhole) partitionJit(m, d);
+       }},
       {"inline-calls", SHMAPC_NO_OPTIONS(inlineCalls)},
       {"insert-pbroadcasts", SHMAPC_NO_OPTIONS(insertPbroadcasts)},
-      {"differentiate", differentiate},
+      {"differentiate",
+       [](ir::Module &m, const PassOptions &o, Diagnostics &d) { differentiate(m, o.naiveTranspose, d); }},
       {"defer-primal-reductions", SHMAPC_NO_OPTIONS(deferPrimalReductions)},
       {"hoist-loop-reductions", SHMAPC_NO_OPTIONS(hoistLoopReductions)},
       {"sink-reductions", SHMAPC_NO_OPTIONS(sinkReductions)},

@@ -46,9 +46,18 @@ template <> const Rules &define<Prim::AllToAll>() {
         std::vector<int64_t> shape = c.in(0).shape;
         int64_t rank = (int64_t)shape.size();
         if (!c.inRange(split, rank, "split_axis") || !c.inRange(concat, rank, "concat_axis")) return false;
-        if (tiled ? shape[split] % n != 0 : shape[split] != n)
-          return c.fail("split_axis " + std::to_string(split) + " of " + typeText(c.in(0)) +
-                        (tiled ? " is not divisible by" : " is not") + " the group size " + std::to_string(n));
+        // (a user's error: sema reports it at the split_axis argument)
+        const std::string of = typeText(c.in(0)), group = std::to_string(n);
+        if (tiled && shape[split] % n != 0)
+          return c.failParam("split_axis", DiagId::NotDivisible,
+                             "all_to_all splits dimension " + std::to_string(split) + " of " + of + " into " + group +
+                                 " blocks; " + std::to_string(shape[split]) + " is not divisible by " + group,
+                             "pad the array or split a different dimension");
+        if (!tiled && shape[split] != n)
+          return c.failParam("split_axis", DiagId::ShapeMismatch,
+                             "all_to_all without tiling needs split_axis " + std::to_string(split) + " of size " +
+                                 group + " (the group size), but " + of + " has " + std::to_string(shape[split]),
+                             "pass tiled=true to split the dimension into n blocks");
         if (tiled) {
           shape[split] /= n;
           if (!scaleDim(shape[concat], n)) return c.fail("the result's size overflows");

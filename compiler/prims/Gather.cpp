@@ -9,35 +9,6 @@
 
 namespace shmapc::prims {
 
-// all_gather, all_gather_invariant: tiled multiplies dimension `axis` by the group size n;
-// untiled inserts a dimension of size n at `axis` (0 <= axis <= rank).
-bool gatherShape(ShapeCtx &c) {
-  int64_t n, axis;
-  bool tiled;
-  if (!c.groupSize(n) || !c.param("axis", axis) || !c.flag("tiled", tiled)) return false;
-  std::vector<int64_t> shape = c.in(0).shape;
-  if (!c.inRange(axis, (int64_t)shape.size() + (tiled ? 0 : 1), "axis")) return false;
-  if (!tiled) shape.insert(shape.begin() + axis, n);
-  else if (!scaleDim(shape[axis], n)) return c.fail("the result's size overflows");
-  return c.out(c.in(0).dtype, shape);
-}
-
-// psum_scatter (dimension param scatter_dimension), pscatter (axis): tiled divides the
-// dimension by the group size n; untiled needs it of size n and removes it.
-bool scatterShape(ShapeCtx &c, const char *dimParam) {
-  int64_t n, dim;
-  bool tiled;
-  if (!c.groupSize(n) || !c.param(dimParam, dim) || !c.flag("tiled", tiled)) return false;
-  std::vector<int64_t> shape = c.in(0).shape;
-  if (!c.inRange(dim, (int64_t)shape.size(), dimParam)) return false;
-  if (tiled ? shape[dim] % n != 0 : shape[dim] != n)
-    return c.fail(std::string(tiled ? "tiled: dimension " : "untiled: dimension ") + std::to_string(dim) + " of " +
-                  typeText(c.in(0)) + (tiled ? " is not divisible by " : " is not ") + "the group size " + std::to_string(n));
-  if (tiled) shape[dim] /= n;
-  else shape.erase(shape.begin() + dim);
-  return c.out(c.in(0).dtype, shape);
-}
-
 namespace {
 
 // Params of the gather side (axis) from the scatter side (scatter_dimension) and back.

@@ -1,7 +1,7 @@
 // The higher-order primitives (bodies in Eqn::bodies). Their rules are whole
-// algorithms, each in its own file: variance in passes/InsertPbroadcasts.cpp; jvp and
-// transpose of shmap in passes/ADShmap.cpp, of loop in passes/ADLoop.cpp, of cond in
-// passes/ADCond.cpp; lowering in codegen/ControlFlow.cpp. Call is inlined and jvp/vjp are
+// algorithms, each in its own file: variance in passes/variance/InsertPbroadcasts.cpp; jvp and
+// transpose of shmap in passes/ad/Shmap.cpp, of loop in passes/ad/Loop.cpp, of cond in
+// passes/ad/Cond.cpp; lowering in codegen/ControlFlow.cpp. Call is inlined and jvp/vjp are
 // differentiated away before autodiff and codegen see them.
 #include "prims/Prim.h"
 
@@ -157,7 +157,7 @@ template <> const Rules &define<Prim::Loop>() {
 
 // A while loop's trip count depends on data: its jvp is a while over primals and tangents,
 // and it has no transpose (reverse mode would need every iteration's carries, and how many
-// there are is known only at run time: ADLoop.cpp says so with a located error).
+// there are is known only at run time: ad/Loop.cpp says so with a located error).
 template <> const Rules &define<Prim::While>() {
   static const Rules r{
       .shape = [](ShapeCtx &c) {  // predicate (consts..., carries...) -> bool[]; body -> carries

@@ -234,13 +234,21 @@ template <> const Rules &define<Prim::Concatenate>() {
         int64_t dim;
         Type t = c.in(0);
         if (!c.param("dimension", dim) || !c.inRange(dim, t.rank(), "dimension")) return false;
+        // (a user's errors: sema reports each at the operand that does not fit)
         for (size_t i = 1; i < c.numIns(); ++i) {
           const Type &o = c.in(i);
-          bool fits = o.dtype == t.dtype && o.rank() == t.rank();
-          for (int64_t d = 0; fits && d < t.rank(); ++d) fits = d == dim || o.shape[d] == t.shape[d];
-          if (!fits)
-            return c.fail("operand " + std::to_string(i) + " " + typeText(o) + " does not concatenate with " +
-                          typeText(c.in(0)) + " along dimension " + std::to_string(dim));
+          const std::string both = "cannot concatenate " + typeText(c.in(0)) + " and " + typeText(o);
+          if (o.dtype != t.dtype)
+            return c.failOperand(i, DiagId::DTypeMismatch, both + ": dtypes differ",
+                                 std::string("cast(x, ") + dtypeName(t.dtype) + ") first");
+          if (o.rank() != t.rank())
+            return c.failOperand(i, DiagId::RankMismatch, both + ": ranks differ", "reshape or expand_dims one of them");
+          for (int64_t d = 0; d < t.rank(); ++d)
+            if (d != dim && o.shape[d] != t.shape[d])
+              return c.failOperand(i, DiagId::ShapeMismatch,
+                                   both + " along axis " + std::to_string(dim) + ": dimension " + std::to_string(d) +
+                                       " differs",
+                                   "all dimensions except the concatenated one must be equal");
           if (!growDim(t.shape[dim], o.shape[dim])) return c.fail("the result's size overflows");
         }
         return c.out(t);

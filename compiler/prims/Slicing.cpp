@@ -128,12 +128,19 @@ template <> const Rules &define<Prim::DynamicSlice>() {
         const Type &x = c.in(0);
         std::vector<int64_t> sizes;
         if (!c.param("sizes", sizes)) return false;
-        if ((int64_t)c.numIns() != 1 + x.rank() || (int64_t)sizes.size() != x.rank())
-          return c.fail("needs one start index and one size per dimension of " + typeText(x));
+        if ((int64_t)c.numIns() != 1 + x.rank()) return c.fail("needs one start index per dimension of " + typeText(x));
+        // (a user's errors: sema reports them at the sizes argument)
+        if ((int64_t)sizes.size() != x.rank())
+          return c.failParam("sizes", DiagId::RankMismatch,
+                             "dynamic_slice has " + std::to_string(sizes.size()) + " sizes for " + typeText(x),
+                             "give one size per dimension");
         for (int64_t d = 0; d < x.rank(); ++d) {
           if (!c.i32Scalar(1 + d, "start index " + std::to_string(d))) return false;
-          if (sizes[d] < 0 || sizes[d] > x.shape[d])
-            return c.fail("size " + std::to_string(sizes[d]) + " does not fit dimension " + std::to_string(d) + " of " + typeText(x));
+          if (sizes[d] < 0 || sizes[d] > x.shape[d])  // (0: an empty block, as JAX's)
+            return c.failParam("sizes", DiagId::IndexOutOfRange,
+                               "slice size " + std::to_string(sizes[d]) + " does not fit dimension " +
+                                   std::to_string(d) + " of " + typeText(x),
+                               "sizes must be between 0 and the dimension's size");
         }
         return c.out(x.dtype, sizes);
       },
@@ -175,9 +182,19 @@ template <> const Rules &define<Prim::DynamicUpdateSlice>() {
         if (c.numIns() < 2) return c.fail("needs an operand and an update");
         const Type &x = c.in(0), &u = c.in(1);
         if ((int64_t)c.numIns() != 2 + x.rank()) return c.fail("needs one start index per dimension of " + typeText(x));
-        bool fits = u.dtype == x.dtype && u.rank() == x.rank();
-        for (int64_t d = 0; fits && d < x.rank(); ++d) fits = u.shape[d] <= x.shape[d];
-        if (!fits) return c.fail("update " + typeText(u) + " does not fit in " + typeText(x));
+        // (a user's errors: sema reports them at the update)
+        const std::string both = "cannot update " + typeText(x) + " with " + typeText(u);
+        if (u.dtype != x.dtype)
+          return c.failOperand(1, DiagId::DTypeMismatch, both + ": dtypes differ",
+                               std::string("cast(u, ") + dtypeName(x.dtype) + ") first");
+        if (u.rank() != x.rank())
+          return c.failOperand(1, DiagId::RankMismatch, both + ": ranks differ", "reshape the update to the array's rank");
+        for (int64_t d = 0; d < x.rank(); ++d)
+          if (u.shape[d] > x.shape[d])
+            return c.failOperand(1, DiagId::ShapeMismatch,
+                                 "update " + typeText(u) + " is larger than " + typeText(x) + " in dimension " +
+                                     std::to_string(d),
+                                 "the update must fit inside the array");
         for (int64_t d = 0; d < x.rank(); ++d)
           if (!c.i32Scalar(2 + d, "start index " + std::to_string(d))) return false;
         return c.out(x);

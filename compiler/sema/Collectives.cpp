@@ -118,20 +118,16 @@ SVal Sema::gather(const ast::Expr &c, ir::Prim p) {
   bool tiled = a[3] ? staticBool(*a[3], "tiled") : false;
   int64_t rank = x->type.rank();
   int64_t axis = a[2] ? staticInt(*a[2], "axis") : 0;
-  Loc axisAt = a[2] ? a[2]->loc : c.loc;
-  ir::Type t = x->type;
-  if (tiled) {
-    axis = normAxis(axis, rank, axisAt, "axis");
-    if (__builtin_mul_overflow(t.shape[axis], n, &t.shape[axis]) || t.numElements() > SHM_MAX_ELEMENTS)
-      fail(DiagId::ArrayTooLarge, c.loc, c.name + " would make an array of more than 2^40 elements",
-           "gather a smaller array; split the data over a mesh or over several arrays");
-  } else {
-    axis = normAxis(axis, rank + 1, axisAt, "axis");
-    t.shape.insert(t.shape.begin() + axis, n);
-  }
+  axis = normAxis(axis, tiled ? rank : rank + 1, a[2] ? a[2]->loc : c.loc, "axis");
+  // (a limit, not a shape: the result has n times the operand's elements; checked before the
+  // shape rule multiplies a dimension by n, which could overflow int64 a few gathers later)
+  int64_t elements;
+  if (__builtin_mul_overflow(x->type.numElements(), n, &elements) || elements > SHM_MAX_ELEMENTS)
+    fail(DiagId::ArrayTooLarge, c.loc, c.name + " would make an array of more than 2^40 elements",
+         "gather a smaller array; split the data over a mesh or over several arrays");
   std::map<std::string, ir::Attr> params = {{"axes", axes}, {"axis", axis}, {"tiled", (int64_t)tiled}};
   if (rooted) params["root"] = staticRoot(*a[4], n, "root");
-  return SVal::array(emit(p, {x}, t, c.loc, params), c.loc);
+  return SVal::array(emitByRules(p, {x}, params, {c.loc}), c.loc);
 }
 SVal Sema::bAllGather(const ast::Expr &c) { return gather(c, ir::Prim::AllGather); }
 SVal Sema::bAllGatherInvariant(const ast::Expr &c) {
@@ -150,29 +146,11 @@ SVal Sema::scatter(const ast::Expr &c, ir::Prim p, const std::string &dimName) {
   bool tiled = a[3] ? staticBool(*a[3], "tiled") : false;
   Loc dimAt = a[2] ? a[2]->loc : c.loc;
   int64_t dim = normAxis(a[2] ? staticInt(*a[2], dimName) : 0, x->type.rank(), dimAt, dimName);
-  int64_t size = x->type.shape[dim];
-  ir::Type t = x->type;
-  std::string group = std::to_string(n) + " device(s)";
-  if (tiled) {
-    if (size % n != 0)
-      fail(DiagId::NotDivisible, c.loc,
-           c.name + " splits dimension " + std::to_string(dim) + " of " + str(x->type) +
-               " over " + group + "; " + std::to_string(size) + " is not divisible by " +
-               std::to_string(n),
-           "pad the array or scatter a different dimension");
-    t.shape[dim] = size / n;
-  } else {
-    if (size != n)
-      fail(DiagId::ShapeMismatch, c.loc,
-           c.name + " without tiling needs dimension " + std::to_string(dim) + " of size " +
-               std::to_string(n) + " (the group size), but " + str(x->type) + " has " +
-               std::to_string(size),
-           "pass tiled=true to split the dimension into n blocks");
-    t.shape.erase(t.shape.begin() + dim);
-  }
   std::map<std::string, ir::Attr> params = {{"axes", axes}, {dimName, dim}, {"tiled", (int64_t)tiled}};
   if (rooted) params["root"] = staticRoot(*a[4], n, "root");
-  return SVal::array(emit(p, {x}, t, c.loc, params), c.loc);
+  // (the shape rule divides or removes the dimension, and refuses one the group does not
+  // split, at the dimension's argument)
+  return SVal::array(emitByRules(p, {x}, params, {c.loc, {a[0]->loc}, {{dimName, dimAt}}}), c.loc);
 }
 SVal Sema::bPsumScatter(const ast::Expr &c) {
   return scatter(c, ir::Prim::PsumScatter, "scatter_dimension");
@@ -240,35 +218,11 @@ SVal Sema::bAllToAll(const ast::Expr &c) {
   int64_t rank = x->type.rank();
   int64_t split = normAxis(staticInt(*a[2], "split_axis"), rank, a[2]->loc, "split_axis");
   int64_t concat = normAxis(staticInt(*a[3], "concat_axis"), rank, a[3]->loc, "concat_axis");
-  int64_t size = x->type.shape[split];
-  ir::Type t = x->type;
-  if (tiled) {
-    if (size % n != 0)
-      fail(DiagId::NotDivisible, c.loc,
-           "all_to_all splits dimension " + std::to_string(split) + " of " + str(x->type) +
-               " into " + std::to_string(n) + " blocks; " + std::to_string(size) +
-               " is not divisible by " + std::to_string(n),
-           "pad the array or split a different dimension");
-    t.shape[split] /= n;
-    if (__builtin_mul_overflow(t.shape[concat], n, &t.shape[concat]) ||
-        t.numElements() > SHM_MAX_ELEMENTS)
-      fail(DiagId::ArrayTooLarge, c.loc, "all_to_all would make an array of more than 2^40 elements",
-           "exchange a smaller array");
-  } else {
-    if (size != n)
-      fail(DiagId::ShapeMismatch, c.loc,
-           "all_to_all without tiling needs split_axis " + std::to_string(split) +
-               " of size " + std::to_string(n) + " (the group size), but " + str(x->type) +
-               " has " + std::to_string(size),
-           "pass tiled=true to split the dimension into n blocks");
-    t.shape.erase(t.shape.begin() + split);
-    t.shape.insert(t.shape.begin() + concat, n);
-  }
-  return SVal::array(emit(ir::Prim::AllToAll, {x}, t, c.loc,
-                          {{"axes", axes},
-                           {"split_axis", split},
-                           {"concat_axis", concat},
-                           {"tiled", (int64_t)tiled}}),
+  // (the shape rule moves the dimensions, and refuses a split the group does not divide, at
+  // the split_axis argument; the element count does not change)
+  return SVal::array(emitByRules(ir::Prim::AllToAll, {x},
+                                 {{"axes", axes}, {"split_axis", split}, {"concat_axis", concat}, {"tiled", (int64_t)tiled}},
+                                 {c.loc, {a[0]->loc}, {{"split_axis", a[2]->loc}, {"concat_axis", a[3]->loc}}}),
                      c.loc);
 }
 

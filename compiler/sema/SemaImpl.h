@@ -204,8 +204,19 @@ public:
   void checkMeshLimits(const ast::MeshDecl &m);
   ir::Value *emit(ir::Prim p, std::vector<ir::Value *> ins, const ir::Type &out, Loc loc,
                   Params params = {});
+  // Where a builtin's arguments were written: a refusal of the primitive's shape rule that a
+  // program can cause (rules::Refusal) is reported at its operand's or param's location, else
+  // at the call.
+  struct ArgLocs {
+    Loc call;
+    std::vector<Loc> operands{};
+    std::map<std::string, Loc> params{};
+  };
+  // The equation typed by its primitive's rules alone (sema computes no result type): a
+  // refusal is the user's error, located by `at`.
+  ir::Value *emitByRules(ir::Prim p, std::vector<ir::Value *> ins, Params params, const ArgLocs &at);
   // Appends `e` to the current function; with `check`, its result types must be those its
-  // primitive's shape rule computes (prims::shapeProblem), else an InternalError: sema's own
+  // primitive's shape rule computes (rules::shapeProblem), else an InternalError: sema's own
   // checks report user errors, so a mismatch is a bug in sema.
   ir::Eqn &pushEqn(ir::Eqn e, bool check = true);
   void checkShapeRule(const ir::Eqn &e);

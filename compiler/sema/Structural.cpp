@@ -72,9 +72,7 @@ SVal Sema::matmul(const SVal &a, const SVal &b, Loc loc) {
   };
   l = broadcastTo(l, withTail(m, k), loc);
   r = broadcastTo(r, withTail(k, n), loc);
-  ir::Type t = l->type;
-  t.shape = withTail(m, n);
-  ir::Value *out = emit(ir::Prim::Matmul, {l, r}, t, loc);
+  ir::Value *out = emitByRules(ir::Prim::Matmul, {l, r}, {}, {loc});
   std::vector<int64_t> finalShape = *batch;
   if (!squeezeM) finalShape.push_back(m);
   if (!squeezeN) finalShape.push_back(n);
@@ -131,12 +129,10 @@ SVal Sema::bTranspose(const ast::Expr &c) {
   } else {
     for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
   }
-  ir::Type t = x->type;
-  for (int64_t i = 0; i < rank; ++i) t.shape[i] = x->type.shape[perm[i]];
   bool identity = true;
   for (int64_t i = 0; i < rank; ++i) identity &= perm[i] == i;
   if (identity) return SVal::array(x, c.loc);
-  return SVal::array(emit(ir::Prim::Transpose, {x}, t, c.loc, {{"permutation", perm}}), c.loc);
+  return SVal::array(emitByRules(ir::Prim::Transpose, {x}, {{"permutation", perm}}, {c.loc}), c.loc);
 }
 
 SVal Sema::bExpandDims(const ast::Expr &c) {
@@ -161,35 +157,19 @@ SVal Sema::bConcatenate(const ast::Expr &c) {
   const ir::Type &first = xs[0]->type;
   int64_t axis = normAxis(a[1] ? staticInt(*a[1], "axis") : 0, first.rank(),
                           a[1] ? a[1]->loc : c.loc, "axis");
-  ir::Type t = first;
-  for (size_t i = 1; i < xs.size(); ++i) {
-    const ir::Type &o = xs[i]->type;
-    Loc at = list.items[i]->loc;
-    if (o.dtype != first.dtype)
-      fail(DiagId::DTypeMismatch, at,
-           "cannot concatenate " + str(first) + " and " + str(o) + ": dtypes differ",
-           std::string("cast(x, ") + ir::dtypeName(first.dtype) + ") first");
-    if (o.rank() != first.rank())
-      fail(DiagId::RankMismatch, at,
-           "cannot concatenate " + str(first) + " and " + str(o) + ": ranks differ",
-           "reshape or expand_dims one of them");
-    for (int64_t d = 0; d < first.rank(); ++d)
-      if (d != axis && o.shape[d] != first.shape[d])
-        fail(DiagId::ShapeMismatch, at,
-             "cannot concatenate " + str(first) + " and " + str(o) + " along axis " +
-                 std::to_string(axis) + ": dimension " + std::to_string(d) + " differs",
-             "all dimensions except the concatenated one must be equal");
-    // Each operand has at most 2^40 elements, so the sum cannot overflow before it passes
-    // the limit (millions of operands would otherwise wrap it).
-    t.shape[axis] += o.shape[axis];
-    if (t.numElements() > SHM_MAX_ELEMENTS)
+  // The size it makes, as it adds each operand (a limit, not a shape: the shape rule checks the
+  // operands fit; each has at most 2^40 elements, so the count cannot wrap before it passes).
+  int64_t elements = 0;
+  for (size_t i = 0; i < xs.size(); ++i)
+    if ((elements += xs[i]->type.numElements()) > SHM_MAX_ELEMENTS)
       fail(DiagId::ArrayTooLarge, c.loc,
            "concatenate would make an array of more than 2^40 elements (by operand " + std::to_string(i + 1) +
                " of " + std::to_string(xs.size()) + ")",
            "concatenate fewer or smaller arrays; split the data over a mesh or over several arrays");
-  }
   if (xs.size() == 1) return SVal::array(xs[0], c.loc);
-  return SVal::array(emit(ir::Prim::Concatenate, xs, t, c.loc, {{"dimension", axis}}), c.loc);
+  std::vector<Loc> at;
+  for (const auto &item : list.items) at.push_back(item->loc);
+  return SVal::array(emitByRules(ir::Prim::Concatenate, xs, {{"dimension", axis}}, {c.loc, at}), c.loc);
 }
 
 // `[i, 0]`: one i32[] start per dimension; literals become constants.
@@ -221,21 +201,11 @@ SVal Sema::bDynamicSlice(const ast::Expr &c) {
   ir::Value *x = evalArray(*a[0]);
   std::vector<ir::Value *> starts = startIndices(*a[1], x->type.rank(), "dynamic_slice");
   std::vector<int64_t> sizes = staticIntList(*a[2], "sizes");
-  if ((int64_t)sizes.size() != x->type.rank())
-    fail(DiagId::RankMismatch, a[2]->loc,
-         "dynamic_slice has " + std::to_string(sizes.size()) + " sizes for " + str(x->type),
-         "give one size per dimension");
-  for (size_t d = 0; d < sizes.size(); ++d)
-    if (sizes[d] < 0 || sizes[d] > x->type.shape[d])  // (0: an empty block, as JAX's)
-      fail(DiagId::IndexOutOfRange, a[2]->loc,
-           "slice size " + std::to_string(sizes[d]) + " does not fit dimension " +
-               std::to_string(d) + " of " + str(x->type),
-           "sizes must be between 0 and the dimension's size");
   std::vector<ir::Value *> ins = {x};
   ins.insert(ins.end(), starts.begin(), starts.end());
-  ir::Type t = x->type;
-  t.shape = sizes;
-  return SVal::array(emit(ir::Prim::DynamicSlice, ins, t, c.loc, {{"sizes", sizes}}), c.loc);
+  // (the shape rule checks the sizes, at the sizes argument)
+  return SVal::array(emitByRules(ir::Prim::DynamicSlice, ins, {{"sizes", sizes}}, {c.loc, {}, {{"sizes", a[2]->loc}}}),
+                     c.loc);
 }
 
 SVal Sema::bDynamicUpdateSlice(const ast::Expr &c) {
@@ -243,24 +213,11 @@ SVal Sema::bDynamicUpdateSlice(const ast::Expr &c) {
   ir::Value *x = evalArray(*a[0]);
   SVal us = eval(*a[1]);
   ir::Value *u = us.kind == SVal::Literal ? literalAs(us, x->type.dtype, {}, us.loc) : toArray(us);
-  if (u->type.dtype != x->type.dtype)
-    fail(DiagId::DTypeMismatch, a[1]->loc,
-         "cannot update " + str(x->type) + " with " + str(u->type) + ": dtypes differ",
-         std::string("cast(u, ") + ir::dtypeName(x->type.dtype) + ") first");
-  if (u->type.rank() != x->type.rank())
-    fail(DiagId::RankMismatch, a[1]->loc,
-         "cannot update " + str(x->type) + " with " + str(u->type) + ": ranks differ",
-         "reshape the update to the array's rank");
-  for (int64_t d = 0; d < x->type.rank(); ++d)
-    if (u->type.shape[d] > x->type.shape[d])
-      fail(DiagId::ShapeMismatch, a[1]->loc,
-           "update " + str(u->type) + " is larger than " + str(x->type) + " in dimension " +
-               std::to_string(d),
-           "the update must fit inside the array");
   std::vector<ir::Value *> ins = {x, u};
   auto starts = startIndices(*a[2], x->type.rank(), "dynamic_update_slice");
   ins.insert(ins.end(), starts.begin(), starts.end());
-  return SVal::array(emit(ir::Prim::DynamicUpdateSlice, ins, x->type, c.loc), c.loc);
+  // (the shape rule checks the update fits, at the update argument)
+  return SVal::array(emitByRules(ir::Prim::DynamicUpdateSlice, ins, {}, {c.loc, {a[0]->loc, a[1]->loc}}), c.loc);
 }
 
 } // namespace shmapc::sema

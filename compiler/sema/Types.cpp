@@ -3,7 +3,7 @@
 // broadcast_in_dim, and a literal operand becomes a splat constant of the result shape.
 #include "sema/SemaImpl.h"
 
-#include "prims/Rules.h"
+#include "rules/Rules.h"
 
 #include <cmath>
 #include <cstdint>
@@ -82,10 +82,27 @@ ir::Value *Sema::emit(ir::Prim p, std::vector<ir::Value *> ins, const ir::Type &
                       Params params) {
   // (typed by the rules, which check sema's own type for the result: a mismatch is an internal
   // error naming the rule's reason)
-  ir::Eqn &e = pushEqn(prims::makeEqn(*cur_->func, p, std::move(ins), std::move(params), loc,
+  ir::Eqn &e = pushEqn(rules::makeEqn(*cur_->func, p, std::move(ins), std::move(params), loc,
                                       {.declared = &out, .untyped = true}),
                        /*check=*/false);
   return e.outs[0];
+}
+
+ir::Value *Sema::emitByRules(ir::Prim p, std::vector<ir::Value *> ins, Params params, const ArgLocs &at) {
+  ir::Eqn made;
+  rules::Refusal refused;
+  if (!rules::tryMakeEqn(*cur_->func, p, std::move(ins), std::move(params), at.call, {.untyped = true}, made,
+                         refused)) {
+    if (!refused.diag)  // (no program causes it: sema passed the rule something ill-formed)
+      throw InternalError("sema built an ill-typed " + std::string(ir::primName(p)) + " in @" + cur_->func->name +
+                          ": " + refused.why);
+    Loc loc = at.call;
+    if (refused.operand >= 0 && (size_t)refused.operand < at.operands.size()) loc = at.operands[refused.operand];
+    if (refused.param)
+      if (auto it = at.params.find(refused.param); it != at.params.end()) loc = it->second;
+    fail(*refused.diag, loc, refused.why, refused.hint);
+  }
+  return pushEqn(std::move(made), /*check=*/false).outs[0];
 }
 
 ir::Eqn &Sema::pushEqn(ir::Eqn e, bool check) {
@@ -99,7 +116,7 @@ ir::Eqn &Sema::pushEqn(ir::Eqn e, bool check) {
 
 // Always on: a shape rule costs a few comparisons per equation (well under 1% of a compile).
 void Sema::checkShapeRule(const ir::Eqn &e) {
-  std::string why = prims::shapeProblem(e, *cur_->func);
+  std::string why = rules::shapeProblem(e, *cur_->func);
   if (why.empty()) return;
   throw InternalError("sema built an ill-typed " + std::string(ir::primName(e.prim)) + " in @" + cur_->func->name +
                       " (line " + std::to_string(e.loc.line) + ", column " + std::to_string(e.loc.col) + "): " + why);

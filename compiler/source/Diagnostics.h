@@ -53,7 +53,7 @@ struct CompileError : std::runtime_error {
 };
 
 // Thrown when the compiler finds it has built ill-formed IR (an equation its primitive's shape
-// rule refuses, prims::shapeProblem): a compiler bug, reported by the driver as an internal
+// rule refuses, rules::shapeProblem): a compiler bug, reported by the driver as an internal
 // error (exit status 2), never a crash.
 struct InternalError : std::logic_error {
   using std::logic_error::logic_error;

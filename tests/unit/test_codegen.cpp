@@ -4,7 +4,7 @@
 // says which were skipped).
 #include "codegen/Codegen.h"
 #include "ir/IR.h"
-#include "prims/Rules.h"
+#include "rules/Rules.h"
 
 #include <catch2/catch.hpp>
 #include <llvm/IR/LLVMContext.h>
@@ -134,7 +134,7 @@ struct Compiled {
 
 Compiled compile(const ir::Module &m, int level, const std::string &name) {
   Compiled c;
-  std::vector<std::string> problems = prims::verifyModule(m);  // shape rules too
+  std::vector<std::string> problems = rules::verifyModule(m);  // shape rules too
   for (const std::string &p : problems) c.error += "IR verifier: " + p + "\n";
   if (!c.error.empty()) return c;
   llvm::LLVMContext ctx;

@@ -1,10 +1,12 @@
-// hoist-loop-reductions (passes/HoistLoopReductions.cpp) on backward bodies built by hand, mesh
+// hoist-loop-reductions (passes/reductions/HoistLoopReductions.cpp) on backward bodies built by hand, mesh
 // x=2, y=2: a loop whose carry accumulates psum2s of a device-varying const. What it moves
 // out of the loop, the variance types it gives (checked by re-inferring them), and what it
 // must leave as written.
 #include "ir/IR.h"
 #include "passes/Passes.h"
-#include "prims/Rules.h"
+#include "passes/reductions/Reductions.h"
+#include "passes/variance/Variance.h"
+#include "rules/Rules.h"
 
 #include <catch2/catch.hpp>
 
@@ -103,7 +105,7 @@ void collect(Func &f, std::vector<std::pair<Value *, Type>> &out) {
 // its operands' variance, which autodiff's own updates leave invariant: a pbroadcast of an
 // index changes nothing, so those are not compared.)
 void checkTypes(Setup &s) {
-  for (const std::string &problem : shmapc::prims::verifyModule(s.m))
+  for (const std::string &problem : shmapc::rules::verifyModule(s.m))
     if (problem != "module has no main") FAIL(problem);  // (a body alone)
   std::vector<std::pair<Value *, Type>> types;
   collect(*s.f, types);

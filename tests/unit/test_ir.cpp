@@ -2,15 +2,15 @@
 // verifier, and the static communication report (comm/Comm.h) with the communication rules it asks.
 #include "comm/Comm.h"
 #include "ir/IR.h"
-#include "prims/Rules.h"
+#include "rules/Rules.h"
 
 #include <catch2/catch.hpp>
 
 using namespace shmapc::ir;
 using namespace shmapc::comm;
-using shmapc::prims::CollectiveKind;
-using shmapc::prims::Communication;
-using shmapc::prims::rulesOf;
+using shmapc::rules::CollectiveKind;
+using shmapc::rules::Communication;
+using shmapc::rules::rulesOf;
 
 namespace {
 
@@ -79,7 +79,7 @@ TEST_CASE("verifier reports use before definition and arity errors") {
 }
 
 TEST_CASE("verifier rejects collectives without a mesh") {
-  // Operand and result types are the primitives' shape rules' business (prims::verifyModule,
+  // Operand and result types are the primitives' shape rules' business (rules::verifyModule,
   // tests/unit/test_shape_rules.cpp); ir::verifyModule alone checks structure.
   Module m = example1();
   m.funcs[0]->mesh = nullptr;

@@ -6,6 +6,7 @@
 #include "ir/IR.h"
 #include "parser/Parser.h"
 #include "passes/Passes.h"
+#include "passes/jit/Jit.h"
 #include "sema/Sema.h"
 
 #include <catch2/catch.hpp>
@@ -81,7 +82,7 @@ TEST_CASE("a partition spec naming an axis twice is a located internal error") {
   ir::Sharding &s = j.propagated.at(j.func->params[0]);
   s.dims[1].axes = s.dims[0].axes;
   try {
-    passes::partitionJit(*c->module, passes::PassOptions{}, c->diags);
+    passes::partitionJit(*c->module, c->diags);
     FAIL("partitionJit accepted a partition spec that names \"x\" twice");
   } catch (const InternalError &e) {
     const std::string what = e.what();

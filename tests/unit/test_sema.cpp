@@ -2,7 +2,7 @@
 // source; tests assert on the IR (prims, types, params) or on the diagnostic reported.
 #include "ir/IR.h"
 #include "parser/Parser.h"
-#include "prims/Rules.h"
+#include "rules/Rules.h"
 #include "sema/Sema.h"
 #include "source/Suggest.h"
 
@@ -55,7 +55,7 @@ std::unique_ptr<Compiled> compileOk(const std::string &src,
   auto c = compile(src, modules);
   INFO(c->diags);
   REQUIRE(c->ok);
-  std::vector<std::string> problems = prims::verifyModule(*c->module);  // shape rules too
+  std::vector<std::string> problems = rules::verifyModule(*c->module);  // shape rules too
   std::string all;
   for (const auto &p : problems) all += p + "\n";
   INFO(all);

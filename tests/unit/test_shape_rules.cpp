@@ -1,9 +1,9 @@
 // Each primitive's shape rule (compiler/prims/, Rules::shape) as the verifier applies it
-// (prims::verifyModule): hand-built equations, one family at a time, well-typed ones accepted
+// (rules::verifyModule): hand-built equations, one family at a time, well-typed ones accepted
 // and ill-typed ones reported with the primitive, the equation index and what is wrong. And
 // autodiff's Builder::emit refusing an equation its rule does not give.
-#include "passes/AD.h"
-#include "prims/Rules.h"
+#include "passes/ad/AD.h"
+#include "rules/Rules.h"
 
 #include <catch2/catch.hpp>
 
@@ -53,7 +53,7 @@ struct Fixture {
     f->eqns.push_back(std::move(e));
     m.main = f;
     std::string all;
-    for (const std::string &problem : prims::verifyModule(m)) all += problem + "\n";
+    for (const std::string &problem : rules::verifyModule(m)) all += problem + "\n";
     return all;
   }
 };
@@ -135,17 +135,21 @@ TEST_CASE("shape rules: slices and concatenate") {
   BAD(check(Prim::DynamicSlice, {f32({8}), f32({})}, {f32({3})}, {{"sizes", Ints{3}}}), "dynamic_slice",
       "start index 0 must be an i32[] scalar, got f32[]");
   BAD(check(Prim::DynamicSlice, {f32({8}), i32({})}, {f32({9})}, {{"sizes", Ints{9}}}), "dynamic_slice",
-      "size 9 does not fit dimension 0");
+      "slice size 9 does not fit dimension 0 of f32[8]");
+  BAD(check(Prim::DynamicSlice, {f32({8}), i32({})}, {f32({3})}, {{"sizes", Ints{3, 1}}}), "dynamic_slice",
+      "dynamic_slice has 2 sizes for f32[8]");
 
   CHECK(check(Prim::DynamicUpdateSlice, {f32({8}), f32({3}), i32({})}, {f32({8})}) == "");
   BAD(check(Prim::DynamicUpdateSlice, {f32({8}), f32({9}), i32({})}, {f32({8})}), "dynamic_update_slice",
-      "update f32[9] does not fit in f32[8]");
+      "update f32[9] is larger than f32[8] in dimension 0");
   BAD(check(Prim::DynamicUpdateSlice, {f32({8, 2}), f32({3, 2}), i32({})}, {f32({8, 2})}), "dynamic_update_slice",
       "one start index per dimension");
 
   CHECK(check(Prim::Concatenate, {f32({2, 3}), f32({4, 3})}, {f32({6, 3})}, {{"dimension", int64_t(0)}}) == "");
   BAD(check(Prim::Concatenate, {f32({2, 3}), f32({4, 2})}, {f32({6, 3})}, {{"dimension", int64_t(0)}}),
-      "concatenate", "operand 1 f32[4,2] does not concatenate with f32[2,3]");
+      "concatenate", "cannot concatenate f32[2,3] and f32[4,2] along axis 0: dimension 1 differs");
+  BAD(check(Prim::Concatenate, {f32({2, 3}), i32({4, 3})}, {f32({6, 3})}, {{"dimension", int64_t(0)}}),
+      "concatenate", "cannot concatenate f32[2,3] and i32[4,3]: dtypes differ");
 }
 
 TEST_CASE("shape rules: along one axis (gather, scatter_add, argmax, cumsum, argsort)") {
@@ -200,14 +204,16 @@ TEST_CASE("shape rules: collectives read group sizes from the function's mesh") 
   Params s{{"axes", Ints{0, 1}}, {"scatter_dimension", int64_t(0)}, {"tiled", int64_t(1)}};
   CHECK(check(Prim::PsumScatter, {f32({16})}, {f32({2})}, s, true) == "");
   BAD(check(Prim::PsumScatter, {f32({12})}, {f32({2})}, s, true), "psum_scatter",
-      "dimension 0 of f32[12] is not divisible by the group size 8");
+      "psum_scatter splits dimension 0 of f32[12] over 8 device(s); 12 is not divisible by 8");
   Params ps{{"axes", Ints{1}}, {"axis", int64_t(1)}, {"tiled", int64_t(0)}};
   CHECK(check(Prim::Pscatter, {f32({3, 2})}, {f32({3})}, ps, true) == "");
-  BAD(check(Prim::Pscatter, {f32({3, 4})}, {f32({3})}, ps, true), "pscatter", "is not the group size 2");
+  BAD(check(Prim::Pscatter, {f32({3, 4})}, {f32({3})}, ps, true), "pscatter",
+      "needs dimension 1 of size 2 (the group size), but f32[3,4] has 4");
 
   Params a2a{{"axes", Ints{0}}, {"split_axis", int64_t(0)}, {"concat_axis", int64_t(1)}, {"tiled", int64_t(0)}};
   CHECK(check(Prim::AllToAll, {f32({4, 3})}, {f32({3, 4})}, a2a, true) == "");
-  BAD(check(Prim::AllToAll, {f32({5, 3})}, {f32({3, 4})}, a2a, true), "all_to_all", "split_axis 0 of f32[5,3] is not");
+  BAD(check(Prim::AllToAll, {f32({5, 3})}, {f32({3, 4})}, a2a, true), "all_to_all",
+      "needs split_axis 0 of size 4 (the group size), but f32[5,3] has 5");
   a2a["tiled"] = int64_t(1);
   CHECK(check(Prim::AllToAll, {f32({8, 3})}, {f32({2, 12})}, a2a, true) == "");
 
@@ -353,7 +359,7 @@ TEST_CASE("shape rules: creation and files take the declared type, checked") {
 }
 
 TEST_CASE("a fixed arity is checked before the shape rule runs") {
-  CHECK(prims::shapeProblem(Eqn{Prim::Neg, {}, {}, {}, {}, {}}, Func{}) == "expects 1 operand(s), has 0");
+  CHECK(rules::shapeProblem(Eqn{Prim::Neg, {}, {}, {}, {}, {}}, Func{}) == "expects 1 operand(s), has 0");
 }
 
 TEST_CASE("autodiff's Builder::emit refuses a result type the shape rule does not give") {
@@ -378,26 +384,26 @@ TEST_CASE("makeEqn types a result by the shape and variance rules, as bind does"
   Value *y = f->newValue(Type{DType::F32, {3, 4}, i});
   Value *inv = f->newValue(Type{DType::F32, {3, 4}, 0});
   // element-wise: the operands' type; a reduction: its rule's shape; collectives: their variance
-  CHECK(prims::makeEqn(*f, Prim::Add, {x, y}, {}, {}).outs[0]->type == Type{DType::F32, {3, 4}, i});
-  CHECK(prims::makeEqn(*f, Prim::ReduceSum, {x}, {{"axes", std::vector<int64_t>{1}}}, {}).outs[0]->type ==
+  CHECK(rules::makeEqn(*f, Prim::Add, {x, y}, {}, {}).outs[0]->type == Type{DType::F32, {3, 4}, i});
+  CHECK(rules::makeEqn(*f, Prim::ReduceSum, {x}, {{"axes", std::vector<int64_t>{1}}}, {}).outs[0]->type ==
         Type{DType::F32, {3}, i});
-  CHECK(prims::makeEqn(*f, Prim::Psum2, {x}, {{"axes", std::vector<int64_t>{0}}}, {}).outs[0]->type ==
+  CHECK(rules::makeEqn(*f, Prim::Psum2, {x}, {{"axes", std::vector<int64_t>{0}}}, {}).outs[0]->type ==
         Type{DType::F32, {3, 4}, 0});
-  CHECK(prims::makeEqn(*f, Prim::Pbroadcast, {x}, {{"axes", std::vector<int64_t>{1}}}, {}).outs[0]->type ==
+  CHECK(rules::makeEqn(*f, Prim::Pbroadcast, {x}, {{"axes", std::vector<int64_t>{1}}}, {}).outs[0]->type ==
         Type{DType::F32, {3, 4}, i | j});
-  CHECK(prims::makeEqn(*f, Prim::AllGather, {x},
+  CHECK(rules::makeEqn(*f, Prim::AllGather, {x},
                        {{"axes", std::vector<int64_t>{0}}, {"axis", int64_t(0)}, {"tiled", int64_t(1)}}, {})
             .outs[0]->type == Type{DType::F32, {12, 4}, i});
   // a primitive that takes its result type from the equation is given it
   const Type flat{DType::F32, {12}, i};
-  CHECK(prims::makeEqn(*f, Prim::Reshape, {x}, {}, {}, {.declared = &flat}).outs[0]->type == flat);
+  CHECK(rules::makeEqn(*f, Prim::Reshape, {x}, {}, {}, {.declared = &flat}).outs[0]->type == flat);
   // refused: operands of different variance, a declared type the rules do not give, a result
   // value of another type, a primitive whose variance needs more than its operands
-  CHECK_THROWS_WITH(prims::makeEqn(*f, Prim::Add, {x, inv}, {}, {}), Catch::Contains("vary over different axes"));
+  CHECK_THROWS_WITH(rules::makeEqn(*f, Prim::Add, {x, inv}, {}, {}), Catch::Contains("vary over different axes"));
   const Type wrong{DType::F32, {3, 4}, 0};
-  CHECK_THROWS_WITH(prims::makeEqn(*f, Prim::Neg, {x}, {}, {}, {.declared = &wrong}),
+  CHECK_THROWS_WITH(rules::makeEqn(*f, Prim::Neg, {x}, {}, {}, {.declared = &wrong}),
                     Catch::Contains("declared f32[3,4], but the rules give f32[3,4]{i}"));
-  CHECK_THROWS_WITH(prims::makeEqn(*f, Prim::Neg, {x}, {}, {}, {.into = inv}),
+  CHECK_THROWS_WITH(rules::makeEqn(*f, Prim::Neg, {x}, {}, {}, {.into = inv}),
                     Catch::Contains("the value given for it is f32[3,4]"));
-  CHECK_THROWS_WITH(prims::makeEqn(*f, Prim::Reshape, {x}, {}, {}), Catch::Contains("comes from the equation"));
+  CHECK_THROWS_WITH(rules::makeEqn(*f, Prim::Reshape, {x}, {}, {}), Catch::Contains("comes from the equation"));
 }

@@ -1,7 +1,8 @@
-// sink-reductions (passes/SinkReductions.cpp) on backward bodies built by hand, mesh x=2, y=2:
+// sink-reductions (passes/reductions/SinkReductions.cpp) on backward bodies built by hand, mesh x=2, y=2:
 // what it rewrites, the variance types it keeps, and what it must leave as written.
 #include "ir/IR.h"
 #include "passes/Passes.h"
+#include "passes/reductions/Reductions.h"
 
 #include <catch2/catch.hpp>
 
