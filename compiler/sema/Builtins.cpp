@@ -412,17 +412,13 @@ SVal Sema::reduction(const ast::Expr &c, ir::Prim p, bool mean) {
   ir::DType resultType = x->type.dtype;
   if (mean && ir::isHalf(resultType)) x = convert(x, ir::DType::F32, c.loc);
   if (axes.empty()) return SVal::array(convert(x, resultType, c.loc), c.loc);
-  ir::Type t = x->type;
-  t.shape.clear();
-  int64_t count = 1;
-  for (int64_t i = 0; i < x->type.rank(); ++i) {
-    if (std::find(axes.begin(), axes.end(), i) == axes.end())
-      t.shape.push_back(x->type.shape[i]);
-    else
-      count *= x->type.shape[i];
+  ir::Value *r = emitByRules(p, {x}, {{"axes", axes}}, {c.loc});
+  if (mean) {  // (the sum divided by how many elements it summed)
+    const ir::Type &t = r->type;
+    int64_t count = 1;
+    for (int64_t axis : axes) count *= x->type.shape[axis];
+    r = emit(ir::Prim::Div, {r, constant(t.dtype, t.shape, {(double)count}, c.loc)}, t, c.loc);
   }
-  ir::Value *r = emit(p, {x}, t, c.loc, {{"axes", axes}});
-  if (mean) r = emit(ir::Prim::Div, {r, constant(t.dtype, t.shape, {(double)count}, c.loc)}, t, c.loc);
   return SVal::array(convert(r, resultType, c.loc), c.loc);
 }
 SVal Sema::bSum(const ast::Expr &c) { return reduction(c, ir::Prim::ReduceSum, false); }

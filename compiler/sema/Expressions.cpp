@@ -255,10 +255,7 @@ SVal Sema::evalIndex(const ast::Expr &e) {
   ir::Value *v = base;
   bool strided = std::any_of(strides.begin(), strides.end(), [](int64_t s) { return s != 1; });
   if (sliced != shape || strided) {
-    ir::Type t = base->type;
-    t.shape = sliced;
-    v = emit(ir::Prim::Slice, {base}, t, e.loc,
-             {{"start", start}, {"limit", limit}, {"strides", strides}});
+    v = emitByRules(ir::Prim::Slice, {base}, {{"start", start}, {"limit", limit}, {"strides", strides}}, {e.loc});
   }
   return SVal::array(reshape(v, finalShape, e.loc), e.loc);
 }

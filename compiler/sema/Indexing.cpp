@@ -5,16 +5,6 @@
 
 namespace shmapc::sema {
 
-namespace {
-
-std::vector<int64_t> withoutAxis(const std::vector<int64_t> &shape, int64_t axis) {
-  std::vector<int64_t> out = shape;
-  out.erase(out.begin() + axis);
-  return out;
-}
-
-} // namespace
-
 // An array of integer indices (a list literal becomes i32).
 ir::Value *Sema::indexArray(const ast::Expr &e, const std::string &what) {
   ir::Value *idx = evalArray(e);
@@ -37,11 +27,7 @@ std::pair<ir::Value *, int64_t> Sema::alongAxis(ir::Value *x, const ast::Expr *a
 ir::Value *Sema::gatherAlong(ir::Value *x, ir::Value *idx, int64_t axis, Loc loc) {
   if (x->type.rank() == 0)
     fail(DiagId::IndexOutOfRange, loc, "cannot take from " + str(x->type), "index an array of rank >= 1");
-  ir::Type t = x->type;
-  t.shape.assign(x->type.shape.begin(), x->type.shape.begin() + axis);
-  t.shape.insert(t.shape.end(), idx->type.shape.begin(), idx->type.shape.end());
-  t.shape.insert(t.shape.end(), x->type.shape.begin() + axis + 1, x->type.shape.end());
-  return emit(ir::Prim::Gather, {x, idx}, t, loc, {{"axis", axis}});
+  return emitByRules(ir::Prim::Gather, {x, idx}, {{"axis", axis}}, {loc});
 }
 
 // take(x, indices, axis=None): numpy's take.
@@ -82,8 +68,7 @@ SVal Sema::argExtremum(const ast::Expr &c, bool isMin) {
   auto a = bindArgs(c, {"x", "axis"}, 1);
   auto [x, axis] = alongAxis(evalArray(*a[0]), a[1], c.loc);
   if (x->type.rank() == 0) fail(DiagId::BadAxis, c.loc, c.name + " of a scalar", "pass an array");
-  ir::Type t{ir::DType::I32, withoutAxis(x->type.shape, axis), 0};
-  return SVal::array(emit(ir::Prim::Argmax, {x}, t, c.loc, {{"axis", axis}, {"is_min", (int64_t)isMin}}), c.loc);
+  return SVal::array(emitByRules(ir::Prim::Argmax, {x}, {{"axis", axis}, {"is_min", (int64_t)isMin}}, {c.loc}), c.loc);
 }
 SVal Sema::bArgmax(const ast::Expr &c) { return argExtremum(c, false); }
 SVal Sema::bArgmin(const ast::Expr &c) { return argExtremum(c, true); }
@@ -181,8 +166,7 @@ SVal Sema::bTakeAlongAxis(const ast::Expr &c) {
 // argsort(x, axis=-1): stable, NaN last (numpy's kind="stable").
 ir::Value *Sema::argsortAlong(ir::Value *x, int64_t axis, bool descending, Loc loc) {
   if (x->type.rank() == 0) fail(DiagId::BadAxis, loc, "cannot sort a scalar", "pass an array");
-  ir::Type t{ir::DType::I32, x->type.shape, 0};
-  return emit(ir::Prim::Argsort, {x}, t, loc, {{"axis", axis}, {"descending", (int64_t)descending}});
+  return emitByRules(ir::Prim::Argsort, {x}, {{"axis", axis}, {"descending", (int64_t)descending}}, {loc});
 }
 
 SVal Sema::bArgsort(const ast::Expr &c) {
@@ -212,10 +196,10 @@ std::vector<SVal> Sema::topK(const ast::Expr &c) {
          "k = " + std::to_string(k) + " for an axis of size " + std::to_string(x->type.shape[axis]),
          "take 1 <= k <= " + std::to_string(x->type.shape[axis]));
   ir::Value *order = argsortAlong(x, axis, true, c.loc);
-  ir::Type t = order->type;
-  t.shape[axis] = k;
-  std::vector<int64_t> start(t.rank(), 0), limit = t.shape, strides(t.rank(), 1);
-  ir::Value *idx = emit(ir::Prim::Slice, {order}, t, c.loc, {{"start", start}, {"limit", limit}, {"strides", strides}});
+  std::vector<int64_t> start(order->type.rank(), 0), limit = order->type.shape, strides(order->type.rank(), 1);
+  limit[axis] = k;
+  ir::Value *idx =
+      emitByRules(ir::Prim::Slice, {order}, {{"start", start}, {"limit", limit}, {"strides", strides}}, {c.loc});
   return {SVal::array(takeAlongAxis(x, idx, axis, c.loc), c.loc), SVal::array(idx, c.loc)};
 }
 

@@ -446,8 +446,7 @@ ir::Value *Sema::innerProduct(ir::Value *a, ir::Value *b, Loc loc) {
   std::vector<int64_t> axes;
   for (int64_t d = 0; d < p->type.rank(); ++d) axes.push_back(d);
   if (axes.empty()) return p;
-  ir::Type t{ir::DType::F32, {}, 0};
-  return emit(ir::Prim::ReduceSum, {p}, t, loc, {{"axes", axes}});
+  return emitByRules(ir::Prim::ReduceSum, {p}, {{"axes", axes}}, {loc});
 }
 
 SVal Sema::bCheckGrads(const ast::Expr &c) {
