@@ -2,6 +2,7 @@
 // one strided block copy (copy_strided in memory.cpp) with suitably chosen strides.
 #include "combine.h"
 #include "half.h"
+#include "matmul_kernels.h"
 #include "pool.h"
 #include "shmap_runtime.h"
 #include "trace.h"
@@ -480,12 +481,7 @@ void shm_reduce(int32_t dtype, int32_t op, const void *in, int32_t rank, const i
 
 namespace {
 
-// f32 products of at least 32^3 multiply-adds go to oneDNN's sgemm, which picks AVX-512 kernels
-// at run time (1024^3: 2.0x OpenBLAS's Haswell kernels on this machine); below that OpenBLAS
-// wins (oneDNN's fixed cost is ~0.2 us). SHMAP_BLAS=openblas sends every product to OpenBLAS
-// (README, "Measured choices").
-constexpr int64_t kDnnlMinMacs = 32 * 32 * 32;
-
+// SHMAP_BLAS=openblas disables oneDNN (matmul_kernels.h: which kernel computes what).
 bool dnnl_enabled() {
   static const bool on = [] {
     const char *e = std::getenv("SHMAP_BLAS");
@@ -494,20 +490,12 @@ bool dnnl_enabled() {
   return on;
 }
 
-// Products of at least this many multiply-adds are computed in column panels of kPanel (the
-// last one up to twice as wide), which the cores of the thread's team share (run_on_team).
-// Each panel's call packs the whole of op(A) again: at 256 columns that cost a one-core MLP
-// step (256 x 512 x 1024 products) 7% over whole calls, at 512 half as much, while a panel of
-// 512 columns of such a product is still ~0.35 ms of work against the tens of microseconds a
-// hand-off costs (the price: a product of fewer than 1024 columns is not shared).
-constexpr int64_t kPanelMinMacs = int64_t(1) << 22;
-constexpr int64_t kPanel = 512;
-
-// C[:, lo:hi] = op(A) @ op(B)[:, lo:hi], row-major, C's leading dimension n.
-void sgemm_columns(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                   const float *b, int64_t ldb, float *c, int64_t lo, int64_t hi) {
+// C[:, lo:hi] = op(A) @ op(B)[:, lo:hi], row-major, C's leading dimension n, by `kernel`
+// (DnnlSgemm or OpenblasSgemm: matmul_panel_kernel).
+void sgemm_columns(MatmulKernel kernel, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a,
+                   int64_t lda, const float *b, int64_t ldb, float *c, int64_t lo, int64_t hi) {
   const float *bp = tb ? b + lo * ldb : b + lo;
-  if (m * (hi - lo) * k >= kDnnlMinMacs && dnnl_enabled()) {
+  if (kernel == MatmulKernel::DnnlSgemm) {
     // Each thread is one core's worth of work: oneDNN's OpenMP team in it is that thread alone
     // (the setting is per thread, made once).
     static thread_local const bool one_thread = (omp_set_num_threads(1), true);
@@ -520,18 +508,16 @@ void sgemm_columns(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const floa
               (int)k, 1.0f, a, (int)lda, bp, (int)ldb, 0.0f, c + lo, (int)n);
 }
 
-// C[m, n] = op(A) @ op(B). A large product is split into the same column panels whatever the
-// number of cores, so its result does not depend on it: oneDNN's result for a panel of
-// columns is not always the same as for the whole (a different blocking of k; 82 of 3,597
-// random shapes split in 2-4 differed in some bits), so the panels are the definition.
-void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-           const float *b, int64_t ldb, float *c) {
-  const int64_t panels = m * n * k >= kPanelMinMacs ? std::max<int64_t>(1, n / kPanel) : 1;
-  auto panel = [&](int64_t p) { return p == panels ? n : p * kPanel; };
+// C[m, n] = op(A) @ op(B) in the column panels `choice` names (sgemm_panels: the same whatever
+// the number of cores, so the result does not depend on it), shared by the team's cores.
+void sgemm(const MatmulChoice &choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a,
+           int64_t lda, const float *b, int64_t ldb, float *c) {
+  const int64_t panels = choice.panels;
+  auto panel = [&](int64_t p) { return sgemm_panel_start(p, panels, n); };
   const int parts = (int)std::min<int64_t>(shm::team_size(), panels);
   shm::run_on_team(parts, [&](int i) {
     for (int64_t p = panels * i / parts; p < panels * (i + 1) / parts; ++p)
-      sgemm_columns(ta, tb, m, n, k, a, lda, b, ldb, c, panel(p), panel(p + 1));
+      sgemm_columns(matmul_panel_kernel(choice, p), ta, tb, m, n, k, a, lda, b, ldb, c, panel(p), panel(p + 1));
   });
 }
 
@@ -545,50 +531,53 @@ void shm_matmul(int32_t dtype, const void *lhs, const void *rhs, void *out, int6
     span.args = "\"batch\":" + std::to_string(batch) + ",\"m\":" + std::to_string(m) + ",\"k\":" + std::to_string(k) +
                 ",\"n\":" + std::to_string(n);
   if (batch < 0 || m < 0 || k < 0 || n < 0) fatalf("matmul: negative dimension");
-  if (m == 0 || n == 0 || batch == 0) return;
+  // Which kernel, in how many calls (matmul_kernels.h, which --emit=plan prints too).
+  const MatmulChoice choice = matmul_choice(dtype, batch, m, k, n, dnnl_enabled());
+  if (choice.kernel == MatmulKernel::None) return;
   const int64_t es = dtype_size(dtype);
-  if (k == 0) { // BLAS would reject a leading dimension of 0; the product is all zeros
+  if (choice.kernel == MatmulKernel::Zeros) { // BLAS would reject a leading dimension of 0
     std::memset(out, 0, (size_t)(batch * m * n * es));
     return;
   }
-  if ((m | k | n) > (int64_t)std::numeric_limits<int>::max()) fatalf("matmul: dimension too large for BLAS");
+  if (choice.kernel == MatmulKernel::TooLarge) fatalf("matmul: dimension too large for BLAS");
   // Row-major BLAS: an operand stored transposed has the other dimension as its leading one.
   const CBLAS_TRANSPOSE ta = trans_lhs ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = trans_rhs ? CblasTrans : CblasNoTrans;
   const int lda = (int)(trans_lhs ? m : k), ldb = (int)(trans_rhs ? k : n);
-  if (is_half(dtype)) {  // f16 / bf16: sgemm on the operands widened to f32, rounded once
+  if (choice.widened) {  // f16 / bf16: sgemm on the operands widened to f32, rounded once
     std::vector<float> a((size_t)(m * k)), bb((size_t)(k * n)), c((size_t)(m * n));
     for (int64_t b = 0; b < batch; ++b) {
       widen_half(dtype, (const char *)lhs + b * m * k * es, a.data(), m * k);
       widen_half(dtype, (const char *)rhs + b * k * n * es, bb.data(), k * n);
-      sgemm(trans_lhs, trans_rhs, m, n, k, a.data(), lda, bb.data(), ldb, c.data());
+      sgemm(choice, trans_lhs, trans_rhs, m, n, k, a.data(), lda, bb.data(), ldb, c.data());
       narrow_half(dtype, c.data(), (char *)out + b * m * n * es, m * n);
     }
     return;
   }
-  if (dtype != SHM_F32 && dtype != SHM_F64 && dtype != SHM_I32 && dtype != SHM_I64)
-    fatalf("matmul: unsupported dtype %s", dtype_name(dtype));
+  if (choice.kernel == MatmulKernel::Unsupported) fatalf("matmul: unsupported dtype %s", dtype_name(dtype));
   auto product = [&](int64_t b) {
     const char *a = (const char *)lhs + b * m * k * es;
     const char *bb = (const char *)rhs + b * k * n * es;
     char *c = (char *)out + b * m * n * es;
-    switch (dtype) {
-    case SHM_F32:
-      sgemm(trans_lhs, trans_rhs, m, n, k, (const float *)a, lda, (const float *)bb, ldb, (float *)c);
+    switch (matmul_family(dtype)) {
+    case MatmulFamily::Sgemm:
+      sgemm(choice, trans_lhs, trans_rhs, m, n, k, (const float *)a, lda, (const float *)bb, ldb, (float *)c);
       break;
-    case SHM_F64:
+    case MatmulFamily::Dgemm:
       cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0, (const double *)a, lda,
                   (const double *)bb, ldb, 0.0, (double *)c, (int)n);
       break;
-    case SHM_I32: int_matmul<int32_t>(matmul_i32, a, bb, c, m, k, n, trans_lhs, trans_rhs); break;
-    default: int_matmul<int64_t>(matmul_i64, a, bb, c, m, k, n, trans_lhs, trans_rhs); break;
+    case MatmulFamily::OwnLoop:
+      if (dtype == SHM_I32) int_matmul<int32_t>(matmul_i32, a, bb, c, m, k, n, trans_lhs, trans_rhs);
+      else int_matmul<int64_t>(matmul_i64, a, bb, c, m, k, n, trans_lhs, trans_rhs);
+      break;
+    case MatmulFamily::WidenedSgemm:
+    case MatmulFamily::Unsupported: break;  // (handled above)
     }
   };
   // A batch of products each too small to split (sgemm's panels), together large enough: the
   // team's cores share the batch (each product computed whole, so the result is the same).
-  const int64_t macs = m * n * k;
-  const int parts = batch > 1 && macs < kPanelMinMacs && macs * batch >= kPanelMinMacs
-                        ? (int)std::min<int64_t>(team_size(), batch) : 1;
+  const int parts = choice.batch_shared ? (int)std::min<int64_t>(team_size(), batch) : 1;
   run_on_team(parts, [&](int i) {
     for (int64_t b = batch * i / parts; b < batch * (i + 1) / parts; ++b) product(b);
   });

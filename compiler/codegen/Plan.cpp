@@ -3,7 +3,7 @@
 //
 //   func @main: arena 1920 bytes (one allocation a call)
 //     fused loop 0: eqns 1-5: %0 = constant, %1 = mul, %2 = constant, %3 = add, b = exp
-//     kernel: eqn 7 p = matmul: shm_matmul f32, batch 1, m 4, k 8, n 16
+//     kernel: eqn 7 p = matmul: shm_matmul f32, batch 1, m 4, k 8, n 16 -> OpenBLAS sgemm
 //     in place: b over a (fused loop 0)
 //     values:
 //       a:f32[4,8]    arena [0, 128)
@@ -16,8 +16,11 @@
 //
 // Equations are numbered from 0 in their function's order (as --emit=ir lists them), values
 // named as --emit=ir names them. The arena lists each value's bytes and the span of eqns it
-// holds them, and which values last held them before it (values that share bytes).
+// holds them, and which values last held them before it (values that share bytes). A matmul's
+// kernel line names the library kernel the runtime will run for its sizes (matmulKernelWords).
 #include "codegen/Plan.h"
+
+#include "matmul_kernels.h"
 
 #include <algorithm>
 #include <map>
@@ -163,7 +166,50 @@ private:
   std::unordered_map<const ir::Value *, const ArenaSlot *> slotOf_;  // ... and its arena values
 };
 
+// The runtime's dtype codes are ir::DType's order (CodegenContext::dtypeCode passes it as is).
+static_assert((int)ir::DType::F32 == SHM_F32 && (int)ir::DType::F64 == SHM_F64 && (int)ir::DType::I32 == SHM_I32 &&
+              (int)ir::DType::Bool == SHM_BOOL && (int)ir::DType::I64 == SHM_I64 && (int)ir::DType::F16 == SHM_F16 &&
+              (int)ir::DType::BF16 == SHM_BF16);
+
+std::string kernelName(shm::MatmulKernel k, ir::DType dtype) {
+  using shm::MatmulKernel;
+  switch (k) {
+  case MatmulKernel::None: return "nothing to compute (an empty product)";
+  case MatmulKernel::Zeros: return "no kernel: k is 0, the result is zeros";
+  case MatmulKernel::DnnlSgemm: return "oneDNN sgemm";
+  case MatmulKernel::OpenblasSgemm: return "OpenBLAS sgemm";
+  case MatmulKernel::OpenblasDgemm: return "OpenBLAS dgemm";
+  case MatmulKernel::OwnLoop: return "own loop";
+  case MatmulKernel::TooLarge: return "refused at run time: a dimension above 2147483647 (BLAS's int)";
+  case MatmulKernel::Unsupported: return std::string("refused at run time: no matmul of ") + ir::dtypeName(dtype);
+  }
+  return "?";
+}
+
+// The kernel the runtime runs by default, and the one it runs instead under SHMAP_BLAS=openblas.
+std::string kernelWords(shm::MatmulKernel dflt, shm::MatmulKernel openblas, ir::DType dtype) {
+  std::string s = kernelName(dflt, dtype);
+  if (openblas != dflt) s += " (" + kernelName(openblas, dtype) + " with SHMAP_BLAS=openblas)";
+  return s;
+}
+
 } // namespace
+
+std::string matmulKernelWords(ir::DType dtype, int64_t batch, int64_t m, int64_t k, int64_t n) {
+  // oneDNN is linked into every runtime (matmul_kernels.h): only SHMAP_BLAS turns it off.
+  const shm::MatmulChoice on = shm::matmul_choice((int32_t)dtype, batch, m, k, n, true);
+  const shm::MatmulChoice off = shm::matmul_choice((int32_t)dtype, batch, m, k, n, false);
+  std::string s = kernelWords(on.kernel, off.kernel, dtype);
+  if (on.widened) s += std::string(" on the operands widened to f32, the product rounded once to ") + ir::dtypeName(dtype);
+  if (on.panels > 1) {
+    s += ", " + std::to_string(on.panels) + " column panels of " + std::to_string(shm::kPanel);
+    if (on.last_width != shm::kPanel) s += ", the last " + std::to_string(on.last_width) + " wide";
+    if (on.last_kernel != on.kernel || off.last_kernel != off.kernel)
+      s += " and by " + kernelWords(on.last_kernel, off.last_kernel, dtype);
+  }
+  if (on.batch_shared) s += ", the batch's " + std::to_string(batch) + " products shared by the team's cores";
+  return s;
+}
 
 std::string printPlan(const ir::Module &m, const Plan &plan) {
   std::ostringstream out;

@@ -3,7 +3,8 @@
 // rules), so that the view shows what the generated code does rather than a second account
 // of it: the fused element-wise loops, where each value's bytes live (the storage plan, the
 // arena's offsets and which values share its bytes), the values written in place, and the
-// runtime kernel each matmul calls with its dimensions. Recording changes no code.
+// runtime kernel each matmul calls with its dimensions and the library kernel that computes it
+// (matmulKernelWords). Recording changes no code.
 #pragma once
 #include "ir/IR.h"
 
@@ -62,5 +63,10 @@ struct Plan {
 
 // The plan as text, values named as --emit=ir names them.
 std::string printPlan(const ir::Module &m, const Plan &plan);
+
+// The library kernel that shm_matmul(dtype, batch, m, k, n) runs and how it splits the work, in
+// words ("oneDNN sgemm (OpenBLAS sgemm with SHMAP_BLAS=openblas), 2 column panels of 512"):
+// the runtime's own choice (runtime/abi/matmul_kernels.h), made here from the static sizes.
+std::string matmulKernelWords(ir::DType dtype, int64_t batch, int64_t m, int64_t k, int64_t n);
 
 } // namespace shmapc::codegen

@@ -93,7 +93,8 @@ template <> const Rules &define<Prim::Matmul>() {
         int64_t m = ls[ls.size() - 2], k = ls.back(), n = rs.back();
         fe.noteKernel(i, std::string("shm_matmul ") + ir::dtypeName(lhs.dtype) + ", batch " + std::to_string(batch) +
                              ", m " + std::to_string(m) + ", k " + std::to_string(k) + ", n " +
-                             std::to_string(n) + (tl ? ", lhs transposed" : "") + (tr ? ", rhs transposed" : ""));
+                             std::to_string(n) + (tl ? ", lhs transposed" : "") + (tr ? ", rhs transposed" : "") +
+                             " -> " + codegen::matmulKernelWords(lhs.dtype, batch, m, k, n));
         fe.callRt("shm_matmul", {fe.dtypeCode(lhs.dtype), fe.buffer(e.ins[0]), fe.buffer(e.ins[1]),
                                  fe.buffer(e.outs[0]), fe.i64(batch), fe.i64(m), fe.i64(k), fe.i64(n),
                                  fe.i32(tl), fe.i32(tr)});
