@@ -113,6 +113,13 @@ template <> const Rules &define<Prim::Floor>() {
   return r;
 }
 
+// Piecewise constant: a zero gradient, as in JAX.
+template <> const Rules &define<Prim::Ceil>() {
+  static const Rules r = elementwise(floatOperands, noTangent, notLinear,
+                                     [](ScalarCtx &c) { return floatIntrinsic(c, llvm::Intrinsic::ceil); });
+  return r;
+}
+
 template <> const Rules &define<Prim::Not>() {
   static const Rules r = elementwise(boolOperands, noTangent, notLinear, [](ScalarCtx &c) {
     return c.isBool ? c.b.CreateXor(c.x[0], c.b.getInt8(1)) : c.b.CreateNot(c.x[0]);

@@ -31,6 +31,7 @@ const std::map<std::string, Sema::BuiltinFn> &Sema::builtins() {
       {"sqrt", &Sema::bSqrt},
       {"abs", &Sema::bAbs},
       {"floor", &Sema::bFloor},
+      {"ceil", &Sema::bCeil},
       {"maximum", &Sema::bMaximum},
       {"minimum", &Sema::bMinimum},
       {"pow", &Sema::bPow},
@@ -356,6 +357,7 @@ SVal Sema::bTanh(const ast::Expr &c) { return floatUnary(c, ir::Prim::Tanh); }
 SVal Sema::bSqrt(const ast::Expr &c) { return floatUnary(c, ir::Prim::Sqrt); }
 SVal Sema::bAbs(const ast::Expr &c) { return floatUnary(c, ir::Prim::Abs); }
 SVal Sema::bFloor(const ast::Expr &c) { return floatUnary(c, ir::Prim::Floor); }
+SVal Sema::bCeil(const ast::Expr &c) { return floatUnary(c, ir::Prim::Ceil); }
 
 SVal Sema::bMaximum(const ast::Expr &c) {
   auto a = bindArgs(c, {"a", "b"}, 2);

@@ -310,6 +310,7 @@ public:
   SVal bSqrt(const ast::Expr &c);
   SVal bAbs(const ast::Expr &c);
   SVal bFloor(const ast::Expr &c);
+  SVal bCeil(const ast::Expr &c);
   SVal floatUnary(const ast::Expr &c, ir::Prim p);
   SVal bMaximum(const ast::Expr &c);
   SVal bMinimum(const ast::Expr &c);

@@ -19,7 +19,7 @@ __all__ = ["ShmapLexer"]
 # Python's builtins.
 BUILTINS = (
     "zeros", "ones", "full", "iota", "random_normal", "random_uniform", "load", "save", "savez",
-    "cast", "exp", "log", "sin", "cos", "tanh", "sqrt", "abs", "floor", "maximum", "minimum", "pow",
+    "cast", "exp", "log", "sin", "cos", "tanh", "sqrt", "abs", "floor", "ceil", "maximum", "minimum", "pow",
     "select", "where", "clip", "sum", "mean", "max", "min", "take", "scatter_add", "argmax", "argmin",
     "cumsum", "roll", "take_along_axis", "argsort", "sort", "one_hot", "top_k", "scan", "matmul", "reshape",
     "transpose", "expand_dims", "concatenate", "dynamic_slice", "dynamic_update_slice", "print",

@@ -83,6 +83,8 @@ TEST_CASE("shape rules: element-wise, compare, select") {
   BAD(check(Prim::Mul, {f32({4}), i32({4})}, {f32({4})}), "mul", "operand 1 is i32[4]");
   BAD(check(Prim::Sub, {boolT({2}), boolT({2})}, {boolT({2})}), "sub", "needs numeric operands, got bool[2]");
   BAD(check(Prim::Exp, {i32({2})}, {i32({2})}), "exp", "needs float operands, got i32[2]");
+  CHECK(check(Prim::Ceil, {ty(DType::F16, {2})}, {ty(DType::F16, {2})}) == "");
+  BAD(check(Prim::Ceil, {i32({2})}, {i32({2})}), "ceil", "needs float operands, got i32[2]");
   BAD(check(Prim::And, {f32({2}), f32({2})}, {f32({2})}), "and", "needs bool operands");
   CHECK(check(Prim::Convert, {i32({2})}, {ty(DType::BF16, {2})}) == "");
   BAD(check(Prim::Convert, {i32({2})}, {f32({3})}), "convert", "shapes differ");
