@@ -13,7 +13,15 @@ namespace shmapc::prims {
 
 namespace {
 
-bool allReduceShape(ShapeCtx &c) { return collectiveSameShape(c, isNumeric, "numeric"); }
+// Numbers, not bools (a user's error: sema reports it at the operand).
+bool allReduceShape(ShapeCtx &c) {
+  int64_t n;
+  if (!c.groupSize(n)) return false;
+  if (!isNumeric(c.in(0).dtype))
+    return c.failOperand(0, DiagId::DTypeMismatch, std::string(primName(c.e.prim)) + " needs numbers, got " + typeText(c.in(0)),
+                         "cast(x, i32) first");
+  return c.out(c.in(0));
+}
 
 // The runtime's all-reduce (runtime/all_reduce.cpp): member r of a group of n reduces chunk r,
 // elements [E r / n, E (r+1) / n) of the E-element operand, of every member's operand, and
@@ -63,7 +71,17 @@ void productJvp(JvpCtx &c) {
   c.set(c.linear(sum, {c.scaled(c.t[0], productShare(c.b, c.x, invariant, axes))}, c.ty, {{"axes", axes}}));
 }
 
-bool integerOrBool(DType t) { return !isFloat(t); }
+// Integers and bools, not floats (a user's error: sema reports it at the operand).
+bool bitwiseShape(ShapeCtx &c) {
+  int64_t n;
+  if (!c.groupSize(n)) return false;
+  if (isFloat(c.in(0).dtype))
+    return c.failOperand(0, DiagId::BitwiseOfFloat,
+                         std::string(primName(c.e.prim)) + " reduces integers and bools bit by bit, and " +
+                             typeText(c.in(0)) + " is a float: a bitwise reduction is not differentiable",
+                         "for floats use psum, pmax or pmin; for bits, cast(x, i32) or compare to get bools");
+  return c.out(c.in(0));
+}
 
 template <int32_t Op>
 bool lowerBitwise(FuncEmitter &fe, size_t i) {
@@ -83,7 +101,7 @@ bool lowerBitwise(FuncEmitter &fe, size_t i) {
 template <int32_t Op>
 Rules bitwiseRules() {
   return Rules{
-      .shape = [](ShapeCtx &c) { return collectiveSameShape(c, integerOrBool, "integer or bool"); },
+      .shape = bitwiseShape,
       .variance = Op == SHM_REDUCE_XOR ? VarianceRule::VaryingToInvariant : VarianceRule::MaxMin,
       .jvp = noTangent,
       .transpose = notLinear,

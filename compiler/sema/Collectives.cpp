@@ -53,10 +53,8 @@ SVal Sema::simpleCollective(const ast::Expr &c, ir::Prim p) {
   auto a = bindArgs(c, {"x", "axes"}, 2);
   std::vector<int64_t> axes = resolveAxes(*a[1], c.name, c.loc, nullptr);
   ir::Value *x = evalArray(*a[0]);
-  if (x->type.dtype == ir::DType::Bool && p != ir::Prim::Pbroadcast)
-    fail(DiagId::DTypeMismatch, a[0]->loc, c.name + " needs numbers, got " + str(x->type),
-         "cast(x, i32) first");
-  return SVal::array(emit(p, {x}, x->type, c.loc, {{"axes", axes}}), c.loc);
+  // (the rules refuse a bool for an all-reduce, at the operand)
+  return SVal::array(emitByRules(p, {x}, {{"axes", axes}}, {c.loc, {a[0]->loc}}), c.loc);
 }
 SVal Sema::bPsum(const ast::Expr &c) { return simpleCollective(c, ir::Prim::Psum); }
 SVal Sema::bPmax(const ast::Expr &c) { return simpleCollective(c, ir::Prim::Pmax); }
@@ -69,12 +67,8 @@ SVal Sema::bitwiseCollective(const ast::Expr &c, ir::Prim p) {
   auto a = bindArgs(c, {"x", "axes"}, 2);
   std::vector<int64_t> axes = resolveAxes(*a[1], c.name, c.loc, nullptr);
   ir::Value *x = evalArray(*a[0]);
-  if (ir::isFloat(x->type.dtype))
-    fail(DiagId::BitwiseOfFloat, a[0]->loc,
-         c.name + " reduces integers and bools bit by bit, and " + str(x->type) +
-             " is a float: a bitwise reduction is not differentiable",
-         "for floats use psum, pmax or pmin; for bits, cast(x, i32) or compare to get bools");
-  return SVal::array(emit(p, {x}, x->type, c.loc, {{"axes", axes}}), c.loc);
+  // (the rules refuse a float, at the operand)
+  return SVal::array(emitByRules(p, {x}, {{"axes", axes}}, {c.loc, {a[0]->loc}}), c.loc);
 }
 SVal Sema::bPand(const ast::Expr &c) { return bitwiseCollective(c, ir::Prim::Pand); }
 SVal Sema::bPor(const ast::Expr &c) { return bitwiseCollective(c, ir::Prim::Por); }

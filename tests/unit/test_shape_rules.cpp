@@ -188,7 +188,8 @@ TEST_CASE("shape rules: collectives read group sizes from the function's mesh") 
   CHECK(check(Prim::Psum2, {f32({3})}, {f32({3})}, ax0, true) == "");
   CHECK(check(Prim::Psum, {f32({3})}, {f32({3})}, ax0, true) == "");
   BAD(check(Prim::Psum2, {f32({3})}, {f32({3})}, {{"axes", Ints{2}}}, true), "psum2", "mesh axis 2 is out of range");
-  BAD(check(Prim::Pmax, {boolT({3})}, {boolT({3})}, ax0, true), "pmax", "needs a numeric operand");
+  BAD(check(Prim::Pmax, {boolT({3})}, {boolT({3})}, ax0, true), "pmax", "pmax needs numbers, got bool[3]");
+  BAD(check(Prim::Pand, {f32({3})}, {f32({3})}, ax0, true), "pand", "pand reduces integers and bools bit by bit");
   BAD(check(Prim::Pmin, {f32({3})}, {f32({3})}, {{"axes", Ints{1, 1}}}, true), "pmin", "listed twice");
   CHECK(check(Prim::Pbroadcast, {boolT({3})}, {boolT({3})}, ax0, true) == "");
   BAD(check(Prim::Psum2, {f32({3})}, {f32({3})}, ax0, false), "psum2", "collective in a function without a mesh");
