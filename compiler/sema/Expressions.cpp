@@ -28,9 +28,9 @@ SVal Sema::eval(const ast::Expr &e) {
   case ast::Expr::StringLit:
     return SVal::axisNames({e.name}, e.loc);
   case ast::Expr::TupleLit: {
+    // (a tuple of strings names mesh axes; any other tuple is a tuple of values)
     if (auto axes = staticAxesOpt(e)) return SVal::axisNames(*axes, e.loc);
-    fail(DiagId::BadArgument, e.loc, "a tuple is not a value",
-         "tuples hold axis names, e.g. (\"x\", \"y\"); use [..] for an array literal");
+    return evalTuple(e);
   }
   case ast::Expr::NoneLit:
     fail(DiagId::BadArgument, e.loc, "None is not a value",
@@ -191,6 +191,7 @@ SVal Sema::evalIndex(const ast::Expr &e) {
     return SVal::staticInteger(*d, false, e.loc);
   }
   SVal baseVal = eval(*e.items.at(0));
+  if (baseVal.kind == SVal::Tuple) return tupleElement(baseVal, e);
   if (baseVal.kind != SVal::Array)
     fail(DiagId::BadArgument, e.loc, "cannot index " + describe(baseVal),
          "only arrays can be indexed");

@@ -3,6 +3,7 @@
 #include "source/Suggest.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace shmapc::sema {
 
@@ -48,8 +49,12 @@ SVal Sema::lookup(const std::string &name, Loc loc) {
                       : "did you mean " + near + "?");
   }
   SVal v = s->names[name];
-  v.loc = loc;
-  if (v.kind == SVal::Array) v.value = importValue(cur_, v.value, s->owner);
+  std::function<void(SVal &)> import = [&](SVal &x) {
+    x.loc = loc;
+    if (x.kind == SVal::Array) x.value = importValue(cur_, x.value, s->owner);
+    for (SVal &item : x.items) import(item);  // a tuple: each leaf
+  };
+  import(v);
   return v;
 }
 

@@ -225,6 +225,20 @@ std::vector<SVal> Sema::callFunctionWith(const ast::FuncDecl &decl, const Unit &
     const ast::Param &p = decl.params[i];
     const SVal &a = args[i];
     ArgDesc d;
+    if (a.kind == SVal::Tuple) {  // its leaves in order; the callee rebuilds it
+      if (decl.jit)
+        failWithNote(DiagId::ArgType, a.loc,
+                     "argument " + std::to_string(i) + " of the jit function " + decl.name + " is " + describe(a),
+                     "pass the tuple's elements as separate arguments", p.loc, "parameter " + p.name + " is declared here");
+      if (p.type)
+        failWithNote(DiagId::ArgType, a.loc,
+                     "argument " + std::to_string(i) + " of " + decl.name + " is " + describe(a) + " but parameter " +
+                         p.name + " is declared " + str(typeOf(*p.type)),
+                     "pass an array, or remove the parameter's type to take a tuple", p.loc,
+                     "parameter " + p.name + " is declared here");
+      descs.push_back(tupleArg(a, ins));
+      continue;
+    }
     if (a.kind == SVal::Axes) {
       if (decl.jit)
         failWithNote(DiagId::ArgType, a.loc,
@@ -268,12 +282,10 @@ std::vector<SVal> Sema::callFunctionWith(const ast::FuncDecl &decl, const Unit &
   e.ins = ins;
   e.bodies = {inst.func};
   e.loc = callLoc;
+  for (const ir::Type &t : inst.results) e.outs.push_back(cur_->func->newValue(t));
   std::vector<SVal> out;
-  for (const ir::Type &t : inst.results) {
-    ir::Value *v = cur_->func->newValue(t);
-    e.outs.push_back(v);
-    out.push_back(SVal::array(v, callLoc));
-  }
+  size_t next = 0;
+  for (const ResultTree &r : inst.returned) out.push_back(rebuild(r, e.outs, next, callLoc));
   pushEqn(std::move(e));
   return out;
 }
@@ -339,7 +351,9 @@ const Instance &Sema::instantiate(const ast::FuncDecl &decl, const Unit &unit,
   scope.owner = &ctx;
   for (size_t i = 0; i < decl.params.size(); ++i) {
     const ast::Param &p = decl.params[i];
-    if (args[i].isAxes) {
+    if (args[i].isTuple) {
+      scope.names[p.name] = tupleParam(args[i], *f, p.name, p.loc);
+    } else if (args[i].isAxes) {
       scope.names[p.name] = SVal::axisNames(args[i].axes, p.loc);
     } else {
       ir::Value *v = f->newValue(args[i].type, p.name);

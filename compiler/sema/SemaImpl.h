@@ -28,7 +28,7 @@ namespace shmapc::sema {
 // Python-scalar literals stay unmaterialized until an operand fixes their dtype (weak
 // typing), and axis names are static arguments that never become IR values.
 struct SVal {
-  enum Kind { Array, Literal, Axes } kind = Array;
+  enum Kind { Array, Literal, Axes, Tuple } kind = Array;
   ir::Value *value = nullptr;      // Array
   double literal = 0;              // Literal
   bool literalIsFloat = false;     // Literal: written as a float (`2.0`) rather than an int
@@ -38,6 +38,7 @@ struct SVal {
   bool isStaticInt = false, computed = false;
   int64_t staticInt = 0;
   std::vector<std::string> axes;   // Axes
+  std::vector<SVal> items;         // Tuple: its elements, arrays or tuples (a tree's nodes)
   Loc loc;
 
   static SVal array(ir::Value *v, Loc loc) {
@@ -59,6 +60,13 @@ struct SVal {
     s.isStaticInt = true;
     s.computed = computed;
     s.staticInt = v;
+    return s;
+  }
+  static SVal tuple(std::vector<SVal> items, Loc loc) {
+    SVal s;
+    s.kind = Tuple;
+    s.items = std::move(items);
+    s.loc = loc;
     return s;
   }
   static SVal axisNames(std::vector<std::string> axes, Loc loc) {
@@ -107,7 +115,11 @@ struct ArgDesc {
   bool isAxes = false;
   ir::Type type;
   std::vector<std::string> axes;
+  bool isTuple = false;
+  std::vector<ArgDesc> items;  // isTuple: its elements' descriptions
   bool operator<(const ArgDesc &o) const {
+    if (isTuple != o.isTuple) return isTuple < o.isTuple;
+    if (isTuple) return items < o.items;
     if (isAxes != o.isAxes) return isAxes < o.isAxes;
     if (type.dtype != o.type.dtype) return type.dtype < o.type.dtype;
     if (type.shape != o.type.shape) return type.shape < o.type.shape;
@@ -126,9 +138,17 @@ struct InstKey {
   }
 };
 
+// Where a function's flat results go: one node per returned value, a leaf (one result) or a
+// tuple of nodes.
+struct ResultTree {
+  bool isTuple = false;
+  std::vector<ResultTree> items;
+};
+
 struct Instance {
   ir::Func *func = nullptr;
-  std::vector<ir::Type> results;
+  std::vector<ir::Type> results;     // the IR function's results: the returned values' leaves
+  std::vector<ResultTree> returned;  // the returned values, over those leaves
 };
 
 // The IR Func being built. Nested bodies (loop bodies, cond branches) have a parent: a name
@@ -255,6 +275,16 @@ public:
   // ---- expressions (Expressions.cpp)
   SVal eval(const ast::Expr &e);
   std::vector<SVal> evalMulti(const ast::Expr &e);
+  // ---- tuples (Trees.cpp)
+  SVal evalTuple(const ast::Expr &e);
+  SVal tupleElement(const SVal &t, const ast::Expr &index);
+  std::vector<SVal> destructure(const SVal &v, size_t names, Loc loc);
+  void nameLeaves(const SVal &v, const std::string &path);
+  ArgDesc tupleArg(const SVal &t, std::vector<ir::Value *> &leaves);
+  SVal tupleParam(const ArgDesc &d, ir::Func &f, const std::string &path, Loc loc);
+  ResultTree returnLeaves(const SVal &v, Instance &inst);
+  SVal rebuild(const ResultTree &node, const std::vector<ir::Value *> &leaves, size_t &next, Loc loc);
+  void printValue(const std::string &label, const SVal &v, Loc loc);
   ir::Value *evalArray(const ast::Expr &e);
   SVal evalArrayLit(const ast::Expr &e);
   SVal evalIndex(const ast::Expr &e);

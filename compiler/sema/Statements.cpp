@@ -48,6 +48,18 @@ void Sema::lowerReturn(const ast::Stmt &s, const ast::FuncDecl &decl, Instance &
     if (v.kind == SVal::Axes)
       fail(DiagId::BadArgument, v.loc, "cannot return the axis names " + describe(v),
            "functions return arrays");
+    if (v.kind == SVal::Tuple) {  // its leaves, in order; the caller rebuilds it
+      if (decl.shmap || decl.jit)
+        fail(DiagId::BadArgument, v.loc,
+             std::string("a @") + (decl.shmap ? "shmap" : "jit") + " function returns arrays, not " + describe(v),
+             "return the tuple's elements as separate results (return t[0], t[1];)");
+      if (want)
+        fail(DiagId::ReturnType, v.loc, decl.name + " returns " + describe(v) + " as result " + std::to_string(i),
+             "a declared result type is an array type: leave out the `->` to return a tuple");
+      inst.returned.push_back(returnLeaves(v, inst));
+      continue;
+    }
+    inst.returned.push_back(ResultTree{});
     ir::Value *r = v.kind == SVal::Literal && want ? literalAs(v, typeOf(*want).dtype, {}, v.loc)
                                                    : toArray(v);
     if (want && !r->type.sameShape(typeOf(*want)))
@@ -85,28 +97,26 @@ void Sema::lowerStmt(const ast::Stmt &s) {
   }
 }
 
-static void nameValue(const SVal &v, const std::string &name) {
-  if (v.kind == SVal::Array && v.value->hint.empty()) v.value->hint = name;
-}
-
 void Sema::lowerLet(const ast::Stmt &s) {
   if (s.names.size() == 1) {
     SVal v = eval(*s.value);
     // A literal bound to a name becomes a value of its default dtype (i32 / f32).
     if (v.kind == SVal::Literal) v = SVal::array(toArray(v), v.loc);
-    nameValue(v, s.names[0]);
+    nameLeaves(v, s.names[0]);
     bind(s.names[0], v);
     return;
   }
   std::vector<SVal> vals = evalMulti(*s.value);
+  // `let a, b = t;` of one tuple binds its elements
+  if (vals.size() == 1 && vals[0].kind == SVal::Tuple) vals = destructure(vals[0], s.names.size(), s.loc);
   if (vals.size() != s.names.size())
     fail(DiagId::ResultCount, s.loc,
          "cannot bind " + std::to_string(s.names.size()) + " names to " +
              std::to_string(vals.size()) + " value(s)",
          "bind as many names as the call returns");
   for (size_t i = 0; i < vals.size(); ++i) {
-    SVal v = SVal::array(toArray(vals[i]), vals[i].loc);
-    nameValue(v, s.names[i]);
+    SVal v = vals[i].kind == SVal::Tuple ? vals[i] : SVal::array(toArray(vals[i]), vals[i].loc);
+    nameLeaves(v, s.names[i]);
     bind(s.names[i], v);
   }
 }
@@ -130,6 +140,11 @@ void Sema::assignName(const std::string &name, Loc loc, SVal v) {
     return;
   }
   SVal &old = scope->names[name];
+  if (old.kind == SVal::Tuple || v.kind == SVal::Tuple)
+    fail(DiagId::AssignType, loc,
+         "cannot assign " + (v.kind == SVal::Tuple ? describe(v) : describe(v)) + " to " + name + ", which holds " +
+             describe(old),
+         "bind a new name with let: a name holding a tuple is not reassigned");
   if (old.kind != SVal::Array)
     fail(DiagId::AssignType, loc, "cannot assign to " + name + ": it holds axis names",
          "bind a new name with let");
@@ -154,13 +169,7 @@ void Sema::lowerPrint(const ast::Stmt &s) {
   if (cur_->mesh)
     failWithCallChain(DiagId::PrintInsideShmap, s.loc, "print inside a shmap body",
                       "return the value from the shmap function and print it in main");
-  ir::Value *v = evalArray(*s.value);
-  ir::Eqn e;
-  e.prim = ir::Prim::Print;
-  e.ins = {v};
-  e.params["label"] = s.label;
-  e.loc = s.loc;
-  pushEqn(std::move(e));
+  printValue(s.label, eval(*s.value), s.loc);
 }
 
 // ---- control flow

@@ -32,6 +32,8 @@ std::string Sema::describe(const SVal &v) {
   switch (v.kind) {
   case SVal::Array:
     return str(v.value->type);
+  case SVal::Tuple:
+    return "a tuple of " + std::to_string(v.items.size()) + " value(s)";
   case SVal::Literal:
     // Literals are held as doubles: an integer beyond 2^53 would print rounded
     // (9223372036854775807 as ...808), so it is described by its magnitude instead.
@@ -173,6 +175,9 @@ ir::Value *Sema::toArray(const SVal &v) {
   if (v.kind == SVal::Array) return v.value;
   if (v.kind == SVal::Literal)
     return literalAs(v, v.literalIsFloat ? ir::DType::F32 : ir::DType::I32, {}, v.loc);
+  if (v.kind == SVal::Tuple)
+    fail(DiagId::BadArgument, v.loc, describe(v) + " is not an array",
+         "take one of its elements (t[0]), or pass the tuple to a function that takes it");
   fail(DiagId::BadArgument, v.loc, "the axis names " + describe(v) + " are not an array",
        "axis names are only arguments of collectives and of functions that pass them on");
 }

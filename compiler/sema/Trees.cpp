@@ -1,0 +1,127 @@
+// Tuples as values: `(a, b)` of arrays (or of tuples: a tree), bound by let, destructured by
+// `let x, y = t;`, indexed by a static integer (`t[0]`), printed leaf by leaf, and passed to and
+// returned from plain functions. The IR has no tuples: a function taking or returning one takes
+// or returns its leaves in order (depth first), and sema rebuilds the tuple on the other side,
+// as JAX flattens a pytree at a function boundary.
+#include "sema/SemaImpl.h"
+
+namespace shmapc::sema {
+
+SVal Sema::evalTuple(const ast::Expr &e) {
+  std::vector<SVal> items;
+  for (const ast::ExprPtr &item : e.items) {
+    SVal v = eval(*item);
+    if (v.kind == SVal::Axes)
+      fail(DiagId::BadArgument, item->loc, "a tuple of values cannot hold the axis names " + describe(v),
+           "axis names are arguments of collectives; keep them out of value tuples");
+    // (a literal becomes a value of its default dtype, as `let` makes it)
+    if (v.kind == SVal::Literal) v = SVal::array(toArray(v), v.loc);
+    items.push_back(std::move(v));
+  }
+  return SVal::tuple(std::move(items), e.loc);
+}
+
+SVal Sema::tupleElement(const SVal &t, const ast::Expr &e) {
+  if (e.indices.size() != 1 || e.indices[0].kind != ast::IndexItem::Index)
+    fail(DiagId::BadArgument, e.loc, "a tuple is indexed by one static integer",
+         "write t[0] for its first element");
+  const ast::IndexItem &it = e.indices[0];
+  std::optional<int64_t> i = staticIntOpt(*it.index);
+  if (!i)
+    fail(DiagId::BadArgument, it.loc, "a tuple's index must be a static integer",
+         "write t[0]; the elements of a tuple may differ in type, so which one is read is fixed at compile time");
+  const int64_t n = (int64_t)t.items.size();
+  const int64_t k = *i < 0 ? *i + n : *i;
+  if (k < 0 || k >= n)
+    fail(DiagId::IndexOutOfRange, it.loc,
+         "index " + std::to_string(*i) + " is out of range for " + describe(t),
+         "use an index from " + std::to_string(-n) + " to " + std::to_string(n - 1));
+  SVal v = t.items[(size_t)k];
+  v.loc = e.loc;
+  return v;
+}
+
+std::vector<SVal> Sema::destructure(const SVal &v, size_t names, Loc loc) {
+  if (v.kind != SVal::Tuple)
+    fail(DiagId::ResultCount, loc, "cannot bind " + std::to_string(names) + " names to " + describe(v),
+         "bind one name, or give as many values as names");
+  if (v.items.size() != names)
+    fail(DiagId::ResultCount, loc,
+         "cannot bind " + std::to_string(names) + " names to " + describe(v),
+         "bind one name per element of the tuple");
+  return v.items;
+}
+
+void Sema::nameLeaves(const SVal &v, const std::string &path) {
+  if (v.kind == SVal::Array && v.value->hint.empty()) v.value->hint = path;
+  for (size_t i = 0; i < v.items.size(); ++i) nameLeaves(v.items[i], path + "[" + std::to_string(i) + "]");
+}
+
+ArgDesc Sema::tupleArg(const SVal &t, std::vector<ir::Value *> &leaves) {
+  ArgDesc d;
+  d.isTuple = true;
+  for (const SVal &item : t.items) {
+    if (item.kind == SVal::Tuple) {
+      d.items.push_back(tupleArg(item, leaves));
+      continue;
+    }
+    ArgDesc leaf;
+    ir::Value *v = toArray(item);
+    leaf.type = v->type;
+    leaf.type.vary = 0;
+    leaves.push_back(v);
+    d.items.push_back(leaf);
+  }
+  return d;
+}
+
+SVal Sema::tupleParam(const ArgDesc &d, ir::Func &f, const std::string &path, Loc loc) {
+  std::vector<SVal> items;
+  for (size_t i = 0; i < d.items.size(); ++i) {
+    const std::string at = path + "[" + std::to_string(i) + "]";
+    if (d.items[i].isTuple) {
+      items.push_back(tupleParam(d.items[i], f, at, loc));
+      continue;
+    }
+    ir::Value *v = f.newValue(d.items[i].type, at);
+    f.params.push_back(v);
+    items.push_back(SVal::array(v, loc));
+  }
+  return SVal::tuple(std::move(items), loc);
+}
+
+ResultTree Sema::returnLeaves(const SVal &v, Instance &inst) {
+  ResultTree node;
+  if (v.kind != SVal::Tuple) {
+    ir::Value *r = toArray(v);
+    inst.func->results.push_back(r);
+    inst.results.push_back(r->type);
+    return node;
+  }
+  node.isTuple = true;
+  for (const SVal &item : v.items) node.items.push_back(returnLeaves(item, inst));
+  return node;
+}
+
+SVal Sema::rebuild(const ResultTree &node, const std::vector<ir::Value *> &leaves, size_t &next, Loc loc) {
+  if (!node.isTuple) return SVal::array(leaves.at(next++), loc);
+  std::vector<SVal> items;
+  for (const ResultTree &item : node.items) items.push_back(rebuild(item, leaves, next, loc));
+  return SVal::tuple(std::move(items), loc);
+}
+
+void Sema::printValue(const std::string &label, const SVal &v, Loc loc) {
+  if (v.kind == SVal::Tuple) {  // leaf by leaf, each labelled with its path
+    for (size_t i = 0; i < v.items.size(); ++i)
+      printValue(label + "[" + std::to_string(i) + "]", v.items[i], loc);
+    return;
+  }
+  ir::Eqn e;
+  e.prim = ir::Prim::Print;
+  e.ins = {toArray(v)};
+  e.params["label"] = label;
+  e.loc = loc;
+  pushEqn(std::move(e));
+}
+
+} // namespace shmapc::sema
