@@ -285,6 +285,13 @@ public:
   ResultTree returnLeaves(const SVal &v, Instance &inst);
   SVal rebuild(const ResultTree &node, const std::vector<ir::Value *> &leaves, size_t &next, Loc loc);
   void printValue(const std::string &label, const SVal &v, Loc loc);
+  // A value's leaves (an array's: itself) with their paths from `path`, depth first; and a
+  // value of `shape`'s structure over leaves (a loop's or conditional's carried names).
+  void leavesOf(const SVal &v, const std::string &path, std::vector<ir::Value *> &leaves,
+                std::vector<std::string> &paths);
+  SVal withLeaves(const SVal &shape, const std::vector<ir::Value *> &leaves, size_t &next, Loc loc);
+  // `v` assigned to `path`, which holds `old`: the same structure, each leaf the same type.
+  SVal assignedTuple(const std::string &path, const SVal &old, const SVal &v, Loc loc, bool loopCarries);
   ir::Value *evalArray(const ast::Expr &e);
   SVal evalArrayLit(const ast::Expr &e);
   SVal evalIndex(const ast::Expr &e);

@@ -140,11 +140,14 @@ void Sema::assignName(const std::string &name, Loc loc, SVal v) {
     return;
   }
   SVal &old = scope->names[name];
-  if (old.kind == SVal::Tuple || v.kind == SVal::Tuple)
-    fail(DiagId::AssignType, loc,
-         "cannot assign " + (v.kind == SVal::Tuple ? describe(v) : describe(v)) + " to " + name + ", which holds " +
-             describe(old),
-         "bind a new name with let: a name holding a tuple is not reassigned");
+  if (old.kind == SVal::Tuple || v.kind == SVal::Tuple) {
+    if (scope->owner != cur_)
+      fail(DiagId::AssignType, loc, "cannot assign to " + name + " from inside this body",
+           "assign it outside the loop/if");
+    old = assignedTuple(name, old, v, loc, scope->loopCarries);
+    nameLeaves(old, name);
+    return;
+  }
   if (old.kind != SVal::Array)
     fail(DiagId::AssignType, loc, "cannot assign to " + name + ": it holds axis names",
          "bind a new name with let");
@@ -224,7 +227,7 @@ std::vector<std::string> Sema::outerAssignedNames(const ast::Block &a, const ast
   if (b) collectAssigned(*b, locals, names);
   for (const std::string &n : names) {
     Scope *s = findScope(n);
-    if (s && s->names[n].kind == SVal::Array) out.push_back(n);
+    if (s && (s->names[n].kind == SVal::Array || s->names[n].kind == SVal::Tuple)) out.push_back(n);
   }
   return out;
 }
@@ -247,8 +250,14 @@ int64_t Sema::loopBound(const ast::Expr &e) {
 void Sema::lowerFor(const ast::Stmt &s) {
   const std::string &var = s.names.at(0);
   std::vector<std::string> carries = outerAssignedNames(s.body, nullptr, var);
+  // each carried name's leaves (a tuple's, depth first) are carried
+  std::vector<SVal> before;
   std::vector<ir::Value *> inits;
-  for (const std::string &n : carries) inits.push_back(lookup(n, s.loc).value);
+  std::vector<std::string> paths;
+  for (const std::string &n : carries) {
+    before.push_back(lookup(n, s.loc));
+    leavesOf(before.back(), n, inits, paths);
+  }
 
   ir::Func *body = newNestedFunc("loop", s.loc);
   FuncCtx ctx;
@@ -261,10 +270,9 @@ void Sema::lowerFor(const ast::Stmt &s) {
   i32.dtype = ir::DType::I32;
   ir::Value *index = body->newValue(i32, var);
   std::vector<ir::Value *> carryParams;
-  for (size_t k = 0; k < carries.size(); ++k) {
-    carryParams.push_back(body->newValue(inits[k]->type, carries[k]));
-    top.names[carries[k]] = SVal::array(carryParams.back(), s.loc);
-  }
+  for (size_t k = 0; k < inits.size(); ++k) carryParams.push_back(body->newValue(inits[k]->type, paths[k]));
+  size_t next = 0;
+  for (size_t k = 0; k < carries.size(); ++k) top.names[carries[k]] = withLeaves(before[k], carryParams, next, s.loc);
   Scope inner;  // the body's own lets
   inner.parent = &top;
   inner.owner = &ctx;
@@ -278,7 +286,10 @@ void Sema::lowerFor(const ast::Stmt &s) {
   cur_ = savedCtx;
   scope_ = savedScope;
 
-  for (const std::string &n : carries) body->results.push_back(top.names[n].value);
+  {
+    std::vector<std::string> ignored;
+    for (const std::string &n : carries) leavesOf(top.names[n], n, body->results, ignored);
+  }
   body->params = {index};
   for (ir::Value *outer : ctx.captureOrder) body->params.push_back(ctx.captures[outer]);
   body->params.insert(body->params.end(), carryParams.begin(), carryParams.end());
@@ -293,12 +304,12 @@ void Sema::lowerFor(const ast::Stmt &s) {
   e.params["hi"] = loopBound(*s.values[1]);
   e.params["num_consts"] = (int64_t)ctx.captureOrder.size();
   std::vector<ir::Value *> outs;
-  for (size_t k = 0; k < carries.size(); ++k)
-    outs.push_back(cur_->func->newValue(inits[k]->type, carries[k]));
+  for (size_t k = 0; k < inits.size(); ++k) outs.push_back(cur_->func->newValue(inits[k]->type, paths[k]));
   e.outs = outs;
   pushEqn(std::move(e));
+  next = 0;
   for (size_t k = 0; k < carries.size(); ++k)
-    findScope(carries[k])->names[carries[k]] = SVal::array(outs[k], s.loc);
+    findScope(carries[k])->names[carries[k]] = withLeaves(before[k], outs, next, s.loc);
 }
 
 // The predicate (isPredicate) or the body of a while loop, as a nested Func whose params are
@@ -355,7 +366,13 @@ void Sema::lowerWhile(const ast::Stmt &s) {
          "this while loop assigns no array declared before it, so its condition can never change",
          "assign the values the condition reads in the body, e.g. `i = i + 1;`");
   std::vector<ir::Value *> inits;
-  for (const std::string &n : carries) inits.push_back(lookup(n, s.loc).value);
+  for (const std::string &n : carries) {
+    SVal v = lookup(n, s.loc);
+    if (v.kind == SVal::Tuple)
+      fail(DiagId::AssignType, s.loc, "this while loop assigns " + n + ", which holds " + describe(v),
+           "a while loop carries arrays: assign the tuple's elements to names of their own, or use a for loop");
+    inits.push_back(v.value);
+  }
   FuncCtx predCtx, bodyCtx;
   ir::Func *pred = lowerWhilePart(s, carries, inits, true, predCtx);
   ir::Func *body = lowerWhilePart(s, carries, inits, false, bodyCtx);
@@ -411,7 +428,8 @@ ir::Func *Sema::lowerBranch(const ast::Block &body, const std::vector<std::strin
   lowerBlock(body);
   cur_ = savedCtx;
   scope_ = savedScope;
-  for (const std::string &n : outNames) f->results.push_back(top.names[n].value);
+  std::vector<std::string> ignored;
+  for (const std::string &n : outNames) leavesOf(top.names[n], n, f->results, ignored);
   return f;
 }
 
@@ -445,12 +463,21 @@ void Sema::lowerIf(const ast::Stmt &s) {
   e.ins.insert(e.ins.end(), operands.begin(), operands.end());
   e.bodies = {thenF, elseF};
   e.loc = s.loc;
-  for (size_t k = 0; k < outNames.size(); ++k)
-    e.outs.push_back(cur_->func->newValue(thenF->results[k]->type, outNames[k]));
+  // (each assigned name's leaves, a tuple's depth first)
+  std::vector<SVal> before;
+  std::vector<ir::Value *> leaves;
+  std::vector<std::string> paths;
+  for (const std::string &n : outNames) {
+    before.push_back(lookup(n, s.loc));
+    leavesOf(before.back(), n, leaves, paths);
+  }
+  for (size_t k = 0; k < thenF->results.size(); ++k)
+    e.outs.push_back(cur_->func->newValue(thenF->results[k]->type, paths.at(k)));
   std::vector<ir::Value *> outs = e.outs;
   pushEqn(std::move(e));
+  size_t next = 0;
   for (size_t k = 0; k < outNames.size(); ++k)
-    findScope(outNames[k])->names[outNames[k]] = SVal::array(outs[k], s.loc);
+    findScope(outNames[k])->names[outNames[k]] = withLeaves(before[k], outs, next, s.loc);
 }
 
 } // namespace shmapc::sema

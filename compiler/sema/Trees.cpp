@@ -110,6 +110,46 @@ SVal Sema::rebuild(const ResultTree &node, const std::vector<ir::Value *> &leave
   return SVal::tuple(std::move(items), loc);
 }
 
+void Sema::leavesOf(const SVal &v, const std::string &path, std::vector<ir::Value *> &leaves,
+                    std::vector<std::string> &paths) {
+  if (v.kind != SVal::Tuple) {
+    leaves.push_back(toArray(v));
+    paths.push_back(path);
+    return;
+  }
+  for (size_t i = 0; i < v.items.size(); ++i)
+    leavesOf(v.items[i], path + "[" + std::to_string(i) + "]", leaves, paths);
+}
+
+SVal Sema::withLeaves(const SVal &shape, const std::vector<ir::Value *> &leaves, size_t &next, Loc loc) {
+  if (shape.kind != SVal::Tuple) return SVal::array(leaves.at(next++), loc);
+  std::vector<SVal> items;
+  for (const SVal &item : shape.items) items.push_back(withLeaves(item, leaves, next, loc));
+  return SVal::tuple(std::move(items), loc);
+}
+
+SVal Sema::assignedTuple(const std::string &path, const SVal &old, const SVal &v, Loc loc, bool loopCarries) {
+  const std::string help = loopCarries ? "the name is carried around the loop, so every iteration must leave it "
+                                         "the same structure and types; bind a new name with let otherwise"
+                                       : "a name keeps its structure and types when assigned; bind a new name "
+                                         "with let otherwise";
+  if (old.kind != SVal::Tuple || v.kind != SVal::Tuple || old.items.size() != v.items.size()) {
+    if (old.kind != SVal::Tuple && v.kind != SVal::Tuple) {
+      ir::Value *nv = v.kind == SVal::Literal ? literalAs(v, old.value->type.dtype, {}, v.loc) : toArray(v);
+      if (!nv->type.sameShape(old.value->type))
+        fail(DiagId::AssignType, loc,
+             "cannot assign " + str(nv->type) + " to " + path + ", which holds " + str(old.value->type), help);
+      return SVal::array(nv, loc);
+    }
+    fail(DiagId::AssignType, loc, "cannot assign " + describe(v) + " to " + path + ", which holds " + describe(old),
+         help);
+  }
+  std::vector<SVal> items;
+  for (size_t i = 0; i < old.items.size(); ++i)
+    items.push_back(assignedTuple(path + "[" + std::to_string(i) + "]", old.items[i], v.items[i], loc, loopCarries));
+  return SVal::tuple(std::move(items), loc);
+}
+
 void Sema::printValue(const std::string &label, const SVal &v, Loc loc) {
   if (v.kind == SVal::Tuple) {  // leaf by leaf, each labelled with its path
     for (size_t i = 0; i < v.items.size(); ++i)
