@@ -253,7 +253,7 @@ ir::DType Sema::commonDType(const std::vector<SVal> &ops, const std::string &wha
   ir::DType common = ir::DType::Bool;
   bool floatLiteral = false;
   for (const SVal &o : ops) {
-    if (o.kind == SVal::Axes) toArray(o);  // reports the error
+    if (o.kind == SVal::Axes || o.kind == SVal::Tuple) toArray(o);  // reports the error
     const SVal *&slot = o.kind == SVal::Array && o.value->type.dtype == ir::DType::Bool
                             ? boolArray : number;
     if (!slot) slot = &o;
