@@ -469,7 +469,8 @@ public:
   void lowerWhile(const ast::Stmt &s);
   void enterNested(FuncCtx &ctx, ir::Func *f);
   ir::Func *lowerWhilePart(const ast::Stmt &s, const std::vector<std::string> &carries,
-                           const std::vector<ir::Value *> &inits, bool isPredicate, FuncCtx &ctx);
+                           const std::vector<SVal> &before, const std::vector<ir::Value *> &inits,
+                           const std::vector<std::string> &paths, bool isPredicate, FuncCtx &ctx);
   void lowerIf(const ast::Stmt &s);
   ir::Func *lowerBranch(const ast::Block &body, const std::vector<std::string> &outNames,
                         const std::string &suffix, Loc loc, FuncCtx &ctx);

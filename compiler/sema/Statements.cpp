@@ -316,19 +316,18 @@ void Sema::lowerFor(const ast::Stmt &s) {
 // (captured outer values..., carries...): the captures are added by lowerWhile, which gives
 // both Funcs the union of what either reads from outside.
 ir::Func *Sema::lowerWhilePart(const ast::Stmt &s, const std::vector<std::string> &carries,
-                               const std::vector<ir::Value *> &inits, bool isPredicate,
-                               FuncCtx &ctx) {
+                               const std::vector<SVal> &before, const std::vector<ir::Value *> &inits,
+                               const std::vector<std::string> &paths, bool isPredicate, FuncCtx &ctx) {
   ir::Func *f = newNestedFunc(isPredicate ? "while_cond" : "while_body", s.loc);
   enterNested(ctx, f);
   Scope top;  // the carries
   top.parent = scope_;
   top.owner = &ctx;
   top.loopCarries = true;
-  std::vector<ir::Value *> carryParams;
-  for (size_t k = 0; k < carries.size(); ++k) {
-    carryParams.push_back(f->newValue(inits[k]->type, carries[k]));
-    top.names[carries[k]] = SVal::array(carryParams.back(), s.loc);
-  }
+  std::vector<ir::Value *> carryParams;  // each carried name's leaves
+  for (size_t k = 0; k < inits.size(); ++k) carryParams.push_back(f->newValue(inits[k]->type, paths[k]));
+  size_t next = 0;
+  for (size_t k = 0; k < carries.size(); ++k) top.names[carries[k]] = withLeaves(before[k], carryParams, next, s.loc);
   Scope inner;
   inner.parent = &top;
   inner.owner = &ctx;
@@ -349,7 +348,8 @@ ir::Func *Sema::lowerWhilePart(const ast::Stmt &s, const std::vector<std::string
     f->results = {c.value};
   } else {
     lowerBlock(s.body);
-    for (const std::string &n : carries) f->results.push_back(top.names[n].value);
+    std::vector<std::string> ignored;
+    for (const std::string &n : carries) leavesOf(top.names[n], n, f->results, ignored);
   }
   cur_ = savedCtx;
   scope_ = savedScope;
@@ -365,17 +365,16 @@ void Sema::lowerWhile(const ast::Stmt &s) {
     fail(DiagId::WhileAssignsNothing, s.loc,
          "this while loop assigns no array declared before it, so its condition can never change",
          "assign the values the condition reads in the body, e.g. `i = i + 1;`");
+  std::vector<SVal> before;  // each carried name's leaves (a tuple's, depth first) are carried
   std::vector<ir::Value *> inits;
+  std::vector<std::string> paths;
   for (const std::string &n : carries) {
-    SVal v = lookup(n, s.loc);
-    if (v.kind == SVal::Tuple)
-      fail(DiagId::AssignType, s.loc, "this while loop assigns " + n + ", which holds " + describe(v),
-           "a while loop carries arrays: assign the tuple's elements to names of their own, or use a for loop");
-    inits.push_back(v.value);
+    before.push_back(lookup(n, s.loc));
+    leavesOf(before.back(), n, inits, paths);
   }
   FuncCtx predCtx, bodyCtx;
-  ir::Func *pred = lowerWhilePart(s, carries, inits, true, predCtx);
-  ir::Func *body = lowerWhilePart(s, carries, inits, false, bodyCtx);
+  ir::Func *pred = lowerWhilePart(s, carries, before, inits, paths, true, predCtx);
+  ir::Func *body = lowerWhilePart(s, carries, before, inits, paths, false, bodyCtx);
 
   std::vector<ir::Value *> consts = predCtx.captureOrder;
   for (ir::Value *v : bodyCtx.captureOrder)
@@ -398,12 +397,12 @@ void Sema::lowerWhile(const ast::Stmt &s) {
   e.bodies = {pred, body};
   e.loc = s.loc;
   e.params["num_consts"] = (int64_t)consts.size();
-  for (size_t k = 0; k < carries.size(); ++k)
-    e.outs.push_back(cur_->func->newValue(inits[k]->type, carries[k]));
+  for (size_t k = 0; k < inits.size(); ++k) e.outs.push_back(cur_->func->newValue(inits[k]->type, paths[k]));
   std::vector<ir::Value *> outs = e.outs;
   pushEqn(std::move(e));
+  size_t next = 0;
   for (size_t k = 0; k < carries.size(); ++k)
-    findScope(carries[k])->names[carries[k]] = SVal::array(outs[k], s.loc);
+    findScope(carries[k])->names[carries[k]] = withLeaves(before[k], outs, next, s.loc);
 }
 
 // One branch of an `if`: its params are the captured outer values, its results the current
