@@ -285,7 +285,7 @@ std::vector<SVal> Sema::callFunctionWith(const ast::FuncDecl &decl, const Unit &
   for (const ir::Type &t : inst.results) e.outs.push_back(cur_->func->newValue(t));
   std::vector<SVal> out;
   size_t next = 0;
-  for (const ResultTree &r : inst.returned) out.push_back(rebuild(r, e.outs, next, callLoc));
+  for (const SVal &r : inst.returned) out.push_back(withLeaves(r, e.outs, next, callLoc));
   pushEqn(std::move(e));
   return out;
 }

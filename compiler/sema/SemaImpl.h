@@ -138,17 +138,12 @@ struct InstKey {
   }
 };
 
-// Where a function's flat results go: one node per returned value, a leaf (one result) or a
-// tuple of nodes.
-struct ResultTree {
-  bool isTuple = false;
-  std::vector<ResultTree> items;
-};
-
 struct Instance {
   ir::Func *func = nullptr;
-  std::vector<ir::Type> results;     // the IR function's results: the returned values' leaves
-  std::vector<ResultTree> returned;  // the returned values, over those leaves
+  std::vector<ir::Type> results;  // the IR function's results: the returned values' leaves
+  // The returned values as the callee holds them: their structure (an array, or a tuple of
+  // them) is how the caller rebuilds each over the call's results (withLeaves).
+  std::vector<SVal> returned;
 };
 
 // The IR Func being built. Nested bodies (loop bodies, cond branches) have a parent: a name
@@ -282,14 +277,25 @@ public:
   void nameLeaves(const SVal &v, const std::string &path);
   ArgDesc tupleArg(const SVal &t, std::vector<ir::Value *> &leaves);
   SVal tupleParam(const ArgDesc &d, ir::Func &f, const std::string &path, Loc loc);
-  ResultTree returnLeaves(const SVal &v, Instance &inst);
-  SVal rebuild(const ResultTree &node, const std::vector<ir::Value *> &leaves, size_t &next, Loc loc);
   void printValue(const std::string &label, const SVal &v, Loc loc);
   // A value's leaves (an array's: itself) with their paths from `path`, depth first; and a
   // value of `shape`'s structure over leaves (a loop's or conditional's carried names).
   void leavesOf(const SVal &v, const std::string &path, std::vector<ir::Value *> &leaves,
                 std::vector<std::string> &paths);
   SVal withLeaves(const SVal &shape, const std::vector<ir::Value *> &leaves, size_t &next, Loc loc);
+  // The names a loop or conditional assigns and so carries: their values before it, and
+  // their leaves (a tuple's, depth first) named by path. A body binds each name over its own
+  // params (bindCarried into its scope), gives back carriedLeaves, and after the loop or
+  // conditional each name is bound over its results (bindCarried, no scope: where it lives).
+  struct Carried {
+    std::vector<std::string> names;
+    std::vector<SVal> before;
+    std::vector<ir::Value *> leaves;
+    std::vector<std::string> paths;
+  };
+  Carried carried(std::vector<std::string> names, Loc loc);
+  void bindCarried(const Carried &c, const std::vector<ir::Value *> &leaves, Scope *scope, Loc loc);
+  void carriedLeaves(const Carried &c, Scope &scope, std::vector<ir::Value *> &out);
   // `v` assigned to `path`, which holds `old`: the same structure, each leaf the same type.
   SVal assignedTuple(const std::string &path, const SVal &old, const SVal &v, Loc loc, bool loopCarries);
   ir::Value *evalArray(const ast::Expr &e);
@@ -468,12 +474,10 @@ public:
   void lowerFor(const ast::Stmt &s);
   void lowerWhile(const ast::Stmt &s);
   void enterNested(FuncCtx &ctx, ir::Func *f);
-  ir::Func *lowerWhilePart(const ast::Stmt &s, const std::vector<std::string> &carries,
-                           const std::vector<SVal> &before, const std::vector<ir::Value *> &inits,
-                           const std::vector<std::string> &paths, bool isPredicate, FuncCtx &ctx);
+  ir::Func *lowerWhilePart(const ast::Stmt &s, const Carried &carries, bool isPredicate, FuncCtx &ctx);
   void lowerIf(const ast::Stmt &s);
-  ir::Func *lowerBranch(const ast::Block &body, const std::vector<std::string> &outNames,
-                        const std::string &suffix, Loc loc, FuncCtx &ctx);
+  ir::Func *lowerBranch(const ast::Block &body, const Carried &outs, const std::string &suffix, Loc loc,
+                        FuncCtx &ctx);
   std::vector<std::string> outerAssignedNames(const ast::Block &a, const ast::Block *b,
                                               const std::string &local);
 

@@ -56,10 +56,16 @@ void Sema::lowerReturn(const ast::Stmt &s, const ast::FuncDecl &decl, Instance &
       if (want)
         fail(DiagId::ReturnType, v.loc, decl.name + " returns " + describe(v) + " as result " + std::to_string(i),
              "a declared result type is an array type: leave out the `->` to return a tuple");
-      inst.returned.push_back(returnLeaves(v, inst));
+      std::vector<ir::Value *> leaves;
+      std::vector<std::string> paths;
+      leavesOf(v, "", leaves, paths);
+      for (ir::Value *r : leaves) {
+        inst.func->results.push_back(r);
+        inst.results.push_back(r->type);
+      }
+      inst.returned.push_back(v);
       continue;
     }
-    inst.returned.push_back(ResultTree{});
     ir::Value *r = v.kind == SVal::Literal && want ? literalAs(v, typeOf(*want).dtype, {}, v.loc)
                                                    : toArray(v);
     if (want && !r->type.sameShape(typeOf(*want)))
@@ -72,6 +78,7 @@ void Sema::lowerReturn(const ast::Stmt &s, const ast::FuncDecl &decl, Instance &
                    want->loc, "result type declared here");
     inst.func->results.push_back(r);
     inst.results.push_back(r->type);
+    inst.returned.push_back(SVal::array(r, v.loc));
   }
 }
 
@@ -249,15 +256,8 @@ int64_t Sema::loopBound(const ast::Expr &e) {
 
 void Sema::lowerFor(const ast::Stmt &s) {
   const std::string &var = s.names.at(0);
-  std::vector<std::string> carries = outerAssignedNames(s.body, nullptr, var);
-  // each carried name's leaves (a tuple's, depth first) are carried
-  std::vector<SVal> before;
-  std::vector<ir::Value *> inits;
-  std::vector<std::string> paths;
-  for (const std::string &n : carries) {
-    before.push_back(lookup(n, s.loc));
-    leavesOf(before.back(), n, inits, paths);
-  }
+  const Carried carries = carried(outerAssignedNames(s.body, nullptr, var), s.loc);
+  const std::vector<ir::Value *> &inits = carries.leaves;
 
   ir::Func *body = newNestedFunc("loop", s.loc);
   FuncCtx ctx;
@@ -270,9 +270,8 @@ void Sema::lowerFor(const ast::Stmt &s) {
   i32.dtype = ir::DType::I32;
   ir::Value *index = body->newValue(i32, var);
   std::vector<ir::Value *> carryParams;
-  for (size_t k = 0; k < inits.size(); ++k) carryParams.push_back(body->newValue(inits[k]->type, paths[k]));
-  size_t next = 0;
-  for (size_t k = 0; k < carries.size(); ++k) top.names[carries[k]] = withLeaves(before[k], carryParams, next, s.loc);
+  for (size_t k = 0; k < inits.size(); ++k) carryParams.push_back(body->newValue(inits[k]->type, carries.paths[k]));
+  bindCarried(carries, carryParams, &top, s.loc);
   Scope inner;  // the body's own lets
   inner.parent = &top;
   inner.owner = &ctx;
@@ -286,10 +285,7 @@ void Sema::lowerFor(const ast::Stmt &s) {
   cur_ = savedCtx;
   scope_ = savedScope;
 
-  {
-    std::vector<std::string> ignored;
-    for (const std::string &n : carries) leavesOf(top.names[n], n, body->results, ignored);
-  }
+  carriedLeaves(carries, top, body->results);
   body->params = {index};
   for (ir::Value *outer : ctx.captureOrder) body->params.push_back(ctx.captures[outer]);
   body->params.insert(body->params.end(), carryParams.begin(), carryParams.end());
@@ -304,20 +300,16 @@ void Sema::lowerFor(const ast::Stmt &s) {
   e.params["hi"] = loopBound(*s.values[1]);
   e.params["num_consts"] = (int64_t)ctx.captureOrder.size();
   std::vector<ir::Value *> outs;
-  for (size_t k = 0; k < inits.size(); ++k) outs.push_back(cur_->func->newValue(inits[k]->type, paths[k]));
+  for (size_t k = 0; k < inits.size(); ++k) outs.push_back(cur_->func->newValue(inits[k]->type, carries.paths[k]));
   e.outs = outs;
   pushEqn(std::move(e));
-  next = 0;
-  for (size_t k = 0; k < carries.size(); ++k)
-    findScope(carries[k])->names[carries[k]] = withLeaves(before[k], outs, next, s.loc);
+  bindCarried(carries, outs, nullptr, s.loc);
 }
 
 // The predicate (isPredicate) or the body of a while loop, as a nested Func whose params are
 // (captured outer values..., carries...): the captures are added by lowerWhile, which gives
 // both Funcs the union of what either reads from outside.
-ir::Func *Sema::lowerWhilePart(const ast::Stmt &s, const std::vector<std::string> &carries,
-                               const std::vector<SVal> &before, const std::vector<ir::Value *> &inits,
-                               const std::vector<std::string> &paths, bool isPredicate, FuncCtx &ctx) {
+ir::Func *Sema::lowerWhilePart(const ast::Stmt &s, const Carried &carries, bool isPredicate, FuncCtx &ctx) {
   ir::Func *f = newNestedFunc(isPredicate ? "while_cond" : "while_body", s.loc);
   enterNested(ctx, f);
   Scope top;  // the carries
@@ -325,9 +317,9 @@ ir::Func *Sema::lowerWhilePart(const ast::Stmt &s, const std::vector<std::string
   top.owner = &ctx;
   top.loopCarries = true;
   std::vector<ir::Value *> carryParams;  // each carried name's leaves
-  for (size_t k = 0; k < inits.size(); ++k) carryParams.push_back(f->newValue(inits[k]->type, paths[k]));
-  size_t next = 0;
-  for (size_t k = 0; k < carries.size(); ++k) top.names[carries[k]] = withLeaves(before[k], carryParams, next, s.loc);
+  for (size_t k = 0; k < carries.leaves.size(); ++k)
+    carryParams.push_back(f->newValue(carries.leaves[k]->type, carries.paths[k]));
+  bindCarried(carries, carryParams, &top, s.loc);
   Scope inner;
   inner.parent = &top;
   inner.owner = &ctx;
@@ -348,8 +340,7 @@ ir::Func *Sema::lowerWhilePart(const ast::Stmt &s, const std::vector<std::string
     f->results = {c.value};
   } else {
     lowerBlock(s.body);
-    std::vector<std::string> ignored;
-    for (const std::string &n : carries) leavesOf(top.names[n], n, f->results, ignored);
+    carriedLeaves(carries, top, f->results);
   }
   cur_ = savedCtx;
   scope_ = savedScope;
@@ -360,21 +351,16 @@ ir::Func *Sema::lowerWhilePart(const ast::Stmt &s, const std::vector<std::string
 // `while cond { body }`: the names the body assigns are the carries; the predicate is a
 // Func of the carries evaluated before every iteration.
 void Sema::lowerWhile(const ast::Stmt &s) {
-  std::vector<std::string> carries = outerAssignedNames(s.body, nullptr, "");
-  if (carries.empty())
+  std::vector<std::string> assigned = outerAssignedNames(s.body, nullptr, "");
+  if (assigned.empty())
     fail(DiagId::WhileAssignsNothing, s.loc,
          "this while loop assigns no array declared before it, so its condition can never change",
          "assign the values the condition reads in the body, e.g. `i = i + 1;`");
-  std::vector<SVal> before;  // each carried name's leaves (a tuple's, depth first) are carried
-  std::vector<ir::Value *> inits;
-  std::vector<std::string> paths;
-  for (const std::string &n : carries) {
-    before.push_back(lookup(n, s.loc));
-    leavesOf(before.back(), n, inits, paths);
-  }
+  const Carried carries = carried(std::move(assigned), s.loc);
+  const std::vector<ir::Value *> &inits = carries.leaves;
   FuncCtx predCtx, bodyCtx;
-  ir::Func *pred = lowerWhilePart(s, carries, before, inits, paths, true, predCtx);
-  ir::Func *body = lowerWhilePart(s, carries, before, inits, paths, false, bodyCtx);
+  ir::Func *pred = lowerWhilePart(s, carries, true, predCtx);
+  ir::Func *body = lowerWhilePart(s, carries, false, bodyCtx);
 
   std::vector<ir::Value *> consts = predCtx.captureOrder;
   for (ir::Value *v : bodyCtx.captureOrder)
@@ -397,18 +383,16 @@ void Sema::lowerWhile(const ast::Stmt &s) {
   e.bodies = {pred, body};
   e.loc = s.loc;
   e.params["num_consts"] = (int64_t)consts.size();
-  for (size_t k = 0; k < inits.size(); ++k) e.outs.push_back(cur_->func->newValue(inits[k]->type, paths[k]));
+  for (size_t k = 0; k < inits.size(); ++k) e.outs.push_back(cur_->func->newValue(inits[k]->type, carries.paths[k]));
   std::vector<ir::Value *> outs = e.outs;
   pushEqn(std::move(e));
-  size_t next = 0;
-  for (size_t k = 0; k < carries.size(); ++k)
-    findScope(carries[k])->names[carries[k]] = withLeaves(before[k], outs, next, s.loc);
+  bindCarried(carries, outs, nullptr, s.loc);
 }
 
 // One branch of an `if`: its params are the captured outer values, its results the current
-// values of `outNames` at its end (unassigned ones pass through).
-ir::Func *Sema::lowerBranch(const ast::Block &body, const std::vector<std::string> &outNames,
-                            const std::string &suffix, Loc loc, FuncCtx &ctx) {
+// values of the names `outs` carries at its end (unassigned ones pass through).
+ir::Func *Sema::lowerBranch(const ast::Block &body, const Carried &outs, const std::string &suffix, Loc loc,
+                            FuncCtx &ctx) {
   ir::Func *f = newNestedFunc(suffix, loc);
   enterNested(ctx, f);
   Scope top;
@@ -422,13 +406,12 @@ ir::Func *Sema::lowerBranch(const ast::Block &body, const std::vector<std::strin
   Scope *savedScope = scope_;
   cur_ = &ctx;
   scope_ = &top;
-  for (const std::string &n : outNames) top.names[n] = lookup(n, loc);
+  for (const std::string &n : outs.names) top.names[n] = lookup(n, loc);
   scope_ = &inner;
   lowerBlock(body);
   cur_ = savedCtx;
   scope_ = savedScope;
-  std::vector<std::string> ignored;
-  for (const std::string &n : outNames) leavesOf(top.names[n], n, f->results, ignored);
+  carriedLeaves(outs, top, f->results);
   return f;
 }
 
@@ -440,10 +423,10 @@ void Sema::lowerIf(const ast::Stmt &s) {
          c.kind == SVal::Array && c.value->type.dtype == ir::DType::Bool
              ? "reduce it to one bool, or use select(c, a, b) for an element-wise choice"
              : "compare it, e.g. if x > 0 { ... }");
-  std::vector<std::string> outNames = outerAssignedNames(s.body, &s.elseBody, "");
+  const Carried assigned = carried(outerAssignedNames(s.body, &s.elseBody, ""), s.loc);
   FuncCtx thenCtx, elseCtx;
-  ir::Func *thenF = lowerBranch(s.body, outNames, "then", s.loc, thenCtx);
-  ir::Func *elseF = lowerBranch(s.elseBody, outNames, "else", s.loc, elseCtx);
+  ir::Func *thenF = lowerBranch(s.body, assigned, "then", s.loc, thenCtx);
+  ir::Func *elseF = lowerBranch(s.elseBody, assigned, "else", s.loc, elseCtx);
 
   // Both branches take the same operands: everything either of them reads from outside.
   std::vector<ir::Value *> operands = thenCtx.captureOrder;
@@ -462,21 +445,11 @@ void Sema::lowerIf(const ast::Stmt &s) {
   e.ins.insert(e.ins.end(), operands.begin(), operands.end());
   e.bodies = {thenF, elseF};
   e.loc = s.loc;
-  // (each assigned name's leaves, a tuple's depth first)
-  std::vector<SVal> before;
-  std::vector<ir::Value *> leaves;
-  std::vector<std::string> paths;
-  for (const std::string &n : outNames) {
-    before.push_back(lookup(n, s.loc));
-    leavesOf(before.back(), n, leaves, paths);
-  }
   for (size_t k = 0; k < thenF->results.size(); ++k)
-    e.outs.push_back(cur_->func->newValue(thenF->results[k]->type, paths.at(k)));
+    e.outs.push_back(cur_->func->newValue(thenF->results[k]->type, assigned.paths.at(k)));
   std::vector<ir::Value *> outs = e.outs;
   pushEqn(std::move(e));
-  size_t next = 0;
-  for (size_t k = 0; k < outNames.size(); ++k)
-    findScope(outNames[k])->names[outNames[k]] = withLeaves(before[k], outs, next, s.loc);
+  bindCarried(assigned, outs, nullptr, s.loc);
 }
 
 } // namespace shmapc::sema

@@ -90,26 +90,6 @@ SVal Sema::tupleParam(const ArgDesc &d, ir::Func &f, const std::string &path, Lo
   return SVal::tuple(std::move(items), loc);
 }
 
-ResultTree Sema::returnLeaves(const SVal &v, Instance &inst) {
-  ResultTree node;
-  if (v.kind != SVal::Tuple) {
-    ir::Value *r = toArray(v);
-    inst.func->results.push_back(r);
-    inst.results.push_back(r->type);
-    return node;
-  }
-  node.isTuple = true;
-  for (const SVal &item : v.items) node.items.push_back(returnLeaves(item, inst));
-  return node;
-}
-
-SVal Sema::rebuild(const ResultTree &node, const std::vector<ir::Value *> &leaves, size_t &next, Loc loc) {
-  if (!node.isTuple) return SVal::array(leaves.at(next++), loc);
-  std::vector<SVal> items;
-  for (const ResultTree &item : node.items) items.push_back(rebuild(item, leaves, next, loc));
-  return SVal::tuple(std::move(items), loc);
-}
-
 void Sema::leavesOf(const SVal &v, const std::string &path, std::vector<ir::Value *> &leaves,
                     std::vector<std::string> &paths) {
   if (v.kind != SVal::Tuple) {
@@ -126,6 +106,27 @@ SVal Sema::withLeaves(const SVal &shape, const std::vector<ir::Value *> &leaves,
   std::vector<SVal> items;
   for (const SVal &item : shape.items) items.push_back(withLeaves(item, leaves, next, loc));
   return SVal::tuple(std::move(items), loc);
+}
+
+Sema::Carried Sema::carried(std::vector<std::string> names, Loc loc) {
+  Carried c;
+  c.names = std::move(names);
+  for (const std::string &n : c.names) {
+    c.before.push_back(lookup(n, loc));
+    leavesOf(c.before.back(), n, c.leaves, c.paths);
+  }
+  return c;
+}
+
+void Sema::bindCarried(const Carried &c, const std::vector<ir::Value *> &leaves, Scope *scope, Loc loc) {
+  size_t next = 0;
+  for (size_t k = 0; k < c.names.size(); ++k)
+    (scope ? scope : findScope(c.names[k]))->names[c.names[k]] = withLeaves(c.before[k], leaves, next, loc);
+}
+
+void Sema::carriedLeaves(const Carried &c, Scope &scope, std::vector<ir::Value *> &out) {
+  std::vector<std::string> paths;
+  for (const std::string &n : c.names) leavesOf(scope.names[n], n, out, paths);
 }
 
 SVal Sema::assignedTuple(const std::string &path, const SVal &old, const SVal &v, Loc loc, bool loopCarries) {
