@@ -254,6 +254,12 @@ public:  // also used by typeText
       return s + ")";
     }
     case Expr::ShardingLit: return shardingText(*e.sharding);
+    case Expr::RecordLit: {
+      std::string s = "(record";
+      for (const Expr::KwArg &kw : e.kwargs) s += " (" + kw.name + " " + expr(*kw.value) + ")";
+      return s + ")";
+    }
+    case Expr::Field: return "(field " + expr(*e.items[0]) + " " + e.name + ")";
     case Expr::Index: {
       std::string s = "(index " + expr(*e.items[0]);
       for (const IndexItem &it : e.indices) s += " " + indexItem(it);

@@ -54,6 +54,8 @@ struct Expr {
                  // `grad(f)(x)` is a Call whose callee is the Call `grad(f)`
     Index,       // items[0] = base, indices
     ShardingLit, // `sharding<@m, [...]>` as an argument (sharding_constraint): sharding
+    RecordLit,   // `{w: a, b: c}`: kwargs (field name, its location, its value), as written
+    Field,       // `e.name` of an expression other than a plain name: items[0] = base, name
   } kind;
   Loc loc;
   int64_t intValue = 0;

@@ -133,6 +133,7 @@ private:
   ExprPtr parseTypeArg();
   ExprPtr parseArrayLit();
   ExprPtr parseParenOrTuple();
+  ExprPtr parseRecordLit();
 
   static ExprPtr makeExpr(Expr::Kind kind, Loc loc);
   static ExprPtr makeBinary(const Token &op, ExprPtr lhs, ExprPtr rhs);
@@ -900,12 +901,24 @@ ExprPtr Parser::parsePower() {
   return makeBinary(op, std::move(base), parseUnary());
 }
 
-// postfixExpr = primary { "[" indexItem { "," indexItem } "]" | "(" [ arg { "," arg } ] ")" } ;
-// An argument list after a call applies the function it returns: grad(f)(x).
+// postfixExpr = primary { "[" indexItem { "," indexItem } "]" | "(" [ arg { "," arg } ] ")"
+//                       | "." IDENT } ;
+// An argument list after a call applies the function it returns: grad(f)(x). `.name` reads a
+// record's field (`p.layers[0].w`; a plain `p.w` is parsed as a qualified name).
 ExprPtr Parser::parsePostfix() {
   DepthGuard guard(*this);
   ExprPtr base = parsePrimary();
-  while (at(Tok::LBracket) || (at(Tok::LParen) && base->kind == Expr::Call)) {
+  while (at(Tok::LBracket) || at(Tok::Dot) || (at(Tok::LParen) && base->kind == Expr::Call)) {
+    if (at(Tok::Dot)) {
+      enter();
+      take();
+      const Token &field = expectIdent("of a field after '.'");
+      ExprPtr e = makeExpr(Expr::Field, field.loc);
+      e->name = field.text;
+      e->items.push_back(std::move(base));
+      base = std::move(e);
+      continue;
+    }
     if (at(Tok::LParen)) {
       enter();
       take();  // '(': the application is located at its function, like a call at its name
@@ -1052,6 +1065,10 @@ ExprPtr Parser::parsePrimary() {
     return parseNameOrCall();
   case Tok::LBracket: return parseArrayLit();
   case Tok::LParen: return parseParenOrTuple();
+  case Tok::LBrace:
+    if (at(Tok::Ident, 1) && at(Tok::Colon, 2)) return parseRecordLit();
+    fail(DiagId::ExpectedExpr, "an expression",
+         "a record is written {w: value, b: value}; a block '{' follows a condition (if x > 0 { ... })");
   default: break;
   }
   if (atDType())
@@ -1120,6 +1137,21 @@ ExprPtr Parser::parseArrayLit() {
   }
   expect(Tok::RBracket, "to close the array literal",
          "separate elements with ',' and close with ']'");
+  return e;
+}
+
+// record = "{" IDENT ":" expr { "," IDENT ":" expr } [ "," ] "}" ;
+ExprPtr Parser::parseRecordLit() {
+  ExprPtr e = makeExpr(Expr::RecordLit, take().loc);
+  const char *form = "write a record as {w: value, b: value}";
+  do {
+    if (at(Tok::RBrace)) break;  // a trailing comma (the first field is known to be there)
+    if (!at(Tok::Ident)) fail(DiagId::ExpectedToken, "a field name", form);
+    const Token &key = take();
+    expect(Tok::Colon, "after the field name '" + key.text + "'", form);
+    e->kwargs.push_back(Expr::KwArg{key.text, key.loc, parseExpr()});
+  } while (accept(Tok::Comma));
+  expect(Tok::RBrace, "to close the record", "separate fields with ',' and close with '}'");
   return e;
 }
 

@@ -41,7 +41,14 @@ SVal Sema::eval(const ast::Expr &e) {
   case ast::Expr::ShardingLit:
     fail(DiagId::BadArgument, e.loc, "a sharding is not a value",
          "shardings are arguments of @jit(...) and of sharding_constraint(x, sharding<...>)");
+  case ast::Expr::RecordLit:
+    return evalRecord(e);
+  case ast::Expr::Field:
+    return field(eval(*e.items[0]), e.name, e.loc);
   case ast::Expr::Name:
+    if (!e.module.empty())  // `p.w` of a record bound to p
+      if (Scope *s = findScope(e.module); s && s->names[e.module].kind == SVal::Tuple)
+        return field(s->names[e.module], e.name, e.loc);
     if (!e.module.empty() && arrayNamed(e.module)) {
       if (e.name == "ndim" || e.name == "size") return SVal::staticInteger(*staticIntOpt(e), false, e.loc);
       if (e.name == "shape")

@@ -39,7 +39,12 @@ struct SVal {
   int64_t staticInt = 0;
   std::vector<std::string> axes;   // Axes
   std::vector<SVal> items;         // Tuple: its elements, arrays or tuples (a tree's nodes)
+  std::vector<std::string> keys;   // Tuple: empty, or a record's field names (sorted, as items)
   Loc loc;
+
+  bool isRecord() const { return kind == Tuple && !keys.empty(); }
+  // The path step to element i: `[i]` of a tuple, `.w` of a record.
+  std::string step(size_t i) const { return keys.empty() ? "[" + std::to_string(i) + "]" : "." + keys[i]; }
 
   static SVal array(ir::Value *v, Loc loc) {
     SVal s;
@@ -116,10 +121,11 @@ struct ArgDesc {
   ir::Type type;
   std::vector<std::string> axes;
   bool isTuple = false;
-  std::vector<ArgDesc> items;  // isTuple: its elements' descriptions
+  std::vector<ArgDesc> items;       // isTuple: its elements' descriptions
+  std::vector<std::string> keys;    // isTuple: a record's field names (empty for a tuple)
   bool operator<(const ArgDesc &o) const {
     if (isTuple != o.isTuple) return isTuple < o.isTuple;
-    if (isTuple) return items < o.items;
+    if (isTuple) return keys != o.keys ? keys < o.keys : items < o.items;
     if (isAxes != o.isAxes) return isAxes < o.isAxes;
     if (type.dtype != o.type.dtype) return type.dtype < o.type.dtype;
     if (type.shape != o.type.shape) return type.shape < o.type.shape;
@@ -272,7 +278,9 @@ public:
   std::vector<SVal> evalMulti(const ast::Expr &e);
   // ---- tuples (Trees.cpp)
   SVal evalTuple(const ast::Expr &e);
+  SVal evalRecord(const ast::Expr &e);
   SVal tupleElement(const SVal &t, const ast::Expr &index);
+  SVal field(const SVal &record, const std::string &name, Loc loc);
   std::vector<SVal> destructure(const SVal &v, size_t names, Loc loc);
   void nameLeaves(const SVal &v, const std::string &path);
   ArgDesc tupleArg(const SVal &t, std::vector<ir::Value *> &leaves);

@@ -1,9 +1,13 @@
-// Tuples as values: `(a, b)` of arrays (or of tuples: a tree), bound by let, destructured by
-// `let x, y = t;`, indexed by a static integer (`t[0]`), printed leaf by leaf, and passed to and
-// returned from plain functions. The IR has no tuples: a function taking or returning one takes
+// Trees as values: tuples `(a, b)` and records `{w: a, b: c}` of arrays (or of trees), bound
+// by let, destructured (`let x, y = t;`, tuples), indexed by a static integer (`t[0]`) or a
+// field (`p.w`), printed leaf by leaf, and passed to and returned from plain functions. A
+// record's fields are kept sorted by name, as JAX orders a dict's keys, so leaves come in the
+// same order as jax.tree_util.tree_leaves. The IR has no tuples: a function taking or returning one takes
 // or returns its leaves in order (depth first), and sema rebuilds the tuple on the other side,
 // as JAX flattens a pytree at a function boundary.
 #include "sema/SemaImpl.h"
+
+#include <algorithm>
 
 namespace shmapc::sema {
 
@@ -21,7 +25,52 @@ SVal Sema::evalTuple(const ast::Expr &e) {
   return SVal::tuple(std::move(items), e.loc);
 }
 
+SVal Sema::evalRecord(const ast::Expr &e) {
+  std::vector<const ast::Expr::KwArg *> fields;
+  for (const ast::Expr::KwArg &kw : e.kwargs) {
+    for (const ast::Expr::KwArg *f : fields)
+      if (f->name == kw.name)
+        fail(DiagId::DuplicateKey, kw.loc, "the record already has a field '" + kw.name + "'",
+             "give each field its own name");
+    fields.push_back(&kw);
+  }
+  std::stable_sort(fields.begin(), fields.end(),
+                   [](const ast::Expr::KwArg *a, const ast::Expr::KwArg *b) { return a->name < b->name; });
+  SVal r = SVal::tuple({}, e.loc);
+  for (const ast::Expr::KwArg *f : fields) {
+    SVal v = eval(*f->value);
+    if (v.kind == SVal::Axes)
+      fail(DiagId::BadArgument, f->value->loc, "a record of values cannot hold the axis names " + describe(v),
+           "axis names are arguments of collectives; keep them out of records");
+    if (v.kind == SVal::Literal) v = SVal::array(toArray(v), v.loc);
+    r.items.push_back(std::move(v));
+    r.keys.push_back(f->name);
+  }
+  return r;
+}
+
+SVal Sema::field(const SVal &r, const std::string &name, Loc loc) {
+  if (r.kind == SVal::Array && (name == "ndim" || name == "size")) {  // p.w.ndim
+    const ir::Type &t = r.value->type;
+    return SVal::staticInteger(name == "ndim" ? t.rank() : t.numElements(), false, loc);
+  }
+  if (!r.isRecord())
+    fail(DiagId::BadArgument, loc, describe(r) + " has no field '" + name + "'",
+         r.kind == SVal::Tuple ? "a tuple's elements are read by index: t[0]" : "only records have fields");
+  for (size_t i = 0; i < r.keys.size(); ++i)
+    if (r.keys[i] == name) {
+      SVal v = r.items[i];
+      v.loc = loc;
+      return v;
+    }
+  fail(DiagId::UnknownName, loc, describe(r) + " has no field '" + name + "'",
+       "its fields are " + describe(r).substr(9));
+}
+
 SVal Sema::tupleElement(const SVal &t, const ast::Expr &e) {
+  if (t.isRecord())
+    fail(DiagId::BadArgument, e.loc, "a record's fields are read by name, not by index",
+         "write r." + t.keys[0] + " for its field " + t.keys[0]);
   if (e.indices.size() != 1 || e.indices[0].kind != ast::IndexItem::Index)
     fail(DiagId::BadArgument, e.loc, "a tuple is indexed by one static integer",
          "write t[0] for its first element");
@@ -42,6 +91,9 @@ SVal Sema::tupleElement(const SVal &t, const ast::Expr &e) {
 }
 
 std::vector<SVal> Sema::destructure(const SVal &v, size_t names, Loc loc) {
+  if (v.isRecord())
+    fail(DiagId::ResultCount, loc, "cannot bind " + std::to_string(names) + " names to " + describe(v),
+         "read a record's fields by name: let " + v.keys[0] + " = r." + v.keys[0] + ";");
   if (v.kind != SVal::Tuple)
     fail(DiagId::ResultCount, loc, "cannot bind " + std::to_string(names) + " names to " + describe(v),
          "bind one name, or give as many values as names");
@@ -54,12 +106,13 @@ std::vector<SVal> Sema::destructure(const SVal &v, size_t names, Loc loc) {
 
 void Sema::nameLeaves(const SVal &v, const std::string &path) {
   if (v.kind == SVal::Array && v.value->hint.empty()) v.value->hint = path;
-  for (size_t i = 0; i < v.items.size(); ++i) nameLeaves(v.items[i], path + "[" + std::to_string(i) + "]");
+  for (size_t i = 0; i < v.items.size(); ++i) nameLeaves(v.items[i], path + v.step(i));
 }
 
 ArgDesc Sema::tupleArg(const SVal &t, std::vector<ir::Value *> &leaves) {
   ArgDesc d;
   d.isTuple = true;
+  d.keys = t.keys;
   for (const SVal &item : t.items) {
     if (item.kind == SVal::Tuple) {
       d.items.push_back(tupleArg(item, leaves));
@@ -78,7 +131,7 @@ ArgDesc Sema::tupleArg(const SVal &t, std::vector<ir::Value *> &leaves) {
 SVal Sema::tupleParam(const ArgDesc &d, ir::Func &f, const std::string &path, Loc loc) {
   std::vector<SVal> items;
   for (size_t i = 0; i < d.items.size(); ++i) {
-    const std::string at = path + "[" + std::to_string(i) + "]";
+    const std::string at = path + (d.keys.empty() ? "[" + std::to_string(i) + "]" : "." + d.keys[i]);
     if (d.items[i].isTuple) {
       items.push_back(tupleParam(d.items[i], f, at, loc));
       continue;
@@ -87,7 +140,9 @@ SVal Sema::tupleParam(const ArgDesc &d, ir::Func &f, const std::string &path, Lo
     f.params.push_back(v);
     items.push_back(SVal::array(v, loc));
   }
-  return SVal::tuple(std::move(items), loc);
+  SVal t = SVal::tuple(std::move(items), loc);
+  t.keys = d.keys;
+  return t;
 }
 
 void Sema::leavesOf(const SVal &v, const std::string &path, std::vector<ir::Value *> &leaves,
@@ -98,14 +153,16 @@ void Sema::leavesOf(const SVal &v, const std::string &path, std::vector<ir::Valu
     return;
   }
   for (size_t i = 0; i < v.items.size(); ++i)
-    leavesOf(v.items[i], path + "[" + std::to_string(i) + "]", leaves, paths);
+    leavesOf(v.items[i], path + v.step(i), leaves, paths);
 }
 
 SVal Sema::withLeaves(const SVal &shape, const std::vector<ir::Value *> &leaves, size_t &next, Loc loc) {
   if (shape.kind != SVal::Tuple) return SVal::array(leaves.at(next++), loc);
   std::vector<SVal> items;
   for (const SVal &item : shape.items) items.push_back(withLeaves(item, leaves, next, loc));
-  return SVal::tuple(std::move(items), loc);
+  SVal t = SVal::tuple(std::move(items), loc);
+  t.keys = shape.keys;
+  return t;
 }
 
 Sema::Carried Sema::carried(std::vector<std::string> names, Loc loc) {
@@ -134,7 +191,7 @@ SVal Sema::assignedTuple(const std::string &path, const SVal &old, const SVal &v
                                          "the same structure and types; bind a new name with let otherwise"
                                        : "a name keeps its structure and types when assigned; bind a new name "
                                          "with let otherwise";
-  if (old.kind != SVal::Tuple || v.kind != SVal::Tuple || old.items.size() != v.items.size()) {
+  if (old.kind != SVal::Tuple || v.kind != SVal::Tuple || old.items.size() != v.items.size() || old.keys != v.keys) {
     if (old.kind != SVal::Tuple && v.kind != SVal::Tuple) {
       ir::Value *nv = v.kind == SVal::Literal ? literalAs(v, old.value->type.dtype, {}, v.loc) : toArray(v);
       if (!nv->type.sameShape(old.value->type))
@@ -147,14 +204,16 @@ SVal Sema::assignedTuple(const std::string &path, const SVal &old, const SVal &v
   }
   std::vector<SVal> items;
   for (size_t i = 0; i < old.items.size(); ++i)
-    items.push_back(assignedTuple(path + "[" + std::to_string(i) + "]", old.items[i], v.items[i], loc, loopCarries));
-  return SVal::tuple(std::move(items), loc);
+    items.push_back(assignedTuple(path + old.step(i), old.items[i], v.items[i], loc, loopCarries));
+  SVal t = SVal::tuple(std::move(items), loc);
+  t.keys = old.keys;
+  return t;
 }
 
 void Sema::printValue(const std::string &label, const SVal &v, Loc loc) {
   if (v.kind == SVal::Tuple) {  // leaf by leaf, each labelled with its path
     for (size_t i = 0; i < v.items.size(); ++i)
-      printValue(label + "[" + std::to_string(i) + "]", v.items[i], loc);
+      printValue(label + v.step(i), v.items[i], loc);
     return;
   }
   ir::Eqn e;

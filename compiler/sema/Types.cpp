@@ -32,8 +32,12 @@ std::string Sema::describe(const SVal &v) {
   switch (v.kind) {
   case SVal::Array:
     return str(v.value->type);
-  case SVal::Tuple:
-    return "a tuple of " + std::to_string(v.items.size()) + " value(s)";
+  case SVal::Tuple: {
+    if (v.keys.empty()) return "a tuple of " + std::to_string(v.items.size()) + " value(s)";
+    std::string s = "a record {";
+    for (size_t i = 0; i < v.keys.size(); ++i) s += (i ? ", " : "") + v.keys[i];
+    return s + "}";
+  }
   case SVal::Literal:
     // Literals are held as doubles: an integer beyond 2^53 would print rounded
     // (9223372036854775807 as ...808), so it is described by its magnitude instead.
@@ -177,7 +181,8 @@ ir::Value *Sema::toArray(const SVal &v) {
     return literalAs(v, v.literalIsFloat ? ir::DType::F32 : ir::DType::I32, {}, v.loc);
   if (v.kind == SVal::Tuple)
     fail(DiagId::BadArgument, v.loc, describe(v) + " is not an array",
-         "take one of its elements (t[0]), or pass the tuple to a function that takes it");
+         v.keys.empty() ? "take one of its elements (t[0]), or pass the tuple to a function that takes it"
+                        : "read one of its fields (r." + v.keys[0] + "), or pass the record to a function that takes it");
   fail(DiagId::BadArgument, v.loc, "the axis names " + describe(v) + " are not an array",
        "axis names are only arguments of collectives and of functions that pass them on");
 }

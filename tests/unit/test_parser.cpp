@@ -662,6 +662,32 @@ TEST_CASE("parser: expression node locations", "[parser][expr]") {
   CHECK(sum.items[1]->name == "b");
 }
 
+TEST_CASE("parser: records and fields", "[parser][expr]") {
+  auto p = parse("def f() {\n  return {w: a, b: (c, d),}, f(x).w, p.l[0].b;\n}");
+  const auto &v = p.funcs[0]->body[0]->values;
+  REQUIRE(v.size() == 3);
+  const ast::Expr &rec = *v[0];
+  CHECK(rec.kind == ast::Expr::RecordLit);
+  CHECK(rec.loc.col == 10);
+  REQUIRE(rec.kwargs.size() == 2);  // as written; sema sorts the fields
+  CHECK(rec.kwargs[0].name == "w");
+  CHECK(rec.kwargs[0].loc.col == 11);
+  CHECK(rec.kwargs[1].name == "b");
+  CHECK(rec.kwargs[1].value->kind == ast::Expr::TupleLit);
+  const ast::Expr &callField = *v[1];
+  CHECK(callField.kind == ast::Expr::Field);
+  CHECK(callField.name == "w");
+  CHECK(callField.loc.col == 35);  // at the field's name
+  CHECK(callField.items[0]->kind == ast::Expr::Call);
+  const ast::Expr &deep = *v[2];  // p.l is a qualified name, [0] an index, .b a field
+  CHECK(deep.kind == ast::Expr::Field);
+  CHECK(deep.name == "b");
+  CHECK(deep.items[0]->kind == ast::Expr::Index);
+  CHECK(deep.items[0]->items[0]->kind == ast::Expr::Name);
+  CHECK(deep.items[0]->items[0]->module == "p");
+  CHECK(deep.items[0]->items[0]->name == "l");
+}
+
 TEST_CASE("parser: literal values", "[parser][expr]") {
   auto p = parse("def f() { return 7, 2.5, true, \"ax\", None; }");
   const auto &v = p.funcs[0]->body[0]->values;
@@ -862,7 +888,8 @@ TEST_CASE("parser errors: expressions", "[parser][errors]") {
   expectError("def f() { return (f)(y); }", DiagId::ExpectedToken, 1, 21);
   expectError("def f() { return -; }", DiagId::ExpectedExpr, 1, 19);
   expectError("def f() { return a +* b; }", DiagId::ExpectedExpr, 1, 21);
-  expectError("def f() { return a.b.c; }", DiagId::ExpectedToken, 1, 21);
+  expectError("def f() { return a.b.; }", DiagId::ExpectedToken, 1, 22);  // a field's name
+  expectError("def f() { return {w = 1}; }", DiagId::ExpectedExpr, 1, 18);  // record fields are w: v
   expectError("def f() { return def; }", DiagId::ExpectedExpr, 1, 18);
   expectError("def f() { return ]; }", DiagId::ExpectedExpr, 1, 18);
 }
