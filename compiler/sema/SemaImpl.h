@@ -417,20 +417,28 @@ public:
   // ---- program transformations (Transforms.cpp)
   struct Trace {
     ir::Func *func;
-    std::vector<ir::Type> results;
+    std::vector<ir::Type> results;  // its results' leaves, in order
+    std::vector<SVal> trees;        // its results as returned (arrays or trees): their structure
   };
   std::optional<FnValue> evalFnOpt(const ast::Expr &e);
   FnValue evalFn(const ast::Expr &e, const std::string &what);
   std::vector<SVal> evalApply(const ast::Expr &call);
   void rejectUnappliedTransform(const ast::Expr &call);
-  Trace traceFn(const FnValue &f, const std::vector<ir::Type> &types, Loc loc);
-  size_t fnArity(const FnValue &f, const std::vector<ir::Type> &args, Loc loc);
+  Trace traceFn(const FnValue &f, const std::vector<ArgDesc> &args, Loc loc);
+  size_t fnArity(const FnValue &f, const std::vector<ArgDesc> &args, Loc loc);
+  ArgDesc describeArg(const SVal &v);
+  std::vector<ir::Value *> argLeaves(const std::vector<SVal> &args, std::vector<size_t> *starts = nullptr);  // an array's type, or a tree's structure and leaf types
   std::vector<ir::Type> fnParamTypes(const FnValue &f, Loc loc);
   std::vector<int64_t> wrtParams(const FnValue &f, size_t n);
   std::vector<SVal> applyFn(const FnValue &f, const std::vector<SVal> &args, Loc loc);
   void checkTransformArgCount(const FnValue &f, size_t want, size_t given, Loc loc,
                               const std::string &shape);
-  void requireFloat(const FnValue &f, const ir::Type &t, size_t argnum, Loc loc);
+  void requireFloat(const FnValue &f, const ir::Type &t, size_t argnum, Loc loc,
+                    const std::string &path = "");
+  void requireFloatLeaves(const FnValue &f, const ArgDesc &d, size_t argnum, Loc loc,
+                          const std::string &path = "");
+  void checkTreeLike(const FnValue &f, const std::string &what, const SVal &given, const SVal &like,
+                     const std::string &path, Loc loc);
   ir::Eqn &emitTransform(ir::Prim p, ir::Func *body, std::vector<ir::Value *> ins,
                          const std::vector<ir::Type> &outs, Loc loc);
   std::vector<ir::Value *> emitVjp(ir::Func *body, const std::vector<ir::Value *> &ins,
@@ -439,10 +447,10 @@ public:
                                    Loc loc);
   void checkCotangent(const FnValue &f, size_t k, const ir::Type &given, const ir::Type &result,
                       Loc loc);
-  std::vector<SVal> applyGrad(const FnValue &f, const std::vector<ir::Value *> &xs, size_t n,
+  std::vector<SVal> applyGrad(const FnValue &f, const std::vector<SVal> &args, size_t n,
                               Loc loc);
-  std::vector<SVal> applyVjp(const FnValue &f, const std::vector<ir::Value *> &xs, Loc loc);
-  std::vector<SVal> applyJvp(const FnValue &f, const std::vector<ir::Value *> &xs, size_t n,
+  std::vector<SVal> applyVjp(const FnValue &f, const std::vector<SVal> &args, Loc loc);
+  std::vector<SVal> applyJvp(const FnValue &f, const std::vector<SVal> &args, size_t n,
                              Loc loc);
   std::vector<SVal> applyTranspose(const FnValue &f, const std::vector<ir::Value *> &xs,
                                    Loc loc);

@@ -111,7 +111,7 @@ void Sema::rejectUnappliedTransform(const ast::Expr &call) {
 
 // ---- tracing: a Func that applies `f` to parameters of the given types
 
-Sema::Trace Sema::traceFn(const FnValue &f, const std::vector<ir::Type> &types, Loc loc) {
+Sema::Trace Sema::traceFn(const FnValue &f, const std::vector<ArgDesc> &args, Loc loc) {
   // Named after what it applies (transpose(f) -> transpose_f); traces vanish once
   // differentiated, so their names need not be unique.
   std::string name;
@@ -128,11 +128,15 @@ Sema::Trace Sema::traceFn(const FnValue &f, const std::vector<ir::Type> &types, 
   Scope scope;
   scope.owner = &ctx;
   std::vector<SVal> params;
-  for (size_t i = 0; i < types.size(); ++i) {
-    const ir::Type &t = types[i];
-    // Named like the function's params, so that messages about them read naturally.
+  for (size_t i = 0; i < args.size(); ++i) {
+    // Named like the function's params, so that messages about them read naturally; a tree
+    // argument is one param per leaf, named by path, and f sees the tree rebuilt.
     std::string hint = f.decl && i < f.decl->params.size() ? f.decl->params[i].name : "";
-    ir::Value *p = w->newValue(t, hint);
+    if (args[i].isTuple) {
+      params.push_back(tupleParam(args[i], *w, hint, loc));
+      continue;
+    }
+    ir::Value *p = w->newValue(args[i].type, hint);
     w->params.push_back(p);
     params.push_back(SVal::array(p, loc));
   }
@@ -141,16 +145,43 @@ Sema::Trace Sema::traceFn(const FnValue &f, const std::vector<ir::Type> &types, 
   cur_ = &ctx;
   scope_ = &scope;
   std::vector<SVal> results = applyFn(f, params, loc);
-  for (const SVal &r : results) w->results.push_back(toArray(r));
+  std::vector<std::string> paths;
+  for (const SVal &r : results) leavesOf(r, "", w->results, paths);
   cur_ = savedCtx;
   scope_ = savedScope;
-  Trace t{w, {}};
+  Trace t{w, {}, results};
   for (ir::Value *r : w->results) t.results.push_back(r->type);
   return t;
 }
 
+ArgDesc Sema::describeArg(const SVal &v) {
+  ArgDesc d;
+  if (v.kind != SVal::Tuple) {
+    d.type = toArray(v)->type;
+    return d;
+  }
+  d.isTuple = true;
+  d.keys = v.keys;
+  for (const SVal &item : v.items) d.items.push_back(describeArg(item));
+  return d;
+}
+
+static std::vector<ArgDesc> arrayDescs(const std::vector<ir::Type> &types) {
+  std::vector<ArgDesc> out(types.size());
+  for (size_t i = 0; i < types.size(); ++i) out[i].type = types[i];
+  return out;
+}
+
+static void descLeafTypes(const ArgDesc &d, std::vector<ir::Type> &out) {
+  if (!d.isTuple) {
+    out.push_back(d.type);
+    return;
+  }
+  for (const ArgDesc &item : d.items) descLeafTypes(item, out);
+}
+
 // How many arguments `f` takes when applied to `args` (the first ones decide the rest).
-size_t Sema::fnArity(const FnValue &f, const std::vector<ir::Type> &args, Loc loc) {
+size_t Sema::fnArity(const FnValue &f, const std::vector<ArgDesc> &args, Loc loc) {
   switch (f.kind) {
   case FnValue::Named: return f.decl->params.size();
   case FnValue::Grad:
@@ -159,12 +190,12 @@ size_t Sema::fnArity(const FnValue &f, const std::vector<ir::Type> &args, Loc lo
   case FnValue::Vjp: {
     size_t n = fnArity(*f.inner, args, loc);
     if (args.size() < n) return n;
-    return n + traceFn(*f.inner, {args.begin(), args.begin() + n}, loc).results.size();
+    return n + traceFn(*f.inner, {args.begin(), args.begin() + n}, loc).trees.size();
   }
   case FnValue::Transpose: {
     std::vector<ir::Type> p = fnParamTypes(*f.inner, loc);
     std::vector<int64_t> wrt = wrtParams(f, p.size());
-    return p.size() - wrt.size() + traceFn(*f.inner, p, loc).results.size();
+    return p.size() - wrt.size() + traceFn(*f.inner, arrayDescs(p), loc).results.size();
   }
   }
   return 0;
@@ -207,7 +238,7 @@ std::vector<ir::Type> Sema::fnParamTypes(const FnValue &f, Loc loc) {
   }
   case FnValue::Vjp: {
     std::vector<ir::Type> p = fnParamTypes(*f.inner, loc), out = p;
-    for (const ir::Type &t : traceFn(*f.inner, p, loc).results) out.push_back(t);
+    for (const ir::Type &t : traceFn(*f.inner, arrayDescs(p), loc).results) out.push_back(t);
     return out;
   }
   case FnValue::Transpose: {
@@ -215,7 +246,7 @@ std::vector<ir::Type> Sema::fnParamTypes(const FnValue &f, Loc loc) {
     std::vector<int64_t> wrt = wrtParams(f, p.size());
     for (size_t i = 0; i < p.size(); ++i)
       if (std::find(wrt.begin(), wrt.end(), (int64_t)i) == wrt.end()) out.push_back(p[i]);
-    for (const ir::Type &t : traceFn(*f.inner, p, loc).results) out.push_back(t);
+    for (const ir::Type &t : traceFn(*f.inner, arrayDescs(p), loc).results) out.push_back(t);
     return out;
   }
   }
@@ -256,24 +287,35 @@ std::vector<int64_t> Sema::wrtParams(const FnValue &f, size_t n) {
 
 std::vector<SVal> Sema::applyFn(const FnValue &f, const std::vector<SVal> &args, Loc loc) {
   if (f.kind == FnValue::Named) return callFunctionWith(*f.decl, *f.unit, args, loc);
-  std::vector<ir::Value *> xs;
-  std::vector<ir::Type> types;
+  // Arrays and trees of arrays (a tree is differentiated leaf by leaf, and its gradient, tangent
+  // or cotangent is a tree of the same structure, as for JAX's pytrees)
+  std::vector<SVal> xs;
+  std::vector<ArgDesc> descs;
   for (const SVal &a : args) {
     if (a.kind == SVal::Axes)
       fail(DiagId::BadArgument, a.loc, f.text + " takes arrays, not axis names " + describe(a),
            "call a function taking axis names from inside the differentiated function");
-    xs.push_back(toArray(a));
-    types.push_back(xs.back()->type);
+    xs.push_back(a.kind == SVal::Literal ? SVal::array(toArray(a), a.loc) : a);
+    descs.push_back(describeArg(xs.back()));
   }
   // Each rule works out how many arguments it takes itself: for vjp and transpose that needs
   // a trace of the inner function, which the rule makes anyway.
   switch (f.kind) {
   case FnValue::Named: break;
   case FnValue::Grad:
-  case FnValue::ValueAndGrad: return applyGrad(f, xs, fnArity(f, types, loc), loc);
+  case FnValue::ValueAndGrad: return applyGrad(f, xs, fnArity(f, descs, loc), loc);
   case FnValue::Vjp: return applyVjp(f, xs, loc);
-  case FnValue::Jvp: return applyJvp(f, xs, fnArity(f, types, loc), loc);
-  case FnValue::Transpose: return applyTranspose(f, xs, loc);
+  case FnValue::Jvp: return applyJvp(f, xs, fnArity(f, descs, loc), loc);
+  case FnValue::Transpose: {
+    std::vector<ir::Value *> arrays;
+    for (const SVal &x : xs) {
+      if (x.kind == SVal::Tuple)
+        fail(DiagId::BadArgument, x.loc, f.text + " takes arrays, not " + describe(x),
+             "transpose a function of arrays (its linear parameters' types are declared)");
+      arrays.push_back(x.value);
+    }
+    return applyTranspose(f, arrays, loc);
+  }
   }
   return {};
 }
@@ -287,11 +329,41 @@ void Sema::checkTransformArgCount(const FnValue &f, size_t want, size_t given, L
          "pass " + shape);
 }
 
-void Sema::requireFloat(const FnValue &f, const ir::Type &t, size_t argnum, Loc loc) {
+void Sema::requireFloat(const FnValue &f, const ir::Type &t, size_t argnum, Loc loc,
+                        const std::string &path) {
   if (!ir::isFloat(t.dtype))
     fail(DiagId::NotDifferentiable, loc,
-         f.text + " differentiates argument " + std::to_string(argnum) + ", which is " + str(t),
-         "differentiate only float arguments: choose them with argnums=, or cast(x, f32)");
+         f.text + " differentiates argument " + std::to_string(argnum) +
+             (path.empty() ? ", which is " : ", whose leaf " + path + " is ") + str(t),
+         path.empty() ? "differentiate only float arguments: choose them with argnums=, or cast(x, f32)"
+                      : "every leaf of a differentiated tree is a float array: keep integers in another argument");
+}
+
+void Sema::requireFloatLeaves(const FnValue &f, const ArgDesc &d, size_t argnum, Loc loc,
+                              const std::string &path) {
+  if (!d.isTuple) return requireFloat(f, d.type, argnum, loc, path);
+  for (size_t i = 0; i < d.items.size(); ++i)
+    requireFloatLeaves(f, d.items[i], argnum, loc,
+                       path + (d.keys.empty() ? "[" + std::to_string(i) + "]" : "." + d.keys[i]));
+}
+
+// A tangent or cotangent tree has the structure and leaf shapes of the primal or result it
+// stands for (`what` says which, e.g. "cotangent 0").
+void Sema::checkTreeLike(const FnValue &f, const std::string &what, const SVal &given, const SVal &like,
+                         const std::string &path, Loc loc) {
+  const std::string at = what + path;
+  if (like.kind != SVal::Tuple && given.kind != SVal::Tuple) {
+    const ir::Type &g = toArray(given)->type, &l = toArray(like)->type;
+    if (!g.sameShape(l))
+      fail(DiagId::ArgType, loc, at + " of " + f.text + " is " + str(g) + " but must be " + str(l),
+           "pass tangents and cotangents of their primals' and results' types, in the same structure");
+    return;
+  }
+  if (like.kind != given.kind || like.keys != given.keys || like.items.size() != given.items.size())
+    fail(DiagId::ArgType, loc, at + " of " + f.text + " is " + describe(given) + " but must be " + describe(like),
+         "pass tangents and cotangents of their primals' and results' structure");
+  for (size_t i = 0; i < like.items.size(); ++i)
+    checkTreeLike(f, what, given.items[i], like.items[i], path + like.step(i), loc);
 }
 
 void Sema::checkCotangent(const FnValue &f, size_t k, const ir::Type &given,
@@ -333,68 +405,107 @@ static std::vector<SVal> asSVals(const std::vector<ir::Value *> &vs, Loc loc) {
   return out;
 }
 
-std::vector<SVal> Sema::applyGrad(const FnValue &f, const std::vector<ir::Value *> &xs, size_t n,
+// Every leaf of `args`, in order, and where each argument's leaves start (one past the last
+// argument's too).
+std::vector<ir::Value *> Sema::argLeaves(const std::vector<SVal> &args, std::vector<size_t> *starts) {
+  std::vector<ir::Value *> leaves;
+  std::vector<std::string> paths;
+  for (const SVal &a : args) {
+    if (starts) starts->push_back(leaves.size());
+    leavesOf(a, "", leaves, paths);
+  }
+  if (starts) starts->push_back(leaves.size());
+  return leaves;
+}
+
+std::vector<SVal> Sema::applyGrad(const FnValue &f, const std::vector<SVal> &args, size_t n,
                                   Loc loc) {
-  checkTransformArgCount(f, n, xs.size(), loc, "one argument per parameter of " + f.inner->text);
-  std::vector<ir::Type> types;
-  for (ir::Value *x : xs) types.push_back(x->type);
+  checkTransformArgCount(f, n, args.size(), loc, "one argument per parameter of " + f.inner->text);
+  std::vector<ArgDesc> descs;
+  for (const SVal &a : args) descs.push_back(describeArg(a));
   std::vector<int64_t> wrt = wrtParams(f, n);
-  for (int64_t w : wrt) requireFloat(f, types[w], w, loc);
-  Trace t = traceFn(*f.inner, types, loc);
-  if (t.results.size() != 1 || !t.results[0].shape.empty() || !ir::isFloat(t.results[0].dtype)) {
+  for (int64_t w : wrt) requireFloatLeaves(f, descs[w], w, loc);
+  Trace t = traceFn(*f.inner, descs, loc);
+  if (t.trees.size() != 1 || t.trees[0].kind == SVal::Tuple || !t.results[0].shape.empty() ||
+      !ir::isFloat(t.results[0].dtype)) {
     std::string got;
-    for (const ir::Type &r : t.results) got += (got.empty() ? "" : ", ") + str(r);
+    for (const SVal &r : t.trees) got += (got.empty() ? "" : ", ") + describe(r);
     fail(DiagId::GradNotScalar, loc,
          f.text + " needs a function returning one float scalar, but " + f.inner->text +
              " returns " + (got.empty() ? "nothing" : got),
          "reduce the result (e.g. sum(...)), or use vjp for several or non-scalar results");
   }
-  std::vector<ir::Value *> ins = xs;
+  std::vector<size_t> starts;
+  std::vector<ir::Value *> ins = argLeaves(args, &starts);
   ins.push_back(constant(t.results[0].dtype, {}, {1.0}, loc));
   bool withValue = f.kind == FnValue::ValueAndGrad;
   std::vector<ir::Type> outs;
   if (withValue) outs.push_back(t.results[0]);
-  for (int64_t w : wrt) outs.push_back(types[w]);
-  return asSVals(emitVjp(t.func, ins, outs, wrt, withValue, false, loc), loc);
+  std::vector<int64_t> wrtLeaves;
+  for (int64_t w : wrt)
+    for (size_t i = starts[w]; i < starts[w + 1]; ++i) {
+      wrtLeaves.push_back((int64_t)i);
+      outs.push_back(ins[i]->type);
+    }
+  std::vector<ir::Value *> res = emitVjp(t.func, ins, outs, wrtLeaves, withValue, false, loc);
+  std::vector<SVal> out;
+  size_t next = 0;
+  if (withValue) out.push_back(SVal::array(res[next++], loc));
+  for (int64_t w : wrt) out.push_back(withLeaves(args[w], res, next, loc));
+  return out;
 }
 
-std::vector<SVal> Sema::applyVjp(const FnValue &f, const std::vector<ir::Value *> &xs, Loc loc) {
-  std::vector<ir::Type> types;
-  for (ir::Value *x : xs) types.push_back(x->type);
-  size_t n = fnArity(*f.inner, types, loc);
-  if (xs.size() < n)
-    checkTransformArgCount(f, n, xs.size(), loc, "the primal arguments, then one cotangent per result");
-  Trace t = traceFn(*f.inner, {types.begin(), types.begin() + n}, loc);
-  checkTransformArgCount(f, n + t.results.size(), xs.size(), loc,
+std::vector<SVal> Sema::applyVjp(const FnValue &f, const std::vector<SVal> &args, Loc loc) {
+  std::vector<ArgDesc> descs;
+  for (const SVal &a : args) descs.push_back(describeArg(a));
+  size_t n = fnArity(*f.inner, descs, loc);
+  if (args.size() < n)
+    checkTransformArgCount(f, n, args.size(), loc, "the primal arguments, then one cotangent per result");
+  Trace t = traceFn(*f.inner, {descs.begin(), descs.begin() + n}, loc);
+  checkTransformArgCount(f, n + t.trees.size(), args.size(), loc,
                          std::to_string(n) + " primal argument(s), then " +
-                             std::to_string(t.results.size()) + " cotangent(s), one per result");
+                             std::to_string(t.trees.size()) + " cotangent(s), one per result");
   std::vector<int64_t> wrt = wrtParams(f, n);
-  for (int64_t w : wrt) requireFloat(f, types[w], w, loc);
-  for (size_t k = 0; k < t.results.size(); ++k) checkCotangent(f, k, types[n + k], t.results[k], loc);
+  for (int64_t w : wrt) requireFloatLeaves(f, descs[w], w, loc);
+  for (size_t k = 0; k < t.trees.size(); ++k)
+    checkTreeLike(f, "cotangent " + std::to_string(k), args[n + k], t.trees[k], "", loc);
+  std::vector<size_t> starts;
+  std::vector<ir::Value *> ins = argLeaves(args, &starts);
   std::vector<ir::Type> outs = t.results;
-  for (int64_t w : wrt) outs.push_back(types[w]);
-  return asSVals(emitVjp(t.func, xs, outs, wrt, true, false, loc), loc);
+  std::vector<int64_t> wrtLeaves;
+  for (int64_t w : wrt)
+    for (size_t i = starts[w]; i < starts[w + 1]; ++i) {
+      wrtLeaves.push_back((int64_t)i);
+      outs.push_back(ins[i]->type);
+    }
+  std::vector<ir::Value *> res = emitVjp(t.func, ins, outs, wrtLeaves, true, false, loc);
+  std::vector<SVal> out;
+  size_t next = 0;
+  for (const SVal &r : t.trees) out.push_back(withLeaves(r, res, next, loc));
+  for (int64_t w : wrt) out.push_back(withLeaves(args[w], res, next, loc));
+  return out;
 }
 
-std::vector<SVal> Sema::applyJvp(const FnValue &f, const std::vector<ir::Value *> &xs, size_t n,
+std::vector<SVal> Sema::applyJvp(const FnValue &f, const std::vector<SVal> &args, size_t n,
                                  Loc loc) {
-  checkTransformArgCount(f, n, xs.size(), loc,
+  checkTransformArgCount(f, n, args.size(), loc,
                          "the primal arguments, then one tangent per primal");
   size_t k = n / 2;
-  std::vector<ir::Type> types;
+  std::vector<ArgDesc> descs;
   for (size_t i = 0; i < k; ++i) {
-    types.push_back(xs[i]->type);
-    if (!xs[k + i]->type.sameShape(xs[i]->type))
-      fail(DiagId::ArgType, loc,
-           "tangent " + std::to_string(i) + " of " + f.text + " is " + str(xs[k + i]->type) +
-               " but primal " + std::to_string(i) + " is " + str(xs[i]->type),
-           "pass tangents of the primals' types, in the same order");
+    descs.push_back(describeArg(args[i]));
+    checkTreeLike(f, "tangent " + std::to_string(i), args[k + i], args[i], "", loc);
   }
-  Trace t = traceFn(*f.inner, types, loc);
+  Trace t = traceFn(*f.inner, descs, loc);
   std::vector<ir::Type> outs = t.results;
   outs.insert(outs.end(), t.results.begin(), t.results.end());
-  emitTransform(ir::Prim::Jvp, t.func, xs, outs, loc);
-  return asSVals(cur_->func->eqns.back().outs, loc);
+  emitTransform(ir::Prim::Jvp, t.func, argLeaves(args), outs, loc);
+  const std::vector<ir::Value *> &res = cur_->func->eqns.back().outs;
+  std::vector<SVal> out;
+  size_t next = 0;
+  for (int pass = 0; pass < 2; ++pass)
+    for (const SVal &r : t.trees) out.push_back(withLeaves(r, res, next, loc));
+  return out;
 }
 
 std::vector<SVal> Sema::applyTranspose(const FnValue &f, const std::vector<ir::Value *> &xs,
@@ -402,7 +513,7 @@ std::vector<SVal> Sema::applyTranspose(const FnValue &f, const std::vector<ir::V
   std::vector<ir::Type> p = fnParamTypes(*f.inner, loc);
   std::vector<int64_t> wrt = wrtParams(f, p.size());
   for (int64_t w : wrt) requireFloat(f, p[w], w, loc);
-  Trace t = traceFn(*f.inner, p, loc);
+  Trace t = traceFn(*f.inner, arrayDescs(p), loc);
   for (size_t k = 0; k < t.results.size(); ++k)
     if (!ir::isFloat(t.results[k].dtype))
       fail(DiagId::NotDifferentiable, loc,
@@ -477,7 +588,7 @@ SVal Sema::bCheckGrads(const ast::Expr &c) {
     types.push_back(xs.back()->type);
   }
   Loc loc = c.loc;
-  Trace t = traceFn(f, types, loc);
+  Trace t = traceFn(f, arrayDescs(types), loc);
   // A seeded random direction per float argument (zero for the others) and a random
   // cotangent per float result.
   std::vector<ir::Value *> dirs, plus, minus, cts;
@@ -518,7 +629,7 @@ SVal Sema::bCheckGrads(const ast::Expr &c) {
   jvpOuts.insert(jvpOuts.end(), t.results.begin(), t.results.end());
   std::vector<ir::Value *> jvpRes = emitTransform(ir::Prim::Jvp, t.func, jvpIns, jvpOuts, loc).outs;
 
-  Trace t2 = traceFn(f, types, loc);  // a Func per transform: each is differentiated once
+  Trace t2 = traceFn(f, arrayDescs(types), loc);  // a Func per transform: each is differentiated once
   std::vector<ir::Value *> vjpIns = xs;
   vjpIns.insert(vjpIns.end(), cts.begin(), cts.end());
   std::vector<ir::Type> vjpOuts;

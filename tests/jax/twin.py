@@ -268,6 +268,12 @@ class Checker:
                 np.array2string(got, precision=6).replace("\n", "\n" + " " * 15))
         self._report(ok, name, how, detail)
 
+    def close_tree(self, label, tree, **kw):
+        """Each leaf of a JAX pytree is close to the program's print of label + its path, in
+        the program's path syntax: a dict key k is `.k`, a tuple or list element i is `[i]`."""
+        for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+            self.close(label + tree_path(path), leaf, **kw)
+
     def equal(self, label, value, how="JAX", index=None):
         """The printed value (bool or integer) equals value exactly."""
         want = self._get(label, index)
@@ -281,6 +287,21 @@ class Checker:
         for label in sorted(set(self.expected) - self.checked):
             self._report(False, label, "printed but not checked by the twin")
         return self.failures
+
+
+def tree_path(path):
+    """A jax.tree_util key path in the program's syntax: `.w`, `[0]`."""
+    out = ""
+    for k in path:
+        if isinstance(k, jax.tree_util.DictKey):
+            out += "." + str(k.key)
+        elif isinstance(k, jax.tree_util.SequenceKey):
+            out += "[%d]" % k.idx
+        elif isinstance(k, jax.tree_util.GetAttrKey):
+            out += "." + k.name
+        else:
+            raise ValueError("no program path for key %r" % (k,))
+    return out
 
 
 def main(program, check):
