@@ -16,6 +16,12 @@ const std::map<std::string, Sema::BuiltinFn> &Sema::builtins() {
       {"zeros", &Sema::bZeros},
       {"check_grads", &Sema::bCheckGrads},
       {"ones", &Sema::bOnes},
+      {"zeros_like", &Sema::bZerosLike},
+      {"ones_like", &Sema::bOnesLike},
+      // trees (Trees.cpp)
+      {"tree_map", &Sema::bTreeMap},
+      {"tree_leaves", &Sema::bTreeLeaves},
+      {"tree_reduce", &Sema::bTreeReduce},
       {"full", &Sema::bFull},
       {"iota", &Sema::bIota},
       {"random_normal", &Sema::bRandomNormal},
@@ -113,6 +119,20 @@ SVal Sema::bZeros(const ast::Expr &c) {
 SVal Sema::bOnes(const ast::Expr &c) {
   auto a = bindArgs(c, {"type"}, 1);
   ir::Type t = typeArg(*a[0], "the argument of ones");
+  return SVal::array(constant(t.dtype, t.shape, {1}, c.loc), c.loc);
+}
+
+// zeros_like(x) / ones_like(x): x's shape and dtype (a tree: each leaf's, as jnp's under
+// tree_map)
+SVal Sema::bZerosLike(const ast::Expr &c) {
+  auto a = bindArgs(c, {"x"}, 1);
+  const ir::Type &t = evalArray(*a[0])->type;
+  return SVal::array(constant(t.dtype, t.shape, {0}, c.loc), c.loc);
+}
+
+SVal Sema::bOnesLike(const ast::Expr &c) {
+  auto a = bindArgs(c, {"x"}, 1);
+  const ir::Type &t = evalArray(*a[0])->type;
   return SVal::array(constant(t.dtype, t.shape, {1}, c.loc), c.loc);
 }
 

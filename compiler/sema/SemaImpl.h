@@ -96,7 +96,9 @@ ir::DType floatFor(ir::DType dt);
 // A function used as a value: a function's name, or a transform of a function value
 // (`grad(f, argnums=(0, 1))`). Only ever applied to arguments (Transforms.cpp).
 struct FnValue {
-  enum Kind { Named, Grad, ValueAndGrad, Vjp, Jvp, Transpose } kind = Named;
+  // Builtin: a single-result builtin by name (`exp`, `zeros_like`), passed to tree_map and
+  // tree_reduce only.
+  enum Kind { Named, Builtin, Grad, ValueAndGrad, Vjp, Jvp, Transpose } kind = Named;
   const ast::FuncDecl *decl = nullptr;  // Named
   const Unit *unit = nullptr;           // Named
   std::shared_ptr<const FnValue> inner; // the transformed function
@@ -281,6 +283,12 @@ public:
   SVal evalRecord(const ast::Expr &e);
   SVal tupleElement(const SVal &t, const ast::Expr &index);
   SVal field(const SVal &record, const std::string &name, Loc loc);
+  SVal bTreeMap(const ast::Expr &c);
+  SVal bTreeLeaves(const ast::Expr &c);
+  SVal bTreeReduce(const ast::Expr &c);
+  SVal mapTree(const FnValue &f, const std::vector<SVal> &nodes, const ast::Expr &c, const std::string &path);
+  SVal bZerosLike(const ast::Expr &c);
+  SVal bOnesLike(const ast::Expr &c);
   std::vector<SVal> destructure(const SVal &v, size_t names, Loc loc);
   void nameLeaves(const SVal &v, const std::string &path);
   ArgDesc tupleArg(const SVal &t, std::vector<ir::Value *> &leaves);
@@ -420,8 +428,10 @@ public:
     std::vector<ir::Type> results;  // its results' leaves, in order
     std::vector<SVal> trees;        // its results as returned (arrays or trees): their structure
   };
-  std::optional<FnValue> evalFnOpt(const ast::Expr &e);
-  FnValue evalFn(const ast::Expr &e, const std::string &what);
+  std::optional<FnValue> evalFnOpt(const ast::Expr &e, bool builtinsToo = false);
+  FnValue evalFn(const ast::Expr &e, const std::string &what, bool builtinsToo = false);
+  std::vector<SVal> applyBuiltin(const FnValue &f, const std::vector<SVal> &args, Loc loc);
+  std::vector<std::unique_ptr<ast::Expr>> syntheticCalls_;  // applyBuiltin's calls, kept alive
   std::vector<SVal> evalApply(const ast::Expr &call);
   void rejectUnappliedTransform(const ast::Expr &call);
   Trace traceFn(const FnValue &f, const std::vector<ArgDesc> &args, Loc loc);

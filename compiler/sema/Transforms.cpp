@@ -30,11 +30,18 @@ bool isTransformName(const std::string &n) {
 
 // ---- function values
 
-std::optional<FnValue> Sema::evalFnOpt(const ast::Expr &e) {
+std::optional<FnValue> Sema::evalFnOpt(const ast::Expr &e, bool builtinsToo) {
   if (e.kind == ast::Expr::Name) {
     if (e.module.empty() && findScope(e.name)) return std::nullopt;  // a local value shadows
     const Unit *unit = nullptr;
     const ast::FuncDecl *decl = findFunction(e, unit);
+    if (!decl && builtinsToo && e.module.empty() && builtins().count(e.name)) {
+      FnValue f;
+      f.kind = FnValue::Builtin;
+      f.loc = e.loc;
+      f.text = e.name;
+      return f;
+    }
     if (!decl) return std::nullopt;
     FnValue f;
     f.decl = decl;
@@ -83,8 +90,8 @@ std::optional<FnValue> Sema::evalFnOpt(const ast::Expr &e) {
   return f;
 }
 
-FnValue Sema::evalFn(const ast::Expr &e, const std::string &what) {
-  if (auto f = evalFnOpt(e)) return *f;
+FnValue Sema::evalFn(const ast::Expr &e, const std::string &what, bool builtinsToo) {
+  if (auto f = evalFnOpt(e, builtinsToo)) return *f;
   fail(DiagId::NotAFunction, e.loc, what + " must be a function",
        "pass the name of a function defined with def, or a transform of one such as grad(f)");
 }
@@ -184,6 +191,7 @@ static void descLeafTypes(const ArgDesc &d, std::vector<ir::Type> &out) {
 size_t Sema::fnArity(const FnValue &f, const std::vector<ArgDesc> &args, Loc loc) {
   switch (f.kind) {
   case FnValue::Named: return f.decl->params.size();
+  case FnValue::Builtin: return args.size();  // (only tree_map / tree_reduce apply builtins)
   case FnValue::Grad:
   case FnValue::ValueAndGrad: return fnArity(*f.inner, args, loc);
   case FnValue::Jvp: return 2 * fnArity(*f.inner, args, loc);
@@ -205,6 +213,7 @@ size_t Sema::fnArity(const FnValue &f, const std::vector<ArgDesc> &args, Loc loc
 // linear arguments are not passed). A shmap function's are global: block types times splits.
 std::vector<ir::Type> Sema::fnParamTypes(const FnValue &f, Loc loc) {
   switch (f.kind) {
+  case FnValue::Builtin: return {};  // (never transposed: transforms take defined functions)
   case FnValue::Named: {
     std::vector<ir::Type> out;
     for (const ast::Param &p : f.decl->params) {
@@ -287,6 +296,7 @@ std::vector<int64_t> Sema::wrtParams(const FnValue &f, size_t n) {
 
 std::vector<SVal> Sema::applyFn(const FnValue &f, const std::vector<SVal> &args, Loc loc) {
   if (f.kind == FnValue::Named) return callFunctionWith(*f.decl, *f.unit, args, loc);
+  if (f.kind == FnValue::Builtin) return applyBuiltin(f, args, loc);
   // Arrays and trees of arrays (a tree is differentiated leaf by leaf, and its gradient, tangent
   // or cotangent is a tree of the same structure, as for JAX's pytrees)
   std::vector<SVal> xs;
@@ -301,7 +311,8 @@ std::vector<SVal> Sema::applyFn(const FnValue &f, const std::vector<SVal> &args,
   // Each rule works out how many arguments it takes itself: for vjp and transpose that needs
   // a trace of the inner function, which the rule makes anyway.
   switch (f.kind) {
-  case FnValue::Named: break;
+  case FnValue::Named:
+  case FnValue::Builtin: break;
   case FnValue::Grad:
   case FnValue::ValueAndGrad: return applyGrad(f, xs, fnArity(f, descs, loc), loc);
   case FnValue::Vjp: return applyVjp(f, xs, loc);
@@ -318,6 +329,32 @@ std::vector<SVal> Sema::applyFn(const FnValue &f, const std::vector<SVal> &args,
   }
   }
   return {};
+}
+
+// A builtin applied to values: its handler reads a call whose arguments are names bound to
+// the values in a scope of their own (names no program can write).
+std::vector<SVal> Sema::applyBuiltin(const FnValue &f, const std::vector<SVal> &args, Loc loc) {
+  auto call = std::make_unique<ast::Expr>();
+  call->kind = ast::Expr::Call;
+  call->name = f.text;
+  call->loc = loc;
+  Scope scope;
+  scope.parent = scope_;
+  scope.owner = cur_;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto name = std::make_unique<ast::Expr>();
+    name->kind = ast::Expr::Name;
+    name->name = "%" + std::to_string(i);
+    name->loc = args[i].loc.valid() ? args[i].loc : loc;
+    scope.names[name->name] = args[i];
+    call->items.push_back(std::move(name));
+  }
+  Scope *saved = scope_;
+  scope_ = &scope;
+  SVal r = (this->*builtins().at(f.text))(*call);
+  scope_ = saved;
+  syntheticCalls_.push_back(std::move(call));
+  return {r};
 }
 
 void Sema::checkTransformArgCount(const FnValue &f, size_t want, size_t given, Loc loc,

@@ -224,4 +224,95 @@ void Sema::printValue(const std::string &label, const SVal &v, Loc loc) {
   pushEqn(std::move(e));
 }
 
+// ---- tree_map, tree_leaves, tree_reduce
+
+// tree_map(f, t, u, ...): f applied leaf by leaf to the leaves at the same path, giving a tree
+// of the trees' structure. The arguments that are trees have one structure, except that any
+// argument may hold an array (or a literal) in place of a subtree, which is passed to each leaf
+// of that subtree: the language has no lambda to capture a learning rate in, so
+// tree_map(sgd, params, grads, lr) passes lr along (JAX allows deeper trees after the first;
+// here any argument may be the shallower one).
+SVal Sema::bTreeMap(const ast::Expr &c) {
+  if (c.items.size() < 2 || !c.kwargs.empty())
+    fail(DiagId::ArgCount, c.kwargs.empty() ? c.loc : c.kwargs[0].loc,
+         "tree_map takes a function and one or more trees",
+         "write tree_map(f, params) or tree_map(f, params, grads)");
+  FnValue f = evalFn(*c.items[0], "the first argument of tree_map", /*builtinsToo=*/true);
+  std::vector<SVal> trees;
+  for (size_t i = 1; i < c.items.size(); ++i) {
+    trees.push_back(eval(*c.items[i]));
+    if (trees.back().kind == SVal::Axes)
+      fail(DiagId::BadArgument, c.items[i]->loc, "tree_map maps over values, not the axis names " + describe(trees.back()),
+           "call a function taking axis names from the mapped function");
+  }
+  return mapTree(f, trees, c, "");
+}
+
+SVal Sema::mapTree(const FnValue &f, const std::vector<SVal> &nodes, const ast::Expr &c, const std::string &path) {
+  const SVal *first = nullptr;  // the first argument holding a tree here: its structure is mapped
+  size_t firstArg = 0;
+  for (size_t k = 0; k < nodes.size() && !first; ++k)
+    if (nodes[k].kind == SVal::Tuple) first = &nodes[k], firstArg = k;
+  if (!first) {
+    std::vector<SVal> r = applyFn(f, nodes, c.loc);
+    if (r.size() != 1)
+      fail(DiagId::ResultCount, c.items[0]->loc,
+           f.text + " returns " + std::to_string(r.size()) + " values; tree_map needs one per leaf",
+           "return one value (an array or a tree) from the mapped function");
+    return r[0];
+  }
+  for (size_t k = firstArg + 1; k < nodes.size(); ++k) {
+    const SVal &n = nodes[k];
+    if (n.kind == SVal::Tuple && (n.keys != first->keys || n.items.size() != first->items.size()))
+      fail(DiagId::BadArgument, c.items[k + 1]->loc,
+           "this tree holds " + describe(n) + (path.empty() ? "" : " at " + path) +
+               ", but an earlier argument of tree_map holds " + describe(*first) + " there",
+           "pass trees of one structure (an array in place of a subtree is passed to each of its leaves)");
+  }
+  SVal t = SVal::tuple({}, c.loc);
+  t.keys = first->keys;
+  for (size_t i = 0; i < first->items.size(); ++i) {
+    std::vector<SVal> sub;
+    for (const SVal &n : nodes) sub.push_back(n.kind == SVal::Tuple ? n.items[i] : n);
+    t.items.push_back(mapTree(f, sub, c, path + first->step(i)));
+  }
+  return t;
+}
+
+// tree_leaves(t): t's leaves as a tuple, depth first (records in field order), as
+// jax.tree_util.tree_leaves lists them.
+SVal Sema::bTreeLeaves(const ast::Expr &c) {
+  auto a = bindArgs(c, {"tree"}, 1);
+  SVal t = eval(*a[0]);
+  std::vector<ir::Value *> leaves;
+  std::vector<std::string> paths;
+  leavesOf(t, "", leaves, paths);
+  std::vector<SVal> items;
+  for (ir::Value *v : leaves) items.push_back(SVal::array(v, c.loc));
+  return SVal::tuple(std::move(items), c.loc);
+}
+
+// tree_reduce(f, t, init): f(...f(f(init, leaf0), leaf1)..., leafN), as
+// jax.tree_util.tree_reduce(f, t, init).
+SVal Sema::bTreeReduce(const ast::Expr &c) {
+  if (c.items.size() != 3 || !c.kwargs.empty())
+    fail(DiagId::ArgCount, c.loc, "tree_reduce takes a function, a tree and an initial value",
+         "write tree_reduce(add, tree_map(sum_of_squares, grads), 0.0)");
+  FnValue f = evalFn(*c.items[0], "the first argument of tree_reduce", /*builtinsToo=*/true);
+  SVal t = eval(*c.items[1]);
+  SVal acc = eval(*c.items[2]);
+  std::vector<ir::Value *> leaves;
+  std::vector<std::string> paths;
+  leavesOf(t, "", leaves, paths);
+  for (ir::Value *leaf : leaves) {
+    std::vector<SVal> r = applyFn(f, {acc, SVal::array(leaf, c.loc)}, c.loc);
+    if (r.size() != 1)
+      fail(DiagId::ResultCount, c.items[0]->loc,
+           f.text + " returns " + std::to_string(r.size()) + " values; tree_reduce needs one",
+           "return the combined value");
+    acc = r[0];
+  }
+  return acc;
+}
+
 } // namespace shmapc::sema

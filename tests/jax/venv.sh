@@ -12,8 +12,9 @@ set -euo pipefail
 
 VENV=${SHMAPC_JAX_VENV:-$HOME/.cache/shmapc/jax-venv}
 BASE=${SHMAPC_JAX_PYTHON:-python3}
-# Verified together (CPU only: jaxlib's wheel carries the XLA CPU backend).
-PINS="jax==0.10.2 jaxlib==0.10.2 numpy==2.4.6 ml_dtypes==0.6.0 opt_einsum==3.4.0 scipy==1.17.1"
+# Verified together (CPU only: jaxlib's wheel carries the XLA CPU backend; optax for the stdlib
+# optimizers' twins).
+PINS="jax==0.10.2 jaxlib==0.10.2 numpy==2.4.6 ml_dtypes==0.6.0 opt_einsum==3.4.0 scipy==1.17.1 optax==0.2.8 absl-py==2.5.1"
 STAMP="$VENV/.shmapc-pins"
 
 ready() {
