@@ -54,8 +54,16 @@ std::string typeText(const TypeExpr &t) {
   return s + "]";
 }
 
-// P("x", None, ("x","y")) as written (normalised spacing).
+// P("x", None, ("x","y")) as written (normalised spacing); a tree spec as (P(), ...) or
+// {w: P(), ...}.
 std::string specText(const PartitionSpecExpr &spec) {
+  if (spec.isTree) {
+    std::string s = spec.keys.empty() ? "(" : "{";
+    for (size_t i = 0; i < spec.items.size(); ++i)
+      s += (i ? ", " : "") + (spec.keys.empty() ? "" : spec.keys[i] + ": ") + specText(spec.items[i]);
+    if (spec.keys.empty() && spec.items.size() == 1) s += ",";
+    return s + (spec.keys.empty() ? ")" : "}");
+  }
   std::string s = "P(";
   for (size_t d = 0; d < spec.dims.size(); ++d) {
     if (d) s += ", ";

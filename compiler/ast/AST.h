@@ -118,6 +118,12 @@ struct PartitionSpecExpr {
   // major to minor, with their locations.
   std::vector<std::vector<std::string>> dims;
   std::vector<std::vector<Loc>> dimLocs;
+  // A spec for a tree argument or result: `(P(), P("x"))` or `{w: P(None, "y"), b: P()}`,
+  // matched against the value's structure; a plain P(...) stands for a whole subtree (JAX's
+  // prefix rule).
+  bool isTree = false;
+  std::vector<PartitionSpecExpr> items;
+  std::vector<std::string> keys;  // a record spec's field names, as written (empty for a tuple)
 };
 
 struct ShmapAttrs {

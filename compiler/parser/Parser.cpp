@@ -535,11 +535,34 @@ std::vector<PartitionSpecExpr> Parser::parseSpecs() {
                          "write a tuple of specs as (P(\"x\"), P())");
 }
 
-// spec = "P" "(" [ specDim { "," specDim } ] ")" ;
+// spec = "P" "(" [ specDim { "," specDim } ] ")"
+//      | "(" [ spec { "," spec } [ "," ] ] ")" | "{" IDENT ":" spec { "," IDENT ":" spec } [ "," ] "}" ;
+// (the last two: the spec of a tuple or record argument, leaf by leaf)
 PartitionSpecExpr Parser::parseSpec() {
   PartitionSpecExpr spec;
+  if (at(Tok::LParen) || at(Tok::LBrace)) {
+    const bool record = at(Tok::LBrace);
+    spec.isTree = true;
+    spec.loc = take().loc;
+    const Tok close = record ? Tok::RBrace : Tok::RParen;
+    while (!at(close)) {
+      if (record) {
+        const Token &key = expectIdent("of a field in the record of specs");
+        expect(Tok::Colon, "after the field name '" + key.text + "'", "write {w: P(None, \"y\"), b: P()}");
+        spec.keys.push_back(key.text);
+      }
+      spec.items.push_back(parseSpec());
+      if (!accept(Tok::Comma)) break;
+    }
+    if (!accept(close))
+      fail(DiagId::BadSpec, record ? "',' or '}' in the record of specs" : "',' or ')' in the tuple of specs",
+           record ? "write {w: P(None, \"y\"), b: P()}" : "write (P(\"x\"), P())");
+    return spec;
+  }
   if (!atIdent("P"))
-    fail(DiagId::BadSpec, "a partition spec P(...)", "write P() for a replicated value or P(\"x\", None)");
+    fail(DiagId::BadSpec, "a partition spec P(...)",
+         "write P() for a replicated value or P(\"x\", None); a tree argument takes a tuple (P(), P(\"x\")) "
+         "or record {w: P(), b: P(\"x\")} of specs");
   spec.loc = take().loc;
   if (!accept(Tok::LParen)) fail(DiagId::BadSpec, "'(' after 'P'", "write P(...)");
   if (!at(Tok::RParen)) {

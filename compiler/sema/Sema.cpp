@@ -340,7 +340,6 @@ const Instance &Sema::instantiate(const ast::FuncDecl &decl, const Unit &unit,
     f->isShmapBody = true;
     f->checkVma = decl.shmap->checkVma;
     f->autoPbroadcast = decl.shmap->autoPbroadcast;
-    for (const ast::PartitionSpecExpr &spec : decl.shmap->outSpecs) f->outSpecLocs.push_back(spec.loc);
   }
 
   FuncCtx ctx;

@@ -480,6 +480,9 @@ public:
                      const ast::PartitionSpecExpr &specExpr, const ir::Mesh &mesh, Loc argLoc,
                      const std::string &what, const std::string &specKind = "in_spec");
   std::string specText(const ast::PartitionSpecExpr &spec);
+  void leafSpecs(const ast::PartitionSpecExpr &spec, const SVal &v, const std::string &path,
+                 const std::string &what, const std::string &specKind,
+                 std::vector<const ast::PartitionSpecExpr *> &out);
 
   // ---- @jit functions (Jit.cpp)
   ir::AxisRef convertAxisRef(const ast::AxisRefExpr &a, const ir::Mesh &mesh);

@@ -10,6 +10,13 @@
 namespace shmapc::sema {
 
 std::string Sema::specText(const ast::PartitionSpecExpr &spec) {
+  if (spec.isTree) {  // (P(), P("x")) or {w: P(), b: P("x")}
+    std::string s = spec.keys.empty() ? "(" : "{";
+    for (size_t i = 0; i < spec.items.size(); ++i)
+      s += (i ? ", " : "") + (spec.keys.empty() ? "" : spec.keys[i] + ": ") + specText(spec.items[i]);
+    if (spec.keys.empty() && spec.items.size() == 1) s += ",";
+    return s + (spec.keys.empty() ? ")" : "}");
+  }
   std::string s = "P(";
   for (size_t d = 0; d < spec.dims.size(); ++d) {
     if (d) s += ", ";
@@ -102,6 +109,52 @@ ir::Type Sema::blockType(const ir::Type &global, const ir::PartitionSpec &spec,
   return block;
 }
 
+// The spec of each leaf of `v` under `spec` (JAX's prefix rule: a P(...) applies to the whole
+// subtree in its place; a tuple or record of specs must match the value's structure there).
+void Sema::leafSpecs(const ast::PartitionSpecExpr &spec, const SVal &v, const std::string &path,
+                     const std::string &what, const std::string &specKind,
+                     std::vector<const ast::PartitionSpecExpr *> &out) {
+  if (!spec.isTree) {
+    std::vector<ir::Value *> leaves;
+    std::vector<std::string> paths;
+    leavesOf(v, path, leaves, paths);
+    out.insert(out.end(), leaves.size(), &spec);
+    return;
+  }
+  const std::string where = what + (path.empty() ? "" : " at " + path);
+  auto mismatch = [&](const std::string &detail) {
+    fail(DiagId::SpecCount, spec.loc,
+         "the " + specKind + " " + specText(spec) + " does not match " + where + ", which is " + describe(v) +
+             detail,
+         "give one spec per element, field by field (a single P(...) applies to a whole subtree)");
+  };
+  if (v.kind != SVal::Tuple || v.items.size() != spec.items.size() || v.isRecord() != !spec.keys.empty())
+    mismatch("");
+  for (size_t i = 0; i < v.items.size(); ++i) {
+    const ast::PartitionSpecExpr *item = &spec.items[i];
+    if (v.isRecord()) {  // the spec's fields as written; the value's sorted
+      item = nullptr;
+      for (size_t j = 0; j < spec.keys.size(); ++j)
+        if (spec.keys[j] == v.keys[i]) item = &spec.items[j];
+      if (!item) mismatch(" (no spec for field " + v.keys[i] + ")");
+    }
+    leafSpecs(*item, v.items[i], path + v.step(i), what, specKind, out);
+  }
+}
+
+// The ArgDesc of `v`'s structure with `leafTypes` (in leaf order) for its leaves.
+static ArgDesc descWithLeaves(const SVal &v, const std::vector<ir::Type> &leafTypes, size_t &next) {
+  ArgDesc d;
+  if (v.kind != SVal::Tuple) {
+    d.type = leafTypes.at(next++);
+    return d;
+  }
+  d.isTuple = true;
+  d.keys = v.keys;
+  for (const SVal &item : v.items) d.items.push_back(descWithLeaves(item, leafTypes, next));
+  return d;
+}
+
 std::vector<SVal> Sema::callShmap(const ast::FuncDecl &decl, const Unit &unit,
                                   const std::vector<SVal> &args, Loc callLoc) {
   const ast::ShmapAttrs &attrs = *decl.shmap;
@@ -119,6 +172,8 @@ std::vector<SVal> Sema::callShmap(const ast::FuncDecl &decl, const Unit &unit,
              std::to_string(attrs.inSpecs.size()) + " spec(s)",
          "give one P(...) per parameter");
 
+  // A tree argument is split leaf by leaf: the shmap equation takes its leaves, each with its
+  // own spec, and the body takes the tree of their blocks.
   std::vector<ir::PartitionSpec> inSpecs;
   std::vector<ir::Value *> ins;
   std::vector<ArgDesc> descs;
@@ -128,38 +183,57 @@ std::vector<SVal> Sema::callShmap(const ast::FuncDecl &decl, const Unit &unit,
     if (a.kind == SVal::Axes)
       fail(DiagId::BadArgument, a.loc, "a shmap function takes arrays, not axis names " + describe(a),
            "pass axis names to plain functions called from the shmap body");
-    ir::Value *v = toArray(a);
     std::string what = "argument " + std::to_string(i) + " of " + decl.name;
-    inSpecs.push_back(convertSpec(attrs.inSpecs[i], mesh));
-    ir::Type block = blockType(v->type, inSpecs.back(), attrs.inSpecs[i], mesh, a.loc, what);
-    if (p.type && !block.sameShape(typeOf(*p.type)))
+    if (a.kind == SVal::Tuple && p.type)
       failWithNote(DiagId::ArgType, a.loc,
-                   what + ": the global " + str(v->type) + " split by " +
-                       specText(attrs.inSpecs[i]) + " gives per-device blocks " + str(block) +
-                       ", but parameter " + p.name + " is declared " + str(typeOf(*p.type)),
-                   "parameter types of a shmap function are per-device block types: declare " +
-                       str(block) + ", or change the argument or in_specs",
-                   p.loc, "parameter " + p.name + " is declared here");
-    ArgDesc d;
-    d.type = block;
-    d.type.vary = 0;
-    descs.push_back(d);
-    ins.push_back(v);
+                   what + " is " + describe(a) + " but parameter " + p.name + " is declared " + str(typeOf(*p.type)),
+                   "pass an array, or remove the parameter's type to take a tree", p.loc,
+                   "parameter " + p.name + " is declared here");
+    std::vector<ir::Value *> leaves;
+    std::vector<std::string> paths;
+    leavesOf(a, "", leaves, paths);
+    std::vector<const ast::PartitionSpecExpr *> specs;
+    leafSpecs(attrs.inSpecs[i], a, "", what, "in_spec", specs);
+    std::vector<ir::Type> blocks;
+    for (size_t k = 0; k < leaves.size(); ++k) {
+      const std::string leafWhat = paths[k].empty() ? what : what + " at " + paths[k];
+      inSpecs.push_back(convertSpec(*specs[k], mesh));
+      ir::Type block = blockType(leaves[k]->type, inSpecs.back(), *specs[k], mesh, a.loc, leafWhat);
+      if (p.type && !block.sameShape(typeOf(*p.type)))
+        failWithNote(DiagId::ArgType, a.loc,
+                     what + ": the global " + str(leaves[k]->type) + " split by " + specText(*specs[k]) +
+                         " gives per-device blocks " + str(block) + ", but parameter " + p.name + " is declared " +
+                         str(typeOf(*p.type)),
+                     "parameter types of a shmap function are per-device block types: declare " + str(block) +
+                         ", or change the argument or in_specs",
+                     p.loc, "parameter " + p.name + " is declared here");
+      block.vary = 0;
+      blocks.push_back(block);
+      ins.push_back(leaves[k]);
+    }
+    size_t next = 0;
+    descs.push_back(descWithLeaves(a, blocks, next));
   }
 
   callChain_.push_back({callLoc, decl.name});
   const Instance &inst = instantiate(decl, unit, descs, &mesh, callLoc);
   callChain_.pop_back();
 
-  if (attrs.outSpecs.size() != inst.results.size())
+  if (attrs.outSpecs.size() != inst.returned.size())
     fail(DiagId::SpecCount, attrs.outSpecsLoc.valid() ? attrs.outSpecsLoc : attrs.loc,
-         decl.name + " returns " + std::to_string(inst.results.size()) +
+         decl.name + " returns " + std::to_string(inst.returned.size()) +
              " value(s) but out_specs gives " + std::to_string(attrs.outSpecs.size()) + " spec(s)",
          "give one P(...) per result");
+  std::vector<const ast::PartitionSpecExpr *> outLeafSpecs;
+  for (size_t i = 0; i < inst.returned.size(); ++i)
+    leafSpecs(attrs.outSpecs[i], inst.returned[i], "", "result " + std::to_string(i) + " of " + decl.name,
+              "out_spec", outLeafSpecs);
+  inst.func->outSpecLocs.clear();
   std::vector<ir::PartitionSpec> outSpecs;
   std::vector<ir::Type> globals;
   for (size_t i = 0; i < inst.results.size(); ++i) {
-    const ast::PartitionSpecExpr &se = attrs.outSpecs[i];
+    const ast::PartitionSpecExpr &se = *outLeafSpecs[i];
+    inst.func->outSpecLocs.push_back(se.loc);
     outSpecs.push_back(convertSpec(se, mesh));
     const ir::Type &block = inst.results[i];
     if ((int64_t)se.dims.size() > block.rank())
@@ -186,13 +260,13 @@ std::vector<SVal> Sema::callShmap(const ast::FuncDecl &decl, const Unit &unit,
   e.params["mesh"] = (int64_t)mi;
   e.params["in_specs"] = inSpecs;
   e.params["out_specs"] = outSpecs;
-  std::vector<SVal> out;
-  for (const ir::Type &t : globals) {
-    ir::Value *v = cur_->func->newValue(t);
-    e.outs.push_back(v);
-    out.push_back(SVal::array(v, callLoc));
-  }
+  std::vector<ir::Value *> outs;
+  for (const ir::Type &t : globals) outs.push_back(cur_->func->newValue(t));
+  e.outs = outs;
   pushEqn(std::move(e));
+  std::vector<SVal> out;
+  size_t next = 0;
+  for (const SVal &r : inst.returned) out.push_back(withLeaves(r, outs, next, callLoc));
   return out;
 }
 

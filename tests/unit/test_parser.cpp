@@ -377,6 +377,29 @@ TEST_CASE("parser: function signatures", "[parser]") {
   CHECK(g.module.empty());
 }
 
+TEST_CASE("parser: trees of partition specs", "[parser]") {
+  // in_specs: a record for parameter 0 (a tuple inside it), a single P for parameter 1
+  auto p = parse("@shmap(mesh=m, in_specs=({w: P(\"x\"), l: (P(), P(None, \"y\"),)}, P()), out_specs=(P(),))\n"
+                 "def f(a, b) {}");
+  const ast::ShmapAttrs &a = *p.funcs[0]->shmap;
+  REQUIRE(a.inSpecs.size() == 2);
+  const ast::PartitionSpecExpr &rec = a.inSpecs[0];
+  CHECK(rec.isTree);
+  CHECK(rec.loc.col == 26);
+  CHECK(rec.keys == std::vector<std::string>{"w", "l"});  // as written
+  REQUIRE(rec.items.size() == 2);
+  CHECK(!rec.items[0].isTree);
+  CHECK(rec.items[0].dims == std::vector<std::vector<std::string>>{{"x"}});
+  const ast::PartitionSpecExpr &tup = rec.items[1];
+  CHECK(tup.isTree);
+  CHECK(tup.keys.empty());
+  REQUIRE(tup.items.size() == 2);
+  CHECK(tup.items[1].dims == std::vector<std::vector<std::string>>{{}, {"y"}});
+  CHECK(!a.inSpecs[1].isTree);
+  REQUIRE(a.outSpecs.size() == 1);  // the outer parentheses list the results
+  CHECK(!a.outSpecs[0].isTree);
+}
+
 TEST_CASE("parser: shmap attributes and partition specs", "[parser]") {
   auto p = parse("@shmap(mesh=xy, in_specs=(P(), P(\"x\"), P(None, \"y\"), P((\"x\",\"y\"), None), "
                  "P((\"x\",), ())), out_specs=P(\"x\"), check_vma=false, auto_pbroadcast=false)\n"
