@@ -118,6 +118,13 @@ private:
   }
 
   static std::string shardingText(const ShardingExpr &sh) {
+    if (sh.isTree) {
+      std::string s = sh.keys.empty() ? "(tuple" : "(record";
+      for (size_t i = 0; i < sh.items.size(); ++i)
+        s += " " + (sh.keys.empty() ? "" : "(" + sh.keys[i] + " ") + shardingText(sh.items[i]) +
+             (sh.keys.empty() ? "" : ")");
+      return s + ")";
+    }
     auto ref = axisRefText;
     std::string s = "(sharding " + (sh.mesh.empty() ? "P" : "@" + sh.mesh);
     for (const DimShardingExpr &d : sh.dims) {

@@ -157,6 +157,10 @@ struct ShardingExpr {
   std::vector<DimShardingExpr> dims;
   std::vector<AxisRefExpr> replicated;
   Loc replicatedLoc;
+  // The sharding of a tree parameter or result, as PartitionSpecExpr's (prefix rule)
+  bool isTree = false;
+  std::vector<ShardingExpr> items;
+  std::vector<std::string> keys;
 };
 
 // `@jit(mesh=M, in_shardings=..., out_shardings=...)`: a function on global arrays whose

@@ -456,6 +456,25 @@ std::vector<ShardingExpr> Parser::parseShardings() {
 ShardingExpr Parser::parseSharding() {
   if (atIdent("P")) return shardingOfSpec(parseSpec());  // the shorthand: closed dimensions
   ShardingExpr s;
+  if (at(Tok::LParen) || at(Tok::LBrace)) {  // the sharding of a tuple or record, leaf by leaf
+    const bool record = at(Tok::LBrace);
+    s.isTree = true;
+    s.loc = take().loc;
+    const Tok close = record ? Tok::RBrace : Tok::RParen;
+    while (!at(close)) {
+      if (record) {
+        const Token &key = expectIdent("of a field in the record of shardings");
+        expect(Tok::Colon, "after the field name '" + key.text + "'", "write {w: P(None, \"y\"), b: P()}");
+        s.keys.push_back(key.text);
+      }
+      s.items.push_back(parseSharding());
+      if (!accept(Tok::Comma)) break;
+    }
+    if (!accept(close))
+      fail(DiagId::BadSharding, record ? "',' or '}' in the record of shardings" : "',' or ')' in the tuple of shardings",
+           record ? "write {w: P(None, \"y\"), b: P()}" : "write (P(\"x\"), P())");
+    return s;
+  }
   const char *shape = "write sharding<@m, [{\"x\"}, {}]> or P(\"x\", None)";
   if (!atIdent("sharding")) fail(DiagId::BadSharding, "a sharding: sharding<...> or P(...)", shape);
   s.loc = take().loc;

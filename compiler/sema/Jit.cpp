@@ -131,35 +131,44 @@ SVal Sema::bShardingConstraint(const ast::Expr &c) {
 }
 
 // Records a jit function's instance with its shardings, checked against its parameters'
-// and results' types.
-void Sema::recordJit(const ast::FuncDecl &decl, ir::Func &f, const std::vector<ir::Type> &results) {
+// and results' types. A tree parameter or result is its leaves (named by path), each with the
+// sharding the tree of shardings gives it.
+void Sema::recordJit(const ast::FuncDecl &decl, ir::Func &f, const std::vector<ArgDesc> &args,
+                     const Instance &inst) {
   const ast::JitAttrs &jit = *decl.jit;
   ir::JitFunc j;
   j.name = f.name;
   j.loc = decl.loc;
   j.func = &f;
   j.mesh = meshIndex(jit.mesh, jit.meshLoc);
-  for (size_t i = 0; i < decl.params.size(); ++i) {
-    j.paramNames.push_back(decl.params[i].name);
-    j.paramTypes.push_back(f.params[i]->type);
+  for (ir::Value *p : f.params) {
+    j.paramNames.push_back(p->hint);
+    j.paramTypes.push_back(p->type);
   }
-  j.resultTypes = results;
-  auto convert = [&](const std::vector<ast::ShardingExpr> &written, bool has, Loc loc, const std::vector<ir::Type> &types,
+  j.resultTypes = inst.results;
+  std::vector<ArgDesc> results;
+  for (const SVal &r : inst.returned) results.push_back(describeArg(r));
+  auto convert = [&](const std::vector<ast::ShardingExpr> &written, bool has, Loc loc, const std::vector<ArgDesc> &descs,
                      const char *kind, bool params) {
     std::vector<ir::Sharding> out;
     if (!has) return out;
-    if (written.size() != types.size())
+    if (written.size() != descs.size())
       fail(DiagId::ShardingCount, loc,
            std::string(kind) + " has " + std::to_string(written.size()) + " sharding(s) but " + decl.name + " has " +
-               std::to_string(types.size()) + (params ? " parameter(s)" : " result(s)"),
+               std::to_string(descs.size()) + (params ? " parameter(s)" : " result(s)"),
            params ? "give one sharding per parameter" : "give one sharding per result");
+    std::vector<const ast::ShardingExpr *> leaves;
     for (size_t i = 0; i < written.size(); ++i)
-      out.push_back(convertSharding(written[i], j.mesh, types[i],
-                                    params ? "parameter " + j.paramNames[i] : "result " + std::to_string(i)));
+      leafSpecs(written[i], descs[i], "", params ? "parameter " + decl.params[i].name : "result " + std::to_string(i),
+                params ? "in_sharding" : "out_sharding", leaves);
+    const std::vector<ir::Type> &types = params ? j.paramTypes : j.resultTypes;
+    for (size_t k = 0; k < leaves.size(); ++k)
+      out.push_back(convertSharding(*leaves[k], j.mesh, types[k],
+                                    params ? "parameter " + j.paramNames[k] : "result " + std::to_string(k)));
     return out;
   };
-  j.inShardings = convert(jit.inShardings, jit.hasIn, jit.inLoc, j.paramTypes, "in_shardings", true);
-  j.outShardings = convert(jit.outShardings, jit.hasOut, jit.outLoc, j.resultTypes, "out_shardings", false);
+  j.inShardings = convert(jit.inShardings, jit.hasIn, jit.inLoc, args, "in_shardings", true);
+  j.outShardings = convert(jit.outShardings, jit.hasOut, jit.outLoc, results, "out_shardings", false);
   module_->jits.push_back(std::move(j));
 }
 

@@ -226,10 +226,6 @@ std::vector<SVal> Sema::callFunctionWith(const ast::FuncDecl &decl, const Unit &
     const SVal &a = args[i];
     ArgDesc d;
     if (a.kind == SVal::Tuple) {  // its leaves in order; the callee rebuilds it
-      if (decl.jit)
-        failWithNote(DiagId::ArgType, a.loc,
-                     "argument " + std::to_string(i) + " of the jit function " + decl.name + " is " + describe(a),
-                     "pass the tuple's elements as separate arguments", p.loc, "parameter " + p.name + " is declared here");
       if (p.type)
         failWithNote(DiagId::ArgType, a.loc,
                      "argument " + std::to_string(i) + " of " + decl.name + " is " + describe(a) + " but parameter " +
@@ -372,7 +368,7 @@ const Instance &Sema::instantiate(const ast::FuncDecl &decl, const Unit &unit,
   active_.pop_back();
   cur_ = savedCtx;
   scope_ = savedScope;
-  if (decl.jit) recordJit(decl, *f, inst.results);
+  if (decl.jit) recordJit(decl, *f, args, inst);
   return instances_.emplace(key, inst).first->second;
 }
 

@@ -480,15 +480,18 @@ public:
                      const ast::PartitionSpecExpr &specExpr, const ir::Mesh &mesh, Loc argLoc,
                      const std::string &what, const std::string &specKind = "in_spec");
   std::string specText(const ast::PartitionSpecExpr &spec);
-  void leafSpecs(const ast::PartitionSpecExpr &spec, const SVal &v, const std::string &path,
-                 const std::string &what, const std::string &specKind,
-                 std::vector<const ast::PartitionSpecExpr *> &out);
+  // The spec (or sharding) of each leaf of a value of structure `d` under `spec`: JAX's prefix
+  // rule (Trees.cpp; Spec is ast::PartitionSpecExpr or ast::ShardingExpr).
+  template <class Spec>
+  void leafSpecs(const Spec &spec, const ArgDesc &d, const std::string &path, const std::string &what,
+                 const std::string &specKind, std::vector<const Spec *> &out);
+  std::string describe(const ArgDesc &d);
 
   // ---- @jit functions (Jit.cpp)
   ir::AxisRef convertAxisRef(const ast::AxisRefExpr &a, const ir::Mesh &mesh);
   // `what` names the value in messages ("parameter x", "result 0").
   ir::Sharding convertSharding(const ast::ShardingExpr &s, int jitMesh, const ir::Type &t, const std::string &what);
-  void recordJit(const ast::FuncDecl &decl, ir::Func &f, const std::vector<ir::Type> &results);
+  void recordJit(const ast::FuncDecl &decl, ir::Func &f, const std::vector<ArgDesc> &args, const Instance &inst);
   SVal bShardingConstraint(const ast::Expr &c);
 
   // ---- statements (Statements.cpp)

@@ -109,39 +109,6 @@ ir::Type Sema::blockType(const ir::Type &global, const ir::PartitionSpec &spec,
   return block;
 }
 
-// The spec of each leaf of `v` under `spec` (JAX's prefix rule: a P(...) applies to the whole
-// subtree in its place; a tuple or record of specs must match the value's structure there).
-void Sema::leafSpecs(const ast::PartitionSpecExpr &spec, const SVal &v, const std::string &path,
-                     const std::string &what, const std::string &specKind,
-                     std::vector<const ast::PartitionSpecExpr *> &out) {
-  if (!spec.isTree) {
-    std::vector<ir::Value *> leaves;
-    std::vector<std::string> paths;
-    leavesOf(v, path, leaves, paths);
-    out.insert(out.end(), leaves.size(), &spec);
-    return;
-  }
-  const std::string where = what + (path.empty() ? "" : " at " + path);
-  auto mismatch = [&](const std::string &detail) {
-    fail(DiagId::SpecCount, spec.loc,
-         "the " + specKind + " " + specText(spec) + " does not match " + where + ", which is " + describe(v) +
-             detail,
-         "give one spec per element, field by field (a single P(...) applies to a whole subtree)");
-  };
-  if (v.kind != SVal::Tuple || v.items.size() != spec.items.size() || v.isRecord() != !spec.keys.empty())
-    mismatch("");
-  for (size_t i = 0; i < v.items.size(); ++i) {
-    const ast::PartitionSpecExpr *item = &spec.items[i];
-    if (v.isRecord()) {  // the spec's fields as written; the value's sorted
-      item = nullptr;
-      for (size_t j = 0; j < spec.keys.size(); ++j)
-        if (spec.keys[j] == v.keys[i]) item = &spec.items[j];
-      if (!item) mismatch(" (no spec for field " + v.keys[i] + ")");
-    }
-    leafSpecs(*item, v.items[i], path + v.step(i), what, specKind, out);
-  }
-}
-
 // The ArgDesc of `v`'s structure with `leafTypes` (in leaf order) for its leaves.
 static ArgDesc descWithLeaves(const SVal &v, const std::vector<ir::Type> &leafTypes, size_t &next) {
   ArgDesc d;
@@ -193,7 +160,7 @@ std::vector<SVal> Sema::callShmap(const ast::FuncDecl &decl, const Unit &unit,
     std::vector<std::string> paths;
     leavesOf(a, "", leaves, paths);
     std::vector<const ast::PartitionSpecExpr *> specs;
-    leafSpecs(attrs.inSpecs[i], a, "", what, "in_spec", specs);
+    leafSpecs(attrs.inSpecs[i], describeArg(a), "", what, "in_spec", specs);
     std::vector<ir::Type> blocks;
     for (size_t k = 0; k < leaves.size(); ++k) {
       const std::string leafWhat = paths[k].empty() ? what : what + " at " + paths[k];
@@ -226,7 +193,7 @@ std::vector<SVal> Sema::callShmap(const ast::FuncDecl &decl, const Unit &unit,
          "give one P(...) per result");
   std::vector<const ast::PartitionSpecExpr *> outLeafSpecs;
   for (size_t i = 0; i < inst.returned.size(); ++i)
-    leafSpecs(attrs.outSpecs[i], inst.returned[i], "", "result " + std::to_string(i) + " of " + decl.name,
+    leafSpecs(attrs.outSpecs[i], describeArg(inst.returned[i]), "", "result " + std::to_string(i) + " of " + decl.name,
               "out_spec", outLeafSpecs);
   inst.func->outSpecLocs.clear();
   std::vector<ir::PartitionSpec> outSpecs;

@@ -49,9 +49,6 @@ void Sema::lowerReturn(const ast::Stmt &s, const ast::FuncDecl &decl, Instance &
       fail(DiagId::BadArgument, v.loc, "cannot return the axis names " + describe(v),
            "functions return arrays");
     if (v.kind == SVal::Tuple) {  // its leaves, in order; the caller rebuilds it
-      if (decl.jit)
-        fail(DiagId::BadArgument, v.loc, "a @jit function returns arrays, not " + describe(v),
-             "return the tuple's elements as separate results (return t[0], t[1];)");
       if (want)
         fail(DiagId::ReturnType, v.loc, decl.name + " returns " + describe(v) + " as result " + std::to_string(i),
              "a declared result type is an array type: leave out the `->` to return a tuple");

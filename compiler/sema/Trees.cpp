@@ -224,6 +224,61 @@ void Sema::printValue(const std::string &label, const SVal &v, Loc loc) {
   pushEqn(std::move(e));
 }
 
+// ---- trees of specs and shardings
+
+std::string Sema::describe(const ArgDesc &d) {
+  if (!d.isTuple) return str(d.type);
+  if (d.keys.empty()) return "a tuple of " + std::to_string(d.items.size()) + " value(s)";
+  std::string s = "a record {";
+  for (size_t i = 0; i < d.keys.size(); ++i) s += (i ? ", " : "") + d.keys[i];
+  return s + "}";
+}
+
+static size_t leafCount(const ArgDesc &d) {
+  if (!d.isTuple) return 1;
+  size_t n = 0;
+  for (const ArgDesc &item : d.items) n += leafCount(item);
+  return n;
+}
+
+// A P(...) (or sharding) applies to the whole subtree in its place; a tuple or record of them
+// must match the value's structure there, a record's by field name (written in any order).
+template <class Spec>
+void Sema::leafSpecs(const Spec &spec, const ArgDesc &d, const std::string &path, const std::string &what,
+                     const std::string &specKind, std::vector<const Spec *> &out) {
+  if (!spec.isTree) {
+    out.insert(out.end(), leafCount(d), &spec);
+    return;
+  }
+  auto mismatch = [&](const std::string &detail) {
+    std::string written = spec.keys.empty() ? "tuple of " + std::to_string(spec.items.size()) + " " + specKind + "s"
+                                            : "record {";
+    for (size_t i = 0; i < spec.keys.size(); ++i) written += (i ? ", " : "") + spec.keys[i];
+    if (!spec.keys.empty()) written += "} of " + specKind + "s";
+    fail(DiagId::SpecCount, spec.loc,
+         "this " + written + " does not match " + what + (path.empty() ? "" : " at " + path) + ", which is " +
+             describe(d) + detail,
+         "give one per element, field by field (a single P(...) applies to a whole subtree)");
+  };
+  if (!d.isTuple || d.items.size() != spec.items.size() || d.keys.empty() != spec.keys.empty()) mismatch("");
+  for (size_t i = 0; i < d.items.size(); ++i) {
+    const Spec *item = &spec.items[i];
+    if (!d.keys.empty()) {  // the spec's fields as written; the value's sorted
+      item = nullptr;
+      for (size_t j = 0; j < spec.keys.size(); ++j)
+        if (spec.keys[j] == d.keys[i]) item = &spec.items[j];
+      if (!item) mismatch(" (no " + specKind + " for field " + d.keys[i] + ")");
+    }
+    leafSpecs(*item, d.items[i], path + (d.keys.empty() ? "[" + std::to_string(i) + "]" : "." + d.keys[i]), what,
+              specKind, out);
+  }
+}
+
+template void Sema::leafSpecs(const ast::PartitionSpecExpr &, const ArgDesc &, const std::string &,
+                              const std::string &, const std::string &, std::vector<const ast::PartitionSpecExpr *> &);
+template void Sema::leafSpecs(const ast::ShardingExpr &, const ArgDesc &, const std::string &, const std::string &,
+                              const std::string &, std::vector<const ast::ShardingExpr *> &);
+
 // ---- tree_map, tree_leaves, tree_reduce
 
 // tree_map(f, t, u, ...): f applied leaf by leaf to the leaves at the same path, giving a tree
