@@ -1,6 +1,8 @@
 // scan(f, init, xs, length=n, reverse=false, consts=(w, ...)), as jax.lax.scan:
 // f(carries..., x slices..., consts...) returns (carries..., ys...); scan returns the final
-// carries, then each y stacked along a new leading axis of size n. `consts` stands for what a
+// carries, then each y stacked along a new leading axis of size n. Each carry, xs, const and y
+// may be a tree (stacked layers: a record of [L, ...] leaves scanned row by row); the loop
+// carries and stacks their leaves. `consts` stands for what a
 // JAX step function would close over (the language has no closures): passed unchanged to
 // every step. It lowers to a `loop` over range(n) whose carries are f's carries
 // and the stacks, each iteration writing its ys at row i with dynamic_update_slice; so it is
@@ -20,23 +22,28 @@ ir::Type scalarI32() {
 
 } // namespace
 
-// The arrays of an argument that is one array, a tuple of arrays, or None / absent (none).
-std::vector<ir::Value *> Sema::arrayOrTuple(const ast::Expr *e) {
-  std::vector<ir::Value *> out;
+// The values of an argument written as a tuple literal (one per element), or one value (an
+// array or a tree), or None / absent (none).
+std::vector<SVal> Sema::scanValues(const ast::Expr *e) {
+  std::vector<SVal> out;
   if (!e || e->kind == ast::Expr::NoneLit) return out;
-  if (e->kind != ast::Expr::TupleLit) return {evalArray(*e)};
-  for (const ast::ExprPtr &item : e->items) out.push_back(evalArray(*item));
+  auto value = [&](const ast::Expr &x) {
+    SVal v = eval(x);
+    if (v.kind == SVal::Axes || v.kind == SVal::Literal) v = SVal::array(toArray(v), x.loc);
+    return v;
+  };
+  if (e->kind != ast::Expr::TupleLit) return {value(*e)};
+  for (const ast::ExprPtr &item : e->items) out.push_back(value(*item));
   return out;
 }
 
 std::vector<SVal> Sema::scan(const ast::Expr &c) {
   auto a = bindArgs(c, {"f", "init", "xs", "length", "reverse", "consts"}, 2);
   FnValue f = evalFn(*a[0], "the first argument of scan");
-  std::vector<ir::Value *> init = arrayOrTuple(a[1]), xs = arrayOrTuple(a[2]);
-  std::vector<ir::Value *> consts = arrayOrTuple(a[5]);
+  std::vector<SVal> initVals = scanValues(a[1]), xsVals = scanValues(a[2]), constVals = scanValues(a[5]);
+  std::vector<ir::Value *> init = argLeaves(initVals), xs = argLeaves(xsVals), consts = argLeaves(constVals);
   bool reverse = a[4] ? staticBool(*a[4], "reverse") : false;
   const char *form = "write scan(f, init, xs) or scan(f, init, None, length=n)";
-
   // The trip count: the leading axis every xs shares, or length=.
   std::optional<int64_t> n;
   for (size_t j = 0; j < xs.size(); ++j) {
@@ -84,7 +91,9 @@ std::vector<SVal> Sema::scan(const ast::Expr &c) {
                scalarI32(), c.loc);
   ir::Value *zero = constant(ir::DType::I32, {}, {0.0}, c.loc);
   std::vector<SVal> args;
-  for (ir::Value *p : carryParams) args.push_back(SVal::array(p, c.loc));
+  size_t next = 0;
+  for (const SVal &v : initVals) args.push_back(withLeaves(v, carryParams, next, c.loc));
+  std::vector<ir::Value *> slices;
   for (ir::Value *x : xs) {
     ir::Value *inner = importValue(&ctx, x, outerCtx);
     std::vector<int64_t> sizes = x->type.shape;
@@ -94,28 +103,41 @@ std::vector<SVal> Sema::scan(const ast::Expr &c) {
     ir::Type t = x->type;
     t.shape = sizes;
     ir::Value *slice = emit(ir::Prim::DynamicSlice, ins, t, c.loc, {{"sizes", sizes}});
-    args.push_back(SVal::array(reshape(slice, {sizes.begin() + 1, sizes.end()}, c.loc), c.loc));
+    slices.push_back(reshape(slice, {sizes.begin() + 1, sizes.end()}, c.loc));
   }
-  for (ir::Value *k : consts) args.push_back(SVal::array(importValue(&ctx, k, outerCtx), c.loc));
+  next = 0;
+  for (const SVal &v : xsVals) args.push_back(withLeaves(v, slices, next, c.loc));
+  std::vector<ir::Value *> constLeaves;
+  for (ir::Value *k : consts) constLeaves.push_back(importValue(&ctx, k, outerCtx));
+  next = 0;
+  for (const SVal &v : constVals) args.push_back(withLeaves(v, constLeaves, next, c.loc));
   std::vector<SVal> res = applyFn(f, args, c.loc);
-  if (res.size() < init.size())
+  if (res.size() < initVals.size())
     fail(DiagId::ArgCount, c.loc,
          f.text + " returns " + std::to_string(res.size()) + " value(s) but scan carries " +
-             std::to_string(init.size()),
+             std::to_string(initVals.size()),
          "f(carries..., xs...) must return the new carries first, then the values to stack");
   std::vector<ir::Value *> results, stackParams;
-  for (size_t k = 0; k < init.size(); ++k) {
-    ir::Value *r = res[k].kind == SVal::Literal ? literalAs(res[k], init[k]->type.dtype, init[k]->type.shape, c.loc)
-                                                : toArray(res[k]);
-    if (!r->type.sameShape(init[k]->type))
+  for (size_t k = 0; k < initVals.size(); ++k) {
+    std::vector<ir::Value *> leaves;
+    std::vector<std::string> paths;
+    if (initVals[k].kind == SVal::Tuple || res[k].kind == SVal::Tuple) {  // a tree carry keeps its structure
+      leavesOf(assignedTuple("carry " + std::to_string(k) + " of scan", initVals[k], res[k], c.loc, true), "",
+               leaves, paths);
+      results.insert(results.end(), leaves.begin(), leaves.end());
+      continue;
+    }
+    const ir::Type &start = initVals[k].value->type;
+    ir::Value *r = res[k].kind == SVal::Literal ? literalAs(res[k], start.dtype, start.shape, c.loc) : toArray(res[k]);
+    if (!r->type.sameShape(start))
       fail(DiagId::AssignType, c.loc,
            f.text + " returns " + str(r->type) + " for carry " + std::to_string(k) +
-               ", which starts as " + str(init[k]->type),
+               ", which starts as " + str(start),
            "a carry keeps its type from step to step: return the same dtype and shape");
     results.push_back(r);
   }
-  for (size_t j = init.size(); j < res.size(); ++j) {
-    ir::Value *y = toArray(res[j]);
+  std::vector<SVal> ysVals(res.begin() + (std::ptrdiff_t)initVals.size(), res.end());
+  for (ir::Value *y : argLeaves(ysVals)) {
     ir::Type st = y->type;
     st.shape.insert(st.shape.begin(), *n);
     ir::Value *stack = body->newValue(st, "ys");
@@ -144,10 +166,12 @@ std::vector<SVal> Sema::scan(const ast::Expr &c) {
   e.params["lo"] = (int64_t)0;
   e.params["hi"] = *n;
   e.params["num_consts"] = (int64_t)ctx.captureOrder.size();
-  std::vector<SVal> out;
   for (ir::Value *v : init) e.outs.push_back(cur_->func->newValue(v->type, v->hint));
   for (ir::Value *s : stackParams) e.outs.push_back(cur_->func->newValue(s->type, "ys"));
-  for (ir::Value *o : e.outs) out.push_back(SVal::array(o, c.loc));
+  std::vector<SVal> out;
+  next = 0;
+  for (const SVal &v : initVals) out.push_back(withLeaves(v, e.outs, next, c.loc));
+  for (const SVal &y : ysVals) out.push_back(withLeaves(y, e.outs, next, c.loc));
   pushEqn(std::move(e));
   return out;
 }

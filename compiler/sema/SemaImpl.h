@@ -353,7 +353,7 @@ public:
   SVal bSort(const ast::Expr &c);
   std::vector<SVal> topK(const ast::Expr &c);  // values and indices
   std::vector<SVal> scan(const ast::Expr &c);  // Scan.cpp: carries and stacks
-  std::vector<ir::Value *> arrayOrTuple(const ast::Expr *e);
+  std::vector<SVal> scanValues(const ast::Expr *e);
   std::vector<SVal> lowerSave(const ast::Expr &c);  // save(path, x): no result
   std::vector<SVal> lowerSavez(const ast::Expr &c); // savez(path, k1=x1, ...): likewise
   // The path param of load/save/savez; host only unless `inShmap` (a sharded load).
