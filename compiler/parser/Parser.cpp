@@ -134,6 +134,7 @@ private:
   ExprPtr parseArrayLit();
   ExprPtr parseParenOrTuple();
   ExprPtr parseRecordLit();
+  ExprPtr parseValues(size_t names);
 
   static ExprPtr makeExpr(Expr::Kind kind, Loc loc);
   static ExprPtr makeBinary(const Token &op, ExprPtr lhs, ExprPtr rhs);
@@ -721,9 +722,20 @@ StmtPtr Parser::parseLet() {
     s->nameLocs.push_back(name.loc);
   } while (accept(Tok::Comma));
   expect(Tok::Assign, "in 'let' binding", "write 'let name = value;'");
-  s->value = parseExpr();
+  s->value = parseValues(s->names.size());
   expectSemi("the 'let' statement");
   return s;
+}
+
+// The value of `let a, b = ...;` / `a, b = ...;`: one expression, or for several names a list
+// of them, `x, y` (a tuple, which the names destructure: `let k, v = f(h), g(h);`).
+ExprPtr Parser::parseValues(size_t names) {
+  ExprPtr first = parseExpr();
+  if (names < 2 || !at(Tok::Comma)) return first;
+  ExprPtr tuple = makeExpr(Expr::TupleLit, first->loc);
+  tuple->items.push_back(std::move(first));
+  while (accept(Tok::Comma)) tuple->items.push_back(parseExpr());
+  return tuple;
 }
 
 // `a, b =` ahead: the start of a multiple assignment.
@@ -744,7 +756,7 @@ StmtPtr Parser::parseAssign() {
     s->nameLocs.push_back(name.loc);
   } while (accept(Tok::Comma));
   take();  // '='
-  s->value = parseExpr();
+  s->value = parseValues(s->names.size());
   expectSemi("the assignment");
   return s;
 }

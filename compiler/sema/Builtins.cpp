@@ -273,6 +273,24 @@ SVal Sema::bLoad(const ast::Expr &c) {
       fail(DiagId::KeyWithoutNpz, a[2]->loc, "key= names an array of an .npz archive, but " + path + " is a .npy file",
            "drop key= to load the .npy file, or load from an .npz archive");
   }
+  if (a[1]->kind != ast::Expr::TypeArg && !a[3]) {  // load(path, like, key="params"): a tree like `like`
+    SVal like = eval(*a[1]);
+    if (like.kind == SVal::Tuple) {
+      if (!a[2])
+        fail(DiagId::NpzWithoutKey, c.loc, "loading a tree needs the name it was saved under",
+             "add key=\"NAME\": savez(path, NAME=tree) saved its leaves as NAME.w, NAME.b, ...");
+      std::vector<ir::Value *> leaves, loaded;
+      std::vector<std::string> paths;
+      leavesOf(like, a[2]->name, leaves, paths);
+      for (size_t k = 0; k < leaves.size(); ++k) {
+        Params leafParams = params;
+        leafParams["key"] = paths[k];
+        loaded.push_back(emit(ir::Prim::Load, {}, leaves[k]->type, c.loc, leafParams));
+      }
+      size_t next = 0;
+      return withLeaves(like, loaded, next, c.loc);
+    }
+  }
   ir::Type t = typeArg(*a[1], "the second argument of load");
   if (t.dtype == ir::DType::BF16)
     fail(DiagId::NpyDType, a[1]->loc, "load cannot read " + str(t) + ": .npy has no bfloat16 dtype",
@@ -318,28 +336,45 @@ std::vector<SVal> Sema::lowerSavez(const ast::Expr &c) {
     arrays.push_back({kw.name, kw.value.get()});
     locs.push_back(kw.loc);
   }
+  // A tree is saved leaf by leaf, each under its name and path: savez(f, params=p) writes
+  // params.emb, params.attn.wq, ... (np.load(f)["params.emb"] reads one back).
+  std::vector<std::string> names;
+  std::vector<ir::Value *> values;
+  std::vector<size_t> owner;  // the argument each saved array comes from
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    SVal v = eval(*arrays[i].second);
+    if (v.kind == SVal::Tuple && arrays[i].first.rfind("arr_", 0) == 0 && i < c.items.size() - 1)
+      fail(DiagId::BadArgument, locs[i], "savez needs a name for the tree " + describe(v),
+           "pass it as a keyword argument: savez(path, params=p) saves params.w, params.b, ...");
+    std::vector<std::string> paths;
+    leavesOf(v, arrays[i].first, values, paths);
+    for (const std::string &p : paths) {
+      names.push_back(p);
+      owner.push_back(i);
+    }
+  }
   std::string keys;
   std::unordered_map<std::string, size_t> firstWith;  // (a pairwise check was quadratic)
-  for (size_t i = 0; i < arrays.size(); ++i) {
-    auto [it, fresh] = firstWith.try_emplace(arrays[i].first, i);
+  for (size_t k = 0; k < names.size(); ++k) {
+    auto [it, fresh] = firstWith.try_emplace(names[k], k);
     if (!fresh) {
-      const size_t j = it->second;
-      failWithNote(DiagId::DuplicateKey, locs[i], "savez is given the key " + arrays[i].first + " twice",
+      const size_t i = owner[k], j = owner[it->second];
+      failWithNote(DiagId::DuplicateKey, locs[i], "savez is given the key " + names[k] + " twice",
                    "each array of an archive needs its own name",
-                   locs[j], arrays[j].first + (j < c.items.size() - 1 ? " is the name of this positional array"
-                                                                       : " is first given here"));
+                   locs[j], names[k] + (j < c.items.size() - 1 ? " is the name of this positional array"
+                                                               : " is first given here"));
     }
-    keys += (i ? "," : "") + arrays[i].first;
+    keys += (k ? "," : "") + names[k];
   }
   ir::Eqn e;
   e.prim = ir::Prim::SaveNpz;
-  for (const auto &[key, expr] : arrays) {
-    e.ins.push_back(evalArray(*expr));
-    if (e.ins.back()->type.dtype == ir::DType::BF16)
-      fail(DiagId::NpyDType, expr->loc,
-           "savez cannot write " + key + " of type " + str(e.ins.back()->type) +
+  for (size_t k = 0; k < names.size(); ++k) {
+    e.ins.push_back(values[k]);
+    if (values[k]->type.dtype == ir::DType::BF16)
+      fail(DiagId::NpyDType, arrays[owner[k]].second->loc,
+           "savez cannot write " + names[k] + " of type " + str(values[k]->type) +
                ": .npy (an .npz member) has no bfloat16 dtype",
-           "convert it to f32 first: " + key + "=cast(x, f32) (exact: every bf16 value is an f32)");
+           "convert it to f32 first: " + names[k] + "=cast(x, f32) (exact: every bf16 value is an f32)");
   }
   e.params[path.first] = path.second;
   e.params["keys"] = keys;

@@ -128,6 +128,8 @@ void Sema::lowerAssign(const ast::Stmt &s) {
   Loc at = s.nameLocs.empty() ? s.loc : s.nameLocs[0];
   if (s.names.size() == 1) return assignName(s.names.at(0), at, eval(*s.value));
   std::vector<SVal> vals = evalMulti(*s.value);
+  // `a, b = t;` of one tuple assigns its elements
+  if (vals.size() == 1 && vals[0].kind == SVal::Tuple) vals = destructure(vals[0], s.names.size(), s.loc);
   if (vals.size() != s.names.size())
     fail(DiagId::ResultCount, s.loc,
          "cannot assign " + std::to_string(vals.size()) + " value(s) to " +

@@ -33,6 +33,7 @@ bool isTransformName(const std::string &n) {
 std::optional<FnValue> Sema::evalFnOpt(const ast::Expr &e, bool builtinsToo) {
   if (e.kind == ast::Expr::Name) {
     if (e.module.empty() && findScope(e.name)) return std::nullopt;  // a local value shadows
+    if (!e.module.empty() && findScope(e.module)) return std::nullopt;  // a record's field: p.w
     const Unit *unit = nullptr;
     const ast::FuncDecl *decl = findFunction(e, unit);
     if (!decl && builtinsToo && e.module.empty() && builtins().count(e.name)) {

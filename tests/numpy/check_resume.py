@@ -14,10 +14,11 @@ import tempfile
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# sample: (the labels of its per-step lines, the number of arrays in its checkpoint)
-SAMPLES = {"transformer": (("step:", "loss:"), 43),
-           "moe": (("step:", "train loss:"), 4),
-           "collective_matmuls": (("step:", "train loss:"), 3)}
+# sample: (the labels of its per-step lines, the number of arrays in its checkpoint, the name
+# of its step counter there)
+SAMPLES = {"transformer": (("step:", "loss:"), 43, "opt.count"),
+           "moe": (("step:", "train loss:"), 4, "steps_done"),
+           "collective_matmuls": (("step:", "train loss:"), 3, "steps_done")}
 
 
 def run(exe, cwd, labels, *args):
@@ -32,7 +33,7 @@ def main():
     ap.add_argument("--shmapc", required=True)
     ap.add_argument("--sample", required=True, choices=sorted(SAMPLES))
     opts = ap.parse_args()
-    labels, arrays = SAMPLES[opts.sample]
+    labels, arrays, counter = SAMPLES[opts.sample]
     with tempfile.TemporaryDirectory() as tmp:
         exe = os.path.join(tmp, opts.sample)
         c = subprocess.run([opts.shmapc, "compile", os.path.join(ROOT, "samples", opts.sample + ".smp"), "-o", exe],
@@ -53,8 +54,8 @@ def main():
         for k in a.files:
             if a[k].dtype != b[k].dtype or a[k].shape != b[k].shape or a[k].tobytes() != b[k].tobytes():
                 sys.exit("FAIL: checkpoint array %s differs after resuming" % k)
-        if int(a["steps_done"]) != 6:
-            sys.exit("FAIL: steps_done is %s, not 6" % a["steps_done"])
+        if int(a[counter]) != 6:
+            sys.exit("FAIL: %s is %s, not 6" % (counter, a[counter]))
     print("ok: %s: 3 + 3 resumed steps = 6 straight steps (losses and all %d checkpoint arrays)" % (
         opts.sample, arrays))
 

@@ -39,7 +39,7 @@ def block_loss(x, gamma, beta):
 
 def adam(w, g, m, v, step, lr, b1, b2, eps, wd=0.0):
     m = b1 * m + (1 - b1) * g
-    v = b2 * v + (1 - b2) * g * g
+    v = b2 * v + (1 - b2) * (g * g)
     mhat, vhat = m / (1 - b1 ** step), v / (1 - b2 ** step)
     return w - lr * (mhat / (jnp.sqrt(vhat) + eps) + wd * w), m, v
 

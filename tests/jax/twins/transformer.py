@@ -61,7 +61,7 @@ def check(t):
         t.close("loss", l, rtol=1e-4, index=step - 1)
         for i, g in enumerate(grads):  # stdlib/nn.smp's adamw_step
             ms[i] = 0.9 * ms[i] + 0.1 * g
-            vs[i] = 0.999 * vs[i] + 0.001 * g * g
+            vs[i] = 0.999 * vs[i] + 0.001 * (g * g)
             mhat, vhat = ms[i] / (1 - 0.9 ** step), vs[i] / (1 - 0.999 ** step)
             params[i] = params[i] - 0.01 * (mhat / (jnp.sqrt(vhat) + 1e-8) + 0.01 * params[i])
     t.close("final loss", loss(tokens, *params), rtol=1e-4)
