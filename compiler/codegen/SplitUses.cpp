@@ -5,6 +5,7 @@
 // only the rank's blocks from the file. One process holds every block either way.
 #include "codegen/CodegenContext.h"
 
+#include <set>
 #include <unordered_map>
 
 namespace shmapc::codegen {
@@ -32,42 +33,109 @@ struct Uses {
     }
     if (o.kind == Whole || !(o.layout == layout)) kind = Whole;
   }
+  bool operator==(const Uses &o) const { return kind == o.kind && (kind != Split || layout == o.layout); }
 };
 
+// A loop's carry goes round: the body's result is read by the next iteration's parameter, so
+// the uses of a value reach back to themselves. The analysis is a fixpoint: rounds that start
+// from "not read" and, where a round meets a value it is still working out, take the previous
+// round's answer, until a round changes nothing (the answers only grow: none, split, whole).
 class UseAnalysis {
 public:
+  // (the equations that run a body, found from main: a function no longer reached, such as
+  // a trace autodiff replaced, reads nothing)
+  explicit UseAnalysis(const ir::Module &m) {
+    std::vector<const ir::Func *> work{m.main};
+    std::set<const ir::Func *> seen{m.main};
+    while (!work.empty()) {
+      const ir::Func *f = work.back();
+      work.pop_back();
+      if (!f) continue;
+      for (const ir::Eqn &e : f->eqns)
+        for (const ir::Func *b : e.bodies) {
+          owners_[b].push_back({f, &e});
+          if (seen.insert(b).second) work.push_back(b);
+        }
+    }
+  }
+
+  // Runs rounds of `compute` (which asks `of` about values) until nothing changes.
+  template <class F> void fixpoint(F compute) {
+    for (;;) {
+      memo_.clear();
+      compute();
+      if (memo_ == previous_) return;
+      previous_ = memo_;
+    }
+  }
+
   // How the eqns of `f` (and of the bodies it passes `v` to) read `v`.
   Uses of(const ir::Func &f, const ir::Value *v) {
     auto key = std::make_pair(&f, v);
     auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
-    memo_[key] = Uses{Uses::Whole, {}};  // (a cycle, which no program has: read whole)
+    if (active_.count(key)) {  // round the loop: the previous round's answer
+      auto p = previous_.find(key);
+      return p == previous_.end() ? Uses{} : p->second;
+    }
+    active_.insert(key);
     Uses u;
     const Readers &readers = readersIn(f);
     auto r = readers.find(v);
     if (r != readers.end())
       for (const auto &[e, k] : r->second) {
-        if (!e) u.kind = Uses::Whole;  // (a result of f)
+        u.add(e ? operand(f, *e, k) : result(f, k));
         if (u.kind == Uses::Whole) break;
-        u.add(operand(*e, k));
       }
+    active_.erase(key);
     memo_[key] = u;
     return u;
   }
 
 private:
-  // How eqn e reads its operand k.
-  Uses operand(const ir::Eqn &e, size_t k) {
+  // How result k of `f` is read: a loop's carry by the next iteration and after the loop, a
+  // branch's or a callee's by its equation's readers; main's (none) and anything else whole.
+  Uses result(const ir::Func &f, size_t k) {
+    const Uses whole{Uses::Whole, {}};
+    auto it = owners_.find(&f);
+    if (it == owners_.end()) return whole;
+    Uses u;
+    for (const auto &[owner, e] : it->second) {
+      switch (e->prim) {
+      case ir::Prim::Loop:  // (i, consts..., carries...) -> carries
+        u.add(param(f, 1 + (size_t)e->intParam("num_consts") + k));
+        u.add(of(*owner, e->outs.at(k)));
+        break;
+      case ir::Prim::While:  // bodies: (the predicate, the body); (consts..., carries...)
+        if (&f != e->bodies[1]) return whole;
+        u.add(param(*e->bodies[0], (size_t)e->intParam("num_consts") + k));
+        u.add(param(f, (size_t)e->intParam("num_consts") + k));
+        u.add(of(*owner, e->outs.at(k)));
+        break;
+      case ir::Prim::Cond:
+      case ir::Prim::Call: u.add(of(*owner, e->outs.at(k))); break;
+      default: return whole;
+      }
+      if (u.kind == Uses::Whole) break;
+    }
+    return u;
+  }
+
+  // How eqn e (of f) reads its operand k.
+  Uses operand(const ir::Func &f, const ir::Eqn &e, size_t k) {
     const Uses whole{Uses::Whole, {}};
     switch (e.prim) {
     case ir::Prim::Shmap: return Uses{Uses::Split, {e.intParam("mesh"), e.specsParam("in_specs")[k]}};
     case ir::Prim::Call: return param(*e.bodies[0], k);
-    case ir::Prim::Loop:  // (i, consts..., carries...): a carry is rewritten, so read whole
-      return (int64_t)k < e.intParam("num_consts") ? param(*e.bodies[0], k + 1) : whole;
+    case ir::Prim::Loop: {  // (i, consts..., carries...); a carry's first value may be its last
+      Uses u = param(*e.bodies[0], k + 1);
+      if ((int64_t)k >= e.intParam("num_consts")) u.add(of(f, e.outs.at(k - (size_t)e.intParam("num_consts"))));
+      return u;
+    }
     case ir::Prim::While: {
-      if ((int64_t)k >= e.intParam("num_consts")) return whole;
       Uses u = param(*e.bodies[0], k);
       u.add(param(*e.bodies[1], k));
+      if ((int64_t)k >= e.intParam("num_consts")) u.add(of(f, e.outs.at(k - (size_t)e.intParam("num_consts"))));
       return u;
     }
     case ir::Prim::Cond: {
@@ -91,21 +159,30 @@ private:
   const Readers &readersIn(const ir::Func &f) {
     auto [it, fresh] = readers_.try_emplace(&f);
     if (fresh) {
-      for (const ir::Value *r : f.results) it->second[r].push_back({nullptr, 0});
+      for (size_t k = 0; k < f.results.size(); ++k) it->second[f.results[k]].push_back({nullptr, k});
       for (const ir::Eqn &e : f.eqns)
         for (size_t k = 0; k < e.ins.size(); ++k) it->second[e.ins[k]].push_back({&e, k});
     }
     return it->second;
   }
 
-  std::map<std::pair<const ir::Func *, const ir::Value *>, Uses> memo_;
+  using Key = std::pair<const ir::Func *, const ir::Value *>;
+  std::map<Key, Uses> memo_, previous_;  // this round's answers, the last round's
+  std::set<Key> active_;                 // being worked out (a carry's cycle)
+  std::unordered_map<const ir::Func *, std::vector<std::pair<const ir::Func *, const ir::Eqn *>>> owners_;
   std::unordered_map<const ir::Func *, Readers> readers_;
 };
 
 } // namespace
 
 void ModuleEmitter::findSplitLayouts() {
-  UseAnalysis uses;
+  UseAnalysis uses(irm);
+  uses.fixpoint([&] {
+    for (const auto &f : irm.funcs)
+      if (!f->mesh)
+        for (const ir::Eqn &e : f->eqns)
+          for (const ir::Value *v : e.outs) uses.of(*f, v);
+  });
   for (const auto &f : irm.funcs) {
     if (f->mesh) continue;  // (a shmap body's values are blocks already)
     for (const ir::Eqn &e : f->eqns)

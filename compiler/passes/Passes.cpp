@@ -2,6 +2,7 @@
 #include "passes/ad/AD.h"
 #include "passes/inline/Inline.h"
 #include "passes/jit/Jit.h"
+#include "passes/placement/Placement.h"
 #include "passes/reductions/Reductions.h"
 #include "passes/variance/Variance.h"
 
@@ -13,6 +14,7 @@ namespace shmapc::passes {
 // returned value moved into the backward shmaps, the backward bodies' all-reduces that
 // only accumulate into a loop's carry taken once after the loop, those whose
 // results are only sliced reduced into the slice and those that may run together combined,
+// host element-wise arithmetic on split arrays moved onto the devices holding the blocks,
 // out_specs checked (on the transposed
 // shmaps too), every array's size checked against the runtime's limits, and matmuls of
 // transposed operands made to read them through BLAS's transpose flags.
@@ -34,6 +36,7 @@ const std::vector<Pass> &pipeline() {
       {"hoist-loop-reductions", SHMAPC_NO_OPTIONS(hoistLoopReductions)},
       {"sink-reductions", SHMAPC_NO_OPTIONS(sinkReductions)},
       {"combine-reductions", SHMAPC_NO_OPTIONS(combineReductions)},
+      {"place-on-devices", SHMAPC_NO_OPTIONS(placeOnDevices)},
       {"check-out-specs", SHMAPC_NO_OPTIONS(checkOutSpecs)},
       {"check-limits", SHMAPC_NO_OPTIONS(checkLimits)},
       {"fold-transposes", SHMAPC_NO_OPTIONS(foldTransposesIntoMatmul)},

@@ -13,6 +13,7 @@ with several devices per rank, what each collective sends and receives:
                               moving its own (RANKED_EXPECTED),
                               and with --reduce-locally-first a rank's sum instead of each
                               member's input (RANKED_LOCALLY_FIRST).
+  samples/fsdp.smp            fully sharded training: nothing received in the loop
   samples/transformer.smp     data-parallel (and tensor-parallel) training on 4 ranks, each
                               reading its rows of the token file (144 of 288 bytes), the
                               forward shmap's residuals kept split for the backward shmap;
@@ -65,7 +66,9 @@ def stays_split_expected(ranks):
     ]) + [
         outputs(1, 0, 0, 0),  # total(f): a replicated scalar, on every rank
         sums,              # row_sums(f)
-        kept, sums, sums, sums,  # g, passed to a while loop's row_sums three times
+        # g, passed to a while loop's row_sums three times: each step's sums and the carry
+        # acc + sums (added on the devices) stay split, and acc is gathered once, after the loop
+        kept, kept, kept, kept, kept, kept, kept, sums,
         kept, sums,        # h, passed to both branches of an if
         unchecked, sums,   # doubled_unchecked: the block of y = 0 only, so shared
     ]
@@ -220,6 +223,29 @@ def main():
                        loads == ["load data/tokens.npy: 144 of 288 bytes (1 blocks)"], "\n".join(got))
                 expect("transformer on %d ranks x %d: rank %d keeps the residuals split in every step"
                        % (ranks, per_rank, rank), got.count(forward) == steps, "\n".join(got))
+
+        # FSDP: parameters, gradients and AdamW's moments stay on the devices between steps
+        # (the update runs block by block on them), so no rank receives a byte in the training
+        # loop; the parameters are gathered once, after it, to be printed.
+        src = os.path.join(ROOT, "samples", "fsdp.smp")
+        exe = os.path.join(tmp, "fsdp")
+        subprocess.run([a.shmapc, "compile", src, "-o", exe], check=True)
+        threaded = golden.run_program(exe, src, ["--steps=4"], tempfile.mkdtemp(dir=tmp))
+        for ranks, per_rank in ((4, 1), (2, 2)):
+            r = run(a, tmp, src, ranks, per_rank, ["--steps=4"])
+            expect("fsdp on %d ranks x %d: the threaded run's output" % (ranks, per_rank),
+                   r.returncode == 0 and threaded.returncode == 0 and r.stdout == threaded.stdout,
+                   "status %d\n%s\n%s" % (r.returncode, r.stdout, r.stderr))
+            for rank in range(ranks):
+                got = [l for l in rank_lines(r, rank) if l.startswith("a shmap's")]
+                # per step: the forward (its residuals), the backward (the loss whole, the two
+                # gradients split) and one AdamW update per weight layout (parameter and
+                # moments split); then the two gathers
+                step = [outputs(0, 5, 0, 0), outputs(1, 2, 0, 0), outputs(0, 3, 0, 0), outputs(0, 3, 0, 0)]
+                gathered = got[len(step) * 4:]
+                expect("fsdp on %d ranks x %d: rank %d receives nothing in the training loop" % (ranks, per_rank, rank),
+                       got[:len(step) * 4] == step * 4 and len(gathered) == 2 and
+                       all(" 1 shared" in l for l in gathered), "\n".join(got))
     if FAILED:
         print("%d failed" % len(FAILED))
         sys.exit(1)

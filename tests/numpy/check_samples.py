@@ -377,6 +377,33 @@ def collective_matmuls():
     return want
 
 
+def fsdp():
+    """samples/fsdp.smp, unsharded (the gathers and scatters of FSDP move blocks, they do not
+    change the sums), in float64 with the backward pass by hand; AdamW as optax's."""
+    def normal(shape, seed, scale):
+        n = int(np.prod(shape))
+        return (shm_rng.normal(np.float32, seed, n).reshape(shape) * np.float32(scale)).astype(np.float64)
+
+    p = {"w1": normal((8, 16), 1, 0.35), "w2": normal((16, 4), 2, 0.25)}
+    x, y = normal((8, 8), 3, 1.0), normal((8, 4), 4, 1.0)
+    mu = {k: np.zeros_like(v) for k, v in p.items()}
+    nu = {k: np.zeros_like(v) for k, v in p.items()}
+    losses = []
+    for step in range(1, 5):
+        h = np.tanh(x @ p["w1"])
+        d = h @ p["w2"] - y
+        losses.append(np.mean(d * d))
+        dout = 2 * d / d.size
+        dh = (dout @ p["w2"].T) * (1 - h * h)
+        g = {"w1": x.T @ dh, "w2": h.T @ dout}
+        for k in p:
+            mu[k] = 0.1 * g[k] + 0.9 * mu[k]
+            nu[k] = 0.001 * (g[k] * g[k]) + 0.999 * nu[k]
+            u = mu[k] / (1 - 0.9 ** step) / (np.sqrt(nu[k] / (1 - 0.999 ** step)) + 1e-8)
+            p[k] = p[k] - 0.05 * (u + 0.01 * p[k])
+    return {"loss": losses, "p.w1": p["w1"], "p.w2": p["w2"]}
+
+
 def megatron_mlp():
     x = iota(8).reshape(2, 4) / 8 - np.float32(0.3)
     w1 = np.sin(iota(32)).reshape(4, 8)
