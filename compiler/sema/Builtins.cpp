@@ -22,6 +22,7 @@ const std::map<std::string, Sema::BuiltinFn> &Sema::builtins() {
       {"tree_map", &Sema::bTreeMap},
       {"tree_leaves", &Sema::bTreeLeaves},
       {"tree_reduce", &Sema::bTreeReduce},
+      {"device_put", &Sema::bDevicePut},
       {"full", &Sema::bFull},
       {"iota", &Sema::bIota},
       {"random_normal", &Sema::bRandomNormal},

@@ -284,6 +284,7 @@ public:
   SVal tupleElement(const SVal &t, const ast::Expr &index);
   SVal field(const SVal &record, const std::string &name, Loc loc);
   SVal bTreeMap(const ast::Expr &c);
+  SVal bDevicePut(const ast::Expr &c);
   SVal bTreeLeaves(const ast::Expr &c);
   SVal bTreeReduce(const ast::Expr &c);
   SVal mapTree(const FnValue &f, const std::vector<SVal> &nodes, const ast::Expr &c, const std::string &path);

@@ -224,6 +224,78 @@ void Sema::printValue(const std::string &label, const SVal &v, Loc loc) {
   pushEqn(std::move(e));
 }
 
+// ---- device_put
+
+// device_put(x, sharding<@m, [...]>) (jax.device_put): x (an array, or each leaf of a tree)
+// split over the mesh as the sharding says, as a shmap output in that layout is: what reads it
+// in that layout (shmaps, and host element-wise arithmetic, which then runs on the devices)
+// reads its blocks, and under MPI a rank keeps only its own. An identity shmap.
+SVal Sema::bDevicePut(const ast::Expr &c) {
+  auto a = bindArgs(c, {"x", "sharding"}, 2);
+  if (cur_->mesh)
+    failWithCallChain(DiagId::BadArgument, c.loc, "device_put is for host code",
+                      "inside a shmap body a value is already a device's block");
+  if (a[1]->kind != ast::Expr::ShardingLit || a[1]->sharding->mesh.empty())
+    fail(DiagId::BadSharding, a[1]->loc, "device_put takes a sharding that names its mesh",
+         "write device_put(x, sharding<@m, [{\"data\"}, {}]>)");
+  const ast::ShardingExpr &sh = *a[1]->sharding;
+  const int mesh = meshIndex(sh.mesh, sh.meshLoc);
+  const ir::Mesh &m = *module_->meshes[(size_t)mesh];
+  SVal x = eval(*a[0]);
+  std::vector<ir::Value *> leaves, placed;
+  std::vector<std::string> paths;
+  leavesOf(x, "", leaves, paths);
+  for (size_t k = 0; k < leaves.size(); ++k) {
+    const std::string what = paths[k].empty() ? "the value" : "the leaf " + paths[k];
+    ir::Sharding s = convertSharding(sh, mesh, leaves[k]->type, what);
+    ir::PartitionSpec spec;
+    for (const ir::DimSharding &d : s.dims) {
+      std::vector<int> axes;
+      for (const ir::AxisRef &r : d.axes) {
+        if (!r.isFull(m))
+          fail(DiagId::BadSubAxis, sh.loc, "device_put splits by whole mesh axes, not the sub-axis " +
+                                              ir::axisRefToString(r, m),
+               "name whole axes, e.g. {\"" + m.axes[(size_t)r.axis] + "\"}");
+        axes.push_back(r.axis);
+      }
+      spec.dims.push_back(axes);
+    }
+    ast::PartitionSpecExpr specExpr;  // (for blockType's messages)
+    specExpr.loc = sh.loc;
+    for (const auto &d : spec.dims) {
+      specExpr.dims.emplace_back();
+      specExpr.dimLocs.emplace_back();
+      for (int ax : d) specExpr.dims.back().push_back(m.axes[(size_t)ax]);
+    }
+    ir::Type block = blockType(leaves[k]->type, spec, specExpr, m, a[0]->loc, what, "sharding");
+    ir::Func *body = module_->newFunc(uniqueFuncName("device_put"));
+    body->mesh = &m;
+    body->isShmapBody = true;
+    body->loc = c.loc;
+    body->returnLoc = c.loc;
+    block.vary = 0;
+    ir::Value *p = body->newValue(block, leaves[k]->hint);
+    body->params.push_back(p);
+    body->results.push_back(p);
+    body->outSpecLocs.push_back(c.loc);
+    ir::Eqn e;
+    e.prim = ir::Prim::Shmap;
+    e.ins = {leaves[k]};
+    e.bodies = {body};
+    e.loc = c.loc;
+    e.params["mesh"] = (int64_t)mesh;
+    e.params["in_specs"] = std::vector<ir::PartitionSpec>{spec};
+    e.params["out_specs"] = std::vector<ir::PartitionSpec>{spec};
+    ir::Type global = leaves[k]->type;
+    global.vary = 0;
+    e.outs = {cur_->func->newValue(global, leaves[k]->hint)};
+    placed.push_back(e.outs[0]);
+    pushEqn(std::move(e));
+  }
+  size_t next = 0;
+  return withLeaves(x, placed, next, c.loc);
+}
+
 // ---- trees of specs and shardings
 
 std::string Sema::describe(const ArgDesc &d) {
