@@ -89,6 +89,27 @@ private:
     return out;
   }
   std::vector<PartitionSpecExpr> parseSpecs();
+  // "(" [ one { "," one } [ "," ] ] ")" | "{" IDENT ":" one { "," IDENT ":" one } [ "," ] "}":
+  // the specs (or shardings) of a tuple's or record's leaves, into `t` (isTree, items, keys).
+  template <typename T>
+  void parseTree(T &t, T (Parser::*one)(), DiagId id, const std::string &what) {
+    const bool record = at(Tok::LBrace);
+    const std::string example = record ? "write {w: P(None, \"y\"), b: P()}" : "write (P(\"x\"), P())";
+    t.isTree = true;
+    t.loc = take().loc;
+    const Tok close = record ? Tok::RBrace : Tok::RParen;
+    while (!at(close)) {
+      if (record) {
+        const Token &key = expectIdent("of a field in the record of " + what);
+        expect(Tok::Colon, "after the field name '" + key.text + "'", example);
+        t.keys.push_back(key.text);
+      }
+      t.items.push_back((this->*one)());
+      if (!accept(Tok::Comma)) break;
+    }
+    if (!accept(close))
+      fail(id, std::string(record ? "',' or '}' in the record of " : "',' or ')' in the tuple of ") + what, example);
+  }
   PartitionSpecExpr parseSpec();
   void parseSpecDim(PartitionSpecExpr &spec);
   bool parseBoolLit(const std::string &attr);
@@ -458,22 +479,7 @@ ShardingExpr Parser::parseSharding() {
   if (atIdent("P")) return shardingOfSpec(parseSpec());  // the shorthand: closed dimensions
   ShardingExpr s;
   if (at(Tok::LParen) || at(Tok::LBrace)) {  // the sharding of a tuple or record, leaf by leaf
-    const bool record = at(Tok::LBrace);
-    s.isTree = true;
-    s.loc = take().loc;
-    const Tok close = record ? Tok::RBrace : Tok::RParen;
-    while (!at(close)) {
-      if (record) {
-        const Token &key = expectIdent("of a field in the record of shardings");
-        expect(Tok::Colon, "after the field name '" + key.text + "'", "write {w: P(None, \"y\"), b: P()}");
-        s.keys.push_back(key.text);
-      }
-      s.items.push_back(parseSharding());
-      if (!accept(Tok::Comma)) break;
-    }
-    if (!accept(close))
-      fail(DiagId::BadSharding, record ? "',' or '}' in the record of shardings" : "',' or ')' in the tuple of shardings",
-           record ? "write {w: P(None, \"y\"), b: P()}" : "write (P(\"x\"), P())");
+    parseTree(s, &Parser::parseSharding, DiagId::BadSharding, "shardings");
     return s;
   }
   const char *shape = "write sharding<@m, [{\"x\"}, {}]> or P(\"x\", None)";
@@ -561,22 +567,7 @@ std::vector<PartitionSpecExpr> Parser::parseSpecs() {
 PartitionSpecExpr Parser::parseSpec() {
   PartitionSpecExpr spec;
   if (at(Tok::LParen) || at(Tok::LBrace)) {
-    const bool record = at(Tok::LBrace);
-    spec.isTree = true;
-    spec.loc = take().loc;
-    const Tok close = record ? Tok::RBrace : Tok::RParen;
-    while (!at(close)) {
-      if (record) {
-        const Token &key = expectIdent("of a field in the record of specs");
-        expect(Tok::Colon, "after the field name '" + key.text + "'", "write {w: P(None, \"y\"), b: P()}");
-        spec.keys.push_back(key.text);
-      }
-      spec.items.push_back(parseSpec());
-      if (!accept(Tok::Comma)) break;
-    }
-    if (!accept(close))
-      fail(DiagId::BadSpec, record ? "',' or '}' in the record of specs" : "',' or ')' in the tuple of specs",
-           record ? "write {w: P(None, \"y\"), b: P()}" : "write (P(\"x\"), P())");
+    parseTree(spec, &Parser::parseSpec, DiagId::BadSpec, "specs");
     return spec;
   }
   if (!atIdent("P"))

@@ -456,6 +456,19 @@ std::vector<ir::Value *> Sema::argLeaves(const std::vector<SVal> &args, std::vec
   return leaves;
 }
 
+// The leaves of the differentiated arguments `wrt` (`starts`: where each argument's leaves
+// begin in `ins`), as the vjp's wrt; each one's type is appended to `outs` (its gradient's).
+static std::vector<int64_t> wrtLeafParams(const std::vector<int64_t> &wrt, const std::vector<size_t> &starts,
+                                          const std::vector<ir::Value *> &ins, std::vector<ir::Type> &outs) {
+  std::vector<int64_t> leaves;
+  for (int64_t w : wrt)
+    for (size_t i = starts[(size_t)w]; i < starts[(size_t)w + 1]; ++i) {
+      leaves.push_back((int64_t)i);
+      outs.push_back(ins[i]->type);
+    }
+  return leaves;
+}
+
 std::vector<SVal> Sema::applyGrad(const FnValue &f, const std::vector<SVal> &args, size_t n,
                                   Loc loc) {
   checkTransformArgCount(f, n, args.size(), loc, "one argument per parameter of " + f.inner->text);
@@ -479,12 +492,7 @@ std::vector<SVal> Sema::applyGrad(const FnValue &f, const std::vector<SVal> &arg
   bool withValue = f.kind == FnValue::ValueAndGrad;
   std::vector<ir::Type> outs;
   if (withValue) outs.push_back(t.results[0]);
-  std::vector<int64_t> wrtLeaves;
-  for (int64_t w : wrt)
-    for (size_t i = starts[w]; i < starts[w + 1]; ++i) {
-      wrtLeaves.push_back((int64_t)i);
-      outs.push_back(ins[i]->type);
-    }
+  std::vector<int64_t> wrtLeaves = wrtLeafParams(wrt, starts, ins, outs);
   std::vector<ir::Value *> res = emitVjp(t.func, ins, outs, wrtLeaves, withValue, false, loc);
   std::vector<SVal> out;
   size_t next = 0;
@@ -510,12 +518,7 @@ std::vector<SVal> Sema::applyVjp(const FnValue &f, const std::vector<SVal> &args
   std::vector<size_t> starts;
   std::vector<ir::Value *> ins = argLeaves(args, &starts);
   std::vector<ir::Type> outs = t.results;
-  std::vector<int64_t> wrtLeaves;
-  for (int64_t w : wrt)
-    for (size_t i = starts[w]; i < starts[w + 1]; ++i) {
-      wrtLeaves.push_back((int64_t)i);
-      outs.push_back(ins[i]->type);
-    }
+  std::vector<int64_t> wrtLeaves = wrtLeafParams(wrt, starts, ins, outs);
   std::vector<ir::Value *> res = emitVjp(t.func, ins, outs, wrtLeaves, true, false, loc);
   std::vector<SVal> out;
   size_t next = 0;
