@@ -38,9 +38,12 @@ struct Layout {
   bool operator<(const Layout &o) const { return mesh != o.mesh ? mesh < o.mesh : spec.dims < o.spec.dims; }
 };
 
-bool splitsAnything(const PartitionSpec &s) {
+// Whether `s` splits some dimension over more than one device (on a mesh of one device, or
+// along axes of size 1, every block is the whole array: nothing to keep on the devices).
+bool splitsAnything(const PartitionSpec &s, const Mesh &mesh) {
   for (const auto &d : s.dims)
-    if (!d.empty()) return true;
+    for (int a : d)
+      if (mesh.sizes[(size_t)a] > 1) return true;
   return false;
 }
 
@@ -230,7 +233,8 @@ private:
     if (e.prim == Prim::Shmap) {
       const auto &specs = e.specsParam("out_specs");
       for (size_t k = 0; k < e.outs.size(); ++k)
-        if (splitsAnything(specs[k])) layout[e.outs[k]] = layoutOf((int)e.intParam("mesh"), specs[k]);
+        if (splitsAnything(specs[k], *m_.meshes[(size_t)e.intParam("mesh")]))
+          layout[e.outs[k]] = layoutOf((int)e.intParam("mesh"), specs[k]);
     } else if (e.prim == Prim::Call || e.prim == Prim::Loop || e.prim == Prim::While) {
       // (a loop's carry is split as its body leaves it; if the body never runs it is the
       // carry's first value, whole, which holds every block too)
