@@ -102,15 +102,10 @@ private:
     Uses u;
     for (const auto &[owner, e] : it->second) {
       switch (e->prim) {
-      case ir::Prim::Loop:  // (i, consts..., carries...) -> carries
-        u.add(param(f, 1 + (size_t)e->intParam("num_consts") + k));
-        u.add(of(*owner, e->outs.at(k)));
-        break;
-      case ir::Prim::While:  // bodies: (the predicate, the body); (consts..., carries...)
+      case ir::Prim::Loop: u.add(carry(*owner, *e, k)); break;
+      case ir::Prim::While:  // bodies: (the predicate, the body)
         if (&f != e->bodies[1]) return whole;
-        u.add(param(*e->bodies[0], (size_t)e->intParam("num_consts") + k));
-        u.add(param(f, (size_t)e->intParam("num_consts") + k));
-        u.add(of(*owner, e->outs.at(k)));
+        u.add(carry(*owner, *e, k));
         break;
       case ir::Prim::Cond:
       case ir::Prim::Call: u.add(of(*owner, e->outs.at(k))); break;
@@ -121,21 +116,31 @@ private:
     return u;
   }
 
+  // A loop's operand k (consts, then carries) as its bodies' param: a `loop` body's params are
+  // (i, consts..., carries...), a `while`'s predicate's and body's (consts..., carries...).
+  static size_t loopParam(const ir::Eqn &loop, size_t k) { return loop.prim == ir::Prim::Loop ? k + 1 : k; }
+
+  // How carry c of `loop` (an equation of f) is read: by every step (its bodies' param) and,
+  // as its last value, after the loop; its first value may be its last.
+  Uses carry(const ir::Func &f, const ir::Eqn &loop, size_t c) {
+    const size_t k = (size_t)loop.intParam("num_consts") + c;
+    Uses u = of(f, loop.outs.at(c));
+    for (const ir::Func *body : loop.bodies) u.add(param(*body, loopParam(loop, k)));
+    return u;
+  }
+
   // How eqn e (of f) reads its operand k.
   Uses operand(const ir::Func &f, const ir::Eqn &e, size_t k) {
     const Uses whole{Uses::Whole, {}};
     switch (e.prim) {
     case ir::Prim::Shmap: return Uses{Uses::Split, {e.intParam("mesh"), e.specsParam("in_specs")[k]}};
     case ir::Prim::Call: return param(*e.bodies[0], k);
-    case ir::Prim::Loop: {  // (i, consts..., carries...); a carry's first value may be its last
-      Uses u = param(*e.bodies[0], k + 1);
-      if ((int64_t)k >= e.intParam("num_consts")) u.add(of(f, e.outs.at(k - (size_t)e.intParam("num_consts"))));
-      return u;
-    }
+    case ir::Prim::Loop:
     case ir::Prim::While: {
-      Uses u = param(*e.bodies[0], k);
-      u.add(param(*e.bodies[1], k));
-      if ((int64_t)k >= e.intParam("num_consts")) u.add(of(f, e.outs.at(k - (size_t)e.intParam("num_consts"))));
+      const size_t consts = (size_t)e.intParam("num_consts");
+      if (k >= consts) return carry(f, e, k - consts);
+      Uses u;
+      for (const ir::Func *body : e.bodies) u.add(param(*body, loopParam(e, k)));
       return u;
     }
     case ir::Prim::Cond: {

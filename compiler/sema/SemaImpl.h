@@ -24,6 +24,12 @@
 
 namespace shmapc::sema {
 
+// A tree node's path step to element i (`[i]` of a tuple, `.w` of a record: `keys` are a
+// record's field names, empty for a tuple), and the node described for messages ("a tuple of 2
+// value(s)", "a record {b, w}").
+std::string treeStep(const std::vector<std::string> &keys, size_t i);
+std::string treeText(const std::vector<std::string> &keys, size_t items);
+
 // What an expression evaluates to at compile time. Most expressions produce an IR value;
 // Python-scalar literals stay unmaterialized until an operand fixes their dtype (weak
 // typing), and axis names are static arguments that never become IR values.
@@ -44,7 +50,7 @@ struct SVal {
 
   bool isRecord() const { return kind == Tuple && !keys.empty(); }
   // The path step to element i: `[i]` of a tuple, `.w` of a record.
-  std::string step(size_t i) const { return keys.empty() ? "[" + std::to_string(i) + "]" : "." + keys[i]; }
+  std::string step(size_t i) const { return treeStep(keys, i); }
 
   static SVal array(ir::Value *v, Loc loc) {
     SVal s;
@@ -125,6 +131,7 @@ struct ArgDesc {
   bool isTuple = false;
   std::vector<ArgDesc> items;       // isTuple: its elements' descriptions
   std::vector<std::string> keys;    // isTuple: a record's field names (empty for a tuple)
+  std::string step(size_t i) const { return treeStep(keys, i); }
   bool operator<(const ArgDesc &o) const {
     if (isTuple != o.isTuple) return isTuple < o.isTuple;
     if (isTuple) return keys != o.keys ? keys < o.keys : items < o.items;

@@ -382,7 +382,7 @@ void Sema::requireFloatLeaves(const FnValue &f, const ArgDesc &d, size_t argnum,
   if (!d.isTuple) return requireFloat(f, d.type, argnum, loc, path);
   for (size_t i = 0; i < d.items.size(); ++i)
     requireFloatLeaves(f, d.items[i], argnum, loc,
-                       path + (d.keys.empty() ? "[" + std::to_string(i) + "]" : "." + d.keys[i]));
+                       path + d.step(i));
 }
 
 // A tangent or cotangent tree has the structure and leaf shapes of the primal or result it

@@ -131,7 +131,7 @@ ArgDesc Sema::tupleArg(const SVal &t, std::vector<ir::Value *> &leaves) {
 SVal Sema::tupleParam(const ArgDesc &d, ir::Func &f, const std::string &path, Loc loc) {
   std::vector<SVal> items;
   for (size_t i = 0; i < d.items.size(); ++i) {
-    const std::string at = path + (d.keys.empty() ? "[" + std::to_string(i) + "]" : "." + d.keys[i]);
+    const std::string at = path + d.step(i);
     if (d.items[i].isTuple) {
       items.push_back(tupleParam(d.items[i], f, at, loc));
       continue;
@@ -298,11 +298,16 @@ SVal Sema::bDevicePut(const ast::Expr &c) {
 
 // ---- trees of specs and shardings
 
-std::string Sema::describe(const ArgDesc &d) {
-  if (!d.isTuple) return str(d.type);
-  if (d.keys.empty()) return "a tuple of " + std::to_string(d.items.size()) + " value(s)";
+std::string Sema::describe(const ArgDesc &d) { return d.isTuple ? treeText(d.keys, d.items.size()) : str(d.type); }
+
+std::string treeStep(const std::vector<std::string> &keys, size_t i) {
+  return keys.empty() ? "[" + std::to_string(i) + "]" : "." + keys[i];
+}
+
+std::string treeText(const std::vector<std::string> &keys, size_t items) {
+  if (keys.empty()) return "a tuple of " + std::to_string(items) + " value(s)";
   std::string s = "a record {";
-  for (size_t i = 0; i < d.keys.size(); ++i) s += (i ? ", " : "") + d.keys[i];
+  for (size_t i = 0; i < keys.size(); ++i) s += (i ? ", " : "") + keys[i];
   return s + "}";
 }
 
@@ -341,7 +346,7 @@ void Sema::leafSpecs(const Spec &spec, const ArgDesc &d, const std::string &path
         if (spec.keys[j] == d.keys[i]) item = &spec.items[j];
       if (!item) mismatch(" (no " + specKind + " for field " + d.keys[i] + ")");
     }
-    leafSpecs(*item, d.items[i], path + (d.keys.empty() ? "[" + std::to_string(i) + "]" : "." + d.keys[i]), what,
+    leafSpecs(*item, d.items[i], path + d.step(i), what,
               specKind, out);
   }
 }

@@ -32,12 +32,8 @@ std::string Sema::describe(const SVal &v) {
   switch (v.kind) {
   case SVal::Array:
     return str(v.value->type);
-  case SVal::Tuple: {
-    if (v.keys.empty()) return "a tuple of " + std::to_string(v.items.size()) + " value(s)";
-    std::string s = "a record {";
-    for (size_t i = 0; i < v.keys.size(); ++i) s += (i ? ", " : "") + v.keys[i];
-    return s + "}";
-  }
+  case SVal::Tuple:
+    return treeText(v.keys, v.items.size());
   case SVal::Literal:
     // Literals are held as doubles: an integer beyond 2^53 would print rounded
     // (9223372036854775807 as ...808), so it is described by its magnitude instead.

@@ -103,8 +103,18 @@ private:
 
   // The layouts a loop's carries keep from step to step: a carry is split as the body leaves
   // it when the body, given its carries so split, leaves it so again (a fixpoint from "none
-  // split"; the first value, whole on the host, holds every block). Indexed by carry.
-  std::vector<std::optional<Layout>> carryLayouts(const Eqn &loop) {
+  // split"; the first value, whole on the host, holds every block). Indexed by carry; worked
+  // out once per loop (its body's own loops are asked again in every round), and the same
+  // before and after the body is placed (placing keeps every value's layout).
+  const std::vector<std::optional<Layout>> &carryLayouts(const Eqn &loop) {
+    Func &body = *loop.bodies.back();
+    auto known = carryLayouts_.find(&body);
+    if (known != carryLayouts_.end()) return known->second;
+    std::vector<std::optional<Layout>> carries = fixpointCarryLayouts(loop);
+    return carryLayouts_.emplace(&body, std::move(carries)).first->second;
+  }
+
+  std::vector<std::optional<Layout>> fixpointCarryLayouts(const Eqn &loop) {
     const size_t consts = (size_t)loop.intParam("num_consts");
     const size_t first = (loop.prim == Prim::Loop ? 1 : 0) + consts;  // the body's first carry param
     Func &body = *loop.bodies.back();
@@ -130,7 +140,7 @@ private:
       } else if (std::optional<Layout> l = candidateLayout(e, layout)) {
         layout[e.outs[0]] = *l;
       } else if (e.prim == Prim::Loop || e.prim == Prim::While) {
-        std::vector<std::optional<Layout>> carries = carryLayouts(e);
+        const std::vector<std::optional<Layout>> &carries = carryLayouts(e);
         for (size_t k = 0; k < e.outs.size(); ++k)
           if (carries[k]) layout[e.outs[k]] = *carries[k];
       } else {
@@ -150,7 +160,7 @@ private:
     for (const Eqn &e : f.eqns) {  // (callees and loop bodies first: their results' layouts are read below)
       if (e.prim == Prim::Call) place(*e.bodies[0]);
       if (e.prim != Prim::Loop && e.prim != Prim::While) continue;
-      std::vector<std::optional<Layout>> carries = carryLayouts(e);
+      const std::vector<std::optional<Layout>> carries = carryLayouts(e);
       const size_t first = (e.prim == Prim::Loop ? 1 : 0) + (size_t)e.intParam("num_consts");
       for (Func *b : e.bodies) {
         std::unordered_map<const Value *, Layout> carried;
@@ -404,6 +414,7 @@ private:
   };
   std::unordered_map<const Value *, Free> free_;  // the function being placed's free arrays
   std::set<const Func *> placed_;
+  std::unordered_map<const Func *, std::vector<std::optional<Layout>>> carryLayouts_;  // by loop body
   std::unordered_map<const Func *, std::vector<Layout>> resultLayouts_;
 };
 
