@@ -1,6 +1,7 @@
 // shm_run_shmap: splits global inputs into per-device blocks, runs the body on one thread per
 // device, assembles the global outputs. Also the barrier and the group computation the
 // collectives use.
+#include "array_plan.h"
 #include "collective_protocol.h"
 #include "device.h"
 #include "pool.h"
@@ -104,26 +105,7 @@ std::string device_name(const MeshCall &c, int id) {
   return s;
 }
 
-namespace {
-
-// How one global array maps onto the mesh.
-struct ArrayPlan {
-  int32_t rank = 0;
-  int32_t dtype = 0;
-  int64_t esize = 0;
-  int64_t gshape[kMaxRank], bshape[kMaxRank];
-  int64_t gstrides[kMaxRank], bstrides[kMaxRank];
-  int naxes[kMaxRank];                // mesh axes each dimension is split over
-  int32_t axes[kMaxRank][kMaxMeshRank]; // ... major to minor
-  bool mentioned[kMaxMeshRank];       // does the spec name this mesh axis?
-  bool whole = true;                  // no dimension split: the block is the global array
-  bool contiguous = true;             // every device's block is one run of the global array
-  bool collective_only = false;       // written only by an all-reduce or all_gather (SHM_OUT_...)
-  bool same_elsewhere = false;        // SHM_OUT_SAME_ELSEWHERE
-  bool stays_split = false;           // SHM_OUT_STAYS_SPLIT
-  int64_t block_bytes = 0;
-};
-
+// The layouts of shmap operands (array_plan.h).
 ArrayPlan plan_array(const MeshCall &c, const shm_array_desc &d, const char *kind, int index) {
   ArrayPlan p;
   check_rank(d.rank, "shmap argument");
@@ -171,7 +153,27 @@ ArrayPlan plan_array(const MeshCall &c, const shm_array_desc &d, const char *kin
   p.collective_only = (d.flags & SHM_OUT_COLLECTIVE_ONLY) != 0;
   p.same_elsewhere = (d.flags & SHM_OUT_SAME_ELSEWHERE) != 0;
   p.stays_split = (d.flags & SHM_OUT_STAYS_SPLIT) != 0;
+  p.blocks = (d.flags & SHM_BLOCKS) != 0;
+  if (p.blocks) plan_slots(p, c);
   return p;
+}
+
+void plan_slots(ArrayPlan &p, const MeshCall &c) {
+  p.slot_offset.clear();
+  p.slot_device.clear();
+  p.slot_of.assign((size_t)c.nlocal, 0);
+  int64_t coords[kMaxMeshRank];
+  for (int64_t id = c.first; id < c.first + c.nlocal; ++id) {
+    coords_of(c, id, coords);
+    const int64_t off = block_offset(p, c, coords);
+    size_t s = 0;
+    while (s < p.slot_offset.size() && p.slot_offset[s] != off) ++s;
+    if (s == p.slot_offset.size()) {
+      p.slot_offset.push_back(off);
+      p.slot_device.push_back((int)id);
+    }
+    p.slot_of[(size_t)(id - c.first)] = (int)s;
+  }
 }
 
 // Where a device's block starts in each dimension of the global array.
@@ -197,6 +199,8 @@ bool is_writer(const ArrayPlan &p, const MeshCall &c, const int64_t *coords) {
     if (!p.mentioned[a] && coords[a] != 0) return false;
   return true;
 }
+
+namespace {
 
 // Under MPI, a block the same on every device along the unmentioned axes (SHM_OUT_SAME_ELSEWHERE)
 // is written on each rank that has one of those devices, by the first of them: the rank then
@@ -233,8 +237,14 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
                 void **ins, const std::vector<ArrayPlan> &outp, void **outs) {
   std::vector<void *> bin(inp.size() + 1), bout(outp.size() + 1);
   std::vector<bool> in_owned(inp.size()), out_direct(outp.size());
+  const size_t local = (size_t)(dev.id - c.first);
   for (size_t i = 0; i < inp.size(); ++i) {
     const ArrayPlan &p = inp[i];
+    if (p.blocks) {  // the device's slot, read in place
+      bin[i] = (char *)ins[i] + (int64_t)p.slot_of[local] * p.block_bytes;
+      in_owned[i] = false;
+      continue;
+    }
     if (p.whole) {
       // Replicated input: every device reads the caller's buffer (bodies never write inputs),
       // which saves a copy per device.
@@ -254,6 +264,13 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
   }
   for (size_t i = 0; i < outp.size(); ++i) {
     const ArrayPlan &p = outp[i];
+    if (p.blocks) {  // the first local device holding a slot writes it in place
+      const int slot = p.slot_of[local];
+      out_direct[i] = p.slot_device[(size_t)slot] == dev.id;
+      if (out_direct[i]) bout[i] = (char *)outs[i] + (int64_t)slot * p.block_bytes;
+      else bout[i] = p.collective_only ? nullptr : shm_alloc(p.block_bytes);  // (the same as the slot's)
+      continue;
+    }
     // The writer of a block that is one run of the global array (all of it, for an unsplit
     // output) produces it in place; the blocks of different writers are disjoint.
     const bool writer = writes_block(p, c, dev);
@@ -278,7 +295,7 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
   for (size_t i = 0; i < outp.size(); ++i) {
     const ArrayPlan &p = outp[i];
     if (out_direct[i] || !bout[i]) continue;
-    if (writes_block(p, c, dev)) {
+    if (!p.blocks && writes_block(p, c, dev)) {
       char *dst = (char *)outs[i] + block_offset(p, c, dev.coords) * p.esize;
       copy_strided(p.esize, p.rank, p.bshape, bout[i], p.bstrides, dst, p.gstrides);
     }
@@ -324,6 +341,8 @@ int64_t share_output(const MeshCall &c, const ArrayPlan &p, void *out) {
   return received;
 }
 
+} // namespace
+
 // The devices of a mesh this process runs (all of them, or under MPI the rank's share).
 std::unique_ptr<MeshCall> local_call(int32_t mesh_rank, const int64_t *mesh_sizes, const char *what) {
   if (mesh_rank < 0 || mesh_rank > kMaxMeshRank)
@@ -342,7 +361,6 @@ std::unique_ptr<MeshCall> local_call(int32_t mesh_rank, const int64_t *mesh_size
   return call;
 }
 
-} // namespace
 } // namespace shm
 
 using namespace shm;
@@ -444,6 +462,10 @@ extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
   if (nlocal < ndev) {
     int64_t split = 0, shared = 0, received = 0;
     for (size_t i = 0; i < outp.size(); ++i) {
+      if (outp[i].blocks) {
+        ++split;
+        continue;
+      }
       if (all_blocks_local(outp[i], call)) continue;
       if (outp[i].stays_split) {
         ++split;

@@ -98,10 +98,11 @@ double normal(int64_t seed, uint64_t i) {
 
 } // namespace shm::rng
 
-using namespace shm;
+namespace shm {
 
-extern "C" void shm_random(int32_t dtype, int32_t kind, int64_t seed, void *out, int64_t n) {
-  SHM_GUARD_BEGIN
+
+// Elements first .. first + n of the stream into out[0 .. n).
+void random_range(int32_t dtype, int32_t kind, int64_t seed, void *out, int64_t n, int64_t first) {
   if (n < 0) fatalf("random: negative element count");
   const uint64_t key = (uint64_t)seed;
   dtype_size(dtype); // rejects unknown dtype codes even when n == 0
@@ -110,7 +111,7 @@ extern "C" void shm_random(int32_t dtype, int32_t kind, int64_t seed, void *out,
     fatalf("random_normal: dtype %s is not supported (float types only)", dtype_name(dtype));
   if (kind == SHM_RANDOM_UNIFORM) {
     for (int64_t i = 0; i < n; ++i) {
-      const uint64_t b = rng::bits(key, (uint64_t)i);
+      const uint64_t b = rng::bits(key, (uint64_t)(first + i));
       switch (dtype) {
       case SHM_F32: ((float *)out)[i] = (float)(b >> 40) * 0x1p-24f; break;
       case SHM_F64: ((double *)out)[i] = (double)(b >> 11) * 0x1p-53; break;
@@ -124,7 +125,7 @@ extern "C" void shm_random(int32_t dtype, int32_t kind, int64_t seed, void *out,
     }
   } else if (kind == SHM_RANDOM_NORMAL) {
     for (int64_t i = 0; i < n; ++i) {
-      const double z = rng::normal(seed, (uint64_t)i);
+      const double z = rng::normal(seed, (uint64_t)(first + i));
       switch (dtype) {
       case SHM_F32: ((float *)out)[i] = (float)z; break;
       case SHM_F64: ((double *)out)[i] = z; break;
@@ -137,5 +138,12 @@ extern "C" void shm_random(int32_t dtype, int32_t kind, int64_t seed, void *out,
   } else {
     fatalf("random: unknown kind %d", (int)kind);
   }
+}
+
+} // namespace shm
+
+extern "C" void shm_random(int32_t dtype, int32_t kind, int64_t seed, void *out, int64_t n) {
+  SHM_GUARD_BEGIN
+  shm::random_range(dtype, kind, seed, out, n, 0);
   SHM_GUARD_END("random")
 }

@@ -22,4 +22,9 @@ double cos_2pi(double u);
 double normal(int64_t seed, uint64_t i);
 
 } // namespace shm::rng
+
+namespace shm {
+// Elements first .. first + n of random_normal / random_uniform (kind) into out[0 .. n).
+void random_range(int32_t dtype, int32_t kind, int64_t seed, void *out, int64_t n, int64_t first);
+} // namespace shm
 #endif

@@ -58,6 +58,13 @@ public:
   // The layout every read of `v` uses, or null if something reads it whole (host code, a
   // result, a carry, two layouts) or nothing reads it (`unread` then set).
   const ShmapLayout *splitLayout(const ir::Value *v, bool *unread = nullptr) const;
+  // The layout of a host value kept in the blocks form (SHM_BLOCKS: each rank holds only its
+  // devices' blocks), or null. Values that share a buffer (a call's argument and its callee's
+  // parameter, a loop's carries, a result and what it is returned as) share their form.
+  const ShmapLayout *blocksLayout(const ir::Value *v) const {
+    auto it = blocksLayouts_.find(v);
+    return it == blocksLayouts_.end() ? nullptr : &it->second;
+  }
 
   bool fail(const std::string &msg) {
     if (error.empty()) error = msg;
@@ -97,6 +104,7 @@ public:
 private:
   std::unordered_map<const ir::Value *, ShmapLayout> splitLayouts_;
   std::unordered_set<const ir::Value *> unread_;
+  std::unordered_map<const ir::Value *, ShmapLayout> blocksLayouts_;
   std::map<std::vector<int64_t>, llvm::Constant *> i64Arrays_;
   std::map<std::vector<int32_t>, llvm::Constant *> i32Arrays_;
   std::map<std::string, llvm::Constant *> strings_;
@@ -131,6 +139,17 @@ public:
   // lowered into the device's first word (shmap_runtime.h), which the watchdog's report names.
   llvm::CallInst *callRt(const std::string &name, std::vector<llvm::Value *> args, const char *result = "");
   void copyBytes(llvm::Value *dst, llvm::Value *src, int64_t bytes);
+  // Values in either form (Blocks.cpp): v's bytes (known at run time for the blocks form), a
+  // scratch buffer for it, a copy of it; the runtime's (mesh rank, mesh sizes, dtype, rank,
+  // shape, spec) arguments that describe its blocks.
+  llvm::Value *bytesOf(const ir::Value *v);
+  llvm::Value *scratchFor(const ir::Value *v);
+  void copyValue(llvm::Value *dst, llvm::Value *src, const ir::Value *v);
+  std::vector<llvm::Value *> blocksArgs(const ir::Value *v);
+  // Whether eqn e writes its output k in the blocks form itself; a blocks value another eqn
+  // computes is converted after it (convertToBlocks).
+  bool writesBlocks(const ir::Eqn &e, size_t k) const;
+  void convertToBlocks(const ir::Value *v);
   llvm::Value *i32List(const std::vector<int64_t> &v);  // int param -> i32 global array
   // --emit=plan: records that eqn `eqn` calls the runtime kernel `call` (in words: its entry
   // point and the arguments that choose its work). Nothing unless a plan is recorded.
@@ -217,6 +236,10 @@ private:
   std::unordered_set<const ir::Value *> donated_;  // whose bytes an InPlace value took
   std::vector<llvm::Value *> scratch_;             // heap scratch, freed before returning
 };
+
+// The runtime's partition-spec encoding (shmap_runtime.h): per dimension, the number of axes,
+// then the axes.
+std::vector<int32_t> encodeSpec(const ir::PartitionSpec &spec, int64_t rank);
 
 // A constant (a literal, or a value of a constant array) as a saturated i64 (NaN: 0), and as
 // the bits of an f16 (correctly rounded from the double, as numpy's astype of a Python

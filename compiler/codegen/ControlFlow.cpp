@@ -22,20 +22,6 @@ llvm::Constant *constGlobal(llvm::Module &mod, llvm::Constant *init, const char 
   return g;
 }
 
-// The runtime's partition-spec encoding: per dimension, the number of axes, then the axes.
-std::vector<int32_t> encodeSpec(const ir::PartitionSpec &spec, int64_t rank) {
-  std::vector<int32_t> out;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d < (int64_t)spec.dims.size()) {
-      out.push_back((int32_t)spec.dims[d].size());
-      for (int a : spec.dims[d]) out.push_back(a);
-    } else {
-      out.push_back(0);
-    }
-  }
-  return out;
-}
-
 } // namespace
 
 bool FuncEmitter::emitCall(const ir::Eqn &e) {
@@ -126,6 +112,7 @@ bool FuncEmitter::emitShmap(const ir::Eqn &e) {
       int flags = outputs && collectiveOnly[i] ? 1 /* SHM_OUT_COLLECTIVE_ONLY */ : 0;
       if (outputs && body.checkVma) flags |= 2;  // SHM_OUT_SAME_ELSEWHERE (CheckOutSpecs proved it)
       if (outputs && staysSplit(e, i)) flags |= 4;  // SHM_OUT_STAYS_SPLIT
+      if (outputs ? writesBlocks(e, i) : me.blocksLayout(vals[i]) != nullptr) flags |= 8;  // SHM_BLOCKS
       elems.push_back(llvm::ConstantStruct::get(
           descTy, {llvm::ConstantInt::get(me.i32Ty, t.rank()),
                    me.i64Array(t.shape), llvm::ConstantInt::get(me.i32Ty, (int)t.dtype),
@@ -162,15 +149,13 @@ bool FuncEmitter::emitLoop(const ir::Eqn &e) {
   std::vector<llvm::Value *> finalSet, otherSet;
   for (const ir::Value *v : e.outs) finalSet.push_back(buffer(v));
   if (trips == 0) {
-    for (size_t j = 0; j < numCarries; ++j)
-      copyBytes(finalSet[j], buffer(e.ins[numConsts + j]), e.outs[j]->type.byteSize());
+    for (size_t j = 0; j < numCarries; ++j) copyValue(finalSet[j], buffer(e.ins[numConsts + j]), e.outs[j]);
     return true;
   }
-  for (const ir::Value *v : e.outs) otherSet.push_back(scratch(v->type));
+  for (const ir::Value *v : e.outs) otherSet.push_back(scratchFor(v));
   const std::vector<llvm::Value *> &initSet = trips % 2 == 0 ? finalSet : otherSet;
   const std::vector<llvm::Value *> &nextSet = trips % 2 == 0 ? otherSet : finalSet;
-  for (size_t j = 0; j < numCarries; ++j)
-    copyBytes(initSet[j], buffer(e.ins[numConsts + j]), e.outs[j]->type.byteSize());
+  for (size_t j = 0; j < numCarries; ++j) copyValue(initSet[j], buffer(e.ins[numConsts + j]), e.outs[j]);
 
   // ins = (i, consts..., carries...); even iterations read initSet, odd ones nextSet.
   llvm::Value *counter = entryAlloca(me.i32Ty, 1, "loop.i");
@@ -247,11 +232,10 @@ bool FuncEmitter::emitWhile(const ir::Eqn &e) {
   std::vector<llvm::Value *> setA, setB, consts;
   for (size_t j = 0; j < numCarries; ++j) {
     setA.push_back(buffer(e.outs[j]));
-    setB.push_back(isInPlace(j) ? setA[j] : scratch(e.outs[j]->type));
+    setB.push_back(isInPlace(j) ? setA[j] : scratchFor(e.outs[j]));
   }
   for (int64_t c = 0; c < numConsts; ++c) consts.push_back(buffer(e.ins[c]));
-  for (size_t j = 0; j < numCarries; ++j)
-    copyBytes(setA[j], buffer(e.ins[numConsts + j]), e.outs[j]->type.byteSize());
+  for (size_t j = 0; j < numCarries; ++j) copyValue(setA[j], buffer(e.ins[numConsts + j]), e.outs[j]);
   auto insFor = [&](const std::vector<llvm::Value *> &carries) {
     std::vector<llvm::Value *> ins = consts;
     ins.insert(ins.end(), carries.begin(), carries.end());
@@ -285,7 +269,7 @@ bool FuncEmitter::emitWhile(const ir::Eqn &e) {
   b.CreateCondBr(inB, copyBack, done);
   b.SetInsertPoint(copyBack);
   for (size_t j = 0; j < numCarries; ++j)
-    if (!isInPlace(j)) copyBytes(setA[j], setB[j], e.outs[j]->type.byteSize());
+    if (!isInPlace(j)) copyValue(setA[j], setB[j], e.outs[j]);
   b.CreateBr(done);
   b.SetInsertPoint(done);
   return true;
@@ -304,14 +288,14 @@ bool FuncEmitter::emitCond(const ir::Eqn &e) {
   // branches and keeps the result of its own, so every device performs every collective.
   if (rules::condRunsBothBranches(f, e)) {
     std::vector<llvm::Value *> other;
-    for (const ir::Value *v : e.outs) other.push_back(scratch(v->type));
+    for (const ir::Value *v : e.outs) other.push_back(scratchFor(v));
     b.CreateCall(me.funcType(), me.funcs.at(e.bodies[0]), {dev, outsArr, insArr});
     b.CreateCall(me.funcType(), me.funcs.at(e.bodies[1]), {dev, ptrArray(other), insArr});
     llvm::BasicBlock *takeFalse = llvm::BasicBlock::Create(me.ctx, "cond.take_false", fn);
     llvm::BasicBlock *join = llvm::BasicBlock::Create(me.ctx, "cond.end", fn);
     b.CreateCondBr(pred, join, takeFalse);
     b.SetInsertPoint(takeFalse);
-    for (size_t k = 0; k < e.outs.size(); ++k) copyBytes(outs[k], other[k], e.outs[k]->type.byteSize());
+    for (size_t k = 0; k < e.outs.size(); ++k) copyValue(outs[k], other[k], e.outs[k]);
     b.CreateBr(join);
     b.SetInsertPoint(join);
     return true;

@@ -325,7 +325,7 @@ int64_t FuncEmitter::groupRowLength(size_t first, size_t last, int64_t n) const 
 // input buffer already holds the bytes).
 bool FuncEmitter::storedByGroup(const ir::Value *v) const {
   StorageKind k = storage(v).kind;
-  return k != StorageKind::Fused && k != StorageKind::Alias;
+  return k != StorageKind::Fused && k != StorageKind::Alias && k != StorageKind::Blocks;  // (Blocks: a splat, filled)
 }
 
 // The eqns first..last computed for element `idx` of n, with builder `lb`; bufferOf(v) is the

@@ -139,7 +139,7 @@ void FuncEmitter::plan() {
     for (const ir::Value *v : e.outs) definer[v] = &e;
   for (size_t i = 0; i < f.results.size(); ++i) {
     const ir::Value *r = f.results[i];
-    if (storage_[r].kind != StorageKind::OutSlot || storage_[r].slot != (int)i) continue;
+    if (storage_[r].kind != StorageKind::OutSlot || storage_[r].slot != (int)i || me.blocksLayout(r)) continue;
     std::vector<const ir::Value *> names = {r};
     for (auto d = definer.find(r); d != definer.end(); d = definer.find(names.back())) {
       const ir::Eqn &e = *d->second;
@@ -200,6 +200,22 @@ void FuncEmitter::plan() {
       storage_[v] = s;
     }
   }
+
+  // Values in the blocks form: one their eqn writes as blocks gets its own allocation (or is
+  // computed into the caller's buffer, of the same form); one computed whole is computed in
+  // a buffer of its own, not the caller's, and converted (emit).
+  for (const ir::Eqn &e : f.eqns)
+    for (size_t k = 0; k < e.outs.size(); ++k) {
+      const ir::Value *v = e.outs[k];
+      Storage &s = storage_[v];
+      if (!me.blocksLayout(v)) continue;
+      if (writesBlocks(e, k)) {
+        if (s.kind == StorageKind::Heap || s.kind == StorageKind::Stack || s.kind == StorageKind::InPlace)
+          s = {StorageKind::Blocks, -1, nullptr};
+      } else if (s.kind == StorageKind::OutSlot) {
+        s = {v->type.byteSize() <= kStackBytes ? StorageKind::Stack : StorageKind::Heap, -1, nullptr};
+      }
+    }
 
   planArena(groupOf);
 }
@@ -441,6 +457,9 @@ bool FuncEmitter::emit() {
       if (!emitEqn(i)) return false;
     }
     if (!me.error.empty()) return false;
+    for (size_t k = i; k <= last; ++k)
+      for (size_t j = 0; j < f.eqns[k].outs.size(); ++j)
+        if (me.blocksLayout(f.eqns[k].outs[j]) && !writesBlocks(f.eqns[k], j)) convertToBlocks(f.eqns[k].outs[j]);
     i = last + 1;
   }
   markTopLevel();
@@ -484,6 +503,16 @@ void FuncEmitter::allocateOuts(const ir::Eqn &e) {
     case StorageKind::Heap:
       buffers_[v] = b.CreateConstInBoundsGEP1_64(me.i8Ty, arena_, (uint64_t)arenaOffset_.at(v), name);
       break;
+    case StorageKind::Blocks: {
+      llvm::Value *bytes = bytesOf(v);
+      llvm::Value *p = callRt("shm_alloc", {bytes}, name.c_str());
+      scratch_.push_back(p);
+      buffers_[v] = p;
+      if (e.prim == ir::Prim::Constant)  // a splat: every element of every block alike
+        callRt("shm_fill", {p, bytes, me.dataArray(v->type.dtype, e.doublesParam("value")),
+                            i32(ir::dtypeSize(v->type.dtype))});
+      break;
+    }
     }
   }
 }
@@ -521,7 +550,7 @@ void FuncEmitter::emitResults() {
     if (s.kind == StorageKind::Alias && named.kind == StorageKind::OutSlot && named.slot == (int)i) continue;
     if (s.kind == StorageKind::InPlace && storage_[s.aliasOf].kind == StorageKind::Param) continue;  // a carry
     llvm::Value *dst = b.CreateLoad(me.ptrTy, b.CreateConstGEP1_64(me.ptrTy, outsArg, i));
-    copyBytes(dst, buffer(v), v->type.byteSize());
+    copyValue(dst, buffer(v), v);
   }
 }
 

@@ -133,6 +133,7 @@ private:
       else out_ << "arena (never written)";
       break;
     case StorageKind::InPlace: out_ << "in place: the bytes of " << name(s.aliasOf); break;
+    case StorageKind::Blocks: out_ << "blocks: this rank's blocks only (sized at run time)"; break;
     }
   }
 

@@ -24,6 +24,8 @@ enum class StorageKind {
   Stack,    // a small alloca in the entry block
   Heap,     // at an offset in the function's arena (FuncEmitter::planArena)
   InPlace,  // written by a fused loop over the bytes of an input that dies there (FuncEmitter::donor)
+  Blocks,   // the rank's blocks of a split value (ModuleEmitter::blocksLayout): its own allocation,
+            // of a size known at run time, freed on return
 };
 
 struct Storage {

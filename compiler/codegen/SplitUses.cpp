@@ -178,16 +178,78 @@ private:
   std::unordered_map<const ir::Func *, Readers> readers_;
 };
 
+// Values that share one buffer: a call's operand and its callee's parameter, a callee's result
+// and the call's output (so with a branch's, a loop body's), a loop's initial carry, its
+// bodies' parameters, its body's result and the loop's output. They hold their value in one
+// form, whole or as blocks.
+class SharedBuffers {
+public:
+  void join(const ir::Value *a, const ir::Value *b) { parent_[find(a)] = find(b); }
+  const ir::Value *find(const ir::Value *v) {
+    auto it = parent_.find(v);
+    if (it == parent_.end()) return parent_[v] = v;
+    if (it->second == v) return v;
+    return it->second = find(it->second);
+  }
+
+  void joinEqn(const ir::Eqn &e) {
+    auto params = [&](const ir::Func *body, size_t first, size_t in) {  // operands from `in` on
+      for (size_t k = in; k < e.ins.size() && first + k - in < body->params.size(); ++k)
+        join(e.ins[k], body->params[first + k - in]);
+    };
+    auto results = [&](const ir::Func *body) {
+      for (size_t k = 0; k < e.outs.size() && k < body->results.size(); ++k) join(e.outs[k], body->results[k]);
+    };
+    switch (e.prim) {
+    case ir::Prim::Call:
+      params(e.bodies[0], 0, 0);
+      results(e.bodies[0]);
+      break;
+    case ir::Prim::Loop:  // body params (i, consts..., carries...)
+    case ir::Prim::While: {  // predicate and body params (consts..., carries...)
+      for (const ir::Func *body : e.bodies) params(body, e.prim == ir::Prim::Loop ? 1 : 0, 0);
+      results(e.bodies.back());
+      const size_t consts = (size_t)e.intParam("num_consts");
+      for (size_t c = 0; c < e.outs.size() && consts + c < e.ins.size(); ++c) join(e.outs[c], e.ins[consts + c]);
+      break;
+    }
+    case ir::Prim::Cond:  // operand 0 is the predicate
+      for (const ir::Func *branch : e.bodies) {
+        params(branch, 0, 1);
+        results(branch);
+      }
+      break;
+    default: break;
+    }
+  }
+
+private:
+  std::unordered_map<const ir::Value *, const ir::Value *> parent_;
+};
+
+// Whether the layout splits the array over more than one device (else its blocks are the
+// whole array, and the blocks form would change nothing).
+bool splitsOverDevices(const ir::Module &m, const ShmapLayout &layout) {
+  const ir::Mesh &mesh = *m.meshes[(size_t)layout.mesh];
+  for (const std::vector<int> &dim : layout.spec.dims)
+    for (int a : dim)
+      if (mesh.sizes[(size_t)a] > 1) return true;
+  return false;
+}
+
 } // namespace
 
 void ModuleEmitter::findSplitLayouts() {
   UseAnalysis uses(irm);
-  uses.fixpoint([&] {
+  auto hostValues = [&](auto visit) {  // (params and eqn results of host code)
     for (const auto &f : irm.funcs)
-      if (!f->mesh)
+      if (!f->mesh) {
+        for (const ir::Value *p : f->params) visit(*f, p);
         for (const ir::Eqn &e : f->eqns)
-          for (const ir::Value *v : e.outs) uses.of(*f, v);
-  });
+          for (const ir::Value *v : e.outs) visit(*f, v);
+      }
+  };
+  uses.fixpoint([&] { hostValues([&](const ir::Func &f, const ir::Value *v) { uses.of(f, v); }); });
   for (const auto &f : irm.funcs) {
     if (f->mesh) continue;  // (a shmap body's values are blocks already)
     for (const ir::Eqn &e : f->eqns)
@@ -196,6 +258,24 @@ void ModuleEmitter::findSplitLayouts() {
         if (u.kind == Uses::Split) splitLayouts_[v] = u.layout;
         if (u.kind == Uses::None) unread_.insert(v);
       }
+  }
+
+  // The blocks form, class by class of values sharing a buffer: when every member is read
+  // only by shmaps in one layout (or not read), at least one is read, and the layout splits.
+  SharedBuffers shared;
+  std::vector<std::pair<const ir::Value *, Uses>> members;
+  hostValues([&](const ir::Func &f, const ir::Value *v) {
+    members.push_back({v, uses.of(f, v)});
+    shared.find(v);
+  });
+  for (const auto &f : irm.funcs)
+    if (!f->mesh)
+      for (const ir::Eqn &e : f->eqns) shared.joinEqn(e);
+  std::unordered_map<const ir::Value *, Uses> classUses;
+  for (const auto &[v, u] : members) classUses[shared.find(v)].add(u);
+  for (const auto &[v, u] : members) {
+    const Uses &c = classUses[shared.find(v)];
+    if (c.kind == Uses::Split && splitsOverDevices(irm, c.layout)) blocksLayouts_[v] = c.layout;
   }
 }
 

@@ -37,19 +37,6 @@ std::vector<llvm::Value *> fileArgs(FuncEmitter &fe, const Eqn &e, const Type &t
   return {pathArg(fe, e), fe.dtypeCode(t.dtype), fe.i32(t.rank()), fe.me.i64Array(t.shape)};
 }
 
-// The runtime's partition-spec encoding (shmap_runtime.h): per dimension, the number of axes,
-// then the axes.
-std::vector<int32_t> encodeSpec(const PartitionSpec &spec, int64_t rank) {
-  std::vector<int32_t> out;
-  for (int64_t d = 0; d < rank; ++d) {
-    const std::vector<int> none;
-    const std::vector<int> &axes = d < (int64_t)spec.dims.size() ? spec.dims[d] : none;
-    out.push_back((int32_t)axes.size());
-    for (int a : axes) out.push_back(a);
-  }
-  return out;
-}
-
 } // namespace
 
 template <> const Rules &define<Prim::Print>() {
@@ -188,8 +175,14 @@ template <> const Rules &define<Prim::Load>() {
           for (size_t d = 0; d < spec.dims.size(); ++d)
             for (int a : spec.dims[d]) global[d] *= fe.f.mesh->sizes[a];
           fe.callRt("shm_load_npy_sharded", {fe.dev, pathArg(fe, e), key, fe.dtypeCode(t.dtype), fe.i32(t.rank()),
-                                             fe.me.i64Array(global), fe.me.i32Array(encodeSpec(spec, t.rank())),
+                                             fe.me.i64Array(global), fe.me.i32Array(codegen::encodeSpec(spec, t.rank())),
                                              fe.buffer(e.outs[0])});
+          return true;
+        }
+        if (fe.me.blocksLayout(e.outs[0])) {  // only the rank's blocks, into its slots (Blocks.cpp)
+          std::vector<llvm::Value *> layout = fe.blocksArgs(e.outs[0]);
+          fe.callRt("shm_load_npy_blocks", {pathArg(fe, e), key, layout[2], layout[3], layout[4], layout[0], layout[1],
+                                            layout[5], fe.buffer(e.outs[0])});
           return true;
         }
         if (const codegen::ShmapLayout *layout = fe.me.splitLayout(e.outs[0])) {
@@ -198,7 +191,7 @@ template <> const Rules &define<Prim::Load>() {
           fe.callRt("shm_load_npy_split",
                     {pathArg(fe, e), key, fe.dtypeCode(t.dtype), fe.i32(t.rank()), fe.me.i64Array(t.shape),
                      fe.i32((int64_t)mesh.sizes.size()), fe.me.i64Array(mesh.sizes),
-                     fe.me.i32Array(encodeSpec(layout->spec, t.rank())), fe.buffer(e.outs[0])});
+                     fe.me.i32Array(codegen::encodeSpec(layout->spec, t.rank())), fe.buffer(e.outs[0])});
           return true;
         }
         std::vector<llvm::Value *> args = fileArgs(fe, e, t);

@@ -41,7 +41,7 @@ typedef struct {
   int32_t dtype;
   const int32_t *spec;    /* encoded partition spec, see above */
   int32_t flags;          /* outputs: SHM_OUT_COLLECTIVE_ONLY | SHM_OUT_SAME_ELSEWHERE |
-                             SHM_OUT_STAYS_SPLIT, or 0 */
+                             SHM_OUT_STAYS_SPLIT | SHM_BLOCKS, inputs: SHM_BLOCKS, or 0 */
 } shm_array_desc;
 
 /* An output the body writes only as the result of an all-reduce (shm_psum, shm_pmax,
@@ -57,6 +57,11 @@ enum { SHM_OUT_SAME_ELSEWHERE = 2 };
  * devices write the blocks of (shmapc proved it): under MPI the ranks keep only their blocks
  * instead of exchanging them. */
 enum { SHM_OUT_STAYS_SPLIT = 4 };
+/* The buffer is in the blocks form, not the global array: the rank's slots, one per distinct
+ * block its devices hold under the spec, in the order of the first local device holding each
+ * (shm_blocks_bytes). A device reads its slot in place; an output's slot is written by the
+ * first local device holding it, and stays split (it is never exchanged). */
+enum { SHM_BLOCKS = 8 };
 
 /* The entry points: their prototypes, from the list that documents them */
 #define SHM_ENTRY(Ret, Name, Sig, Params) Ret Name Params;
