@@ -47,6 +47,10 @@ bool is_writer(const ArrayPlan &p, const MeshCall &c, const int64_t *coords);
 std::unique_ptr<MeshCall> local_call(int32_t mesh_rank, const int64_t *mesh_sizes, const char *what);
 // The slots of the blocks form (fills slot_offset, slot_device, slot_of).
 void plan_slots(ArrayPlan &p, const MeshCall &c);
+// Under SHMAP_LOG_RANKS=1, the most bytes the host held as blocks at once (shm_blocks_alloc):
+// a rank's share of the parameters and optimizer state kept on the devices, and of what else
+// stayed split (gradients).
+void blocks_report();
 
 } // namespace shm
 #endif

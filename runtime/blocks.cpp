@@ -9,6 +9,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 namespace shm {
 namespace {
@@ -29,10 +31,51 @@ template <class F> void for_each_slot(const ArrayPlan &p, const MeshCall &c, F f
   }
 }
 
+// The host's allocations in the blocks form (shm_blocks_alloc): their bytes now and at most.
+struct BlocksHeld {
+  std::mutex m;
+  std::unordered_map<void *, int64_t> bytes;
+  int64_t live = 0, peak = 0;
+};
+BlocksHeld &held() {
+  static BlocksHeld h;
+  return h;
+}
+
 } // namespace
+
+void blocks_report() {
+  if (!log_ranks()) return;
+  std::fprintf(stderr, "shmap ranks: rank %d: host values kept as blocks: at most %lld bytes at once\n", rank_id(),
+               (long long)held().peak);
+}
+
 } // namespace shm
 
 using namespace shm;
+
+extern "C" void *shm_blocks_alloc(int64_t bytes) {
+  void *p = shm_alloc(bytes);
+  BlocksHeld &h = held();
+  std::lock_guard<std::mutex> lock(h.m);
+  h.bytes[p] = bytes;
+  h.live += bytes;
+  if (h.live > h.peak) h.peak = h.live;
+  return p;
+}
+
+extern "C" void shm_blocks_free(void *p) {
+  {
+    BlocksHeld &h = held();
+    std::lock_guard<std::mutex> lock(h.m);
+    auto it = h.bytes.find(p);
+    if (it != h.bytes.end()) {
+      h.live -= it->second;
+      h.bytes.erase(it);
+    }
+  }
+  shm_free(p);
+}
 
 extern "C" int64_t shm_blocks_bytes(int32_t mesh_rank, const int64_t *mesh_sizes, int32_t dtype, int32_t rank,
                                     const int64_t *shape, const int32_t *spec) {

@@ -1,6 +1,7 @@
 // What the executable's main() does: argument handling, running the program, the stats table.
 // Kept apart from main.cpp so the unit tests can call it (main.cpp holds only `main`, so a test
 // executable with its own main never pulls that object out of the static library).
+#include "array_plan.h"
 #include "ranks.h"
 #include "shmap_runtime.h"
 #include "stats.h"
@@ -184,6 +185,7 @@ int runtime_main(int argc, char **argv) {
   stats_reset();
   if (trace) trace_begin(trace);
   shm_user_main(nullptr, nullptr, nullptr);
+  blocks_report();
   trace_write();
   if (stats) {
     Stats all = stats_get();

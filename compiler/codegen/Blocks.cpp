@@ -5,6 +5,8 @@
 // copies and scratch buffers ask the runtime for its bytes.
 #include "codegen/CodegenContext.h"
 
+#include <algorithm>
+
 namespace shmapc::codegen {
 
 std::vector<int32_t> encodeSpec(const ir::PartitionSpec &spec, int64_t rank) {
@@ -33,8 +35,12 @@ llvm::Value *FuncEmitter::bytesOf(const ir::Value *v) {
 
 llvm::Value *FuncEmitter::scratchFor(const ir::Value *v) {
   if (!me.blocksLayout(v)) return scratch(v->type);
-  llvm::Value *p = callRt("shm_alloc", {bytesOf(v)});
-  scratch_.push_back(p);
+  return allocBlocks(v, bytesOf(v));
+}
+
+llvm::Value *FuncEmitter::allocBlocks(const ir::Value *v, llvm::Value *bytes) {
+  llvm::Value *p = callRt("shm_blocks_alloc", {bytes}, "blocks");
+  blocks_.push_back(p);
   return p;
 }
 
@@ -65,13 +71,83 @@ bool FuncEmitter::writesBlocks(const ir::Eqn &e, size_t k) const {
 // computed, or a shmap output in another layout, that only shmaps read.
 void FuncEmitter::convertToBlocks(const ir::Value *v) {
   llvm::Value *global = buffer(v);
-  llvm::Value *blocks = callRt("shm_alloc", {bytesOf(v)}, "blocks");
-  scratch_.push_back(blocks);
+  llvm::Value *blocks = allocBlocks(v, bytesOf(v));
   std::vector<llvm::Value *> args = blocksArgs(v);
   args.push_back(global);
   args.push_back(blocks);
   callRt("shm_to_blocks", args);
   buffers_[v] = blocks;
+}
+
+} // namespace shmapc::codegen
+
+namespace shmapc::codegen {
+
+// A while body's carry j whose new value a shmap computes from the old one, element by element
+// on each device's own block, can be updated in place: `p_new = shmap(..., p, ...)` where p is
+// the carry's parameter and read last there, both in the blocks form with the shmap's spec,
+// every local device its own block (the spec names every mesh axis of size > 1, so no two
+// devices share a slot), and the shmap body's result computed by a fused loop that may write
+// over that parameter (FuncEmitter::overwritable). The optimizer's update of parameters and
+// moments kept on the devices then holds them once, not in two sets of buffers.
+void ModuleEmitter::findDonatedCarries(const std::unordered_map<const ir::Func *, int> &uses) {
+  auto usedOnce = [&](const ir::Func *f) {
+    auto it = uses.find(f);
+    return it != uses.end() && it->second == 1;
+  };
+  // Which result of shmap body `body` may be computed over its parameter m (-1: none).
+  auto overParam = [&](const ir::Func &body, size_t k, size_t m) {
+    if (k >= body.results.size() || m >= body.params.size()) return false;
+    const ir::Value *r = body.results[k], *p = body.params[m];
+    size_t returned = 0;
+    for (const ir::Value *v : body.results) returned += (v == r) + (v == p) * 2;
+    if (returned != 1) return false;  // (returned once, its parameter not at all)
+    std::unordered_map<const ir::Value *, size_t> lastRead = FuncEmitter::lastReads(body);
+    std::vector<std::pair<size_t, size_t>> groups;
+    std::vector<int> groupOf = FuncEmitter::fusionGroups(body, lastRead, groups);
+    for (size_t i = 0; i < body.eqns.size(); ++i)
+      for (const ir::Value *v : body.eqns[i].outs)
+        if (v == r) {
+          if (groupOf[i] < 0 || r->type.byteSize() != p->type.byteSize() || r->type.numElements() <= 1) return false;
+          const auto &[first, last] = groups[(size_t)groupOf[i]];
+          return FuncEmitter::overwritable(body, first, last, i, p, lastRead, FuncEmitter::renamedValues(body));
+        }
+    return false;
+  };
+  for (const auto &f : irm.funcs)
+    for (const ir::Eqn &w : f->eqns) {
+      if (w.prim != ir::Prim::While || w.bodies.size() != 2 || !usedOnce(w.bodies[1])) continue;
+      const ir::Func &body = *w.bodies[1];
+      const size_t carries = body.results.size(), consts = body.params.size() - carries;
+      std::vector<bool> &inPlace = carriesInPlace[&body];
+      inPlace.resize(carries, false);
+      std::unordered_map<const ir::Value *, size_t> lastRead = FuncEmitter::lastReads(body);
+      for (size_t i = 0; i < body.eqns.size(); ++i) {
+        const ir::Eqn &e = body.eqns[i];
+        if (e.prim != ir::Prim::Shmap || !usedOnce(e.bodies[0])) continue;
+        const ir::Mesh &mesh = *irm.meshes[(size_t)e.intParam("mesh")];
+        for (size_t j = 0; j < carries; ++j) {
+          const ir::Value *p = body.params[consts + j], *r = body.results[j];
+          const ShmapLayout *layout = blocksLayout(r);
+          if (inPlace[j] || !layout || !blocksLayout(p) || !(*blocksLayout(p) == *layout) || lastRead[p] != i) continue;
+          auto k = std::find(e.outs.begin(), e.outs.end(), r);
+          auto m = std::find(e.ins.begin(), e.ins.end(), p);
+          if (k == e.outs.end() || m == e.ins.end() || std::count(e.ins.begin(), e.ins.end(), p) != 1 ||
+              std::count(body.results.begin(), body.results.end(), r) != 1)
+            continue;
+          const size_t ko = (size_t)(k - e.outs.begin()), mi = (size_t)(m - e.ins.begin());
+          bool ownBlocks = true;  // every device its own slot
+          for (size_t a = 0; a < mesh.sizes.size(); ++a)
+            if (mesh.sizes[a] > 1 && !(layout->spec.axes() >> a & 1)) ownBlocks = false;
+          if (!ownBlocks || !(*layout == ShmapLayout{e.intParam("mesh"), e.specsParam("out_specs")[ko]}) ||
+              !(*layout == ShmapLayout{e.intParam("mesh"), e.specsParam("in_specs")[mi]}) ||
+              !overParam(*e.bodies[0], ko, mi))
+            continue;
+          inPlace[j] = true;
+          donatedResults[e.bodies[0]].push_back({ko, mi});
+        }
+      }
+    }
 }
 
 } // namespace shmapc::codegen

@@ -50,6 +50,13 @@ public:
   // While bodies (used by one while alone) -> the carries they update in place
   // (FuncEmitter::carriesInPlace): the caller passes one buffer for the carry's old and new value.
   std::unordered_map<const ir::Func *, std::vector<bool>> carriesInPlace;
+  // Shmap bodies -> (result, parameter) pairs whose result each device computes over its
+  // block of the parameter (findDonatedCarries): the caller passes one buffer for both.
+  std::unordered_map<const ir::Func *, std::vector<std::pair<size_t, size_t>>> donatedResults;
+  // Blocks.cpp: while carries in the blocks form that a shmap updates (the optimizer's update of
+  // sharded parameters and moments), each device over its own block: in place, one buffer
+  // instead of two. `uses`: how many eqns run each body.
+  void findDonatedCarries(const std::unordered_map<const ir::Func *, int> &uses);
   std::string error;  // the first failure
 
   // SplitUses.cpp: the host values (eqn results) that only shmaps read, each in one layout,
@@ -150,6 +157,11 @@ public:
   // computes is converted after it (convertToBlocks).
   bool writesBlocks(const ir::Eqn &e, size_t k) const;
   void convertToBlocks(const ir::Value *v);
+  llvm::Value *allocBlocks(const ir::Value *v, llvm::Value *bytes);  // freed on return
+  // Whether operand k of e is a loop's initial carry; a carry's initial value into `dst` (a
+  // splat without a buffer: filled).
+  static bool initialCarry(const ir::Eqn &e, size_t k);
+  void initCarry(llvm::Value *dst, const ir::Value *init, const ir::Value *carry);
   llvm::Value *i32List(const std::vector<int64_t> &v);  // int param -> i32 global array
   // --emit=plan: records that eqn `eqn` calls the runtime kernel `call` (in words: its entry
   // point and the arguments that choose its work). Nothing unless a plan is recorded.
@@ -235,6 +247,7 @@ private:
   std::unordered_set<const ir::Value *> renamed_;  // inputs of a reshape / pbroadcast (another name for their bytes)
   std::unordered_set<const ir::Value *> donated_;  // whose bytes an InPlace value took
   std::vector<llvm::Value *> scratch_;             // heap scratch, freed before returning
+  std::vector<llvm::Value *> blocks_;              // blocks-form buffers (shm_blocks_alloc), too
 };
 
 // The runtime's partition-spec encoding (shmap_runtime.h): per dimension, the number of axes,

@@ -149,13 +149,15 @@ bool FuncEmitter::emitLoop(const ir::Eqn &e) {
   std::vector<llvm::Value *> finalSet, otherSet;
   for (const ir::Value *v : e.outs) finalSet.push_back(buffer(v));
   if (trips == 0) {
-    for (size_t j = 0; j < numCarries; ++j) copyValue(finalSet[j], buffer(e.ins[numConsts + j]), e.outs[j]);
+    for (size_t j = 0; j < numCarries; ++j) initCarry(finalSet[j], e.ins[numConsts + j], e.outs[j]);
     return true;
   }
-  for (const ir::Value *v : e.outs) otherSet.push_back(scratchFor(v));
+  auto inPlace = me.carriesInPlace.find(e.bodies[0]);  // (one buffer for the old and new value)
+  for (size_t j = 0; j < numCarries; ++j)
+    otherSet.push_back(inPlace != me.carriesInPlace.end() && inPlace->second[j] ? finalSet[j] : scratchFor(e.outs[j]));
   const std::vector<llvm::Value *> &initSet = trips % 2 == 0 ? finalSet : otherSet;
   const std::vector<llvm::Value *> &nextSet = trips % 2 == 0 ? otherSet : finalSet;
-  for (size_t j = 0; j < numCarries; ++j) copyValue(initSet[j], buffer(e.ins[numConsts + j]), e.outs[j]);
+  for (size_t j = 0; j < numCarries; ++j) initCarry(initSet[j], e.ins[numConsts + j], e.outs[j]);
 
   // ins = (i, consts..., carries...); even iterations read initSet, odd ones nextSet.
   llvm::Value *counter = entryAlloca(me.i32Ty, 1, "loop.i");
@@ -186,11 +188,13 @@ bool FuncEmitter::emitLoop(const ir::Eqn &e) {
   return true;
 }
 
-// A loop carry updated in place: the while body writes its new value over the old one, which
-// dies in the same fused loop (`w = w - lr * g`), so the loop keeps one buffer for the carry
-// where it would alternate between two (half the memory of a training loop's parameters and
-// optimizer state). Per carry j (param consts + j, result j): the result is computed by a
-// fused loop that may overwrite the param (overwritable), the param is not itself a result,
+// A loop carry updated in place: the body writes its new value over the old one, which dies
+// in the same fused loop (`w = w - lr * g`), or writes a slice of it (a dynamic_update_slice
+// of the carry read last there: a scan's stacked outputs, the gradient of stacked layers), so
+// the loop keeps one buffer for the carry where it would alternate between two (half the
+// memory of a training loop's parameters and optimizer state; no copy of a whole stack per
+// step). Per carry j (param consts + j, result j): the result is computed by a fused loop that
+// may overwrite the param (overwritable) or such an update, the param is not itself a result,
 // and the result is returned once.
 std::vector<bool> FuncEmitter::carriesInPlace(const ir::Func &body) {
   const size_t numCarries = body.results.size(), numConsts = body.params.size() - numCarries;
@@ -206,9 +210,16 @@ std::vector<bool> FuncEmitter::carriesInPlace(const ir::Func &body) {
   for (size_t j = 0; j < numCarries; ++j) {
     const ir::Value *r = body.results[j], *p = body.params[numConsts + j];
     auto def = definedBy.find(r);
-    if (def == definedBy.end() || groupOf[def->second] < 0 || timesReturned[r] != 1 || timesReturned.count(p) ||
-        r->type.numElements() <= 1)
+    if (def == definedBy.end() || timesReturned[r] != 1 || timesReturned.count(p) || r->type.numElements() <= 1)
       continue;
+    const ir::Eqn &e = body.eqns[def->second];
+    if (e.prim == ir::Prim::DynamicUpdateSlice) {  // a slice written into the carry read last there
+      auto lr = lastRead.find(p);
+      inPlace[j] = e.ins[0] == p && lr != lastRead.end() && lr->second == def->second && !renamed.count(p) &&
+                   std::count(e.ins.begin() + 1, e.ins.end(), p) == 0;
+      continue;
+    }
+    if (groupOf[def->second] < 0) continue;
     const auto &[first, last] = groups[(size_t)groupOf[def->second]];
     inPlace[j] = overwritable(body, first, last, def->second, p, lastRead, renamed);
   }
@@ -235,7 +246,7 @@ bool FuncEmitter::emitWhile(const ir::Eqn &e) {
     setB.push_back(isInPlace(j) ? setA[j] : scratchFor(e.outs[j]));
   }
   for (int64_t c = 0; c < numConsts; ++c) consts.push_back(buffer(e.ins[c]));
-  for (size_t j = 0; j < numCarries; ++j) copyValue(setA[j], buffer(e.ins[numConsts + j]), e.outs[j]);
+  for (size_t j = 0; j < numCarries; ++j) initCarry(setA[j], e.ins[numConsts + j], e.outs[j]);
   auto insFor = [&](const std::vector<llvm::Value *> &carries) {
     std::vector<llvm::Value *> ins = consts;
     ins.insert(ins.end(), carries.begin(), carries.end());

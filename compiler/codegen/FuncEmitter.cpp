@@ -128,6 +128,10 @@ void FuncEmitter::plan() {
     for (size_t j = 0; j < f.results.size(); ++j)
       if (carries->second[j])
         storage_[f.results[j]] = {StorageKind::InPlace, -1, f.params[f.params.size() - f.results.size() + j]};
+  // A shmap body's result computed over its parameter's block (findDonatedCarries)
+  auto donated = me.donatedResults.find(&f);
+  if (donated != me.donatedResults.end())
+    for (const auto &[k, m] : donated->second) storage_[f.results[k]] = {StorageKind::InPlace, -1, f.params[m]};
 
   // A result that is another name for a value (renamesOperand: a reshape or pbroadcast of it,
   // as a forward pass's residuals often are, or its sum over one device) has that value
@@ -158,8 +162,12 @@ void FuncEmitter::plan() {
   std::unordered_map<const ir::Value *, size_t> lastRead = lastReads(f);
   std::vector<int> groupOf = fusionGroups(f, lastRead, groups_);
   renamed_ = renamedValues(f);
-  for (const ir::Eqn &e : f.eqns)
+  for (const ir::Eqn &e : f.eqns) {
     if (e.prim == ir::Prim::Constant && isFusible(e)) splatConstants_[e.outs[0]] = &e;
+    // (a splat made device-varying is the same splat: the zeros a gradient accumulates into)
+    if (e.prim == ir::Prim::Pbroadcast && splatConstants_.count(e.ins[0]) && groupOf[&e - f.eqns.data()] >= 0)
+      splatConstants_[e.outs[0]] = splatConstants_.at(e.ins[0]);
+  }
   // A value computed in a group needs a buffer only if something outside the group reads it.
   // A splat constant read by another fused loop does not count: that loop recomputes it, so
   // the constants a forward pass shares with its backward pass (`y * 1.0001` and the
@@ -167,9 +175,11 @@ void FuncEmitter::plan() {
   std::unordered_map<const ir::Value *, int> definedIn;
   std::unordered_map<const ir::Value *, bool> usedOutside;
   for (size_t i = 0; i < f.eqns.size(); ++i) {
-    for (const ir::Value *v : f.eqns[i].ins) {
+    for (size_t k = 0; k < f.eqns[i].ins.size(); ++k) {
+      const ir::Value *v = f.eqns[i].ins[k];
       auto it = definedIn.find(v);
-      bool recomputed = groupOf[i] >= 0 && splatConstants_.count(v);
+      // (a loop's initial carry is filled with the splat: the zeros an accumulator starts from)
+      bool recomputed = (groupOf[i] >= 0 || initialCarry(f.eqns[i], k)) && splatConstants_.count(v);
       if (it != definedIn.end() && it->second != groupOf[i] && !recomputed) usedOutside[v] = true;
     }
     for (const ir::Value *v : f.eqns[i].outs) definedIn[v] = groupOf[i];
@@ -210,14 +220,51 @@ void FuncEmitter::plan() {
       Storage &s = storage_[v];
       if (!me.blocksLayout(v)) continue;
       if (writesBlocks(e, k)) {
-        if (s.kind == StorageKind::Heap || s.kind == StorageKind::Stack || s.kind == StorageKind::InPlace)
+        if (s.kind == StorageKind::Heap || s.kind == StorageKind::Stack ||
+            (s.kind == StorageKind::InPlace && e.prim == ir::Prim::Constant))  // (not a carry updated in place)
           s = {StorageKind::Blocks, -1, nullptr};
       } else if (s.kind == StorageKind::OutSlot) {
         s = {v->type.byteSize() <= kStackBytes ? StorageKind::Stack : StorageKind::Heap, -1, nullptr};
       }
     }
 
+  // A loop that starts from a value in the blocks form read last there takes its buffer for
+  // the carry (a loaded model's parameters are not held twice).
+  std::unordered_map<const ir::Value *, int> timesRead;
+  for (const ir::Eqn &e : f.eqns)
+    for (const ir::Value *v : e.ins) ++timesRead[v];
+  for (const ir::Value *v : f.results) ++timesRead[v];
+  for (size_t i = 0; i < f.eqns.size(); ++i) {
+    const ir::Eqn &e = f.eqns[i];
+    if (e.prim != ir::Prim::Loop && e.prim != ir::Prim::While) continue;
+    const size_t consts = (size_t)e.intParam("num_consts");
+    for (size_t j = 0; j < e.outs.size() && consts + j < e.ins.size(); ++j) {
+      const ir::Value *init = e.ins[consts + j], *out = e.outs[j];
+      auto st = storage_.find(init);
+      if (st == storage_.end() || st->second.kind != StorageKind::Blocks || storage_[out].kind != StorageKind::Blocks ||
+          lastRead[init] != i || timesRead[init] != 1)
+        continue;
+      storage_[out] = {StorageKind::InPlace, -1, init};
+      donated_.insert(init);
+    }
+  }
+
   planArena(groupOf);
+}
+
+bool FuncEmitter::initialCarry(const ir::Eqn &e, size_t k) {
+  return (e.prim == ir::Prim::Loop || e.prim == ir::Prim::While) && k >= (size_t)e.intParam("num_consts");
+}
+
+void FuncEmitter::initCarry(llvm::Value *dst, const ir::Value *init, const ir::Value *carry) {
+  if (!recomputedInLoops(init)) {
+    llvm::Value *src = buffer(init);
+    if (src != dst) copyValue(dst, src, carry);  // (the loop's buffer may be its initial value's)
+    return;
+  }
+  const ir::Eqn &splat = *splatConstants_.at(init);
+  callRt("shm_fill", {dst, bytesOf(carry), me.dataArray(init->type.dtype, splat.doublesParam("value")),
+                      i32(ir::dtypeSize(init->type.dtype))});
 }
 
 // The values a reshape or pbroadcast gives another name for their bytes.
@@ -465,6 +512,7 @@ bool FuncEmitter::emit() {
   markTopLevel();
   emitResults();
   for (llvm::Value *p : scratch_) callRt("shm_free", {p});
+  for (llvm::Value *p : blocks_) callRt("shm_blocks_free", {p});
   if (arena_) callRt("shm_free", {arena_});
   b.CreateRetVoid();
   return me.error.empty();
@@ -505,8 +553,7 @@ void FuncEmitter::allocateOuts(const ir::Eqn &e) {
       break;
     case StorageKind::Blocks: {
       llvm::Value *bytes = bytesOf(v);
-      llvm::Value *p = callRt("shm_alloc", {bytes}, name.c_str());
-      scratch_.push_back(p);
+      llvm::Value *p = allocBlocks(v, bytes);
       buffers_[v] = p;
       if (e.prim == ir::Prim::Constant)  // a splat: every element of every block alike
         callRt("shm_fill", {p, bytes, me.dataArray(v->type.dtype, e.doublesParam("value")),

@@ -61,8 +61,12 @@ public:
       if (s == p.storage.end() || s->second.kind != StorageKind::InPlace) return;
       auto over = p.storage.find(s->second.aliasOf);
       out_ << "  in place: " << name(v) << " over " << name(s->second.aliasOf);
-      if (over != p.storage.end() && over->second.kind == StorageKind::Param)
-        out_ << " (a while body's carry: one buffer for its old and new value)\n";
+      if (over != p.storage.end() && over->second.kind == StorageKind::Param && f.isShmapBody)
+        out_ << " (this device's block of a loop's carry, updated in place)\n";
+      else if (over != p.storage.end() && over->second.kind == StorageKind::Param)
+        out_ << " (a loop's carry: one buffer for its old and new value)\n";
+      else if (def < f.eqns.size() && (f.eqns[def].prim == ir::Prim::Loop || f.eqns[def].prim == ir::Prim::While))
+        out_ << " (the loop starts from it and takes its buffer)\n";
       else
         out_ << " (fused loop " << (def < f.eqns.size() ? groupOf_[def] : -1) << ")\n";
     });

@@ -353,6 +353,7 @@ private:
     out_ << "\n";
     if (s.nodes.empty()) {
       out_ << "  no collectives\n";
+      moves(s);
       return;
     }
     current_ = &s;
@@ -369,6 +370,24 @@ private:
     out_ << "  per run, all devices: " << rangeString(callsLo, callsHi)
          << (callsLo == 1 && callsHi == 1 ? " call" : " calls") << ", sent "
          << bytesString(sentLo, sentHi) << ", received " << bytesString(recvLo, recvHi) << "\n";
+  }
+
+  // An identity shmap that moves a value between the host and the devices (ir::identityShmap):
+  // what moves, which no collective does and --stats does not count.
+  void moves(const CommShmap &s) {
+    for (const Eqn *e : s.sites) {
+      if (!e->has("moves") || e->ins.empty()) continue;
+      const Type &t = e->ins[0]->type;
+      const std::string what = ir::typeToString(t, nullptr) + " (" + std::to_string(t.byteSize()) + " B)";
+      if (e->strParam("moves") == "to_host")
+        out_ << "  gathers " << what << " kept split on the devices for host code: in one process the blocks are "
+             << "copied into the whole array; under MPI each rank receives the blocks its own devices do not "
+             << "hold (not a collective: not in --stats)\n";
+      else
+        out_ << "  places " << what << " on the devices: each device reads its block of the host's value, and "
+             << "under MPI a rank keeps only its devices' blocks; nothing is sent\n";
+      return;
+    }
   }
 
   void nodes(const std::vector<CommNode> &ns, int depth) {

@@ -203,4 +203,29 @@ Func *Module::newFunc(const std::string &name) {
   return funcs.back().get();
 }
 
+Eqn identityShmap(Module &m, Func &f, const std::string &name, int64_t mesh, const PartitionSpec &spec, Value *x,
+                  const Type &block, Loc loc, const std::string &moves) {
+  Func *body = m.newFunc(name);
+  body->mesh = m.meshes[(size_t)mesh].get();
+  body->isShmapBody = true;
+  body->loc = body->returnLoc = loc;
+  Value *p = body->newValue(block, x->hint);
+  body->params.push_back(p);
+  body->results.push_back(p);
+  body->outSpecLocs.push_back(loc);
+  Eqn e;
+  e.prim = Prim::Shmap;
+  e.loc = loc;
+  e.ins = {x};
+  Type global = x->type;
+  global.vary = 0;
+  e.outs = {f.newValue(global, x->hint)};
+  e.bodies = {body};
+  e.params["mesh"] = mesh;
+  e.params["in_specs"] = std::vector<PartitionSpec>{spec};
+  e.params["out_specs"] = std::vector<PartitionSpec>{spec};
+  e.params["moves"] = moves;
+  return e;
+}
+
 } // namespace shmapc::ir

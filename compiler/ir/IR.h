@@ -233,6 +233,14 @@ struct Module {
   Func *newFunc(const std::string &name);
 };
 
+// An identity shmap that moves host value `x` between the host and the devices without
+// changing it: `to_devices` (device_put: each device reads its block of it) or `to_host` (a
+// value kept split on the devices gathered for host code). Its body, `name`, returns its one
+// parameter, of type `block`; the result is x's global type. The eqn's `moves` param says
+// which (--emit=comm lists the move).
+Eqn identityShmap(Module &m, Func &f, const std::string &name, int64_t mesh, const PartitionSpec &spec, Value *x,
+                  const Type &block, Loc loc, const std::string &moves);
+
 // --emit=sharded: every jit function's values with their shardings and local shapes.
 std::string printShardings(const Module &m);
 

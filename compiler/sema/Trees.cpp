@@ -268,27 +268,9 @@ SVal Sema::bDevicePut(const ast::Expr &c) {
       for (int ax : d) specExpr.dims.back().push_back(m.axes[(size_t)ax]);
     }
     ir::Type block = blockType(leaves[k]->type, spec, specExpr, m, a[0]->loc, what, "sharding");
-    ir::Func *body = module_->newFunc(uniqueFuncName("device_put"));
-    body->mesh = &m;
-    body->isShmapBody = true;
-    body->loc = c.loc;
-    body->returnLoc = c.loc;
-    block.vary = 0;
-    ir::Value *p = body->newValue(block, leaves[k]->hint);
-    body->params.push_back(p);
-    body->results.push_back(p);
-    body->outSpecLocs.push_back(c.loc);
-    ir::Eqn e;
-    e.prim = ir::Prim::Shmap;
-    e.ins = {leaves[k]};
-    e.bodies = {body};
-    e.loc = c.loc;
-    e.params["mesh"] = (int64_t)mesh;
-    e.params["in_specs"] = std::vector<ir::PartitionSpec>{spec};
-    e.params["out_specs"] = std::vector<ir::PartitionSpec>{spec};
-    ir::Type global = leaves[k]->type;
-    global.vary = 0;
-    e.outs = {cur_->func->newValue(global, leaves[k]->hint)};
+    block.vary = 0;  // (typed by the variance pass)
+    ir::Eqn e = ir::identityShmap(*module_, *cur_->func, uniqueFuncName("device_put"), (int64_t)mesh, spec,
+                                  leaves[k], block, c.loc, "to_devices");
     placed.push_back(e.outs[0]);
     pushEqn(std::move(e));
   }

@@ -14,6 +14,8 @@ with several devices per rank, what each collective sends and receives:
                               and with --reduce-locally-first a rank's sum instead of each
                               member's input (RANKED_LOCALLY_FIRST).
   samples/fsdp.smp            fully sharded training: nothing received in the loop
+  tests/mpi/blocks_held.smp   the bytes a rank holds as blocks (its comments derive them):
+                              a quarter of each value on 4 ranks, half on 2 ranks of 2
   samples/transformer.smp     data-parallel (and tensor-parallel) training on 4 ranks, each
                               reading its rows of the token file (144 of 288 bytes), the
                               forward shmap's residuals kept split for the backward shmap;
@@ -119,13 +121,15 @@ RANKED_LOCALLY_FIRST = [line.replace(": input chunks:", ": input chunks added up
 RANKED_LOCALLY_FIRST[4] = "psum, devices 0,1,2,3: input chunks added up on their rank: 16 bytes sent, 16 received"
 
 
-def rank_lines(r, rank):
+def rank_lines(r, rank, blocks=False):
     """Rank `rank`'s report lines, from its own copy of its standard error (mpirun's
     --output-filename): in mpirun's merged stream a rank's output arrives in chunks that need
     not end at a line's end, so under load one rank's line can be cut by another's."""
     prefix = "shmap ranks: rank %d: " % rank
     with open(os.path.join(r.logs, "1", "rank.%d" % rank, "stderr")) as f:
-        return [l[len(prefix):] for l in f.read().splitlines() if l.startswith(prefix)]
+        lines = [l[len(prefix):] for l in f.read().splitlines() if l.startswith(prefix)]
+    # (the bytes a rank held as blocks, its last line: only blocks_held's check reads it)
+    return [l for l in lines if blocks or not l.startswith("host values kept as blocks")]
 
 
 def by_group(lines):
@@ -246,6 +250,16 @@ def main():
                 expect("fsdp on %d ranks x %d: rank %d receives nothing in the training loop" % (ranks, per_rank, rank),
                        got[:len(step) * 4] == step * 4 and len(gathered) == 2 and
                        all(" 1 shared" in l for l in gathered), "\n".join(got))
+        src = os.path.join(ROOT, "tests", "mpi", "blocks_held.smp")
+        for ranks, per_rank, held in ((4, 1, 4096), (2, 2, 8192)):
+            r = run(a, tmp, src, ranks, per_rank)
+            # w = 1 - 0.1 * (1 + 1.9 + 2.71) = 0.439 everywhere
+            expect("blocks_held on %d ranks x %d: its output" % (ranks, per_rank),
+                   r.returncode == 0 and "[0.439, 0.439, 0.439, 0.439]" in r.stdout, r.stdout + r.stderr)
+            for rank in range(ranks):
+                got = [l for l in rank_lines(r, rank, blocks=True) if l.startswith("host values kept as blocks")]
+                expect("blocks_held on %d ranks x %d: rank %d holds %d bytes as blocks" % (ranks, per_rank, rank, held),
+                       got == ["host values kept as blocks: at most %d bytes at once" % held], "\n".join(got))
     if FAILED:
         print("%d failed" % len(FAILED))
         sys.exit(1)

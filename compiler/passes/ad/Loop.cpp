@@ -42,6 +42,35 @@ std::vector<int64_t> withLeadingOne(const std::vector<int64_t> &shape) {
   return s;
 }
 
+// acc + dynamic_update_slice(0, u, idx...), the cotangent a backward step adds for one slice
+// of a stacked const it read (a scanned layer's weights), as dynamic_update_slice(acc,
+// dynamic_slice(acc, idx...) + u, idx...): the step then touches its slice of the
+// accumulator, not all of it (a whole-size zero array and a whole-size sum every step, L
+// steps over [L, ...] stacks), and the accumulator, a carry read last there, is updated in
+// place. Null where ct is not such an update (the caller adds).
+Value *addIntoSlice(Builder &b, const Func &f, Value *acc, Value *ct) {
+  const Eqn *def = nullptr;
+  for (const Eqn &e : f.eqns)
+    if (!e.outs.empty() && e.outs[0] == ct) def = &e;
+  if (!def || def->prim != Prim::DynamicUpdateSlice || !(acc->type == ct->type)) return nullptr;
+  const Value *zero = def->ins[0];
+  for (const Eqn &e : f.eqns)  // (through a pbroadcast: zeros made device-varying)
+    if (!e.outs.empty() && e.outs[0] == zero && e.prim == Prim::Pbroadcast) zero = e.ins[0];
+  bool isZero = false;
+  for (const Eqn &e : f.eqns)
+    if (!e.outs.empty() && e.outs[0] == zero && e.prim == Prim::Constant)
+      isZero = e.doublesParam("value") == std::vector<double>{0.0};
+  Value *u = def->ins[1];
+  if (!isZero || (u->type.vary & ~acc->type.vary)) return nullptr;
+  std::vector<Value *> idx(def->ins.begin() + 2, def->ins.end()), ins = {acc};
+  ins.insert(ins.end(), idx.begin(), idx.end());
+  Value *old = b.emit(Prim::DynamicSlice, ins, Type{u->type.dtype, u->type.shape, acc->type.vary},
+                      {{"sizes", u->type.shape}});
+  ins = {acc, b.binary(Prim::Add, old, u)};
+  ins.insert(ins.end(), idx.begin(), idx.end());
+  return b.emit(Prim::DynamicUpdateSlice, ins, acc->type);
+}
+
 } // namespace
 
 // A long loop under vjp becomes a loop over blocks of B ~ sqrt(n) iterations (each an inner
@@ -397,7 +426,10 @@ void Transposer::loopRule(const LinearEqn &le) {
   std::vector<Value *> results;
   for (size_t q = 0; q < floatCarries.size(); ++q)
     results.push_back(bb.liftTo(res[diffConsts.size() + q], bct[q]->type.vary));
-  for (size_t p = 0; p < diffConsts.size(); ++p) results.push_back(bb.binary(Prim::Add, bacc[p], res[p]));
+  for (size_t p = 0; p < diffConsts.size(); ++p) {
+    Value *sum = addIntoSlice(bb, *bw, bacc[p], res[p]);
+    results.push_back(sum ? sum : bb.binary(Prim::Add, bacc[p], res[p]));
+  }
   bw->results = results;
   removeDeadEqns(*bw);
 

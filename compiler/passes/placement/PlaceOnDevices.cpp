@@ -267,26 +267,10 @@ private:
       auto g = gathered.find(v);
       if (g != gathered.end()) return g->second;
       const Layout &l = c->second;
-      Func *body = m_.newFunc(f.name + "_gathered");
-      body->mesh = m_.meshes[(size_t)l.mesh].get();
-      body->isShmapBody = true;
-      body->loc = f.eqns.empty() ? f.loc : f.eqns.back().loc;
-      body->returnLoc = body->loc;
-      Value *p = body->newValue(blockType(v->type, l.spec, *body->mesh), v->hint);
-      p->type.vary = l.spec.axes();
-      body->params.push_back(p);
-      body->results.push_back(p);
-      body->outSpecLocs.push_back(body->loc);
-      Eqn gather;
-      gather.prim = Prim::Shmap;
-      gather.loc = body->loc;
-      gather.ins = {v};
-      gather.outs = {f.newValue(v->type, v->hint)};
-      gather.bodies = {body};
-      gather.params["mesh"] = (int64_t)l.mesh;
-      gather.params["in_specs"] = std::vector<PartitionSpec>{l.spec};
-      gather.params["out_specs"] = std::vector<PartitionSpec>{l.spec};
-      f.eqns.push_back(std::move(gather));
+      Type block = blockType(v->type, l.spec, *m_.meshes[(size_t)l.mesh]);
+      block.vary = l.spec.axes();
+      f.eqns.push_back(identityShmap(m_, f, f.name + "_gathered", l.mesh, l.spec, v, block,
+                                     f.eqns.empty() ? f.loc : f.eqns.back().loc, "to_host"));
       return gathered[v] = f.eqns.back().outs[0];
     };
     for (Eqn &e : eqns) {
