@@ -83,6 +83,8 @@ const char *languageName(int32_t dtype) {
   return "?";
 }
 
+} // namespace
+
 const char *numpyNameOf(int32_t dtype) {
   switch (dtype) {
   case SHM_F32: return "float32";
@@ -94,6 +96,8 @@ const char *numpyNameOf(int32_t dtype) {
   }
   return "?";
 }
+
+namespace {
 
 // The descr numpy writes for a dtype (little-endian).
 const char *descrOf(int32_t dtype, const char *what) {
@@ -778,9 +782,10 @@ extern "C" void shm_save_npy(const char *path, int32_t dtype, int32_t rank, cons
 
 // A stored zip archive: per member a local header, the .npy bytes; then the central directory
 // and its end record. DOS time 0, date 1980-01-01 (reproducible bytes).
-extern "C" void shm_save_npz(const char *path, int32_t n, const char *const *keys, const int32_t *dtypes,
-                             const int32_t *ranks, const int64_t *shapes, const void *const *data) {
-  SHM_GUARD_BEGIN
+namespace shm {
+
+void write_npz(const char *path, int32_t n, const char *const *keys, const int32_t *dtypes, const int32_t *ranks,
+               const int64_t *shapes, const void *const *data) {
   if (n < 0 || n > 0xFFFF) fatalf("%s: savez: %d arrays (an archive without zip64 holds at most 65535)", path, (int)n);
   struct Entry {
     std::string name, prefix;
@@ -865,8 +870,20 @@ extern "C" void shm_save_npz(const char *path, int32_t n, const char *const *key
     }
     return put(f, central.data(), (int64_t)central.size()) && put(f, end.data(), (int64_t)end.size());
   };
+  writeAtomically(path, write);
+}
+
+void write_file_atomically(const char *path, const std::string &bytes) {
+  writeAtomically(path, [&](Sink &f) { return put(f, bytes.data(), (int64_t)bytes.size()); });
+}
+
+} // namespace shm
+
+extern "C" void shm_save_npz(const char *path, int32_t n, const char *const *keys, const int32_t *dtypes,
+                             const int32_t *ranks, const int64_t *shapes, const void *const *data) {
+  SHM_GUARD_BEGIN
   // Every rank runs the host code; rank 0 writes, and the others wait for the file.
-  if (shm::writes_output()) writeAtomically(path, write);
+  if (shm::writes_output()) shm::write_npz(path, n, keys, dtypes, ranks, shapes, data);
   shm::ranks_barrier();
   SHM_GUARD_END("savez")
 }

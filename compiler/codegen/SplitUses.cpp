@@ -134,6 +134,9 @@ private:
     const Uses whole{Uses::Whole, {}};
     switch (e.prim) {
     case ir::Prim::Shmap: return Uses{Uses::Split, {e.intParam("mesh"), e.specsParam("in_specs")[k]}};
+    case ir::Prim::SaveNpz:  // a checkpoint saves a value as it is kept, blocks or whole
+      if (e.has("checkpoint")) return Uses{};
+      return whole;
     case ir::Prim::Call: return param(*e.bodies[0], k);
     case ir::Prim::Loop:
     case ir::Prim::While: {
@@ -277,6 +280,17 @@ void ModuleEmitter::findSplitLayouts() {
     const Uses &c = classUses[shared.find(v)];
     if (c.kind == Uses::Split && splitsOverDevices(irm, c.layout)) blocksLayouts_[v] = c.layout;
   }
+  // A value a checkpoint saves is either in the blocks form or whole and valid on every rank:
+  // not a whole-size buffer of which a rank wrote only its blocks.
+  for (const auto &f : irm.funcs)
+    if (!f->mesh)
+      for (const ir::Eqn &e : f->eqns)
+        if (e.prim == ir::Prim::SaveNpz && e.has("checkpoint"))
+          for (const ir::Value *v : e.ins)
+            if (!blocksLayouts_.count(v)) {
+              splitLayouts_.erase(v);
+              unread_.erase(v);
+            }
 }
 
 const ShmapLayout *ModuleEmitter::splitLayout(const ir::Value *v, bool *unread) const {

@@ -121,6 +121,25 @@ template <> const Rules &define<Prim::SaveNpz>() {
           ranks.push_back((int32_t)t.rank());
           shapes.insert(shapes.end(), t.shape.begin(), t.shape.end());
         }
+        if (e.has("checkpoint")) {  // each array's layout: null (whole) or its blocks' (Blocks.cpp)
+          std::vector<llvm::Constant *> layouts;
+          for (const Value *v : e.ins) {
+            const codegen::ShmapLayout *layout = fe.me.blocksLayout(v);
+            if (!layout) {
+              layouts.push_back(llvm::ConstantPointerNull::get(llvm::PointerType::get(fe.me.ctx, 0)));
+              continue;
+            }
+            const ir::Mesh &mesh = *fe.me.irm.meshes[(size_t)layout->mesh];
+            std::vector<int64_t> l = {(int64_t)mesh.sizes.size()};
+            l.insert(l.end(), mesh.sizes.begin(), mesh.sizes.end());
+            for (int32_t x : codegen::encodeSpec(layout->spec, v->type.rank())) l.push_back(x);
+            layouts.push_back(fe.me.i64Array(l));
+          }
+          fe.callRt("shm_save_checkpoint", {pathArg(fe, e), fe.i32((int64_t)keys.size()), fe.me.constPtrArray(names),
+                                            fe.me.i32Array(dtypes), fe.me.i32Array(ranks), fe.me.i64Array(shapes),
+                                            fe.me.constPtrArray(layouts), fe.ptrArray(data)});
+          return true;
+        }
         fe.callRt("shm_save_npz", {pathArg(fe, e), fe.i32((int64_t)keys.size()), fe.me.constPtrArray(names),
                                    fe.me.i32Array(dtypes), fe.me.i32Array(ranks), fe.me.i64Array(shapes),
                                    fe.ptrArray(data)});
@@ -177,6 +196,15 @@ template <> const Rules &define<Prim::Load>() {
           fe.callRt("shm_load_npy_sharded", {fe.dev, pathArg(fe, e), key, fe.dtypeCode(t.dtype), fe.i32(t.rank()),
                                              fe.me.i64Array(global), fe.me.i32Array(codegen::encodeSpec(spec, t.rank())),
                                              fe.buffer(e.outs[0])});
+          return true;
+        }
+        if (e.has("checkpoint")) {  // as blocks (the rank's) or whole, whatever layout wrote it
+          llvm::Value *none = llvm::ConstantPointerNull::get(llvm::PointerType::get(fe.me.ctx, 0));
+          std::vector<llvm::Value *> layout = {fe.i32(0), none, fe.dtypeCode(t.dtype), fe.i32(t.rank()),
+                                               fe.me.i64Array(t.shape), none};
+          if (fe.me.blocksLayout(e.outs[0])) layout = fe.blocksArgs(e.outs[0]);
+          fe.callRt("shm_load_checkpoint", {pathArg(fe, e), key, layout[2], layout[3], layout[4], layout[0], layout[1],
+                                            layout[5], fe.buffer(e.outs[0])});
           return true;
         }
         if (fe.me.blocksLayout(e.outs[0])) {  // only the rank's blocks, into its slots (Blocks.cpp)

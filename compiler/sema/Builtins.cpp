@@ -28,6 +28,7 @@ const std::map<std::string, Sema::BuiltinFn> &Sema::builtins() {
       {"random_normal", &Sema::bRandomNormal},
       {"random_uniform", &Sema::bRandomUniform},
       {"load", &Sema::bLoad},
+      {"load_checkpoint", &Sema::bLoad},
       // element-wise
       {"cast", &Sema::bCast},
       {"exp", &Sema::bExp},
@@ -103,6 +104,7 @@ const std::map<std::string, Sema::MultiBuiltinFn> &Sema::multiResultBuiltins() {
   static const std::map<std::string, MultiBuiltinFn> table = {
       {"save", &Sema::lowerSave},
       {"savez", &Sema::lowerSavez},
+      {"save_checkpoint", &Sema::lowerSavez},
       {"top_k", &Sema::topK},
       {"scan", &Sema::scan},
   };
@@ -250,8 +252,14 @@ ast::PartitionSpecExpr Sema::specArg(const ast::Expr &e) {
 // load("x.npy", f32[256, 512]): the type is static; the runtime checks the file against it.
 // key="w1" reads the array w1 of an .npz archive. spec=P(...) (only in a shmap body) reads
 // this device's block of the global array the type describes, split as an in_spec would.
+//
+// load_checkpoint("ckpt", like, key="params"): the same from a sharded checkpoint's folder
+// (save_checkpoint), each array read as the program keeps it: a rank reads only its blocks of
+// one kept as blocks, whatever mesh or rank count wrote it (docs/runtime.md, "Checkpoints").
 SVal Sema::bLoad(const ast::Expr &c) {
-  auto a = bindArgs(c, {"path", "type", "key", "spec"}, 2);
+  const bool checkpoint = c.name == "load_checkpoint";
+  auto a = checkpoint ? bindArgs(c, {"path", "type", "key"}, 3) : bindArgs(c, {"path", "type", "key", "spec"}, 2);
+  if (checkpoint) a.push_back(nullptr);  // (no spec=)
   if (a[3] && !cur_->mesh)
     failWithCallChain(DiagId::ShardedLoadOnHost, a[3]->loc,
                       "load with spec= reads one device's block and is only for shmap bodies",
@@ -259,13 +267,14 @@ SVal Sema::bLoad(const ast::Expr &c) {
                       "(its in_specs split it); or move this load into the shmap body");
   Params params;
   params.insert(pathArg(c, *a[0], a[3] != nullptr));
+  if (checkpoint) params["checkpoint"] = (int64_t)1;
   if (a[2]) {
     if (a[2]->kind != ast::Expr::StringLit || a[2]->name.empty())
       fail(DiagId::BadArgument, a[2]->loc, "the key of load must be a non-empty string literal",
            "name the array of the .npz archive: load(\"ckpt.npz\", f32[4, 8], key=\"w1\")");
     params["key"] = a[2]->name;
   }
-  if (a[0]->kind == ast::Expr::StringLit) {  // a literal path says which kind of file it is
+  if (a[0]->kind == ast::Expr::StringLit && !checkpoint) {  // a literal path says which kind of file it is
     const std::string &path = a[0]->name;
     if (endsWith(path, ".npz") && !a[2])
       fail(DiagId::NpzWithoutKey, a[0]->loc, path + " is an .npz archive: load needs the key of one of its arrays",
@@ -322,10 +331,15 @@ std::vector<SVal> Sema::lowerSave(const ast::Expr &c) {
 
 // savez("ckpt.npz", w1=w1, b1=b1): numpy's np.savez; each keyword names its array's member
 // (w1.npy). Positional arrays after the path are named arr_0, arr_1, ... as numpy names them.
+//
+// save_checkpoint("ckpt", params=p, opt=s): the same as a sharded checkpoint, a folder (each
+// array under its name and path; docs/runtime.md, "Checkpoints"): each rank writes the blocks
+// of the arrays it keeps as blocks, so a sharded model is saved without gathering it.
 std::vector<SVal> Sema::lowerSavez(const ast::Expr &c) {
+  const bool checkpoint = c.name == "save_checkpoint";
   if (c.items.empty())
-    fail(DiagId::ArgCount, c.loc, "savez is missing its argument path",
-         "call it as savez(\"ckpt.npz\", w1=w1, b1=b1)");
+    fail(DiagId::ArgCount, c.loc, c.name + " is missing its argument path",
+         checkpoint ? "call it as save_checkpoint(\"ckpt\", params=p, opt=s)" : "call it as savez(\"ckpt.npz\", w1=w1, b1=b1)");
   auto path = pathArg(c, *c.items[0]);
   std::vector<std::pair<std::string, const ast::Expr *>> arrays;
   std::vector<Loc> locs;
@@ -345,8 +359,8 @@ std::vector<SVal> Sema::lowerSavez(const ast::Expr &c) {
   for (size_t i = 0; i < arrays.size(); ++i) {
     SVal v = eval(*arrays[i].second);
     if (v.kind == SVal::Tuple && arrays[i].first.rfind("arr_", 0) == 0 && i < c.items.size() - 1)
-      fail(DiagId::BadArgument, locs[i], "savez needs a name for the tree " + describe(v),
-           "pass it as a keyword argument: savez(path, params=p) saves params.w, params.b, ...");
+      fail(DiagId::BadArgument, locs[i], c.name + " needs a name for the tree " + describe(v),
+           "pass it as a keyword argument: " + c.name + "(path, params=p) saves params.w, params.b, ...");
     std::vector<std::string> paths;
     leavesOf(v, arrays[i].first, values, paths);
     for (const std::string &p : paths) {
@@ -360,7 +374,7 @@ std::vector<SVal> Sema::lowerSavez(const ast::Expr &c) {
     auto [it, fresh] = firstWith.try_emplace(names[k], k);
     if (!fresh) {
       const size_t i = owner[k], j = owner[it->second];
-      failWithNote(DiagId::DuplicateKey, locs[i], "savez is given the key " + names[k] + " twice",
+      failWithNote(DiagId::DuplicateKey, locs[i], c.name + " is given the key " + names[k] + " twice",
                    "each array of an archive needs its own name",
                    locs[j], names[k] + (j < c.items.size() - 1 ? " is the name of this positional array"
                                                                : " is first given here"));
@@ -373,12 +387,13 @@ std::vector<SVal> Sema::lowerSavez(const ast::Expr &c) {
     e.ins.push_back(values[k]);
     if (values[k]->type.dtype == ir::DType::BF16)
       fail(DiagId::NpyDType, arrays[owner[k]].second->loc,
-           "savez cannot write " + names[k] + " of type " + str(values[k]->type) +
+           c.name + " cannot write " + names[k] + " of type " + str(values[k]->type) +
                ": .npy (an .npz member) has no bfloat16 dtype",
            "convert it to f32 first: " + names[k] + "=cast(x, f32) (exact: every bf16 value is an f32)");
   }
   e.params[path.first] = path.second;
   e.params["keys"] = keys;
+  if (checkpoint) e.params["checkpoint"] = (int64_t)1;
   e.loc = c.loc;
   pushEqn(std::move(e));
   return {};

@@ -18,7 +18,7 @@ __all__ = ["ShmapLexer"]
 # The collectives and builtins (compiler/sema/Builtins.cpp), highlighted as Pygments highlights
 # Python's builtins.
 BUILTINS = (
-    "zeros", "ones", "zeros_like", "ones_like", "tree_map", "tree_leaves", "tree_reduce", "device_put", "full", "iota", "random_normal", "random_uniform", "load", "save", "savez",
+    "zeros", "ones", "zeros_like", "ones_like", "tree_map", "tree_leaves", "tree_reduce", "device_put", "full", "iota", "random_normal", "random_uniform", "load", "save", "savez", "load_checkpoint", "save_checkpoint",
     "cast", "exp", "log", "sin", "cos", "tanh", "sqrt", "abs", "floor", "ceil", "maximum", "minimum", "pow",
     "select", "where", "clip", "sum", "mean", "max", "min", "take", "scatter_add", "argmax", "argmin",
     "cumsum", "roll", "take_along_axis", "argsort", "sort", "one_hot", "top_k", "scan", "matmul", "reshape",

@@ -16,6 +16,11 @@ with several devices per rank, what each collective sends and receives:
   samples/fsdp.smp            fully sharded training: nothing received in the loop
   tests/mpi/blocks_held.smp   the bytes a rank holds as blocks (its comments derive them):
                               a quarter of each value on 4 ranks, half on 2 ranks of 2
+  tests/mpi/checkpoint_resume.smp  a sharded checkpoint written by 4 ranks (each archive its
+                              rank's blocks), put together as numpy would (the same bytes as
+                              savez of the whole arrays), resumed on 2 ranks of 2 devices and
+                              on one process of 4 threads with the losses of a run without a
+                              stop; a truncated archive refused by name
   samples/transformer.smp     data-parallel (and tensor-parallel) training on 4 ranks, each
                               reading its rows of the token file (144 of 288 bytes), the
                               forward shmap's residuals kept split for the backward shmap;
@@ -23,8 +28,11 @@ with several devices per rank, what each collective sends and receives:
 
     python3 tests/mpi/split.py --shmapc build/compiler/shmapc"""
 import argparse
+import ast
 import os
 import re
+import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -148,6 +156,80 @@ def by_group(lines):
     return out
 
 
+def npy_member(path, member):
+    """(shape, data bytes) of a stored .npy member of an .npz archive, read as numpy reads it."""
+    import zipfile
+    raw = zipfile.ZipFile(path).read(member + ".npy")
+    assert raw[:6] == b"\x93NUMPY"
+    n = struct.unpack("<H", raw[8:10])[0]
+    head = ast.literal_eval(raw[10:10 + n].decode("latin1"))
+    assert head["descr"] == "<f4" and not head["fortran_order"]
+    return tuple(head["shape"]), raw[10 + n:]
+
+
+def assembled(folder, key):
+    """The array `key` of a checkpoint put together from its blocks (docs/runtime.md's recipe,
+    without numpy): float32, row-major."""
+    import json
+    index = json.load(open(os.path.join(folder, "index.json")))
+    arr = [a for a in index["arrays"] if a["key"] == key][0]
+    rows, cols = arr["shape"]
+    out = bytearray(rows * cols * 4)
+    for b in arr["blocks"]:
+        shape, data = npy_member(os.path.join(folder, b["file"]), b["member"])
+        r0, c0 = b["start"]
+        for r in range(shape[0]):
+            at = ((r0 + r) * cols + c0) * 4
+            out[at:at + shape[1] * 4] = data[r * shape[1] * 4:(r + 1) * shape[1] * 4]
+    return bytes(out)
+
+
+def checkpoint(a, tmp):
+    src = os.path.join(ROOT, "tests", "mpi", "checkpoint_resume.smp")
+    exe = os.path.join(tmp, "checkpoint_resume")
+    subprocess.run([a.shmapc, "compile", src, "-o", exe], check=True)
+    straight = subprocess.run([exe, "--steps=6", "--ckpt=" + os.path.join(tmp, "straight")], capture_output=True,
+                              text=True, timeout=300, cwd=tmp)
+    lines = straight.stdout.splitlines()
+    expect("checkpoint_resume: 6 steps in one process", straight.returncode == 0 and len(lines) == 12,
+           straight.stdout + straight.stderr)
+    ck = os.path.join(tmp, "ck")
+    r = run(a, tmp, src, 4, 1, ["--steps=3", "--ckpt=" + ck, "--whole=true"])
+    expect("checkpoint_resume on 4 ranks: steps 1-3", r.returncode == 0 and r.stdout.splitlines() == lines[:6],
+           r.stdout + r.stderr)
+    files = sorted(f for f in os.listdir(ck))
+    expect("checkpoint_resume on 4 ranks: an index and one archive per rank",
+           files == ["index.json", "rank-0-1.npz", "rank-1-1.npz", "rank-2-1.npz", "rank-3-1.npz"], str(files))
+    import zipfile
+    # each weight, and each moment, is split 4 ways, one block per device: every rank writes one
+    # block of each of the 6 (params, mu and nu of w1 and w2), rank 0 the step count too
+    members = [len(zipfile.ZipFile(os.path.join(ck, "rank-%d-1.npz" % k)).namelist()) for k in range(4)]
+    expect("checkpoint_resume on 4 ranks: each rank wrote its blocks once", members == [7, 6, 6, 6], str(members))
+    whole = r.logs.rsplit("/rank_output", 1)[0]  # (the run's folder: savez wrote whole.npz there)
+    for key in ("params.w1", "params.w2"):
+        _, want = npy_member(os.path.join(whole, "whole.npz"), key)
+        expect("checkpoint_resume: %s put together from its blocks is savez's" % key, assembled(ck, key) == want)
+    for name, ranks, per_rank in (("2 ranks x 2", 2, 2), ("one process of 4 threads", 1, 4)):
+        copy = os.path.join(tmp, "ck_" + name.replace(" ", "_"))
+        shutil.copytree(ck, copy)
+        args = ["--steps=3", "--ckpt=" + copy, "--resume=true"]
+        if ranks > 1:
+            got = run(a, tmp, src, ranks, per_rank, args)
+        else:
+            got = subprocess.run([exe] + args, capture_output=True, text=True, timeout=300, cwd=tmp)
+        expect("checkpoint_resume resumed on %s: steps 4-6 as without a stop" % name,
+               got.returncode == 0 and got.stdout.splitlines() == lines[6:], got.stdout + got.stderr)
+    broken = os.path.join(tmp, "ck_truncated")
+    shutil.copytree(ck, broken)
+    path = os.path.join(broken, "rank-2-1.npz")
+    os.truncate(path, os.path.getsize(path) // 2)
+    got = subprocess.run([exe, "--steps=3", "--ckpt=" + broken, "--resume=true"], capture_output=True, text=True,
+                         timeout=300, cwd=tmp)
+    expect("checkpoint_resume: a truncated archive is refused by name",
+           got.returncode == 2 and got.stdout == "" and "rank-2-1.npz" in got.stderr and "truncated" in got.stderr,
+           got.stdout + got.stderr)
+
+
 def run(a, tmp, src, ranks, per_rank, args=()):
     exe = os.path.join(tmp, os.path.basename(src)[:-4] + "_mpi")
     if not os.path.exists(exe):
@@ -260,6 +342,7 @@ def main():
                 got = [l for l in rank_lines(r, rank, blocks=True) if l.startswith("host values kept as blocks")]
                 expect("blocks_held on %d ranks x %d: rank %d holds %d bytes as blocks" % (ranks, per_rank, rank, held),
                        got == ["host values kept as blocks: at most %d bytes at once" % held], "\n".join(got))
+        checkpoint(a, tmp)
     if FAILED:
         print("%d failed" % len(FAILED))
         sys.exit(1)

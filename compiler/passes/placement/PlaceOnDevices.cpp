@@ -279,7 +279,9 @@ private:
         if (c == carried.end()) continue;
         const bool split = e.prim == Prim::Shmap &&
                            layoutOf((int)e.intParam("mesh"), e.specsParam("in_specs")[k]) == c->second;
-        if (!split) e.ins[k] = whole(e.ins[k]);
+        // (a checkpoint saves the blocks as they are: save_checkpoint)
+        const bool checkpoint = e.prim == Prim::SaveNpz && e.has("checkpoint");
+        if (!split && !checkpoint) e.ins[k] = whole(e.ins[k]);
       }
       const bool loop = e.prim == Prim::Loop || e.prim == Prim::While;
       f.eqns.push_back(std::move(e));
