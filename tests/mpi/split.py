@@ -228,6 +228,13 @@ def checkpoint(a, tmp):
     expect("checkpoint_resume: a truncated archive is refused by name",
            got.returncode == 2 and got.stdout == "" and "rank-2-1.npz" in got.stderr and "truncated" in got.stderr,
            got.stdout + got.stderr)
+    with open(os.path.join(broken, "index.json"), "w") as f:  # cut short in the middle of a string
+        f.write('{"format": "shmapc checkpoint", "generation": 1, "arrays": [{"key": "params.w1", "dty')
+    got = subprocess.run([exe, "--steps=3", "--ckpt=" + broken, "--resume=true"], capture_output=True, text=True,
+                         timeout=300, cwd=tmp)
+    expect("checkpoint_resume: a corrupt index is refused by name",
+           got.returncode == 2 and got.stdout == "" and "index.json: not a checkpoint index" in got.stderr,
+           got.stdout + got.stderr)
 
 
 def run(a, tmp, src, ranks, per_rank, args=()):
