@@ -21,6 +21,10 @@ with several devices per rank, what each collective sends and receives:
                               savez of the whole arrays), resumed on 2 ranks of 2 devices and
                               on one process of 4 threads with the losses of a run without a
                               stop; a truncated archive refused by name
+  samples/sharded_layers.smp  stacked layers (tensor-parallel, replicated over "data"): a
+                              checkpoint written by 4 ranks (ranks 0 and 1 hold every block),
+                              resumed on 2 ranks of 2 and on one process: the unbroken run's
+                              losses and weights
   samples/transformer.smp     data-parallel (and tensor-parallel) training on 4 ranks, each
                               reading its rows of the token file (144 of 288 bytes), the
                               forward shmap's residuals kept split for the backward shmap;
@@ -237,6 +241,35 @@ def checkpoint(a, tmp):
            got.stdout + got.stderr)
 
 
+def sharded_layers(a, tmp):
+    src = os.path.join(ROOT, "samples", "sharded_layers.smp")
+    exe = os.path.join(tmp, "sharded_layers")
+    subprocess.run([a.shmapc, "compile", src, "-o", exe], check=True)
+    straight = subprocess.run([exe, "--steps=4", "--ckpt=" + os.path.join(tmp, "layers_straight")],
+                              capture_output=True, text=True, timeout=300, cwd=tmp)
+    lines = straight.stdout.splitlines()
+    expect("sharded_layers: 4 steps in one process", straight.returncode == 0 and len(lines) == 12, straight.stdout)
+    ck = os.path.join(tmp, "layers_ck")
+    r = run(a, tmp, src, 4, 1, ["--steps=2", "--ckpt=" + ck])
+    expect("sharded_layers on 4 ranks: steps 1-2", r.returncode == 0 and r.stdout.splitlines()[:4] == lines[:4],
+           r.stdout + r.stderr)
+    # each weight and moment has 2 blocks (split over "model" only), first held by devices 0
+    # and 1: ranks 0 and 1 write them (rank 0 the step count too), ranks 2 and 3 nothing
+    files = sorted(os.listdir(ck))
+    expect("sharded_layers on 4 ranks: archives of ranks 0 and 1 only",
+           files == ["index.json", "rank-0-1.npz", "rank-1-1.npz"], str(files))
+    for name, ranks, per_rank in (("2 ranks x 2", 2, 2), ("one process of 4 threads", 1, 4)):
+        copy = os.path.join(tmp, "layers_ck_" + name.replace(" ", "_"))
+        shutil.copytree(ck, copy)
+        args = ["--steps=2", "--ckpt=" + copy, "--resume=true"]
+        if ranks > 1:
+            got = run(a, tmp, src, ranks, per_rank, args)
+        else:
+            got = subprocess.run([exe] + args, capture_output=True, text=True, timeout=300, cwd=tmp)
+        expect("sharded_layers resumed on %s: steps 3-4 and the weights as without a stop" % name,
+               got.returncode == 0 and got.stdout.splitlines() == lines[4:], got.stdout + got.stderr)
+
+
 def run(a, tmp, src, ranks, per_rank, args=()):
     exe = os.path.join(tmp, os.path.basename(src)[:-4] + "_mpi")
     if not os.path.exists(exe):
@@ -350,6 +383,7 @@ def main():
                 expect("blocks_held on %d ranks x %d: rank %d holds %d bytes as blocks" % (ranks, per_rank, rank, held),
                        got == ["host values kept as blocks: at most %d bytes at once" % held], "\n".join(got))
         checkpoint(a, tmp)
+        sharded_layers(a, tmp)
     if FAILED:
         print("%d failed" % len(FAILED))
         sys.exit(1)

@@ -404,6 +404,42 @@ def fsdp():
     return {"loss": losses, "p.w1": p["w1"], "p.w2": p["w2"]}
 
 
+def sharded_layers():
+    """samples/sharded_layers.smp, unsharded (Megatron's split and the data split change where
+    the sums happen, not what they are), in float64 with the backward pass through the stack of
+    layers by hand; AdamW as optax's."""
+    def normal(shape, seed, scale):
+        n = int(np.prod(shape))
+        return (shm_rng.normal(np.float32, seed, n).reshape(shape) * np.float32(scale)).astype(np.float64)
+
+    p = {"w1": normal((3, 8, 16), 1, 0.3), "w2": normal((3, 16, 8), 2, 0.2)}
+    x, y = normal((8, 8), 3, 1.0), normal((8, 8), 4, 1.0)
+    mu = {k: np.zeros_like(v) for k, v in p.items()}
+    nu = {k: np.zeros_like(v) for k, v in p.items()}
+    steps, losses = [], []
+    for step in range(1, 5):
+        xs, hs = [x], []
+        for l in range(3):  # x + tanh(x @ w1) @ w2, layer by layer
+            hs.append(np.tanh(xs[-1] @ p["w1"][l]))
+            xs.append(xs[-1] + hs[-1] @ p["w2"][l])
+        d = xs[-1] - y
+        steps.append(np.int32(step))
+        losses.append(np.mean(d * d))
+        dx = 2 * d / d.size
+        g = {"w1": np.zeros_like(p["w1"]), "w2": np.zeros_like(p["w2"])}
+        for l in reversed(range(3)):
+            g["w2"][l] = hs[l].T @ dx
+            dpre = (dx @ p["w2"][l].T) * (1 - hs[l] * hs[l])
+            g["w1"][l] = xs[l].T @ dpre
+            dx = dx + dpre @ p["w1"][l].T
+        for k in p:
+            mu[k] = 0.1 * g[k] + 0.9 * mu[k]
+            nu[k] = 0.001 * (g[k] * g[k]) + 0.999 * nu[k]
+            u = mu[k] / (1 - 0.9 ** step) / (np.sqrt(nu[k] / (1 - 0.999 ** step)) + 1e-8)
+            p[k] = p[k] - 0.02 * (u + 0.01 * p[k])
+    return {"step": steps, "loss": losses, "w1[2, 0]": p["w1"][2, 0], "w2[0, 0]": p["w2"][0, 0]}
+
+
 def megatron_mlp():
     x = iota(8).reshape(2, 4) / 8 - np.float32(0.3)
     w1 = np.sin(iota(32)).reshape(4, 8)
