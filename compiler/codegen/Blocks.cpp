@@ -35,13 +35,44 @@ llvm::Value *FuncEmitter::bytesOf(const ir::Value *v) {
 
 llvm::Value *FuncEmitter::scratchFor(const ir::Value *v) {
   if (!me.blocksLayout(v)) return scratch(v->type);
-  return allocBlocks(v, bytesOf(v));
+  return allocBlocks(nullptr, bytesOf(v));
 }
 
-llvm::Value *FuncEmitter::allocBlocks(const ir::Value *v, llvm::Value *bytes) {
+// A value's blocks are freed after the last eqn that reads it (or a value sharing its buffer:
+// a loop that took it), so a model's initial values, dead once the loop has started from them,
+// are not held beside the loop's; a loop's or branch's scratch, after that eqn.
+llvm::Value *FuncEmitter::allocBlocks(const ir::Value *owner, llvm::Value *bytes) {
   llvm::Value *p = callRt("shm_blocks_alloc", {bytes}, "blocks");
-  blocks_.push_back(p);
+  if (owner) ownedBlocks_.push_back({owner, p});
+  else eqnBlocks_.push_back(p);
   return p;
+}
+
+void FuncEmitter::freeDeadBlocks(size_t last) {
+  for (llvm::Value *p : eqnBlocks_) callRt("shm_blocks_free", {p});
+  eqnBlocks_.clear();
+  if (blocksLastUse_.empty() && !ownedBlocks_.empty()) {  // (once: the last eqn reading each buffer)
+    std::unordered_map<const ir::Value *, size_t> lastRead = lastReads(f);
+    auto note = [&](const ir::Value *v, size_t at) {  // (by the value that owns the buffer)
+      const ir::Value *r = root(v);
+      auto st = storage_.find(r);
+      size_t &u = blocksLastUse_[st != storage_.end() && st->second.kind == StorageKind::Blocks ? r : v];
+      u = std::max(u, at);
+    };
+    for (size_t i = 0; i < f.eqns.size(); ++i)
+      for (const ir::Value *v : f.eqns[i].outs) {
+        note(v, i);
+        auto r = lastRead.find(v);
+        if (r != lastRead.end()) note(v, r->second);
+      }
+  }
+  std::vector<std::pair<const ir::Value *, llvm::Value *>> kept;
+  for (const auto &[v, p] : ownedBlocks_) {
+    auto u = blocksLastUse_.find(v);
+    if (u != blocksLastUse_.end() && u->second <= last) callRt("shm_blocks_free", {p});
+    else kept.push_back({v, p});
+  }
+  ownedBlocks_ = std::move(kept);
 }
 
 void FuncEmitter::copyValue(llvm::Value *dst, llvm::Value *src, const ir::Value *v) {
@@ -71,7 +102,7 @@ bool FuncEmitter::writesBlocks(const ir::Eqn &e, size_t k) const {
 // computed, or a shmap output in another layout, that only shmaps read.
 void FuncEmitter::convertToBlocks(const ir::Value *v) {
   llvm::Value *global = buffer(v);
-  llvm::Value *blocks = allocBlocks(v, bytesOf(v));
+  llvm::Value *blocks = allocBlocks(v, bytesOf(v));  // (v's root: a converted value has no alias)
   std::vector<llvm::Value *> args = blocksArgs(v);
   args.push_back(global);
   args.push_back(blocks);

@@ -157,7 +157,11 @@ public:
   // computes is converted after it (convertToBlocks).
   bool writesBlocks(const ir::Eqn &e, size_t k) const;
   void convertToBlocks(const ir::Value *v);
-  llvm::Value *allocBlocks(const ir::Value *v, llvm::Value *bytes);  // freed on return
+  // A buffer in the blocks form: `owner`'s (freed after its last use), or, owner null, scratch
+  // of the eqn being lowered (freed after it); freeDeadBlocks(last) frees them once eqns up to
+  // `last` are emitted.
+  llvm::Value *allocBlocks(const ir::Value *owner, llvm::Value *bytes);
+  void freeDeadBlocks(size_t last);
   // Whether operand k of e is a loop's initial carry; a carry's initial value into `dst` (a
   // splat without a buffer: filled).
   static bool initialCarry(const ir::Eqn &e, size_t k);
@@ -247,7 +251,9 @@ private:
   std::unordered_set<const ir::Value *> renamed_;  // inputs of a reshape / pbroadcast (another name for their bytes)
   std::unordered_set<const ir::Value *> donated_;  // whose bytes an InPlace value took
   std::vector<llvm::Value *> scratch_;             // heap scratch, freed before returning
-  std::vector<llvm::Value *> blocks_;              // blocks-form buffers (shm_blocks_alloc), too
+  std::vector<std::pair<const ir::Value *, llvm::Value *>> ownedBlocks_;  // blocks-form buffers live
+  std::vector<llvm::Value *> eqnBlocks_;                                 // ... and scratch
+  std::unordered_map<const ir::Value *, size_t> blocksLastUse_;           // by buffer (root value)
 };
 
 // The runtime's partition-spec encoding (shmap_runtime.h): per dimension, the number of axes,

@@ -507,12 +507,14 @@ bool FuncEmitter::emit() {
     for (size_t k = i; k <= last; ++k)
       for (size_t j = 0; j < f.eqns[k].outs.size(); ++j)
         if (me.blocksLayout(f.eqns[k].outs[j]) && !writesBlocks(f.eqns[k], j)) convertToBlocks(f.eqns[k].outs[j]);
+    freeDeadBlocks(last);
     i = last + 1;
   }
   markTopLevel();
   emitResults();
   for (llvm::Value *p : scratch_) callRt("shm_free", {p});
-  for (llvm::Value *p : blocks_) callRt("shm_blocks_free", {p});
+  for (llvm::Value *p : eqnBlocks_) callRt("shm_blocks_free", {p});
+  for (const auto &[v, p] : ownedBlocks_) callRt("shm_blocks_free", {p});
   if (arena_) callRt("shm_free", {arena_});
   b.CreateRetVoid();
   return me.error.empty();
