@@ -114,7 +114,7 @@ void FuncEmitter::convertToBlocks(const ir::Value *v) {
 
 namespace shmapc::codegen {
 
-// A while body's carry j whose new value a shmap computes from the old one, element by element
+// A loop's or while body's carry j whose new value a shmap computes from the old one, element by element
 // on each device's own block, can be updated in place: `p_new = shmap(..., p, ...)` where p is
 // the carry's parameter and read last there, both in the blocks form with the shmap's spec,
 // every local device its own block (the spec names every mesh axis of size > 1, so no two
@@ -147,8 +147,10 @@ void ModuleEmitter::findDonatedCarries(const std::unordered_map<const ir::Func *
   };
   for (const auto &f : irm.funcs)
     for (const ir::Eqn &w : f->eqns) {
-      if (w.prim != ir::Prim::While || w.bodies.size() != 2 || !usedOnce(w.bodies[1])) continue;
-      const ir::Func &body = *w.bodies[1];
+      const bool isWhile = w.prim == ir::Prim::While && w.bodies.size() == 2;
+      const bool isLoop = w.prim == ir::Prim::Loop && w.bodies.size() == 1;
+      if ((!isWhile && !isLoop) || !usedOnce(w.bodies.back())) continue;
+      const ir::Func &body = *w.bodies.back();  // (a loop body's params: i, consts..., carries...)
       const size_t carries = body.results.size(), consts = body.params.size() - carries;
       std::vector<bool> &inPlace = carriesInPlace[&body];
       inPlace.resize(carries, false);

@@ -53,7 +53,7 @@ public:
   // Shmap bodies -> (result, parameter) pairs whose result each device computes over its
   // block of the parameter (findDonatedCarries): the caller passes one buffer for both.
   std::unordered_map<const ir::Func *, std::vector<std::pair<size_t, size_t>>> donatedResults;
-  // Blocks.cpp: while carries in the blocks form that a shmap updates (the optimizer's update of
+  // Blocks.cpp: loop carries in the blocks form that a shmap updates (the optimizer's update of
   // sharded parameters and moments), each device over its own block: in place, one buffer
   // instead of two. `uses`: how many eqns run each body.
   void findDonatedCarries(const std::unordered_map<const ir::Func *, int> &uses);
