@@ -188,6 +188,21 @@ def assembled(folder, key):
     return bytes(out)
 
 
+def resumed(a, tmp, src, exe, ck, steps, want, label, what):
+    """Resumes checkpoint `ck` (a copy of it each time) for `steps` steps on 2 ranks of 2 devices
+    and on one process of 4 threads (`exe`): each prints `want`."""
+    for name, ranks, per_rank in (("2 ranks x 2", 2, 2), ("one process of 4 threads", 1, 4)):
+        copy = os.path.join(tmp, "%s_%s" % (os.path.basename(ck), name.replace(" ", "_")))
+        shutil.copytree(ck, copy)
+        args = ["--steps=%d" % steps, "--ckpt=" + copy, "--resume=true"]
+        if ranks > 1:
+            got = run(a, tmp, src, ranks, per_rank, args)
+        else:
+            got = subprocess.run([exe] + args, capture_output=True, text=True, timeout=300, cwd=tmp)
+        expect("%s resumed on %s: %s" % (label, name, what),
+               got.returncode == 0 and got.stdout.splitlines() == want, got.stdout + got.stderr)
+
+
 def checkpoint(a, tmp):
     src = os.path.join(ROOT, "tests", "mpi", "checkpoint_resume.smp")
     exe = os.path.join(tmp, "checkpoint_resume")
@@ -213,16 +228,7 @@ def checkpoint(a, tmp):
     for key in ("params.w1", "params.w2"):
         _, want = npy_member(os.path.join(whole, "whole.npz"), key)
         expect("checkpoint_resume: %s put together from its blocks is savez's" % key, assembled(ck, key) == want)
-    for name, ranks, per_rank in (("2 ranks x 2", 2, 2), ("one process of 4 threads", 1, 4)):
-        copy = os.path.join(tmp, "ck_" + name.replace(" ", "_"))
-        shutil.copytree(ck, copy)
-        args = ["--steps=3", "--ckpt=" + copy, "--resume=true"]
-        if ranks > 1:
-            got = run(a, tmp, src, ranks, per_rank, args)
-        else:
-            got = subprocess.run([exe] + args, capture_output=True, text=True, timeout=300, cwd=tmp)
-        expect("checkpoint_resume resumed on %s: steps 4-6 as without a stop" % name,
-               got.returncode == 0 and got.stdout.splitlines() == lines[6:], got.stdout + got.stderr)
+    resumed(a, tmp, src, exe, ck, 3, lines[6:], "checkpoint_resume", "steps 4-6 as without a stop")
     broken = os.path.join(tmp, "ck_truncated")
     shutil.copytree(ck, broken)
     path = os.path.join(broken, "rank-2-1.npz")
@@ -258,16 +264,7 @@ def sharded_layers(a, tmp):
     files = sorted(os.listdir(ck))
     expect("sharded_layers on 4 ranks: archives of ranks 0 and 1 only",
            files == ["index.json", "rank-0-1.npz", "rank-1-1.npz"], str(files))
-    for name, ranks, per_rank in (("2 ranks x 2", 2, 2), ("one process of 4 threads", 1, 4)):
-        copy = os.path.join(tmp, "layers_ck_" + name.replace(" ", "_"))
-        shutil.copytree(ck, copy)
-        args = ["--steps=2", "--ckpt=" + copy, "--resume=true"]
-        if ranks > 1:
-            got = run(a, tmp, src, ranks, per_rank, args)
-        else:
-            got = subprocess.run([exe] + args, capture_output=True, text=True, timeout=300, cwd=tmp)
-        expect("sharded_layers resumed on %s: steps 3-4 and the weights as without a stop" % name,
-               got.returncode == 0 and got.stdout.splitlines() == lines[4:], got.stdout + got.stderr)
+    resumed(a, tmp, src, exe, ck, 2, lines[4:], "sharded_layers", "steps 3-4 and the weights as without a stop")
 
 
 def run(a, tmp, src, ranks, per_rank, args=()):
