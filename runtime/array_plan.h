@@ -47,6 +47,18 @@ bool is_writer(const ArrayPlan &p, const MeshCall &c, const int64_t *coords);
 std::unique_ptr<MeshCall> local_call(int32_t mesh_rank, const int64_t *mesh_sizes, const char *what);
 // The slots of the blocks form (fills slot_offset, slot_device, slot_of).
 void plan_slots(ArrayPlan &p, const MeshCall &c);
+// The plan of an array in the blocks form of `spec` (`what` names it in errors).
+ArrayPlan blocks_plan(const MeshCall &c, int32_t dtype, int32_t rank, const int64_t *shape, const int32_t *spec,
+                      const char *what);
+// fn(slot, start) for each slot of the blocks form: its index and where its block starts.
+template <class F> void for_each_slot(const ArrayPlan &p, const MeshCall &c, F fn) {
+  int64_t coords[kMaxMeshRank], start[kMaxRank];
+  for (size_t s = 0; s < p.slot_offset.size(); ++s) {
+    coords_of(c, p.slot_device[s], coords);
+    block_start(p, c, coords, start);
+    fn(s, start);
+  }
+}
 // Under SHMAP_LOG_RANKS=1, the most bytes the host held as blocks at once (shm_blocks_alloc):
 // a rank's share of the parameters and optimizer state kept on the devices, and of what else
 // stayed split (gradients).

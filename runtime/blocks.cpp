@@ -13,7 +13,6 @@
 #include <unordered_map>
 
 namespace shm {
-namespace {
 
 ArrayPlan blocks_plan(const MeshCall &c, int32_t dtype, int32_t rank, const int64_t *shape, const int32_t *spec,
                       const char *what) {
@@ -21,15 +20,7 @@ ArrayPlan blocks_plan(const MeshCall &c, int32_t dtype, int32_t rank, const int6
   return plan_array(c, d, what, 0);
 }
 
-// fn(slot, start) for each slot of the blocks form: its index and where its block starts.
-template <class F> void for_each_slot(const ArrayPlan &p, const MeshCall &c, F fn) {
-  int64_t coords[kMaxMeshRank], start[kMaxRank];
-  for (size_t s = 0; s < p.slot_offset.size(); ++s) {
-    coords_of(c, p.slot_device[s], coords);
-    block_start(p, c, coords, start);
-    fn(s, start);
-  }
-}
+namespace {
 
 // The host's allocations in the blocks form (shm_blocks_alloc): their bytes now and at most.
 struct BlocksHeld {

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <sys/stat.h>
@@ -225,15 +226,41 @@ Index readIndex(const std::string &dir, bool *missing) {
   return idx;
 }
 
+// The index a load reads, parsed once per version of the file: a model's arrays are loaded
+// one call each, and each would otherwise read and parse the whole index again. (A save
+// replaces the file by a rename: a new inode, so a new version.)
+const Index &loadedIndex(const std::string &dir) {
+  static std::mutex m;
+  static std::map<std::string, std::pair<std::string, Index>> cache;  // folder -> (version, index)
+  struct stat st;
+  std::string version;
+  if (stat((dir + "/index.json").c_str(), &st) == 0)
+    version = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+              std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+  std::lock_guard<std::mutex> lock(m);
+  auto it = cache.find(dir);
+  if (it != cache.end() && !version.empty() && it->second.first == version) return it->second.second;
+  Index idx = readIndex(dir, nullptr);  // (a missing or bad index stops the program here)
+  auto &entry = cache[dir];
+  entry = {version, std::move(idx)};
+  return entry.second;
+}
+
 std::string list(const int64_t *v, int32_t n) {
   std::string s = "[";
-  for (int32_t i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  for (int32_t i = 0; i < n; ++i) {  // (piece by piece: GCC 12 warns, wrongly, about "text" + std::string)
+    if (i) s += ", ";
+    s += std::to_string(v[i]);
+  }
   return s + "]";
 }
 
 std::string memberName(const std::string &key, const int64_t *start, int32_t rank) {
   std::string m = key + "@";
-  for (int32_t d = 0; d < rank; ++d) m += (d ? "_" : "") + std::to_string(start[d]);
+  for (int32_t d = 0; d < rank; ++d) {
+    if (d) m += '_';
+    m += std::to_string(start[d]);
+  }
   return m;
 }
 
@@ -263,9 +290,8 @@ extern "C" void shm_save_checkpoint(const char *dir, int32_t n, const char *cons
   std::vector<int32_t> mdtypes, mranks;
   std::vector<int64_t> mshapes;
   std::vector<const void *> mdata;
-  std::vector<std::vector<char>> copies;  // (a whole array's block: its data as it is)
-  const int64_t *shape = shapes;
-  for (int32_t k = 0; k < n; ++k, shape += ranks[k - 1]) {
+  const int64_t *shape = shapes;  // (array k's, advanced at the end of each)
+  for (int32_t k = 0; k < n; ++k) {
     const char *word = dtypeWord(dtypes[k]);
     if (!word) refuse(folder, std::string(keys[k]) + ": a dtype .npy cannot hold");
     index += std::string(k ? "," : "") + "\n  {\"key\": \"" + keys[k] + "\", \"dtype\": \"" + word +
@@ -293,8 +319,7 @@ extern "C" void shm_save_checkpoint(const char *dir, int32_t n, const char *cons
         spec.push_back(m);
         for (int32_t j = 0; j < m; ++j) spec.push_back((int32_t)l[at++]);
       }
-      const shm_array_desc desc{ranks[k], shape, dtypes[k], spec.data(), SHM_BLOCKS};
-      const ArrayPlan p = plan_array(*c, desc, "checkpoint of", k);
+      const ArrayPlan p = blocks_plan(*c, dtypes[k], ranks[k], shape, spec.data(), "checkpoint of");
       // Every block, by its first device: that device's rank writes it (from its slot).
       std::map<int64_t, int64_t> firstDevice;  // block offset -> device
       int64_t coords[kMaxMeshRank], start[kMaxRank];
@@ -317,6 +342,7 @@ extern "C" void shm_save_checkpoint(const char *dir, int32_t n, const char *cons
       }
     }
     index += "]}";
+    shape += ranks[k];
   }
   index += "]}\n";
   if (!names.empty()) {
@@ -328,8 +354,11 @@ extern "C" void shm_save_checkpoint(const char *dir, int32_t n, const char *cons
   ranks_barrier();  // every rank's archive is in place
   if (writes_output()) {
     write_file_atomically((folder + "/index.json").c_str(), index);
+    std::string current = "-";  // (this generation's suffix; piece by piece, as list())
+    current += std::to_string(generation);
+    current += ".npz";
     for (const std::string &f : old.files)  // the previous generation's archives
-      if (f.find("-" + std::to_string(generation) + ".npz") == std::string::npos) unlink((folder + "/" + f).c_str());
+      if (f.find(current) == std::string::npos) unlink((folder + "/" + f).c_str());
   }
   ranks_barrier();
   SHM_GUARD_END("save_checkpoint")
@@ -341,7 +370,7 @@ extern "C" void shm_load_checkpoint(const char *dir, const char *key, int32_t dt
                                     const int32_t *spec, void *out) {
   SHM_GUARD_BEGIN
   const std::string folder = dir, where = folder + "/index.json";
-  const Index idx = readIndex(folder, nullptr);
+  const Index &idx = loadedIndex(folder);
   auto it = idx.arrays.find(key);
   if (it == idx.arrays.end()) refuse(where, std::string("has no array ") + key);
   const StoredArray &a = it->second;
@@ -360,15 +389,11 @@ extern "C" void shm_load_checkpoint(const char *dir, const char *key, int32_t dt
     regions.push_back({std::vector<int64_t>(rank, 0), std::vector<int64_t>(shape, shape + rank), (char *)out});
   } else {
     const std::unique_ptr<MeshCall> c = local_call(mesh_rank, mesh_sizes, "checkpoint");
-    const shm_array_desc desc{rank, shape, dtype, spec, SHM_BLOCKS};
-    const ArrayPlan p = plan_array(*c, desc, "checkpoint of", 0);
-    int64_t coords[kMaxMeshRank], start[kMaxRank];
-    for (size_t s = 0; s < p.slot_offset.size(); ++s) {
-      coords_of(*c, p.slot_device[s], coords);
-      block_start(p, *c, coords, start);
+    const ArrayPlan p = blocks_plan(*c, dtype, rank, shape, spec, "checkpoint of");
+    for_each_slot(p, *c, [&](size_t s, const int64_t *start) {
       regions.push_back({std::vector<int64_t>(start, start + rank), std::vector<int64_t>(p.bshape, p.bshape + rank),
                          (char *)out + (int64_t)s * p.block_bytes});
-    }
+    });
   }
   for (const Region &r : regions) {
     int64_t covered = 0;

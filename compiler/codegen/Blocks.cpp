@@ -5,6 +5,8 @@
 // copies and scratch buffers ask the runtime for its bytes.
 #include "codegen/CodegenContext.h"
 
+#include <llvm/IR/Constants.h>
+
 #include <algorithm>
 
 namespace shmapc::codegen {
@@ -20,17 +22,26 @@ std::vector<int32_t> encodeSpec(const ir::PartitionSpec &spec, int64_t rank) {
   return out;
 }
 
-std::vector<llvm::Value *> FuncEmitter::blocksArgs(const ir::Value *v) {
-  const ShmapLayout &layout = *me.blocksLayout(v);
-  const ir::Mesh &mesh = *me.irm.meshes[(size_t)layout.mesh];
+FuncEmitter::BlocksArgs FuncEmitter::blocksArgs(const ir::Value *v) {
   const ir::Type &t = v->type;
+  const ShmapLayout *layout = me.blocksLayout(v);
+  if (!layout) {
+    llvm::Value *none = llvm::ConstantPointerNull::get(llvm::PointerType::get(me.ctx, 0));
+    return {i32(0), none, dtypeCode(t.dtype), i32(t.rank()), me.i64Array(t.shape), none};
+  }
+  const ir::Mesh &mesh = *me.irm.meshes[(size_t)layout->mesh];
   return {i32((int64_t)mesh.sizes.size()), me.i64Array(mesh.sizes), dtypeCode(t.dtype), i32(t.rank()),
-          me.i64Array(t.shape), me.i32Array(encodeSpec(layout.spec, t.rank()))};
+          me.i64Array(t.shape), me.i32Array(encodeSpec(layout->spec, t.rank()))};
 }
 
 llvm::Value *FuncEmitter::bytesOf(const ir::Value *v) {
   if (!me.blocksLayout(v)) return i64(v->type.byteSize());
-  return callRt("shm_blocks_bytes", blocksArgs(v), "blocks.bytes");
+  return callRt("shm_blocks_bytes", blocksArgs(v).list(), "blocks.bytes");
+}
+
+void FuncEmitter::fillSplat(llvm::Value *dst, llvm::Value *bytes, const ir::Eqn &splat) {
+  const ir::DType t = splat.outs[0]->type.dtype;
+  callRt("shm_fill", {dst, bytes, me.dataArray(t, splat.doublesParam("value")), i32(ir::dtypeSize(t))});
 }
 
 llvm::Value *FuncEmitter::scratchFor(const ir::Value *v) {
@@ -40,7 +51,24 @@ llvm::Value *FuncEmitter::scratchFor(const ir::Value *v) {
 
 // A value's blocks are freed after the last eqn that reads it (or a value sharing its buffer:
 // a loop that took it), so a model's initial values, dead once the loop has started from them,
-// are not held beside the loop's; a loop's or branch's scratch, after that eqn.
+// are not held beside the loop's; a loop's or branch's scratch, after that eqn. Here (at the
+// end of plan, the storage decided): the last eqn using each buffer, by the value owning it.
+void FuncEmitter::planBlocksLastUse(const std::unordered_map<const ir::Value *, size_t> &lastRead) {
+  auto note = [&](const ir::Value *v, size_t at) {
+    const ir::Value *r = root(v);
+    auto st = storage_.find(r);
+    size_t &u = blocksLastUse_[st != storage_.end() && st->second.kind == StorageKind::Blocks ? r : v];
+    u = std::max(u, at);
+  };
+  for (size_t i = 0; i < f.eqns.size(); ++i)
+    for (const ir::Value *v : f.eqns[i].outs)
+      if (me.blocksLayout(v)) {
+        note(v, i);
+        auto r = lastRead.find(v);
+        if (r != lastRead.end()) note(v, r->second);
+      }
+}
+
 llvm::Value *FuncEmitter::allocBlocks(const ir::Value *owner, llvm::Value *bytes) {
   llvm::Value *p = callRt("shm_blocks_alloc", {bytes}, "blocks");
   if (owner) ownedBlocks_.push_back({owner, p});
@@ -51,21 +79,6 @@ llvm::Value *FuncEmitter::allocBlocks(const ir::Value *owner, llvm::Value *bytes
 void FuncEmitter::freeDeadBlocks(size_t last) {
   for (llvm::Value *p : eqnBlocks_) callRt("shm_blocks_free", {p});
   eqnBlocks_.clear();
-  if (blocksLastUse_.empty() && !ownedBlocks_.empty()) {  // (once: the last eqn reading each buffer)
-    std::unordered_map<const ir::Value *, size_t> lastRead = lastReads(f);
-    auto note = [&](const ir::Value *v, size_t at) {  // (by the value that owns the buffer)
-      const ir::Value *r = root(v);
-      auto st = storage_.find(r);
-      size_t &u = blocksLastUse_[st != storage_.end() && st->second.kind == StorageKind::Blocks ? r : v];
-      u = std::max(u, at);
-    };
-    for (size_t i = 0; i < f.eqns.size(); ++i)
-      for (const ir::Value *v : f.eqns[i].outs) {
-        note(v, i);
-        auto r = lastRead.find(v);
-        if (r != lastRead.end()) note(v, r->second);
-      }
-  }
   std::vector<std::pair<const ir::Value *, llvm::Value *>> kept;
   for (const auto &[v, p] : ownedBlocks_) {
     auto u = blocksLastUse_.find(v);
@@ -103,16 +116,12 @@ bool FuncEmitter::writesBlocks(const ir::Eqn &e, size_t k) const {
 void FuncEmitter::convertToBlocks(const ir::Value *v) {
   llvm::Value *global = buffer(v);
   llvm::Value *blocks = allocBlocks(v, bytesOf(v));  // (v's root: a converted value has no alias)
-  std::vector<llvm::Value *> args = blocksArgs(v);
+  std::vector<llvm::Value *> args = blocksArgs(v).list();
   args.push_back(global);
   args.push_back(blocks);
   callRt("shm_to_blocks", args);
   buffers_[v] = blocks;
 }
-
-} // namespace shmapc::codegen
-
-namespace shmapc::codegen {
 
 // A loop's or while body's carry j whose new value a shmap computes from the old one, element by element
 // on each device's own block, can be updated in place: `p_new = shmap(..., p, ...)` where p is

@@ -147,12 +147,19 @@ public:
   llvm::CallInst *callRt(const std::string &name, std::vector<llvm::Value *> args, const char *result = "");
   void copyBytes(llvm::Value *dst, llvm::Value *src, int64_t bytes);
   // Values in either form (Blocks.cpp): v's bytes (known at run time for the blocks form), a
-  // scratch buffer for it, a copy of it; the runtime's (mesh rank, mesh sizes, dtype, rank,
-  // shape, spec) arguments that describe its blocks.
+  // scratch buffer for it, a copy of it; the runtime's arguments that describe its blocks
+  // (for a whole value: no mesh and no spec, null pointers).
   llvm::Value *bytesOf(const ir::Value *v);
   llvm::Value *scratchFor(const ir::Value *v);
   void copyValue(llvm::Value *dst, llvm::Value *src, const ir::Value *v);
-  std::vector<llvm::Value *> blocksArgs(const ir::Value *v);
+  struct BlocksArgs {
+    llvm::Value *meshRank, *meshSizes, *dtype, *rank, *shape, *spec;
+    // (in the order shm_blocks_bytes and shm_to_blocks take them)
+    std::vector<llvm::Value *> list() const { return {meshRank, meshSizes, dtype, rank, shape, spec}; }
+  };
+  BlocksArgs blocksArgs(const ir::Value *v);
+  // A splat constant's value into `bytes` of `dst` (shm_fill).
+  void fillSplat(llvm::Value *dst, llvm::Value *bytes, const ir::Eqn &splat);
   // Whether eqn e writes its output k in the blocks form itself; a blocks value another eqn
   // computes is converted after it (convertToBlocks).
   bool writesBlocks(const ir::Eqn &e, size_t k) const;
@@ -162,6 +169,7 @@ public:
   // `last` are emitted.
   llvm::Value *allocBlocks(const ir::Value *owner, llvm::Value *bytes);
   void freeDeadBlocks(size_t last);
+  void planBlocksLastUse(const std::unordered_map<const ir::Value *, size_t> &lastRead);
   // Whether operand k of e is a loop's initial carry; a carry's initial value into `dst` (a
   // splat without a buffer: filled).
   static bool initialCarry(const ir::Eqn &e, size_t k);

@@ -248,6 +248,7 @@ void FuncEmitter::plan() {
       donated_.insert(init);
     }
   }
+  planBlocksLastUse(lastRead);
 
   planArena(groupOf);
 }
@@ -262,9 +263,7 @@ void FuncEmitter::initCarry(llvm::Value *dst, const ir::Value *init, const ir::V
     if (src != dst) copyValue(dst, src, carry);  // (the loop's buffer may be its initial value's)
     return;
   }
-  const ir::Eqn &splat = *splatConstants_.at(init);
-  callRt("shm_fill", {dst, bytesOf(carry), me.dataArray(init->type.dtype, splat.doublesParam("value")),
-                      i32(ir::dtypeSize(init->type.dtype))});
+  fillSplat(dst, bytesOf(carry), *splatConstants_.at(init));
 }
 
 // The values a reshape or pbroadcast gives another name for their bytes.
@@ -557,9 +556,7 @@ void FuncEmitter::allocateOuts(const ir::Eqn &e) {
       llvm::Value *bytes = bytesOf(v);
       llvm::Value *p = allocBlocks(v, bytes);
       buffers_[v] = p;
-      if (e.prim == ir::Prim::Constant)  // a splat: every element of every block alike
-        callRt("shm_fill", {p, bytes, me.dataArray(v->type.dtype, e.doublesParam("value")),
-                            i32(ir::dtypeSize(v->type.dtype))});
+      if (e.prim == ir::Prim::Constant) fillSplat(p, bytes, e);  // (every element of every block alike)
       break;
     }
     }

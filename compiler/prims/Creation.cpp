@@ -128,9 +128,9 @@ static bool lowerRandom(FuncEmitter &fe, size_t i, int kind) {
   llvm::Value *seed = fe.i64(e.has("seed") ? e.intParam("seed") : 0);
   if (!e.ins.empty()) seed = fe.b.CreateSExt(fe.b.CreateLoad(fe.me.i32Ty, fe.buffer(e.ins[0])), fe.me.i64Ty);
   if (fe.me.blocksLayout(e.outs[0])) {  // only the rank's blocks (Blocks.cpp)
-    std::vector<llvm::Value *> layout = fe.blocksArgs(e.outs[0]);
-    fe.callRt("shm_random_blocks", {fe.dtypeCode(t.dtype), fe.i32(kind), seed, layout[0], layout[1], layout[3],
-                                    layout[4], layout[5], fe.buffer(e.outs[0])});
+    const codegen::FuncEmitter::BlocksArgs b = fe.blocksArgs(e.outs[0]);
+    fe.callRt("shm_random_blocks", {b.dtype, fe.i32(kind), seed, b.meshRank, b.meshSizes, b.rank, b.shape, b.spec,
+                                    fe.buffer(e.outs[0])});
     return true;
   }
   fe.callRt("shm_random", {fe.dtypeCode(t.dtype), fe.i32(kind), seed, fe.buffer(e.outs[0]),

@@ -198,19 +198,13 @@ template <> const Rules &define<Prim::Load>() {
                                              fe.buffer(e.outs[0])});
           return true;
         }
-        if (e.has("checkpoint")) {  // as blocks (the rank's) or whole, whatever layout wrote it
-          llvm::Value *none = llvm::ConstantPointerNull::get(llvm::PointerType::get(fe.me.ctx, 0));
-          std::vector<llvm::Value *> layout = {fe.i32(0), none, fe.dtypeCode(t.dtype), fe.i32(t.rank()),
-                                               fe.me.i64Array(t.shape), none};
-          if (fe.me.blocksLayout(e.outs[0])) layout = fe.blocksArgs(e.outs[0]);
-          fe.callRt("shm_load_checkpoint", {pathArg(fe, e), key, layout[2], layout[3], layout[4], layout[0], layout[1],
-                                            layout[5], fe.buffer(e.outs[0])});
-          return true;
-        }
-        if (fe.me.blocksLayout(e.outs[0])) {  // only the rank's blocks, into its slots (Blocks.cpp)
-          std::vector<llvm::Value *> layout = fe.blocksArgs(e.outs[0]);
-          fe.callRt("shm_load_npy_blocks", {pathArg(fe, e), key, layout[2], layout[3], layout[4], layout[0], layout[1],
-                                            layout[5], fe.buffer(e.outs[0])});
+        if (e.has("checkpoint") || fe.me.blocksLayout(e.outs[0])) {
+          // From a checkpoint: the rank's blocks or the whole array, whatever layout wrote it;
+          // from a file, an array kept as blocks: only the rank's blocks, into its slots (Blocks.cpp).
+          const codegen::FuncEmitter::BlocksArgs b = fe.blocksArgs(e.outs[0]);
+          fe.callRt(e.has("checkpoint") ? "shm_load_checkpoint" : "shm_load_npy_blocks",
+                    {pathArg(fe, e), key, b.dtype, b.rank, b.shape, b.meshRank, b.meshSizes, b.spec,
+                     fe.buffer(e.outs[0])});
           return true;
         }
         if (const codegen::ShmapLayout *layout = fe.me.splitLayout(e.outs[0])) {

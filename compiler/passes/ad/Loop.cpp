@@ -22,6 +22,7 @@
 
 #include <cmath>
 #include <set>
+#include <unordered_map>
 
 namespace shmapc::passes::ad {
 
@@ -47,22 +48,23 @@ std::vector<int64_t> withLeadingOne(const std::vector<int64_t> &shape) {
 // dynamic_slice(acc, idx...) + u, idx...): the step then touches its slice of the
 // accumulator, not all of it (a whole-size zero array and a whole-size sum every step, L
 // steps over [L, ...] stacks), and the accumulator, a carry read last there, is updated in
-// place. Null where ct is not such an update (the caller adds).
-Value *addIntoSlice(Builder &b, const Func &f, Value *acc, Value *ct) {
-  const Eqn *def = nullptr;
-  for (const Eqn &e : f.eqns)
-    if (!e.outs.empty() && e.outs[0] == ct) def = &e;
-  if (!def || def->prim != Prim::DynamicUpdateSlice || !(acc->type == ct->type)) return nullptr;
-  const Value *zero = def->ins[0];
-  for (const Eqn &e : f.eqns)  // (through a pbroadcast: zeros made device-varying)
-    if (!e.outs.empty() && e.outs[0] == zero && e.prim == Prim::Pbroadcast) zero = e.ins[0];
-  bool isZero = false;
-  for (const Eqn &e : f.eqns)
-    if (!e.outs.empty() && e.outs[0] == zero && e.prim == Prim::Constant)
-      isZero = e.doublesParam("value") == std::vector<double>{0.0};
-  Value *u = def->ins[1];
-  if (!isZero || (u->type.vary & ~acc->type.vary)) return nullptr;
-  std::vector<Value *> idx(def->ins.begin() + 2, def->ins.end()), ins = {acc};
+// place. Null where ct is not such an update (the caller adds). `definedBy`: the index in f's
+// eqns of the eqn defining each value (indices: b appends to f's eqns).
+Value *addIntoSlice(Builder &b, const Func &f, const std::unordered_map<const Value *, size_t> &definedBy, Value *acc,
+                    Value *ct) {
+  auto def = [&](const Value *v) -> const Eqn * {
+    auto it = definedBy.find(v);
+    return it == definedBy.end() ? nullptr : &f.eqns[it->second];
+  };
+  const Eqn *update = def(ct);
+  if (!update || update->prim != Prim::DynamicUpdateSlice || !(acc->type == ct->type)) return nullptr;
+  const Eqn *zero = def(update->ins[0]);
+  if (zero && zero->prim == Prim::Pbroadcast) zero = def(zero->ins[0]);  // (zeros made device-varying)
+  if (!zero || zero->prim != Prim::Constant || zero->doublesParam("value") != std::vector<double>{0.0}) return nullptr;
+  Value *u = update->ins[1];
+  if (u->type.vary & ~acc->type.vary) return nullptr;
+  // (read before b appends to f's eqns, which may move them)
+  std::vector<Value *> idx(update->ins.begin() + 2, update->ins.end()), ins = {acc};
   ins.insert(ins.end(), idx.begin(), idx.end());
   Value *old = b.emit(Prim::DynamicSlice, ins, Type{u->type.dtype, u->type.shape, acc->type.vary},
                       {{"sizes", u->type.shape}});
@@ -426,8 +428,11 @@ void Transposer::loopRule(const LinearEqn &le) {
   std::vector<Value *> results;
   for (size_t q = 0; q < floatCarries.size(); ++q)
     results.push_back(bb.liftTo(res[diffConsts.size() + q], bct[q]->type.vary));
+  std::unordered_map<const Value *, size_t> definedBy;
+  for (size_t i = 0; i < bw->eqns.size(); ++i)
+    for (const Value *v : bw->eqns[i].outs) definedBy[v] = i;
   for (size_t p = 0; p < diffConsts.size(); ++p) {
-    Value *sum = addIntoSlice(bb, *bw, bacc[p], res[p]);
+    Value *sum = addIntoSlice(bb, *bw, definedBy, bacc[p], res[p]);
     results.push_back(sum ? sum : bb.binary(Prim::Add, bacc[p], res[p]));
   }
   bw->results = results;
