@@ -22,7 +22,7 @@ LAYERS = [
     ["rules"],                       # what a primitive is asked (Rules), rulesOf, makeEqn
     # the interpreters of the rules
     ["sema", "passes/inline", "passes/variance", "codegen", "comm"],
-    ["passes/ad", "passes/jit", "passes/reductions", "passes/placement"],
+    ["passes/ad", "passes/jit", "passes/reductions", "passes/placement", "passes/pipeline"],
     ["passes", "prims"],             # the pipeline; the primitives' definitions
     ["driver"],
 ]

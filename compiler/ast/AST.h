@@ -174,6 +174,20 @@ struct JitAttrs {
   Loc inLoc, outLoc;
 };
 
+// `@pipeline(mesh=M, axis="stage", microbatches=16, schedule="1f1b", batch=(x, y))`: a train
+// step (one grad or value_and_grad call and the update) whose differentiated function is cut into
+// stages at its stage_boundary() statements, run over micro-batches of the batch arguments.
+struct PipelineAttrs {
+  Loc loc;
+  std::string mesh, axis, schedule = "gpipe";
+  Loc meshLoc, axisLoc, scheduleLoc, microbatchesLoc, batchLoc;
+  int64_t microbatches = 1;
+  int64_t virtualStages = 1;  // interleaved 1F1B: stages per device group
+  Loc virtualStagesLoc;
+  std::vector<std::string> batch;  // parameter names
+  std::vector<Loc> batchLocs;
+};
+
 struct FuncDecl {
   Loc loc;          // the function name
   std::string name;
@@ -183,6 +197,7 @@ struct FuncDecl {
   bool hasResultArrow = false;
   std::optional<ShmapAttrs> shmap;
   std::optional<JitAttrs> jit;
+  std::optional<PipelineAttrs> pipeline;
   Block body;
 };
 

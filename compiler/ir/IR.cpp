@@ -25,6 +25,29 @@ bool primFromName(const std::string &name, Prim &out) {
   return false;
 }
 
+const char *scheduleName(Schedule s) {
+  switch (s) {
+  case Schedule::GPipe: return "gpipe";
+  case Schedule::OneFOneB: return "1f1b";
+  case Schedule::Interleaved: return "interleaved";
+  case Schedule::ZeroBubbleH1: return "zb-h1";
+  case Schedule::Inference: return "inference";
+  }
+  return "?";
+}
+
+bool scheduleFromName(const std::string &name, Schedule &out) {
+  for (Schedule s : {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved, Schedule::ZeroBubbleH1,
+                     Schedule::Inference})
+    if (name == scheduleName(s)) {
+      out = s;
+      return true;
+    }
+  return false;
+}
+
+int64_t PipelineFunc::numStages() const { return stageAxisSize * virtualStages; }
+
 const char *dtypeName(DType t) {
   switch (t) {
   case DType::F32: return "f32";

@@ -223,6 +223,37 @@ struct JitFunc {
   std::map<const Value *, Sharding> propagated;
 };
 
+// Pipeline functions (`@pipeline`): a train step whose differentiated function is cut into
+// stages at its stage_boundary() markers and run over micro-batches of its batch arguments.
+enum class Schedule { GPipe, OneFOneB, Interleaved, ZeroBubbleH1, Inference };
+const char *scheduleName(Schedule s);  // as written: "gpipe", "1f1b", "interleaved", "zb-h1", "inference"
+bool scheduleFromName(const std::string &name, Schedule &out);
+
+// One stage of a pipeline's differentiated function, as the split-micro-batches pass found it
+// (--emit=stages): per micro-batch.
+struct PipelineStage {
+  Loc begin;                        // its first equation (the function, for stage 0)
+  int64_t eqns = 0, flops = 0;      // forward equations and floating-point operations
+  std::vector<std::string> params;  // the differentiated parameters it reads
+  int64_t paramBytes = 0;
+  int64_t sendBytes = 0;            // activations it sends to later stages
+};
+
+struct PipelineFunc {
+  std::string name;
+  Loc loc;
+  Func *func = nullptr;  // the instance (null once inlined into its callers)
+  int mesh = -1;
+  int stageAxis = -1;   // the mesh axis whose slices are the stages' submeshes
+  int64_t microbatches = 1, virtualStages = 1;
+  Schedule schedule = Schedule::GPipe;
+  Loc microbatchesLoc, scheduleLoc;
+  std::vector<int> batchLeaves;  // func->params indices split into micro-batches (dimension 0)
+  std::vector<Loc> batchLocs;    // where each leaf's parameter is named in batch=
+  int64_t numStages() const;     // the stage axis's size times virtualStages
+  int64_t stageAxisSize = 1;
+  std::vector<PipelineStage> stages;  // filled by the split-micro-batches pass
+};
 
 struct Module {
   std::vector<std::unique_ptr<Mesh>> meshes;
@@ -230,6 +261,7 @@ struct Module {
   std::vector<std::unique_ptr<Func>> funcs;  // every Func, nested bodies included
   Func *main = nullptr;
   std::vector<JitFunc> jits;    // the @jit functions, as declared
+  std::vector<PipelineFunc> pipelines;  // the @pipeline functions' instances
   Func *newFunc(const std::string &name);
 };
 

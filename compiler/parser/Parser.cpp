@@ -67,6 +67,7 @@ private:
   void parseResults(FuncDecl &fn);
   ShmapAttrs parseShmapAttrs();
   JitAttrs parseJitAttrs();
+  PipelineAttrs parsePipelineAttrs();
   std::vector<ShardingExpr> parseShardings();
   ShardingExpr parseSharding();
   DimShardingExpr parseDimSharding();
@@ -328,8 +329,9 @@ void Parser::parseMeshAxis(MeshDecl &m) {
 std::unique_ptr<FuncDecl> Parser::parseFunc() {
   auto fn = std::make_unique<FuncDecl>();
   if (at(Tok::At) && atIdent("jit", 1)) fn->jit = parseJitAttrs();
+  else if (at(Tok::At) && atIdent("pipeline", 1)) fn->pipeline = parsePipelineAttrs();
   else if (at(Tok::At)) fn->shmap = parseShmapAttrs();
-  expect(Tok::KwDef, fn->shmap ? "after @shmap(...)" : fn->jit ? "after @jit(...)" : "",
+  expect(Tok::KwDef, fn->shmap ? "after @shmap(...)" : fn->jit ? "after @jit(...)" : fn->pipeline ? "after @pipeline(...)" : "",
          "an attribute must be followed by a function definition");
   const Token &name = expectIdent("for the function after 'def'");
   fn->loc = name.loc;
@@ -374,7 +376,8 @@ ShmapAttrs Parser::parseShmapAttrs() {
   ShmapAttrs a;
   a.loc = take().loc;  // '@'
   if (!atIdent("shmap"))
-    fail(DiagId::BadShmapAttr, "'shmap' or 'jit' after '@'", "the attributes are @shmap(...) and @jit(...)");
+    fail(DiagId::BadShmapAttr, "'shmap', 'jit' or 'pipeline' after '@'",
+         "the attributes are @shmap(...), @jit(...) and @pipeline(...)");
   take();
   expect(Tok::LParen, "after '@shmap'", "write '@shmap(mesh=M, in_specs=..., out_specs=...)'");
   bool sawMesh = false, sawIn = false, sawOut = false, sawCheck = false, sawAuto = false;
@@ -463,6 +466,69 @@ JitAttrs Parser::parseJitAttrs() {
   if (!at(Tok::RParen)) fail(DiagId::BadJitAttr, "',' or ')' in @jit(...)", "separate attributes with ','");
   Loc close = take().loc;
   if (!sawMesh) diags_.fatal(DiagId::BadJitAttr, close, "@jit is missing 'mesh='", "add mesh=M: the mesh its shardings use");
+  return a;
+}
+
+// pipelineAttrs = "@" "pipeline" "(" pipelineAttr { "," pipelineAttr } ")" ;
+// pipelineAttr = "mesh" "=" IDENT | "axis" "=" STRING | "microbatches" "=" INT
+//              | "schedule" "=" STRING | "virtual_stages" "=" INT
+//              | "batch" "=" ( IDENT | "(" IDENT { "," IDENT } [ "," ] ")" ) ;
+PipelineAttrs Parser::parsePipelineAttrs() {
+  PipelineAttrs a;
+  a.loc = take().loc;  // '@'
+  take();              // 'pipeline'
+  const char *known = "the attributes are mesh, axis, microbatches, schedule, virtual_stages, batch";
+  const char *shape = "write '@pipeline(mesh=M, axis=\"stage\", microbatches=8, schedule=\"1f1b\", batch=(x, y))'";
+  expect(Tok::LParen, "after '@pipeline'", shape);
+  bool sawMesh = false, sawAxis = false, sawMb = false, sawSchedule = false, sawVirtual = false, sawBatch = false;
+  do {
+    if (!at(Tok::Ident) && !at(Tok::KwMesh)) fail(DiagId::BadPipelineAttr, "an attribute name in @pipeline(...)", known);
+    const Token &key = take();
+    bool *seen = key.text == "mesh" ? &sawMesh : key.text == "axis" ? &sawAxis : key.text == "microbatches" ? &sawMb
+                 : key.text == "schedule" ? &sawSchedule : key.text == "virtual_stages" ? &sawVirtual
+                 : key.text == "batch" ? &sawBatch : nullptr;
+    if (!seen) diags_.fatal(DiagId::BadPipelineAttr, key.loc, "unknown @pipeline attribute '" + key.text + "'", known);
+    if (*seen)
+      diags_.fatal(DiagId::BadPipelineAttr, key.loc, "@pipeline attribute '" + key.text + "' given twice", "remove one of them");
+    *seen = true;
+    expect(Tok::Assign, "after '" + key.text + "'", "write " + key.text + "=...");
+    if (seen == &sawMesh) {
+      const Token &mesh = expectIdent("of a mesh after 'mesh='");
+      a.mesh = mesh.text;
+      a.meshLoc = mesh.loc;
+    } else if (seen == &sawAxis || seen == &sawSchedule) {
+      if (!at(Tok::String))
+        fail(DiagId::BadPipelineAttr, "a string after '" + key.text + "='",
+             seen == &sawAxis ? "name the stage axis: axis=\"stage\"" : "schedule=\"gpipe\", \"1f1b\", \"interleaved\", \"zb-h1\" or \"inference\"");
+      const Token &t = take();
+      (seen == &sawAxis ? a.axis : a.schedule) = t.text;
+      (seen == &sawAxis ? a.axisLoc : a.scheduleLoc) = t.loc;
+    } else if (seen == &sawMb || seen == &sawVirtual) {
+      if (!at(Tok::Int)) fail(DiagId::BadPipelineAttr, "an integer after '" + key.text + "='", "write " + key.text + "=4");
+      const Token &t = take();
+      if (t.intValue < 1)
+        diags_.fatal(DiagId::BadPipelineAttr, t.loc, key.text + " must be at least 1", "write " + key.text + "=4");
+      (seen == &sawMb ? a.microbatches : a.virtualStages) = t.intValue;
+      (seen == &sawMb ? a.microbatchesLoc : a.virtualStagesLoc) = t.loc;
+    } else {
+      a.batchLoc = peek().loc;
+      bool paren = accept(Tok::LParen);
+      do {
+        if (paren && at(Tok::RParen)) break;
+        const Token &name = expectIdent("naming a parameter in batch=");
+        a.batch.push_back(name.text);
+        a.batchLocs.push_back(name.loc);
+      } while (paren && accept(Tok::Comma));
+      if (paren) expect(Tok::RParen, "to close batch=(...)", "write batch=(x, y)");
+    }
+  } while (accept(Tok::Comma));
+  if (!at(Tok::RParen)) fail(DiagId::BadPipelineAttr, "',' or ')' in @pipeline(...)", "separate attributes with ','");
+  Loc close = take().loc;
+  const char *missing = !sawMesh ? "mesh" : !sawAxis ? "axis" : !sawBatch ? "batch" : nullptr;
+  if (missing)
+    diags_.fatal(DiagId::BadPipelineAttr, close, std::string("@pipeline is missing '") + missing + "='",
+                 "add mesh=M, axis=\"stage\" (the mesh axis whose slices are the stages) and batch=(x, ...) (the "
+                 "arguments split into micro-batches)");
   return a;
 }
 

@@ -2,6 +2,7 @@
 #include "passes/ad/AD.h"
 #include "passes/inline/Inline.h"
 #include "passes/jit/Jit.h"
+#include "passes/pipeline/Pipeline.h"
 #include "passes/placement/Placement.h"
 #include "passes/reductions/Reductions.h"
 #include "passes/variance/Variance.h"
@@ -28,6 +29,7 @@ const std::vector<Pass> &pipeline() {
        [](ir::Module &m, const PassOptions &o, Diagnostics &d) {
          if (!o.jitWhole) partitionJit(m, d);
        }},
+      {"split-micro-batches", SHMAPC_NO_OPTIONS(splitMicroBatches)},
       {"inline-calls", SHMAPC_NO_OPTIONS(inlineCalls)},
       {"insert-pbroadcasts", SHMAPC_NO_OPTIONS(insertPbroadcasts)},
       {"differentiate",

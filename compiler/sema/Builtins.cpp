@@ -105,6 +105,7 @@ const std::map<std::string, Sema::MultiBuiltinFn> &Sema::multiResultBuiltins() {
       {"save", &Sema::lowerSave},
       {"savez", &Sema::lowerSavez},
       {"save_checkpoint", &Sema::lowerSavez},
+      {"stage_boundary", &Sema::lowerStageBoundary},
       {"top_k", &Sema::topK},
       {"scan", &Sema::scan},
   };

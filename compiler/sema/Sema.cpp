@@ -214,6 +214,10 @@ std::vector<SVal> Sema::callFunctionWith(const ast::FuncDecl &decl, const Unit &
                                          const std::vector<SVal> &args, Loc callLoc) {
   checkArgCount(decl, args.size(), callLoc);
   if (decl.shmap) return callShmap(decl, unit, args, callLoc);
+  if (decl.pipeline && cur_->mesh)
+    failWithNote(DiagId::BadPipelineAttr, callLoc, "the pipeline function " + decl.name + " is called inside a shmap body",
+                 "call it from host code: a pipeline runs its stages on submeshes of its mesh", decl.loc,
+                 decl.name + " is defined here");
   if (decl.jit && cur_->mesh)
     failWithNote(DiagId::JitInsideShmap, callLoc, "the jit function " + decl.name + " is called inside a shmap body",
                  "call it from host code: a jit function partitions itself over its mesh", decl.loc,
@@ -369,6 +373,7 @@ const Instance &Sema::instantiate(const ast::FuncDecl &decl, const Unit &unit,
   cur_ = savedCtx;
   scope_ = savedScope;
   if (decl.jit) recordJit(decl, *f, args, inst);
+  if (decl.pipeline) recordPipeline(decl, *f, args);
   return instances_.emplace(key, inst).first->second;
 }
 
@@ -384,8 +389,9 @@ std::unique_ptr<ir::Module> Sema::run() {
   if (!main.params.empty())
     fail(DiagId::NoMain, main.loc, "main must not take parameters",
          "remove main's parameters; it runs once on the host");
-  if (main.shmap || main.jit)
-    fail(DiagId::NoMain, main.loc, std::string("main cannot be a @") + (main.shmap ? "shmap" : "jit") + " function",
+  if (main.shmap || main.jit || main.pipeline)
+    fail(DiagId::NoMain, main.loc,
+         std::string("main cannot be a @") + (main.shmap ? "shmap" : main.jit ? "jit" : "pipeline") + " function",
          "put the per-device code in another function and call it from main");
   if (main.hasResultArrow && !main.results.empty())
     fail(DiagId::MainReturnsValue, main.loc, "main must not declare results",

@@ -502,6 +502,10 @@ public:
   void recordJit(const ast::FuncDecl &decl, ir::Func &f, const std::vector<ArgDesc> &args, const Instance &inst);
   SVal bShardingConstraint(const ast::Expr &c);
 
+  // ---- @pipeline functions (Pipeline.cpp)
+  void recordPipeline(const ast::FuncDecl &decl, ir::Func &f, const std::vector<ArgDesc> &args);
+  std::vector<SVal> lowerStageBoundary(const ast::Expr &c);
+
   // ---- statements (Statements.cpp)
   void lowerFunctionBody(const ast::FuncDecl &decl, Instance &inst);
   void lowerBlock(const ast::Block &block);

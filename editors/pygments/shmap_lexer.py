@@ -18,7 +18,7 @@ __all__ = ["ShmapLexer"]
 # The collectives and builtins (compiler/sema/Builtins.cpp), highlighted as Pygments highlights
 # Python's builtins.
 BUILTINS = (
-    "zeros", "ones", "zeros_like", "ones_like", "tree_map", "tree_leaves", "tree_reduce", "device_put", "full", "iota", "random_normal", "random_uniform", "load", "save", "savez", "load_checkpoint", "save_checkpoint",
+    "zeros", "ones", "zeros_like", "ones_like", "tree_map", "tree_leaves", "tree_reduce", "device_put", "full", "iota", "random_normal", "random_uniform", "load", "save", "savez", "load_checkpoint", "save_checkpoint", "stage_boundary",
     "cast", "exp", "log", "sin", "cos", "tanh", "sqrt", "abs", "floor", "ceil", "maximum", "minimum", "pow",
     "select", "where", "clip", "sum", "mean", "max", "min", "take", "scatter_add", "argmax", "argmin",
     "cumsum", "roll", "take_along_axis", "argsort", "sort", "one_hot", "top_k", "scan", "matmul", "reshape",
@@ -44,8 +44,8 @@ class ShmapLexer(RegexLexer):
             (r"[ \t\r\n]+", Whitespace),
             (r"#[^\n]*", Comment.Single),
             (r'"', String.Double, "string"),
-            # decorators: @shmap(...), @jit(...); a mesh named in a sharding: sharding<@m, ...>
-            (r"(@)(shmap|jit)\b", bygroups(Punctuation, Name.Decorator)),
+            # decorators: @shmap(...), @jit(...), @pipeline(...); a mesh named in a sharding: sharding<@m, ...>
+            (r"(@)(shmap|jit|pipeline)\b", bygroups(Punctuation, Name.Decorator)),
             (r"(@)([A-Za-z_][A-Za-z0-9_]*)", bygroups(Punctuation, Name.Namespace)),
             (r"(def)([ \t]+)([A-Za-z_][A-Za-z0-9_]*)", bygroups(Keyword.Declaration, Whitespace, Name.Function)),
             (r"(mesh)([ \t]+)([A-Za-z_][A-Za-z0-9_]*)", bygroups(Keyword.Declaration, Whitespace, Name.Namespace)),

@@ -186,6 +186,35 @@ def dp_mlp_train():
     return {"loss": losses, "final loss": loss_and_grads(w1, b1, w2)[0]}
 
 
+def pipeline_mlp():
+    """samples/pipeline_mlp.smp: the pipelined train step is SGD on the whole batch's mean
+    squared error (the micro-batches change only how the sums round); backpropagation by hand,
+    maximum(z, 0)'s derivative 1/2 where z = 0 (as JAX's: a row that relu zeroed whole gives the
+    next layer z = b = 0)."""
+    w = [shm_rng.normal(np.float32, 1, 16 * 64).reshape(16, 64) * np.float32(0.25),
+         shm_rng.normal(np.float32, 2, 64 * 16).reshape(64, 16) * np.float32(0.125),
+         shm_rng.normal(np.float32, 3, 16 * 64).reshape(16, 64) * np.float32(0.25),
+         shm_rng.normal(np.float32, 4, 64 * 16).reshape(64, 16) * np.float32(0.125)]
+    b = [np.zeros(64, np.float32), np.zeros(16, np.float32), np.zeros(64, np.float32), np.zeros(16, np.float32)]
+    x = shm_rng.normal(np.float32, 5, 64 * 16).reshape(64, 16)
+    y = np.maximum(shm_rng.normal(np.float32, 6, 64 * 16).reshape(64, 16), np.float32(0))
+    losses = []
+    for _ in range(5):
+        acts, pre = [x], []
+        for k in range(4):
+            pre.append(acts[-1] @ w[k] + b[k])
+            acts.append(np.maximum(pre[-1], np.float32(0)))
+        d = acts[-1] - y
+        losses.append(f32((d * d).mean()))
+        grad = 2 * d / d.size
+        for k in reversed(range(4)):
+            grad = grad * ((pre[k] > 0) + np.float32(0.5) * (pre[k] == 0))
+            gw, gb = acts[k].T @ grad, grad.sum(0)
+            grad = grad @ w[k].T
+            w[k], b[k] = w[k] - np.float32(0.2) * gw, b[k] - np.float32(0.2) * gb
+    return {"loss": losses, "w4[0, 0:4]": w[3][0, 0:4]}
+
+
 def transformer():
     """samples/transformer.smp, unsharded (Megatron's split and the data split change where
     the sums happen, not what they are), in float64 with the backward pass written out by hand.

@@ -22,6 +22,7 @@ public:
     if (m_.main) inlineInto(*m_.main);
   }
   void runOn(Func &f) { inlineInto(f); }
+  Func *copy(const Func &src, const Mesh *mesh) { return cloneFunc(src, mesh); }
 
 private:
   // Inlines all calls in `f` and in the bodies its equations hold (once per Func).
@@ -116,7 +117,11 @@ void removeUnreachableFuncs(Module &m) {
       j.func = nullptr;
       j.propagated.clear();
     }
+  for (PipelineFunc &p : m.pipelines)
+    if (!live.count(p.func)) p.func = nullptr;
 }
+
+ir::Func *cloneFunc(ir::Module &m, const ir::Func &src, const ir::Mesh *mesh) { return Inliner(m).copy(src, mesh); }
 
 void inlineCallsIn(ir::Module &m, ir::Func &f) { Inliner(m).runOn(f); }
 

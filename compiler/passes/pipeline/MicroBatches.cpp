@@ -1,0 +1,577 @@
+// split-micro-batches: a pipeline function's grad computed over micro-batches of its batch
+// arguments, with the same value and gradients as over the whole batch.
+//
+// Which values are per example, summed over examples, or of the whole batch is read off the
+// differentiated function with the primitives' sharding factors: micro-batching is sharding
+// dimension 0 of the batch arguments over a virtual axis of M parts run one after another. A
+// value whose factor carries that split is per example (its micro-batch part computed alone);
+// a factor the equation reduces is a sum over examples. Such a sum of values that depend on the
+// parameters is accumulated: if the loss is an affine function of these sums,
+//   loss(S) = loss(0) + c . S   and   S = sum_m S_m,
+// then loss = 1/M sum_m loss(M S_m): each micro-batch computes the loss with its sums scaled by
+// M, and the gradients of loss/M are summed over micro-batches. The pass checks the affinity
+// (a sum scaled, added, divided by a value that does not depend on the sums: mean, sum, masked
+// mean) and names the equation that breaks it. A reduction over examples of the batch's data
+// alone (a masked mean's count) is the whole batch's, computed once before the micro-batches.
+// A stage_boundary() in code no pipeline differentiates (the model evaluated outside the
+// pipeline) marks nothing and is dropped.
+#include "passes/inline/Inline.h"
+#include "passes/pipeline/Pipeline.h"
+#include "rules/Rules.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace shmapc::passes {
+
+namespace {
+
+using namespace ir;
+
+// What a value of the differentiated function is with respect to the batch.
+struct Info {
+  int split = -1;     // the dimension whose major part indexes examples; -1: not per example
+  bool batch = false; // depends on the batch arguments
+  bool theta = false; // depends on the differentiated parameters
+  bool tail = false;  // depends on a sum over examples of values that depend on the parameters
+};
+
+bool hasVjp(const Func &f) {
+  for (const Eqn &e : f.eqns) {
+    if (e.prim == Prim::Vjp || e.prim == Prim::Jvp) return true;
+    for (const Func *b : e.bodies)
+      if (b->isNested && hasVjp(*b)) return true;
+  }
+  return false;
+}
+
+int64_t flopsOf(const Eqn &e) {
+  if (e.outs.empty()) return 0;
+  const Type &t = e.outs[0]->type;
+  if (!isFloat(t.dtype)) return 0;
+  if (e.prim == Prim::Matmul) {
+    const Type &a = e.ins[0]->type;
+    int64_t k = a.shape[a.shape.size() - (e.has("transpose_lhs") && e.intParam("transpose_lhs") ? 2 : 1)];
+    return 2 * t.numElements() * k;
+  }
+  if (e.prim == Prim::ReduceSum || e.prim == Prim::ReduceMax || e.prim == Prim::ReduceMin)
+    return e.ins[0]->type.numElements();
+  PrimKind k = primInfo(e.prim).kind;
+  return k == PrimKind::Unary || k == PrimKind::Binary ? t.numElements() : 0;
+}
+
+class Splitter {
+public:
+  Splitter(Module &m, PipelineFunc &p, Diagnostics &diags) : m_(m), p_(p), diags_(diags), M_(p.microbatches) {}
+
+  void run() {
+    Func &F = *p_.func;
+    findGrad(F);
+    Eqn &V = F.eqns[vIndex_];
+    T_ = V.bodies[0];
+    n_ = T_->params.size();
+    findBatch(F, V);
+    inlineCallsIn(m_, *T_);
+    checkStages();
+    analyse();
+    recordStages((int64_t)boundaries_.size() + 1);
+    Func *mb = microBatchFunc();
+    rewrite(F, mb);
+  }
+
+private:
+  [[noreturn]] void fail(DiagId id, Loc loc, const std::string &msg, const std::string &hint) {
+    diags_.fatal(id, loc.valid() ? loc : p_.loc, msg, hint);
+  }
+
+  // The one grad / value_and_grad of the pipeline function, in its own body.
+  void findGrad(Func &F) {
+    bool found = false;
+    for (size_t i = 0; i < F.eqns.size(); ++i) {
+      const Eqn &e = F.eqns[i];
+      bool nested = false;
+      for (const Func *b : e.bodies) nested |= b->isNested && hasVjp(*b);
+      if (nested)
+        fail(DiagId::PipelineGrad, e.loc, "the pipeline function " + p_.name + " differentiates inside a loop or an if",
+             "call grad once in the pipeline function's own body: the pipeline runs it over the micro-batches");
+      if (e.prim != Prim::Vjp && e.prim != Prim::Jvp) continue;
+      if (e.prim == Prim::Jvp || e.intParam("linear"))
+        fail(DiagId::PipelineGrad, e.loc,
+             std::string(e.prim == Prim::Jvp ? "jvp" : "transpose") + " in the pipeline function " + p_.name,
+             "a pipeline function differentiates its loss once with grad, value_and_grad or vjp");
+      if (found)
+        fail(DiagId::PipelineGrad, e.loc, "a second grad in the pipeline function " + p_.name,
+             "a pipeline function is one train step: differentiate the loss once and update the parameters with "
+             "the gradient");
+      if (e.bodies[0]->results.size() != 1)
+        fail(DiagId::PipelineGrad, e.loc, "the function the pipeline differentiates has " +
+                 std::to_string(e.bodies[0]->results.size()) + " results",
+             "differentiate a loss: one float scalar");
+      found = true;
+      vIndex_ = i;
+    }
+    if (!found)
+      fail(DiagId::PipelineGrad, p_.loc, "the pipeline function " + p_.name + " has no grad or value_and_grad call",
+           "a pipeline function is a train step: call grad(loss)(params, batch...) once and update the parameters "
+           "with the gradient");
+  }
+
+  // Which of the differentiated function's parameters are batch arguments.
+  void findBatch(Func &F, const Eqn &V) {
+    std::set<const Value *> dep;
+    std::map<const Value *, size_t> leafOf;
+    for (size_t k = 0; k < p_.batchLeaves.size(); ++k) {
+      dep.insert(F.params[(size_t)p_.batchLeaves[k]]);
+      leafOf[F.params[(size_t)p_.batchLeaves[k]]] = k;
+    }
+    for (size_t i = 0; i < vIndex_; ++i)
+      for (const Value *in : F.eqns[i].ins)
+        if (dep.count(in)) dep.insert(F.eqns[i].outs.begin(), F.eqns[i].outs.end());
+    batchParam_.assign(n_, false);
+    std::vector<bool> passed(p_.batchLeaves.size(), false);
+    for (size_t j = 0; j < n_; ++j) {
+      const Value *a = V.ins[j];
+      auto it = leafOf.find(a);
+      if (it != leafOf.end()) {
+        batchParam_[j] = true;
+        passed[it->second] = true;
+      } else if (dep.count(a)) {
+        fail(DiagId::PipelineBatch, V.loc,
+             "argument " + std::to_string(j) + " of the grad call is computed from the batch",
+             "pass the batch arguments to grad unchanged; compute from them inside the differentiated function");
+      }
+    }
+    for (size_t k = 0; k < passed.size(); ++k)
+      if (!passed[k])
+        fail(DiagId::PipelineBatch, p_.batchLocs[k], "this batch argument is not passed to the grad call",
+             "batch= names the arguments of the differentiated function that hold the batch");
+    wrt_ = V.intsParam("wrt");
+    for (int64_t w : wrt_)
+      if (batchParam_[(size_t)w])
+        fail(DiagId::PipelineBatch, V.loc, "the grad call differentiates with respect to a batch argument",
+             "differentiate with respect to the parameters (argnums=...), not the batch");
+  }
+
+  void analyse() {
+    for (size_t j = 0; j < n_; ++j) {
+      Info &i = info_[T_->params[j]];
+      if (batchParam_[j]) i.split = 0, i.batch = true;
+      if (std::find(wrt_.begin(), wrt_.end(), (int64_t)j) != wrt_.end()) i.theta = true;
+    }
+    for (size_t idx = 0; idx < T_->eqns.size(); ++idx) {
+      const Eqn &e = T_->eqns[idx];
+      if (e.prim == Prim::StageBoundary) continue;
+      Info in;
+      bool anySplit = false;
+      for (const Value *v : e.ins) {
+        const Info &o = info_[v];
+        in.batch |= o.batch;
+        in.theta |= o.theta;
+        in.tail |= o.tail;
+        anySplit |= o.split >= 0;
+      }
+      if (!anySplit) {
+        if (in.tail) checkAffine(e);
+        for (const Value *o : e.outs) info_[o] = {-1, in.batch, in.theta, in.tail};
+        continue;
+      }
+      if (in.tail)
+        fail(DiagId::PipelineNotSplittable, e.loc,
+             "'" + std::string(primName(e.prim)) + "' combines per-example values with a sum over the batch",
+             "a pipeline computes each micro-batch's examples alone; normalise by statistics of the batch data "
+             "alone, or outside the pipeline");
+      splitEqn(idx, e, in);
+    }
+  }
+
+  // An equation with a per-example operand: which results are per example, which sum over
+  // examples, and which operands without the split must be sliced to the micro-batch.
+  void splitEqn(size_t idx, const Eqn &e, const Info &in) {
+    const std::string prim = primName(e.prim);
+    rules::FactorRule r = rules::rulesOf(e.prim).sharding(e);
+    if (r.kind != rules::FactorRule::Factors) {
+      if (!in.theta && primInfo(e.prim).kind != PrimKind::HigherOrder) {  // the batch's data alone: computed whole
+        for (const Value *o : e.outs) {
+          info_[o] = {-1, true, false, false};
+          dataRoots_.push_back(o);
+        }
+        return;
+      }
+      fail(DiagId::PipelineNotSplittable, e.loc,
+           "'" + prim + "' of per-example values is not split into micro-batches yet",
+           primInfo(e.prim).kind == PrimKind::HigherOrder
+               ? "a pipeline stage's shmaps, loops and conditionals may read parameters but not the batch yet"
+               : "compute it from the batch's data alone, or outside the pipeline");
+    }
+    std::vector<int> outSplit(e.outs.size(), -1);
+    bool reduced = false, sums = true;
+    for (size_t i = 0; i < e.ins.size(); ++i) {
+      int d = info_[e.ins[i]].split;
+      if (d < 0) continue;
+      const rules::Factor *f = nullptr;
+      for (const rules::Factor &cand : r.factors)
+        for (const rules::DimRef &ref : cand.ins)
+          if (ref.value == (int)i && ref.dim == d && ref.pre == 1) f = &cand;
+      int64_t size = f && f->size ? f->size : e.ins[i]->type.shape[(size_t)d];
+      if (!f || f->shifted || size % M_ != 0)
+        fail(DiagId::PipelineNotSplittable, e.loc,
+             "'" + prim + "' mixes the examples of the batch (operand " + std::to_string(i) + ", dimension " +
+                 std::to_string(d) + ")",
+             "a pipeline splits the batch into micro-batches along dimension 0: keep each example's values apart "
+             "until they are summed");
+      if (f->outs.empty()) {
+        reduced = true;
+        sums &= f->combine == Prim::Psum;
+      }
+      for (const rules::DimRef &o : f->outs) {
+        if (o.pre != 1 || (outSplit[(size_t)o.value] >= 0 && outSplit[(size_t)o.value] != o.dim))
+          fail(DiagId::PipelineNotSplittable, e.loc, "'" + prim + "' mixes the examples of the batch",
+               "keep the batch dimension apart from the others");
+        outSplit[(size_t)o.value] = o.dim;
+      }
+      for (const rules::DimRef &ref : f->ins) {
+        if (ref.value == (int)i || info_[e.ins[(size_t)ref.value]].split >= 0) continue;
+        if (f->size)
+          fail(DiagId::PipelineNotSplittable, e.loc,
+               "'" + prim + "' reshapes a value that is not per example together with the batch",
+               "compute it per example");
+        slices_[idx].push_back({ref.value, ref.dim});
+      }
+    }
+    if (reduced) {
+      if (in.theta && !sums)
+        fail(DiagId::PipelineNotSplittable, e.loc,
+             "'" + prim + "' takes the largest or smallest over the batch's examples of a value that depends on the "
+             "parameters",
+             "a pipeline accumulates sums over micro-batches: sum or average over the batch");
+      for (const Value *o : e.outs) {
+        info_[o] = {-1, true, in.theta, in.theta};
+        (in.theta ? summedRoots_ : dataRoots_).push_back(o);
+      }
+      return;
+    }
+    for (size_t k = 0; k < e.outs.size(); ++k) {
+      if (outSplit[k] < 0)
+        fail(DiagId::PipelineNotSplittable, e.loc, "'" + prim + "' of per-example values is not split into micro-batches",
+             "keep the batch dimension apart from the others");
+      info_[e.outs[k]] = {outSplit[k], true, in.theta, false};
+    }
+  }
+
+  // A value that depends on the batch's sums may only be combined affinely.
+  void checkAffine(const Eqn &e) {
+    auto tail = [&](size_t i) { return info_[e.ins[i]].tail; };
+    bool ok = false;
+    switch (e.prim) {
+    case Prim::Add: case Prim::Sub: case Prim::Neg: case Prim::BroadcastInDim: case Prim::Reshape:
+    case Prim::Transpose: case Prim::ReduceSum: case Prim::Slice: case Prim::Concatenate:
+    case Prim::ShardingConstraint:
+      ok = true;
+      break;
+    case Prim::Convert: ok = isFloat(e.ins[0]->type.dtype) && isFloat(e.outs[0]->type.dtype); break;
+    case Prim::Mul: ok = !(tail(0) && tail(1)); break;
+    case Prim::Div: ok = !tail(1); break;
+    case Prim::Select: ok = !tail(0); break;
+    case Prim::DynamicSlice:
+      ok = true;
+      for (size_t i = 1; i < e.ins.size(); ++i) ok &= !tail(i);
+      break;
+    default: break;
+    }
+    if (!ok)
+      fail(DiagId::PipelineNotSplittable, e.loc,
+           "'" + std::string(primName(e.prim)) + "' of a sum over the batch: the loss is not an affine function of "
+           "its sums over examples, so it cannot be accumulated over micro-batches",
+           "sum or average per-example losses, and divide only by values of the batch data alone (a masked "
+           "mean's sum(mask)) or of the parameters");
+  }
+
+  // The stages: the equations between markers.
+  void checkStages() {
+    stageOf_.assign(T_->eqns.size(), 0);
+    for (size_t idx = 0; idx < T_->eqns.size(); ++idx) {
+      if (T_->eqns[idx].prim == Prim::StageBoundary) boundaries_.push_back(idx);
+      else stageOf_[idx] = (int)boundaries_.size();
+    }
+    const int64_t want = p_.numStages();
+    const int64_t got = (int64_t)boundaries_.size() + 1;
+    if (got != want)
+      fail(DiagId::PipelineStages, boundaries_.empty() ? T_->loc : T_->eqns[boundaries_.back()].loc,
+           "the differentiated function has " + std::to_string(got) + " stage(s) but the pipeline " + p_.name +
+               " runs " + std::to_string(want),
+           "mark " + std::to_string(want - 1) + " stage_boundary() in it: one stage per device group along the "
+           "stage axis" + (p_.virtualStages > 1 ? ", times virtual_stages" : ""));
+    // Every stage computes something (a constant alone is no stage).
+    std::vector<int64_t> work(got, 0);
+    for (size_t idx = 0; idx < T_->eqns.size(); ++idx)
+      if (T_->eqns[idx].prim != Prim::StageBoundary && primInfo(T_->eqns[idx].prim).kind != PrimKind::Const)
+        ++work[(size_t)stageOf_[idx]];
+    for (int64_t s = 0; s < got; ++s)
+      if (!work[(size_t)s]) {
+        Loc at = s < (int64_t)boundaries_.size() ? T_->eqns[boundaries_[(size_t)s]].loc
+                                                   : T_->eqns[boundaries_.back()].loc;
+        fail(DiagId::PipelineStages, at, "stage " + std::to_string(s) + " of the pipeline " + p_.name + " is empty",
+             "move this stage_boundary() so that every stage computes part of the loss");
+      }
+  }
+
+  void recordStages(int64_t stages) {
+    p_.stages.assign((size_t)stages, {});
+    p_.stages[0].begin = T_->loc;
+    std::map<const Value *, int> definedIn;
+    std::set<std::pair<const Value *, int>> sent;
+    for (size_t j = 0; j < n_; ++j) definedIn[T_->params[j]] = -1;
+    for (size_t idx = 0; idx < T_->eqns.size(); ++idx) {
+      const Eqn &e = T_->eqns[idx];
+      if (e.prim == Prim::StageBoundary) {
+        size_t b = (size_t)(std::find(boundaries_.begin(), boundaries_.end(), idx) - boundaries_.begin());
+        p_.stages[b + 1].begin = e.loc;
+        continue;
+      }
+      PipelineStage &st = p_.stages[(size_t)stageOf_[idx]];
+      ++st.eqns;
+      st.flops += flopsOf(e) / (info_[e.outs.empty() ? nullptr : e.outs[0]].split >= 0 ? M_ : 1);
+      for (const Value *v : e.ins) {
+        auto it = definedIn.find(v);
+        if (it == definedIn.end()) continue;
+        if (it->second < 0) {
+          auto w = std::find(T_->params.begin(), T_->params.end(), v) - T_->params.begin();
+          if (std::find(wrt_.begin(), wrt_.end(), (int64_t)w) != wrt_.end() &&
+              std::find(st.params.begin(), st.params.end(), v->hint) == st.params.end()) {
+            st.params.push_back(v->hint);
+            st.paramBytes += v->type.byteSize();
+          }
+        } else if (it->second < stageOf_[idx] && sent.insert({v, stageOf_[idx]}).second) {
+          int64_t bytes = v->type.byteSize() / (info_[v].split >= 0 ? M_ : 1);
+          p_.stages[(size_t)it->second].sendBytes += bytes;
+        }
+      }
+      for (const Value *o : e.outs) definedIn[o] = stageOf_[idx];
+    }
+  }
+
+  Value *constant(Func &f, double v, const Type &t) {
+    f.eqns.push_back(rules::makeEqn(f, Prim::Constant, {}, {{"value", std::vector<double>{v}}}, p_.loc,
+                                    {.declared = &t, .untyped = true}));
+    return f.eqns.back().outs[0];
+  }
+  Value *binary(Func &f, Prim p, Value *a, Value *b, Value *into = nullptr) {
+    f.eqns.push_back(rules::makeEqn(f, p, {a, b}, {}, p_.loc, {.into = into, .untyped = true}));
+    return f.eqns.back().outs[0];
+  }
+  // x's micro-batch `index` along dimension d.
+  Value *slice(Func &f, Value *x, int d, Value *index) {
+    const Type &t = x->type;
+    std::vector<Value *> ins = {x};
+    Type i32{DType::I32, {}, 0};
+    for (int k = 0; k < (int)t.rank(); ++k)
+      ins.push_back(k == d ? binary(f, Prim::Mul, index, constant(f, (double)(t.shape[(size_t)d] / M_), i32))
+                           : constant(f, 0, i32));
+    std::vector<int64_t> sizes = t.shape;
+    sizes[(size_t)d] /= M_;
+    f.eqns.push_back(rules::makeEqn(f, Prim::DynamicSlice, ins, {{"sizes", sizes}}, p_.loc, {.untyped = true}));
+    return f.eqns.back().outs[0];
+  }
+
+  // The differentiated function on one micro-batch: (micro-batch index, its params with the
+  // batch's micro-batch part, the whole batch's data values) -> the loss with sums scaled by M.
+  Func *microBatchFunc() {
+    Func *mb = m_.newFunc(T_->name + "_microbatch");
+    mb->isTrace = true;
+    mb->loc = T_->loc;
+    mb->mesh = T_->mesh;
+    mb->returnLoc = T_->returnLoc;
+    Value *index = mb->newValue(Type{DType::I32, {}, 0}, "microbatch");
+    mb->params.push_back(index);
+    std::map<const Value *, Value *> vm;
+    for (size_t j = 0; j < n_; ++j) {
+      Type t = T_->params[j]->type;
+      if (batchParam_[j]) t.shape[0] /= M_;
+      vm[T_->params[j]] = mb->newValue(t, T_->params[j]->hint);
+      mb->params.push_back(vm[T_->params[j]]);
+    }
+    std::set<const Value *> roots(dataRoots_.begin(), dataRoots_.end());
+    for (const Value *r : dataRoots_) {
+      vm[r] = mb->newValue(r->type, r->hint);
+      mb->params.push_back(vm[r]);
+    }
+    // What the loss needs, the whole-batch values being parameters now.
+    std::set<const Value *> live(T_->results.begin(), T_->results.end());
+    std::vector<bool> keep(T_->eqns.size(), false);
+    for (size_t idx = T_->eqns.size(); idx-- > 0;) {
+      const Eqn &e = T_->eqns[idx];
+      bool needed = hasEffects(e) && e.prim != Prim::StageBoundary;
+      for (const Value *o : e.outs) needed |= live.count(o) && !roots.count(o);
+      if (!needed) continue;
+      keep[idx] = true;
+      live.insert(e.ins.begin(), e.ins.end());
+    }
+    std::set<const Value *> scaled(summedRoots_.begin(), summedRoots_.end());
+    for (size_t idx = 0; idx < T_->eqns.size(); ++idx) {
+      if (!keep[idx]) continue;
+      const Eqn &e = T_->eqns[idx];
+      Eqn c;
+      c.prim = e.prim;
+      c.loc = e.loc;
+      c.params = e.params;
+      for (const Value *v : e.ins) c.ins.push_back(vm.at(v));
+      for (auto [j, d] : slices_[idx]) c.ins[(size_t)j] = slice(*mb, c.ins[(size_t)j], d, index);
+      for (Func *b : e.bodies) c.bodies.push_back(b->isNested || b->isTrace ? cloneFunc(m_, *b, mb->mesh) : b);
+      bool split = false;
+      for (const Value *o : e.outs) {
+        Type t = o->type;
+        int d = info_[o].split;
+        if (d >= 0) {
+          t.shape[(size_t)d] /= M_;
+          split = true;
+        }
+        c.outs.push_back(mb->newValue(t, o->hint));
+      }
+      if (split) {
+        rules::FactorRule r = rules::rulesOf(e.prim).sharding(e);
+        if (r.localize) r.localize(e, c);
+      }
+      std::string why = rules::shapeProblem(c, *mb);
+      if (!why.empty()) throw InternalError("split-micro-batches: " + std::string(primName(e.prim)) + ": " + why);
+      mb->eqns.push_back(c);
+      for (size_t k = 0; k < e.outs.size(); ++k) {
+        Value *out = c.outs[k];
+        if (scaled.count(e.outs[k])) out = binary(*mb, Prim::Mul, out, constant(*mb, (double)M_, out->type));
+        vm[e.outs[k]] = out;
+      }
+    }
+    for (const Value *r : T_->results) mb->results.push_back(vm.at(r));
+    return mb;
+  }
+
+  // F's grad replaced by: the whole-batch data values, then a loop over the micro-batches that
+  // accumulates each one's value and gradients.
+  void rewrite(Func &F, Func *mb) {
+    Eqn V = std::move(F.eqns[vIndex_]);
+    std::vector<Eqn> after(std::make_move_iterator(F.eqns.begin() + (long)vIndex_ + 1),
+                           std::make_move_iterator(F.eqns.end()));
+    F.eqns.resize(vIndex_);
+    // The whole batch's data values, computed once (copies of their equations, on the whole batch).
+    std::map<const Value *, Value *> pm;
+    for (size_t j = 0; j < n_; ++j) pm[T_->params[j]] = V.ins[j];
+    std::set<const Value *> need(dataRoots_.begin(), dataRoots_.end());
+    std::vector<bool> copy(T_->eqns.size(), false);
+    for (size_t idx = T_->eqns.size(); idx-- > 0;) {
+      const Eqn &e = T_->eqns[idx];
+      bool needed = false;
+      for (const Value *o : e.outs) needed |= need.count(o) > 0;
+      if (!needed) continue;
+      if (!e.bodies.empty())
+        fail(DiagId::PipelineNotSplittable, e.loc,
+             "'" + std::string(primName(e.prim)) + "' computes a value of the whole batch that the loss needs",
+             "compute it outside the pipeline function and pass it in");
+      copy[idx] = true;
+      need.insert(e.ins.begin(), e.ins.end());
+    }
+    for (size_t idx = 0; idx < T_->eqns.size(); ++idx) {
+      if (!copy[idx]) continue;
+      Eqn c = T_->eqns[idx];
+      for (Value *&v : c.ins) v = pm.at(v);
+      for (Value *&o : c.outs) {
+        Value *no = F.newValue(o->type, o->hint);
+        pm[o] = no;
+        o = no;
+      }
+      F.eqns.push_back(c);
+    }
+    const Type lossType = T_->results[0]->type;
+    const bool withValue = V.intParam("with_value") != 0;
+    // The loop: consts = the differentiated function's arguments and the whole-batch values;
+    // carries = the value and each gradient, from zero.
+    Func *body = m_.newFunc(F.name + "_microbatches");
+    body->isNested = true;
+    body->loc = V.loc;
+    body->mesh = F.mesh;
+    Value *i = body->newValue(Type{DType::I32, {}, 0}, "microbatch");
+    body->params.push_back(i);
+    std::vector<Value *> consts, inits;
+    for (size_t j = 0; j < n_; ++j) consts.push_back(V.ins[j]);
+    for (const Value *r : dataRoots_) consts.push_back(pm.at(r));
+    std::vector<Value *> constParams;
+    for (Value *c : consts) {
+      constParams.push_back(body->newValue(c->type, c->hint));
+      body->params.push_back(constParams.back());
+    }
+    std::vector<Type> carryTypes;
+    if (withValue) carryTypes.push_back(lossType);
+    for (int64_t w : wrt_) carryTypes.push_back(T_->params[(size_t)w]->type);
+    std::vector<Value *> carries;
+    for (const Type &t : carryTypes) {
+      inits.push_back(constant(F, 0.0, t));
+      carries.push_back(body->newValue(t));
+      body->params.push_back(carries.back());
+    }
+    Eqn vjp;
+    vjp.prim = Prim::Vjp;
+    vjp.loc = V.loc;
+    vjp.bodies = {mb};
+    vjp.ins.push_back(i);
+    for (size_t j = 0; j < n_; ++j) vjp.ins.push_back(batchParam_[j] ? slice(*body, constParams[j], 0, i) : constParams[j]);
+    for (size_t k = 0; k < dataRoots_.size(); ++k) vjp.ins.push_back(constParams[n_ + k]);
+    vjp.ins.push_back(constant(*body, 1.0 / (double)M_, lossType));
+    std::vector<int64_t> wrt;
+    for (int64_t w : wrt_) wrt.push_back(w + 1);
+    vjp.params = {{"wrt", wrt}, {"with_value", (int64_t)withValue}, {"linear", (int64_t)0}};
+    for (const Type &t : carryTypes) vjp.outs.push_back(body->newValue(t));
+    std::string why = rules::shapeProblem(vjp, *body);
+    if (!why.empty()) throw InternalError("split-micro-batches: vjp: " + why);
+    std::vector<Value *> parts = vjp.outs;
+    body->eqns.push_back(std::move(vjp));
+    for (size_t k = 0; k < carries.size(); ++k) body->results.push_back(binary(*body, Prim::Add, carries[k], parts[k]));
+
+    Eqn loop;
+    loop.prim = Prim::Loop;
+    loop.loc = V.loc;
+    loop.bodies = {body};
+    loop.ins = consts;
+    loop.ins.insert(loop.ins.end(), inits.begin(), inits.end());
+    loop.params = {{"lo", (int64_t)0}, {"hi", M_}, {"num_consts", (int64_t)consts.size()}};
+    for (size_t k = 0; k < carryTypes.size(); ++k)
+      loop.outs.push_back(withValue && k == 0 ? F.newValue(lossType) : V.outs[k]);
+    Value *sum = loop.outs[0];
+    F.eqns.push_back(std::move(loop));
+    if (withValue) binary(F, Prim::Mul, sum, constant(F, 1.0 / (double)M_, lossType), V.outs[0]);
+    for (Eqn &e : after) F.eqns.push_back(std::move(e));
+  }
+
+  Module &m_;
+  PipelineFunc &p_;
+  Diagnostics &diags_;
+  const int64_t M_;
+  size_t vIndex_ = 0, n_ = 0;
+  Func *T_ = nullptr;
+  std::vector<bool> batchParam_;
+  std::vector<int64_t> wrt_;
+  std::map<const Value *, Info> info_;
+  std::vector<size_t> boundaries_;
+  std::vector<int> stageOf_;
+  std::vector<const Value *> summedRoots_, dataRoots_;
+  std::map<size_t, std::vector<std::pair<int, int>>> slices_;  // equation -> (operand, dimension) to slice
+};
+
+} // namespace
+
+void splitMicroBatches(Module &m, Diagnostics &diags) {
+  for (PipelineFunc &p : m.pipelines) {
+    if (!p.func) continue;
+    for (const Eqn &e : p.func->eqns)
+      if (e.prim == Prim::StageBoundary)
+        diags.fatal(DiagId::StageBoundaryOutsidePipeline, e.loc,
+                    "stage_boundary() in the pipeline function " + p.name + " itself, outside what it differentiates",
+                    "mark the stages in the loss function the pipeline passes to grad");
+    Splitter(m, p, diags).run();
+  }
+  // Elsewhere (the same model evaluated outside the pipeline) a marker marks nothing.
+  for (const auto &f : m.funcs)
+    f->eqns.erase(std::remove_if(f->eqns.begin(), f->eqns.end(),
+                                 [](const Eqn &e) { return e.prim == Prim::StageBoundary; }),
+                  f->eqns.end());
+}
+
+} // namespace shmapc::passes
