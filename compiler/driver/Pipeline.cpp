@@ -13,6 +13,7 @@
 #include "lexer/Lexer.h"
 #include "parser/Parser.h"
 #include "passes/Passes.h"
+#include "passes/pipeline/Schedule.h"
 #include "prims/Prims.h"
 #include "rules/Rules.h"
 #include "sema/Sema.h"
@@ -42,7 +43,7 @@ namespace shmapc {
 const std::vector<std::pair<std::string, Emit>> &emitNames() {
   static const std::vector<std::pair<std::string, Emit>> names = {
       {"tokens", Emit::Tokens}, {"ast", Emit::AST},   {"ir", Emit::IR},   {"comm", Emit::Comm},
-      {"sharded", Emit::Sharded}, {"plan", Emit::Plan}, {"llvm", Emit::LLVM}, {"asm", Emit::Asm},
+      {"sharded", Emit::Sharded}, {"stages", Emit::Stages}, {"schedule", Emit::Schedule}, {"plan", Emit::Plan}, {"llvm", Emit::LLVM}, {"asm", Emit::Asm},
       {"obj", Emit::Obj},       {"exe", Emit::Exe}};
   return names;
 }
@@ -67,12 +68,16 @@ std::string joined(const std::vector<std::string> &items) {
   return s;
 }
 
+// The pass that finds the pipelines' stages (--emit=stages and --emit=schedule from there on).
+const char *const kPipelinePass = "split-micro-batches";
+
 // The stage after which the IR passes stop: --stop-after's, else the one a view is taken
 // after: the jit functions' shardings right after propagation (partition-jit turns the
 // functions into shmaps), every other view after the last pass.
 std::string stopStage(const CompileOptions &opts) {
   if (!opts.stopAfter.empty()) return opts.stopAfter;
   if (opts.emit == Emit::Sharded) return "propagate-shardings";
+  if (opts.emit == Emit::Stages || opts.emit == Emit::Schedule) return kPipelinePass;
   return passes::pipeline().back().name;
 }
 
@@ -88,6 +93,11 @@ bool viewValidAfter(Emit view, const std::string &stage, bool checkOnly) {
   case Emit::IR:
   case Emit::Comm: return true;
   case Emit::Sharded: return stage == "sema" || stage == "propagate-shardings";
+  case Emit::Stages:
+  case Emit::Schedule: {
+    const std::vector<std::string> names = stageNames();
+    return std::find(names.begin(), names.end(), stage) >= std::find(names.begin(), names.end(), kPipelinePass);
+  }
   case Emit::Exe:
     if (checkOnly) return true;
     [[fallthrough]];
@@ -123,6 +133,8 @@ void checkStages(const CompileOptions &opts, Diagnostics &diags) {
     why = view + " is made before the IR exists (it takes no --stop-after)";
   else if (opts.emit == Emit::Sharded)
     why = "sharded shows the jit functions before partition-jit turns them into shmaps";
+  else if (opts.emit == Emit::Stages || opts.emit == Emit::Schedule)
+    why = view + " shows the pipelines " + kPipelinePass + " finds";
   else
     why = view + " needs code generation, which runs on the IR after every pass (the last is '" + last + "')";
   diags.fatal(DiagId::ViewNotAtStage, Loc{}, "--emit=" + view + " cannot be produced after '" + opts.stopAfter + "'",
@@ -271,6 +283,8 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
     if (!after(pass.name)) return 2;
   }
   if (opts.emit == Emit::Sharded) return emitText(ir::printShardings(*m));
+  if (opts.emit == Emit::Stages) return emitText(passes::printStages(*m));
+  if (opts.emit == Emit::Schedule) return emitText(passes::printSchedules(*m));
   if (opts.emit == Emit::IR) return emitText(ir::printModule(*m));
   if (opts.emit == Emit::Comm) return emitText(comm::printCommReport(comm::analyzeCommunication(*m), &sm));
   if (opts.checkOnly) return 0;

@@ -16,7 +16,7 @@ namespace shmapc {
 // Comm: the static communication report (comm/Comm.h), printed after the IR passes.
 // Sharded: the jit functions' shardings (after propagation). Plan: codegen's decisions for
 // each function (fusion groups, buffers, in-place updates, kernel calls; codegen/Plan.h).
-enum class Emit { Tokens, AST, IR, Comm, Sharded, Plan, LLVM, Asm, Obj, Exe };
+enum class Emit { Tokens, AST, IR, Comm, Sharded, Stages, Schedule, Plan, LLVM, Asm, Obj, Exe };
 
 // The --emit= names, in the order --help lists them.
 const std::vector<std::pair<std::string, Emit>> &emitNames();

@@ -28,8 +28,9 @@ std::vector<std::string> emitNameList() {
 void addCompileOptions(CLI::App *cmd, Args &a) {
   cmd->add_option("file", a.opts.input, "the .smp program")->required();
   cmd->add_option("--emit", a.emit,
-                  "stop after a stage and print it: tokens|ast|ir|comm|sharded|plan|llvm|asm|obj|exe "
-                  "(comm: the static communication report; sharded: the jit functions' shardings; "
+                  "stop after a stage and print it: tokens|ast|ir|comm|sharded|stages|schedule|plan|llvm|asm|obj|exe "
+                  "(comm: the static communication report; sharded: the jit functions' shardings; stages and schedule: "
+                  "each pipeline's stages and its schedule's clock-by-stage grid; "
                   "plan: codegen's fused loops, buffers, in-place updates and kernel calls)")
       ->check(CLI::IsMember(emitNameList()));
   cmd->add_option("--print-after", a.opts.printAfter,

@@ -17,6 +17,7 @@
 // pipeline) marks nothing and is dropped.
 #include "passes/inline/Inline.h"
 #include "passes/pipeline/Pipeline.h"
+#include "passes/pipeline/Schedule.h"
 #include "rules/Rules.h"
 
 #include <algorithm>
@@ -565,6 +566,14 @@ void splitMicroBatches(Module &m, Diagnostics &diags) {
         diags.fatal(DiagId::StageBoundaryOutsidePipeline, e.loc,
                     "stage_boundary() in the pipeline function " + p.name + " itself, outside what it differentiates",
                     "mark the stages in the loss function the pipeline passes to grad");
+    // The schedule exists and cannot deadlock (each device group's steps in order).
+    PipelineSchedule s;
+    std::string why = makeSchedule(p.schedule, (int)p.stageAxisSize, (int)p.virtualStages, (int)p.microbatches, s);
+    if (!why.empty())
+      diags.fatal(DiagId::PipelineBatch, p.microbatchesLoc, why, "choose microbatches= a multiple of the stage axis's size");
+    PipelineTimeline t;
+    std::string dead = simulateSchedule(s, t);
+    if (!dead.empty()) throw InternalError("the " + std::string(scheduleName(p.schedule)) + " schedule deadlocks: " + dead);
     Splitter(m, p, diags).run();
   }
   // Elsewhere (the same model evaluated outside the pipeline) a marker marks nothing.
