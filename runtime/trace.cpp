@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 
 namespace shm {
 
@@ -30,6 +31,8 @@ safe_write::Output g_out;
 std::chrono::steady_clock::time_point g_start;
 TraceTrack g_host;
 std::map<int, std::pair<std::string, std::vector<TraceEvent>>> g_devices;  // id -> (label, events)
+std::map<int, std::vector<TraceEvent>> g_groups;  // a pipeline's device group -> its stage program's events
+std::mutex g_merge_lock;  // (g_devices and g_groups: pipeline stages merge from their own threads)
 thread_local TraceTrack *t_track = nullptr;
 
 // The JSON string of s (quotes and backslashes escaped; control characters as \u00XX).
@@ -105,10 +108,25 @@ void trace_begin(const char *path) {
 }
 
 void trace_merge_device(int id, const std::string &label, TraceTrack &t) {
+  std::lock_guard<std::mutex> hold(g_merge_lock);
   auto &slot = g_devices[id];
   if (slot.first.empty()) slot.first = label;
   slot.second.insert(slot.second.end(), t.events.begin(), t.events.end());
   t.events.clear();
+}
+
+void trace_merge_group(int group, TraceTrack &t) {
+  std::lock_guard<std::mutex> hold(g_merge_lock);
+  auto &slot = g_groups[group];
+  slot.insert(slot.end(), t.events.begin(), t.events.end());
+  t.events.clear();
+}
+
+const char *trace_name(const std::string &name) {
+  static std::mutex m;
+  static std::set<std::string> names;  // (nodes never move: the pointers stay valid)
+  std::lock_guard<std::mutex> hold(m);
+  return names.insert(name).first->c_str();
 }
 
 void trace_write() {
@@ -125,8 +143,11 @@ void trace_write() {
   write_name(f, "process_name", pid, 0, rank_count() > 1 ? "rank " + std::to_string(pid) : "shmap program", first);
   write_name(f, "thread_name", pid, 0, "host", first);
   for (const auto &[id, track] : g_devices) write_name(f, "thread_name", pid, id + 1, track.first, first);
+  for (const auto &[g, events] : g_groups)
+    write_name(f, "thread_name", pid, kGroupTrackBase + g, "pipeline group " + std::to_string(g), first);
   write_events(f, pid, 0, g_host.events, first);
   for (const auto &[id, track] : g_devices) write_events(f, pid, id + 1, track.second, first);
+  for (const auto &[g, events] : g_groups) write_events(f, pid, kGroupTrackBase + g, events, first);
   std::fputs("\n]}\n", f);
   std::string error;
   const bool closed = std::fclose(f) == 0;

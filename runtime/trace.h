@@ -54,6 +54,12 @@ struct TraceScope {
 };
 // After a shmap call's threads joined: device `id`'s events, on the track named `label`.
 void trace_merge_device(int id, const std::string &label, TraceTrack &t);
+// After a pipeline's run: device group `group`'s stage program's events (its steps, the waits for
+// messages), on a track of its own (thread id kGroupTrackBase + group).
+constexpr int kGroupTrackBase = 1 << 20;
+void trace_merge_group(int group, TraceTrack &t);
+// A span name made at run time ("F s1 mb5"), kept for the rest of the run.
+const char *trace_name(const std::string &name);
 // Writes the file (at the end of the program; a no-op if tracing is off).
 void trace_write();
 

@@ -192,6 +192,7 @@ public:
   // ControlFlow.cpp: the higher-order primitives' lowerings
   bool emitCall(const ir::Eqn &e);
   bool emitShmap(const ir::Eqn &e);
+  bool emitPipeline(const ir::Eqn &e);
   bool staysSplit(const ir::Eqn &e, size_t k) const;  // SHM_OUT_STAYS_SPLIT for output k
   bool emitLoop(const ir::Eqn &e);
   bool emitWhile(const ir::Eqn &e);

@@ -32,6 +32,25 @@ bool FuncEmitter::emitCall(const ir::Eqn &e) {
   return true;
 }
 
+// shm_run_pipeline runs each device group's stage program on a thread of its own, all at once;
+// group g writes its results, which follow those of the groups before it.
+bool FuncEmitter::emitPipeline(const ir::Eqn &e) {
+  std::vector<llvm::Value *> ins, outs;
+  for (const ir::Value *v : e.ins) ins.push_back(buffer(v));
+  for (const ir::Value *v : e.outs) outs.push_back(buffer(v));
+  std::vector<llvm::Constant *> bodies;
+  std::vector<int32_t> counts;
+  for (const ir::Func *b : e.bodies) {
+    bodies.push_back(me.funcs.at(b));
+    counts.push_back((int32_t)b->results.size());
+  }
+  llvm::Constant *table = constGlobal(
+      me.mod, llvm::ConstantArray::get(llvm::ArrayType::get(me.ptrTy, bodies.size()), bodies), "shm.stage_programs");
+  callRt("shm_run_pipeline", {i32((int64_t)bodies.size()), table, i32((int64_t)ins.size()), ptrArray(ins),
+                              me.i32Array(counts), ptrArray(outs), i32(e.intParam("channels"))});
+  return true;
+}
+
 // shm_run_shmap splits the global inputs into per-device blocks, runs the body on every device
 // and assembles the global outputs; the descriptors tell it the global shapes and specs.
 // Which results of a shmap body are each the output of a collective whose rule accepts a

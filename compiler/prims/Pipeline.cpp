@@ -20,3 +20,97 @@ template <> const Rules &define<Prim::StageBoundary>() {
 }
 
 } // namespace shmapc::prims
+
+namespace shmapc::prims {
+
+// Each stage program takes every operand and returns its own results; the equation's results
+// are theirs in order.
+template <> const Rules &define<Prim::Pipeline>() {
+  static const Rules r{
+      .shape = [](ShapeCtx &c) {
+        if (c.e.bodies.empty()) return c.fail("needs a stage program per device group");
+        std::vector<const Type *> ins;
+        for (const Value *v : c.e.ins) ins.push_back(&v->type);
+        for (const Func *b : c.e.bodies) {
+          if (b->mesh) return c.fail("a stage program is host code");
+          if (!c.paramsMatch(*b, ins, "stage program @" + b->name)) return false;
+          for (const Value *r : b->results) c.out(r->type);
+        }
+        return true;
+      },
+      .variance = VarianceRule::Effect,
+      .jvp = noTangent,  // (made after the grad it runs is resolved into steps)
+      .transpose = notLinear,
+      .lower = [](FuncEmitter &fe, size_t i) { return fe.emitPipeline(fe.f.eqns[i]); },
+      .scalar = nullptr,
+      .sharding = unsupportedInJit,
+      .comm = communicatesNothing,
+  };
+  return r;
+}
+
+template <> const Rules &define<Prim::PipeSend>() {
+  static const Rules r{
+      .shape = [](ShapeCtx &c) {
+        int64_t channel;
+        return c.param("channel", channel);
+      },
+      .variance = VarianceRule::Effect,
+      .jvp = noTangent,
+      .transpose = notLinear,
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        fe.callRt("shm_pipe_send", {fe.i32(e.intParam("channel")), fe.buffer(e.ins[0]), fe.i64(e.ins[0]->type.byteSize())});
+        return true;
+      },
+      .scalar = nullptr,
+      .sharding = unsupportedInJit,
+      .comm = communicatesNothing,
+  };
+  return r;
+}
+
+template <> const Rules &define<Prim::PipeStep>() {
+  static const Rules r{
+      .shape = [](ShapeCtx &c) {
+        int64_t v;
+        return c.param("kind", v) && c.param("stage", v) && c.param("mb", v) && c.param("begin", v);
+      },
+      .variance = VarianceRule::Effect,
+      .jvp = noTangent,
+      .transpose = notLinear,
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        fe.callRt("shm_pipe_step", {fe.i32(e.intParam("kind")), fe.i32(e.intParam("stage")), fe.i32(e.intParam("mb")),
+                                    fe.i32(e.intParam("begin"))});
+        return true;
+      },
+      .scalar = nullptr,
+      .sharding = unsupportedInJit,
+      .comm = communicatesNothing,
+  };
+  return r;
+}
+
+template <> const Rules &define<Prim::PipeRecv>() {
+  static const Rules r{
+      .shape = [](ShapeCtx &c) {
+        int64_t channel;
+        return c.param("channel", channel) && c.out(c.declared());
+      },
+      .variance = VarianceRule::Effect,
+      .jvp = noTangent,
+      .transpose = notLinear,
+      .lower = [](FuncEmitter &fe, size_t i) {
+        const Eqn &e = fe.f.eqns[i];
+        fe.callRt("shm_pipe_recv", {fe.i32(e.intParam("channel")), fe.buffer(e.outs[0]), fe.i64(e.outs[0]->type.byteSize())});
+        return true;
+      },
+      .scalar = nullptr,
+      .sharding = unsupportedInJit,
+      .comm = communicatesNothing,
+  };
+  return r;
+}
+
+} // namespace shmapc::prims

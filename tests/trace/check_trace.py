@@ -4,7 +4,8 @@ Trace Event Format that Perfetto and chrome://tracing open, which agrees with th
 
 - JSON with a traceEvents list; every event has name, ph, pid, tid; complete events ("X")
   have ts and dur >= 0, metadata events ("M") name the process and each thread;
-- one track per device that ran (named "device N (axis=coordinate,...)"), and the host's;
+- one track per device that ran (named "device N (axis=coordinate,...)"), and the host's, and
+  one per device group of a pipeline ("pipeline group G") with its steps ("F s1 mb5");
 - on each track, events in time order, and a span that starts inside another ends inside it
   (collectives and their waits inside the shmap body that ran them);
 - each collective event names its axes and operand ("f32[2,5]"), which is the per-device block
@@ -64,6 +65,9 @@ def bad_location(loc, prog):
     return "" if 1 <= row <= len(lines) and 1 <= col <= len(lines[row - 1]) else "outside the file"
 
 
+GROUP_TRACKS = 1 << 20  # (runtime/trace.h: kGroupTrackBase)
+
+
 def problems_of(trace, stats, comm=None, prog=None):
     out = []
     events = trace.get("traceEvents") if isinstance(trace, dict) else None
@@ -87,6 +91,11 @@ def problems_of(trace, stats, comm=None, prog=None):
             out.append("track %r has no name" % (key,))
         elif key[1] == 0 and names[key] != "host":
             out.append("track 0 is %r, not the host" % names[key])
+        elif key[1] >= GROUP_TRACKS:  # a pipeline's stage program: its steps and waits for messages
+            if names[key] != "pipeline group %d" % (key[1] - GROUP_TRACKS):
+                out.append("track %r is named %r" % (key, names[key]))
+            elif not any(re.fullmatch(r"[FBW] s\d+ mb\d+", e["name"]) for e in tracks[key]):
+                out.append("track %r has no pipeline step span" % (key,))
         elif key[1] > 0 and not re.fullmatch(r"device %d \(.*\)" % (key[1] - 1), names[key]):
             out.append("track %r is named %r" % (key, names[key]))
     for key, evs in tracks.items():

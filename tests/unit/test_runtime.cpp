@@ -1765,3 +1765,74 @@ TEST_CASE("shm_rem_pio2 reduces any double exactly", "[math]") {
   shm_rem_pio2(NAN, &hi, &lo);
   CHECK(std::isnan(hi));
 }
+
+// ---- pipelines: stage programs at once, messages between them
+
+namespace {
+
+// Three groups pass a counter along and back, 50 times: group g adds g + 1 on the way forward,
+// group 2 doubles it, and each adds 10 * (g + 1) on the way back. The messages of each round
+// are on channels of their own; each group's result is the sum of what it saw.
+constexpr int kRounds = 50;
+int channelOf(int round, int hop) { return round * 4 + hop; }  // hops 0, 1 forward; 2, 3 back
+
+void stage0(shm_device *, void **outs, void **ins) {
+  double seen = 0, start = *(double *)ins[0];
+  for (int r = 0; r < kRounds; ++r) {
+    double x = start + r + 1;
+    shm_pipe_send(channelOf(r, 0), &x, sizeof x);
+    double back = 0;
+    shm_pipe_recv(channelOf(r, 3), &back, sizeof back);
+    seen += back + 10;
+  }
+  *(double *)outs[0] = seen;
+}
+
+void stage1(shm_device *, void **outs, void **) {
+  double seen = 0;
+  for (int r = 0; r < kRounds; ++r) {
+    double x = 0;
+    shm_pipe_recv(channelOf(r, 0), &x, sizeof x);
+    x += 2;
+    shm_pipe_send(channelOf(r, 1), &x, sizeof x);
+    double back = 0;
+    shm_pipe_recv(channelOf(r, 2), &back, sizeof back);
+    back += 20;
+    shm_pipe_send(channelOf(r, 3), &back, sizeof back);
+    seen += back;
+  }
+  *(double *)outs[0] = seen;
+}
+
+void stage2(shm_device *, void **outs, void **) {
+  double seen = 0;
+  for (int r = 0; r < kRounds; ++r) {
+    double x = 0;
+    shm_pipe_recv(channelOf(r, 1), &x, sizeof x);
+    x = 2 * (x + 3) + 30;
+    shm_pipe_send(channelOf(r, 2), &x, sizeof x);
+    seen += x;
+  }
+  *(double *)outs[0] = seen;
+}
+
+} // namespace
+
+TEST_CASE("a pipeline runs its stage programs at once and delivers every message", "[pipeline]") {
+  double start = 5, r0 = 0, r1 = 0, r2 = 0;
+  void *ins[] = {&start};
+  void *outs[] = {&r0, &r1, &r2};
+  const shm_fn bodies[] = {stage0, stage1, stage2};
+  const int32_t nouts[] = {1, 1, 1};
+  shm_run_pipeline(3, bodies, 1, ins, nouts, outs, kRounds * 4);
+  double want0 = 0, want1 = 0, want2 = 0;
+  for (int r = 0; r < kRounds; ++r) {
+    double x = start + r + 1 + 2, at2 = 2 * (x + 3) + 30, at1 = at2 + 20;
+    want2 += at2;
+    want1 += at1;
+    want0 += at1 + 10;
+  }
+  REQUIRE(r0 == want0);
+  REQUIRE(r1 == want1);
+  REQUIRE(r2 == want2);
+}

@@ -68,6 +68,11 @@ public:
 
   void run() {
     Func &F = *p_.func;
+    if (p_.schedule == Schedule::Inference)
+      fail(DiagId::PipelineGrad, p_.scheduleLoc, "the inference schedule runs forward steps only, but a pipeline "
+           "function differentiates its loss",
+           "train with schedule=\"gpipe\", \"1f1b\", \"interleaved\" or \"zb-h1\" (forward-only pipelines are not "
+           "built yet)");
     findGrad(F);
     Eqn &V = F.eqns[vIndex_];
     T_ = V.bodies[0];
@@ -361,18 +366,54 @@ private:
     f.eqns.push_back(rules::makeEqn(f, p, {a, b}, {}, p_.loc, {.into = into, .untyped = true}));
     return f.eqns.back().outs[0];
   }
-  // x's micro-batch `index` along dimension d.
+  // x's micro-batch `index` along dimension d: a splat or a broadcast that does not vary along d
+  // made again at the micro-batch's size, anything else sliced.
   Value *slice(Func &f, Value *x, int d, Value *index) {
     const Type &t = x->type;
+    Type part = t;
+    part.shape[(size_t)d] /= M_;
+    for (size_t i = f.eqns.size(); i-- > 0;) {
+      const Eqn &e = f.eqns[i];
+      if (e.outs.size() != 1 || e.outs[0] != x) continue;
+      const std::vector<int64_t> *bd = e.prim == Prim::BroadcastInDim ? &e.intsParam("broadcast_dimensions") : nullptr;
+      bool splat = e.prim == Prim::Constant && e.doublesParam("value").size() == 1;
+      bool flat = bd && std::find(bd->begin(), bd->end(), (int64_t)d) == bd->end();
+      if (splat || flat) {
+        f.eqns.push_back(rules::makeEqn(f, e.prim, e.ins, e.params, e.loc, {.declared = &part, .untyped = true}));
+        return f.eqns.back().outs[0];
+      }
+      break;
+    }
     std::vector<Value *> ins = {x};
     Type i32{DType::I32, {}, 0};
     for (int k = 0; k < (int)t.rank(); ++k)
       ins.push_back(k == d ? binary(f, Prim::Mul, index, constant(f, (double)(t.shape[(size_t)d] / M_), i32))
                            : constant(f, 0, i32));
-    std::vector<int64_t> sizes = t.shape;
-    sizes[(size_t)d] /= M_;
-    f.eqns.push_back(rules::makeEqn(f, Prim::DynamicSlice, ins, {{"sizes", sizes}}, p_.loc, {.untyped = true}));
+    f.eqns.push_back(rules::makeEqn(f, Prim::DynamicSlice, ins, {{"sizes", part.shape}}, p_.loc, {.untyped = true}));
     return f.eqns.back().outs[0];
+  }
+
+  // Drops equations of `f` whose results nothing reads (the whole-size values slice() made again).
+  static void removeUnread(Func &f, std::vector<int> *stageOf) {
+    std::set<const Value *> live(f.results.begin(), f.results.end());
+    std::vector<bool> keep(f.eqns.size(), false);
+    for (size_t i = f.eqns.size(); i-- > 0;) {
+      const Eqn &e = f.eqns[i];
+      bool needed = hasEffects(e);
+      for (const Value *o : e.outs) needed |= live.count(o) > 0;
+      if (!needed) continue;
+      keep[i] = true;
+      live.insert(e.ins.begin(), e.ins.end());
+    }
+    std::vector<Eqn> kept;
+    std::vector<int> stages;
+    for (size_t i = 0; i < f.eqns.size(); ++i)
+      if (keep[i]) {
+        kept.push_back(std::move(f.eqns[i]));
+        if (stageOf) stages.push_back((*stageOf)[i]);
+      }
+    f.eqns = std::move(kept);
+    if (stageOf) *stageOf = std::move(stages);
   }
 
   // The differentiated function on one micro-batch: (micro-batch index, its params with the
@@ -411,6 +452,7 @@ private:
     std::set<const Value *> scaled(summedRoots_.begin(), summedRoots_.end());
     for (size_t idx = 0; idx < T_->eqns.size(); ++idx) {
       if (!keep[idx]) continue;
+      const size_t before = mb->eqns.size();
       const Eqn &e = T_->eqns[idx];
       Eqn c;
       c.prim = e.prim;
@@ -441,13 +483,118 @@ private:
         if (scaled.count(e.outs[k])) out = binary(*mb, Prim::Mul, out, constant(*mb, (double)M_, out->type));
         vm[e.outs[k]] = out;
       }
+      mbStage_.resize(mb->eqns.size(), stageOf_[idx]);
+      (void)before;
     }
     for (const Value *r : T_->results) mb->results.push_back(vm.at(r));
+    removeUnread(*mb, &mbStage_);
     return mb;
   }
 
-  // F's grad replaced by: the whole-batch data values, then a loop over the micro-batches that
-  // accumulates each one's value and gradients.
+  // Where a stage program's step begins or ends (--trace spans).
+  void marker(Func &f, const PipelineStep &step, bool begin) {
+    Eqn e;
+    e.prim = Prim::PipeStep;
+    e.params = {{"kind", (int64_t)step.kind}, {"stage", (int64_t)step.stage}, {"mb", (int64_t)step.mb},
+                {"begin", (int64_t)begin}};
+    e.loc = p_.loc;
+    f.eqns.push_back(std::move(e));
+  }
+
+  void send(Func &f, Value *x, int64_t channel) {
+    Eqn e;
+    e.prim = Prim::PipeSend;
+    e.ins = {x};
+    e.params["channel"] = channel;
+    e.loc = p_.loc;
+    f.eqns.push_back(std::move(e));
+  }
+
+  // The micro-batch function cut into one function per stage: f_v(its inputs) -> (what later
+  // stages read of it, and the loss for the stage that computes it). An input is a parameter of
+  // the micro-batch function or a value of an earlier stage (an activation); a constant another
+  // stage made is made again rather than sent.
+  struct StageFn {
+    Func *f = nullptr;
+    std::vector<const Value *> inputs;   // per param of f: the micro-batch function's value
+    std::vector<const Value *> outputs;  // per result of f: likewise
+  };
+  std::vector<StageFn> stageFuncs(Func *mb) {
+    const int S = (int)boundaries_.size() + 1;
+    std::map<const Value *, std::pair<int, size_t>> def;  // value -> (stage, eqn index)
+    for (size_t i = 0; i < mb->eqns.size(); ++i)
+      for (const Value *o : mb->eqns[i].outs) def[o] = {mbStage_[i], i};
+    auto isConstant = [&](const Value *v) {
+      auto it = def.find(v);
+      return it != def.end() && mb->eqns[it->second.second].ins.empty() &&
+             primInfo(mb->eqns[it->second.second].prim).kind == PrimKind::Const;
+    };
+    // What each stage reads from outside itself, and what later stages (or the end) read of it.
+    std::vector<std::vector<const Value *>> reads((size_t)S), sends((size_t)S);
+    auto addOnce = [](std::vector<const Value *> &list, const Value *v) {
+      if (std::find(list.begin(), list.end(), v) == list.end()) list.push_back(v);
+    };
+    for (size_t i = 0; i < mb->eqns.size(); ++i)
+      for (const Value *in : mb->eqns[i].ins) {
+        auto it = def.find(in);
+        if (it != def.end() && (it->second.first == mbStage_[i] || isConstant(in))) continue;
+        addOnce(reads[(size_t)mbStage_[i]], in);
+        if (it != def.end()) addOnce(sends[(size_t)it->second.first], in);
+      }
+    for (const Value *r : mb->results) {  // the loss: computed by the last stage
+      auto it = def.find(r);
+      if (it == def.end() || it->second.first != S - 1) {
+        addOnce(reads[(size_t)S - 1], r);
+        if (it != def.end()) addOnce(sends[(size_t)it->second.first], r);
+      }
+    }
+    std::vector<StageFn> out((size_t)S);
+    for (int v = 0; v < S; ++v) {
+      StageFn &sf = out[(size_t)v];
+      sf.f = m_.newFunc(T_->name + "_stage" + std::to_string(v));
+      sf.f->isTrace = true;
+      sf.f->loc = v == 0 ? T_->loc : T_->eqns[boundaries_[(size_t)v - 1]].loc;
+      sf.f->mesh = T_->mesh;
+      std::map<const Value *, Value *> vm;
+      for (const Value *in : reads[(size_t)v]) {
+        vm[in] = sf.f->newValue(in->type, in->hint);
+        sf.f->params.push_back(vm[in]);
+        sf.inputs.push_back(in);
+      }
+      auto copy = [&](const Eqn &e) {
+        Eqn c = e;
+        for (Value *&x : c.ins) x = vm.at(x);
+        for (Value *&o : c.outs) {
+          Value *no = sf.f->newValue(o->type, o->hint);
+          vm[o] = no;
+          o = no;
+        }
+        sf.f->eqns.push_back(c);
+      };
+      for (size_t i = 0; i < mb->eqns.size(); ++i) {
+        const Eqn &e = mb->eqns[i];
+        if (mbStage_[i] == v) {
+          for (const Value *in : e.ins)
+            if (!vm.count(in) && isConstant(in)) copy(mb->eqns[def.at(in).second]);
+          copy(e);
+        }
+      }
+      for (const Value *o : sends[(size_t)v]) {
+        sf.f->results.push_back(vm.at(o));
+        sf.outputs.push_back(o);
+      }
+      if (v == S - 1)
+        for (const Value *r : mb->results) {
+          sf.f->results.push_back(vm.at(r));
+          sf.outputs.push_back(r);
+        }
+    }
+    return out;
+  }
+
+  // F's grad replaced by: the whole-batch data values, then the pipeline: one stage program per
+  // device group running its schedule's steps, the groups at once, trading activations and
+  // their cotangents; then each parameter's gradient summed over the stages that read it.
   void rewrite(Func &F, Func *mb) {
     Eqn V = std::move(F.eqns[vIndex_]);
     std::vector<Eqn> after(std::make_move_iterator(F.eqns.begin() + (long)vIndex_ + 1),
@@ -481,63 +628,230 @@ private:
       }
       F.eqns.push_back(c);
     }
-    const Type lossType = T_->results[0]->type;
-    const bool withValue = V.intParam("with_value") != 0;
-    // The loop: consts = the differentiated function's arguments and the whole-batch values;
-    // carries = the value and each gradient, from zero.
-    Func *body = m_.newFunc(F.name + "_microbatches");
-    body->isNested = true;
-    body->loc = V.loc;
-    body->mesh = F.mesh;
-    Value *i = body->newValue(Type{DType::I32, {}, 0}, "microbatch");
-    body->params.push_back(i);
-    std::vector<Value *> consts, inits;
+    std::vector<Value *> consts;
     for (size_t j = 0; j < n_; ++j) consts.push_back(V.ins[j]);
     for (const Value *r : dataRoots_) consts.push_back(pm.at(r));
-    std::vector<Value *> constParams;
-    for (Value *c : consts) {
-      constParams.push_back(body->newValue(c->type, c->hint));
-      body->params.push_back(constParams.back());
-    }
-    std::vector<Type> carryTypes;
-    if (withValue) carryTypes.push_back(lossType);
-    for (int64_t w : wrt_) carryTypes.push_back(T_->params[(size_t)w]->type);
-    std::vector<Value *> carries;
-    for (const Type &t : carryTypes) {
-      inits.push_back(constant(F, 0.0, t));
-      carries.push_back(body->newValue(t));
-      body->params.push_back(carries.back());
-    }
-    Eqn vjp;
-    vjp.prim = Prim::Vjp;
-    vjp.loc = V.loc;
-    vjp.bodies = {mb};
-    vjp.ins.push_back(i);
-    for (size_t j = 0; j < n_; ++j) vjp.ins.push_back(batchParam_[j] ? slice(*body, constParams[j], 0, i) : constParams[j]);
-    for (size_t k = 0; k < dataRoots_.size(); ++k) vjp.ins.push_back(constParams[n_ + k]);
-    vjp.ins.push_back(constant(*body, 1.0 / (double)M_, lossType));
-    std::vector<int64_t> wrt;
-    for (int64_t w : wrt_) wrt.push_back(w + 1);
-    vjp.params = {{"wrt", wrt}, {"with_value", (int64_t)withValue}, {"linear", (int64_t)0}};
-    for (const Type &t : carryTypes) vjp.outs.push_back(body->newValue(t));
-    std::string why = rules::shapeProblem(vjp, *body);
-    if (!why.empty()) throw InternalError("split-micro-batches: vjp: " + why);
-    std::vector<Value *> parts = vjp.outs;
-    body->eqns.push_back(std::move(vjp));
-    for (size_t k = 0; k < carries.size(); ++k) body->results.push_back(binary(*body, Prim::Add, carries[k], parts[k]));
 
-    Eqn loop;
-    loop.prim = Prim::Loop;
-    loop.loc = V.loc;
-    loop.bodies = {body};
-    loop.ins = consts;
-    loop.ins.insert(loop.ins.end(), inits.begin(), inits.end());
-    loop.params = {{"lo", (int64_t)0}, {"hi", M_}, {"num_consts", (int64_t)consts.size()}};
-    for (size_t k = 0; k < carryTypes.size(); ++k)
-      loop.outs.push_back(withValue && k == 0 ? F.newValue(lossType) : V.outs[k]);
-    Value *sum = loop.outs[0];
-    F.eqns.push_back(std::move(loop));
-    if (withValue) binary(F, Prim::Mul, sum, constant(F, 1.0 / (double)M_, lossType), V.outs[0]);
+    const std::vector<StageFn> stages = stageFuncs(mb);
+    PipelineSchedule schedule;
+    makeSchedule(p_.schedule, (int)p_.stageAxisSize, (int)p_.virtualStages, (int)M_, schedule);
+    const int G = schedule.groups, S = (int)stages.size();
+    const Type lossType = T_->results[0]->type;
+    const bool withValue = V.intParam("with_value") != 0;
+    std::map<std::tuple<int, int, int, int, int>, int64_t> channels;  // (kind, from, to, output, mb)
+    auto channel = [&](int kind, int from, int to, int k, int m) {
+      auto key = std::make_tuple(kind, from, to, k, m);
+      auto it = channels.find(key);
+      if (it != channels.end()) return it->second;
+      int64_t id = (int64_t)channels.size();
+      channels[key] = id;
+      return id;
+    };
+    // Where each micro-batch value comes from: (stage, output index) of the stage producing it.
+    std::map<const Value *, std::pair<int, int>> producer;
+    for (int v = 0; v < S; ++v)
+      for (size_t k = 0; k < stages[(size_t)v].outputs.size(); ++k)
+        producer[stages[(size_t)v].outputs[k]] = {v, (int)k};
+    // Its consumers: later stages, and -1 for the loss (the end).
+    std::map<std::pair<int, int>, std::vector<int>> consumers;
+    for (int w = 0; w < S; ++w)
+      for (const Value *in : stages[(size_t)w].inputs)
+        if (producer.count(in)) consumers[producer.at(in)].push_back(w);
+    const Value *loss = mb->results[0];
+    const std::pair<int, int> lossAt = {S - 1, (int)stages[(size_t)S - 1].outputs.size() - 1};
+    consumers[lossAt].push_back(-1);
+    std::map<const Value *, int> mbParam;
+    for (size_t i = 0; i < mb->params.size(); ++i) mbParam[mb->params[i]] = (int)i;
+    auto isWrt = [&](int j) { return std::find(wrt_.begin(), wrt_.end(), (int64_t)j) != wrt_.end(); };
+
+    std::vector<Func *> programs;
+    std::vector<std::vector<std::pair<int, int>>> programGrads;  // per program: (wrt position, result)
+    std::vector<int> valueResult(G, -1);
+    for (int g = 0; g < G; ++g) {
+      Func *P = m_.newFunc(F.name + "_group" + std::to_string(g));
+      P->loc = V.loc;
+      programs.push_back(P);
+      std::vector<Value *> params;
+      for (Value *c : consts) {
+        params.push_back(P->newValue(c->type, c->hint));
+        P->params.push_back(params.back());
+      }
+      std::map<std::pair<int, int>, Value *> batchSlice;  // (T param, mb)
+      std::map<std::tuple<int, int, int>, Value *> act;   // (stage, output, mb) computed here
+      std::map<std::tuple<int, int, int, int>, Value *> cotFrom;  // (stage, output, mb, consumer) -> its cotangent
+      std::map<std::pair<int, int>, std::vector<Value *>> args;   // (stage, mb) -> the F step's arguments
+      std::map<int, Value *> acc;  // T param -> its gradient summed here
+      Value *valueAcc = nullptr;
+      auto argument = [&](int v, int m, const Value *src) -> Value * {
+        auto it = mbParam.find(src);
+        if (it != mbParam.end()) {
+          int i = it->second;
+          if (i == 0) return constant(*P, (double)m, Type{DType::I32, {}, 0});
+          if (i <= (int)n_) {
+            int j = i - 1;
+            if (!batchParam_[(size_t)j]) return params[(size_t)j];
+            Value *&sl = batchSlice[{j, m}];
+            if (!sl) sl = slice(*P, params[(size_t)j], 0, constant(*P, (double)m, Type{DType::I32, {}, 0}));
+            return sl;
+          }
+          return params[(size_t)i - 1];  // a whole-batch data value (params follow T's)
+        }
+        auto [u, k] = producer.at(src);
+        if (u % G == g) return act.at({u, k, m});
+        P->eqns.push_back(rules::makeEqn(*P, Prim::PipeRecv, {}, {{"channel", channel(0, u, v, k, m)}}, V.loc,
+                                         {.declared = &src->type, .untyped = true}));
+        return P->eqns.back().outs[0];
+      };
+      for (const PipelineStep &step : schedule.steps[(size_t)g]) {
+        const int v = step.stage, m = step.mb;
+        const StageFn &sf = stages[(size_t)v];
+        if (step.kind == PipelineStep::W) continue;  // (the B step computes the weights' gradients too)
+        marker(*P, step, true);
+        struct End {
+          Splitter &s;
+          Func &P;
+          const PipelineStep &step;
+          ~End() { s.marker(P, step, false); }
+        } end{*this, *P, step};
+        if (step.kind == PipelineStep::F) {
+          std::vector<Value *> a;
+          for (const Value *src : sf.inputs) a.push_back(argument(v, m, src));
+          args[{v, m}] = a;
+          Eqn call;
+          call.prim = Prim::Call;
+          call.loc = V.loc;
+          call.bodies = {sf.f};
+          call.ins = a;
+          for (const Value *r : sf.f->results) call.outs.push_back(P->newValue(r->type, r->hint));
+          std::vector<Value *> outs = call.outs;
+          P->eqns.push_back(std::move(call));
+          for (size_t k = 0; k < outs.size(); ++k) {
+            act[{v, (int)k, m}] = outs[k];
+            for (int w : consumers[{v, (int)k}]) {
+              if (w < 0) {
+                if (withValue) valueAcc = valueAcc ? binary(*P, Prim::Add, valueAcc, outs[k]) : outs[k];
+              } else if (w % G != g) {
+                send(*P, outs[k], channel(0, v, w, (int)k, m));
+              }
+            }
+          }
+          continue;
+        }
+        std::vector<Value *> ins = args.at({v, m});
+        for (size_t k = 0; k < sf.outputs.size(); ++k) {
+          const Type &t = sf.f->results[k]->type;
+          Value *ct = nullptr;
+          if (isFloat(t.dtype))
+            for (int w : consumers[{v, (int)k}]) {
+              Value *part = w < 0 ? constant(*P, 1.0 / (double)M_, t)
+                            : w % G == g ? cotFrom.at({v, (int)k, m, w})
+                                         : nullptr;
+              if (!part) {
+                P->eqns.push_back(rules::makeEqn(*P, Prim::PipeRecv, {}, {{"channel", channel(1, w, v, (int)k, m)}},
+                                                 V.loc, {.declared = &t, .untyped = true}));
+                part = P->eqns.back().outs[0];
+              }
+              ct = ct ? binary(*P, Prim::Add, ct, part) : part;
+            }
+          ins.push_back(ct ? ct : constant(*P, 0.0, t));
+        }
+        std::vector<int64_t> wrt;
+        for (size_t p = 0; p < sf.inputs.size(); ++p) {
+          const Value *src = sf.inputs[p];
+          auto it = mbParam.find(src);
+          bool param = it != mbParam.end() && it->second >= 1 && it->second <= (int)n_ && isWrt(it->second - 1);
+          bool activation = producer.count(src) && isFloat(src->type.dtype);
+          if (param || activation) wrt.push_back((int64_t)p);
+        }
+        Eqn vjp;
+        vjp.prim = Prim::Vjp;
+        vjp.loc = V.loc;
+        vjp.bodies = {sf.f};
+        vjp.ins = ins;
+        vjp.params = {{"wrt", wrt}, {"with_value", (int64_t)0}, {"linear", (int64_t)0}};
+        for (int64_t p : wrt) vjp.outs.push_back(P->newValue(sf.f->params[(size_t)p]->type));
+        std::string why = rules::shapeProblem(vjp, *P);
+        if (!why.empty()) throw InternalError("split-micro-batches: vjp: " + why);
+        std::vector<Value *> cts = vjp.outs;
+        P->eqns.push_back(std::move(vjp));
+        for (size_t q = 0; q < wrt.size(); ++q) {
+          const Value *src = sf.inputs[(size_t)wrt[q]];
+          auto it = mbParam.find(src);
+          if (it != mbParam.end()) {
+            Value *&a = acc[it->second - 1];
+            a = a ? binary(*P, Prim::Add, a, cts[q]) : cts[q];
+            continue;
+          }
+          auto [u, k] = producer.at(src);
+          if (u % G == g) cotFrom[{u, k, m, v}] = cts[q];
+          else
+            send(*P, cts[q], channel(1, v, u, k, m));
+        }
+      }
+      if (valueAcc) {
+        valueResult[(size_t)g] = (int)P->results.size();
+        P->results.push_back(valueAcc);
+      }
+      std::vector<std::pair<int, int>> grads;
+      for (size_t w = 0; w < wrt_.size(); ++w) {
+        auto it = acc.find((int)wrt_[w]);
+        if (it == acc.end()) continue;
+        grads.push_back({(int)w, (int)P->results.size()});
+        P->results.push_back(it->second);
+      }
+      programGrads.push_back(grads);
+    }
+    (void)loss;
+
+    Eqn pipe;
+    pipe.prim = Prim::Pipeline;
+    pipe.loc = V.loc;
+    pipe.ins = consts;
+    pipe.bodies = programs;
+    pipe.params = {{"groups", (int64_t)G}, {"channels", (int64_t)channels.size()},
+                   {"schedule", std::string(scheduleName(p_.schedule))}};
+    // A gradient only one group computes is that group's result itself; the others are summed.
+    std::vector<int> partsOf(wrt_.size(), 0);
+    for (int g = 0; g < G; ++g)
+      for (auto [pos, r] : programGrads[(size_t)g]) ++partsOf[(size_t)pos];
+    const size_t firstGrad = withValue ? 1 : 0;
+    std::vector<std::vector<Value *>> results(G);
+    for (int g = 0; g < G; ++g)
+      for (size_t r = 0; r < programs[(size_t)g]->results.size(); ++r) {
+        Value *out = nullptr;
+        for (auto [pos, q] : programGrads[(size_t)g])
+          if (q == (int)r && partsOf[(size_t)pos] == 1) out = V.outs[firstGrad + (size_t)pos];
+        if (!out) out = F.newValue(programs[(size_t)g]->results[r]->type);
+        results[(size_t)g].push_back(out);
+        pipe.outs.push_back(out);
+      }
+    std::string why = rules::shapeProblem(pipe, F);
+    if (!why.empty()) throw InternalError("split-micro-batches: pipeline: " + why);
+    F.eqns.push_back(std::move(pipe));
+    if (withValue) {
+      Value *sum = nullptr;
+      for (int g = 0; g < G; ++g)
+        if (valueResult[(size_t)g] >= 0) sum = results[(size_t)g][(size_t)valueResult[(size_t)g]];
+      binary(F, Prim::Mul, sum, constant(F, 1.0 / (double)M_, lossType), V.outs[0]);
+    }
+    for (size_t w = 0; w < wrt_.size(); ++w) {
+      Value *into = V.outs[firstGrad + w];
+      if (partsOf[w] == 1) continue;
+      const Type &t = T_->params[(size_t)wrt_[w]]->type;
+      if (partsOf[w] == 0) {  // a parameter no stage reads
+        F.eqns.push_back(rules::makeEqn(F, Prim::Constant, {}, {{"value", std::vector<double>{0.0}}}, V.loc,
+                                        {.declared = &t, .into = into, .untyped = true}));
+        continue;
+      }
+      // A parameter several stages read (tied): their gradients summed in stage order, once, so
+      // every stage's copy gets the one update.
+      std::vector<Value *> parts;
+      for (int g = 0; g < G; ++g)
+        for (auto [pos, r] : programGrads[(size_t)g])
+          if (pos == (int)w) parts.push_back(results[(size_t)g][(size_t)r]);
+      Value *sum = parts[0];
+      for (size_t i = 1; i < parts.size(); ++i) sum = binary(F, Prim::Add, sum, parts[i], i + 1 == parts.size() ? into : nullptr);
+    }
     for (Eqn &e : after) F.eqns.push_back(std::move(e));
   }
 
@@ -554,6 +868,7 @@ private:
   std::vector<int> stageOf_;
   std::vector<const Value *> summedRoots_, dataRoots_;
   std::map<size_t, std::vector<std::pair<int, int>>> slices_;  // equation -> (operand, dimension) to slice
+  std::vector<int> mbStage_;  // per equation of the micro-batch function: its stage
 };
 
 } // namespace
