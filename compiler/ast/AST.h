@@ -183,6 +183,7 @@ struct PipelineAttrs {
   Loc meshLoc, axisLoc, scheduleLoc, microbatchesLoc, batchLoc;
   int64_t microbatches = 1;
   int64_t virtualStages = 1;  // interleaved 1F1B: stages per device group
+  bool remat = false;         // a backward step recomputes its stage's forward
   Loc virtualStagesLoc;
   std::vector<std::string> batch;  // parameter names
   std::vector<Loc> batchLocs;

@@ -247,6 +247,7 @@ struct PipelineFunc {
   int stageAxis = -1;   // the mesh axis whose slices are the stages' submeshes
   int64_t microbatches = 1, virtualStages = 1;
   Schedule schedule = Schedule::GPipe;
+  bool remat = false;  // a backward step recomputes its stage's forward instead of keeping its residuals
   Loc microbatchesLoc, scheduleLoc;
   std::vector<int> batchLeaves;  // func->params indices split into micro-batches (dimension 0)
   std::vector<Loc> batchLocs;    // where each leaf's parameter is named in batch=

@@ -471,22 +471,23 @@ JitAttrs Parser::parseJitAttrs() {
 
 // pipelineAttrs = "@" "pipeline" "(" pipelineAttr { "," pipelineAttr } ")" ;
 // pipelineAttr = "mesh" "=" IDENT | "axis" "=" STRING | "microbatches" "=" INT
-//              | "schedule" "=" STRING | "virtual_stages" "=" INT
+//              | "schedule" "=" STRING | "virtual_stages" "=" INT | "remat" "=" boolLit
 //              | "batch" "=" ( IDENT | "(" IDENT { "," IDENT } [ "," ] ")" ) ;
 PipelineAttrs Parser::parsePipelineAttrs() {
   PipelineAttrs a;
   a.loc = take().loc;  // '@'
   take();              // 'pipeline'
-  const char *known = "the attributes are mesh, axis, microbatches, schedule, virtual_stages, batch";
+  const char *known = "the attributes are mesh, axis, microbatches, schedule, virtual_stages, batch, remat";
   const char *shape = "write '@pipeline(mesh=M, axis=\"stage\", microbatches=8, schedule=\"1f1b\", batch=(x, y))'";
   expect(Tok::LParen, "after '@pipeline'", shape);
-  bool sawMesh = false, sawAxis = false, sawMb = false, sawSchedule = false, sawVirtual = false, sawBatch = false;
+  bool sawMesh = false, sawAxis = false, sawMb = false, sawSchedule = false, sawVirtual = false, sawBatch = false,
+       sawRemat = false;
   do {
     if (!at(Tok::Ident) && !at(Tok::KwMesh)) fail(DiagId::BadPipelineAttr, "an attribute name in @pipeline(...)", known);
     const Token &key = take();
     bool *seen = key.text == "mesh" ? &sawMesh : key.text == "axis" ? &sawAxis : key.text == "microbatches" ? &sawMb
                  : key.text == "schedule" ? &sawSchedule : key.text == "virtual_stages" ? &sawVirtual
-                 : key.text == "batch" ? &sawBatch : nullptr;
+                 : key.text == "batch" ? &sawBatch : key.text == "remat" ? &sawRemat : nullptr;
     if (!seen) diags_.fatal(DiagId::BadPipelineAttr, key.loc, "unknown @pipeline attribute '" + key.text + "'", known);
     if (*seen)
       diags_.fatal(DiagId::BadPipelineAttr, key.loc, "@pipeline attribute '" + key.text + "' given twice", "remove one of them");
@@ -503,6 +504,8 @@ PipelineAttrs Parser::parsePipelineAttrs() {
       const Token &t = take();
       (seen == &sawAxis ? a.axis : a.schedule) = t.text;
       (seen == &sawAxis ? a.axisLoc : a.scheduleLoc) = t.loc;
+    } else if (seen == &sawRemat) {
+      a.remat = parseBoolLit(key.text);
     } else if (seen == &sawMb || seen == &sawVirtual) {
       if (!at(Tok::Int)) fail(DiagId::BadPipelineAttr, "an integer after '" + key.text + "='", "write " + key.text + "=4");
       const Token &t = take();

@@ -34,6 +34,7 @@ const std::vector<Pass> &pipeline() {
       {"insert-pbroadcasts", SHMAPC_NO_OPTIONS(insertPbroadcasts)},
       {"differentiate",
        [](ir::Module &m, const PassOptions &o, Diagnostics &d) { differentiate(m, o.naiveTranspose, d); }},
+      {"keep-stage-residuals", SHMAPC_NO_OPTIONS(keepStageResiduals)},
       {"defer-primal-reductions", SHMAPC_NO_OPTIONS(deferPrimalReductions)},
       {"hoist-loop-reductions", SHMAPC_NO_OPTIONS(hoistLoopReductions)},
       {"sink-reductions", SHMAPC_NO_OPTIONS(sinkReductions)},

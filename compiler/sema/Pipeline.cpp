@@ -32,6 +32,7 @@ void Sema::recordPipeline(const ast::FuncDecl &decl, ir::Func &f, const std::vec
     fail(DiagId::BadPipelineAttr, a.scheduleLoc, "unknown schedule \"" + a.schedule + "\"",
          "the schedules are \"gpipe\", \"1f1b\", \"interleaved\", \"zb-h1\" and \"inference\"");
   p.virtualStages = a.virtualStages;
+  p.remat = a.remat;
   if (a.virtualStages != 1 && p.schedule != ir::Schedule::Interleaved)
     fail(DiagId::BadPipelineAttr, a.virtualStagesLoc,
          "virtual_stages=" + std::to_string(a.virtualStages) + " needs schedule=\"interleaved\"",

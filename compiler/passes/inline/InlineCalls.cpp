@@ -39,7 +39,8 @@ private:
   // `replace` maps results of calls to the values that replaced them.
   void expand(Eqn e, Func &f, std::vector<Eqn> &out, std::map<Value *, Value *> &replace) {
     for (Value *&v : e.ins) v = lookup(replace, v);
-    if (e.prim != Prim::Call) {
+    // (a pipeline's forward step stays a call: keep-stage-residuals replaces it after autodiff)
+    if (e.prim != Prim::Call || e.has("pipeline_forward")) {
       for (Func *b : e.bodies) inlineInto(*b);
       out.push_back(std::move(e));
       return;

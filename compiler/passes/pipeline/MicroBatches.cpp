@@ -664,6 +664,28 @@ private:
     for (size_t i = 0; i < mb->params.size(); ++i) mbParam[mb->params[i]] = (int)i;
     auto isWrt = [&](int j) { return std::find(wrt_.begin(), wrt_.end(), (int64_t)j) != wrt_.end(); };
 
+    // Per stage: what its vjp differentiates (the parameters and the float activations it
+    // reads, by param position), and which of those are activations (positions in that list).
+    auto wrtOf = [&](int v) {
+      std::vector<int64_t> wrt;
+      const StageFn &sf = stages[(size_t)v];
+      for (size_t p = 0; p < sf.inputs.size(); ++p) {
+        const Value *src = sf.inputs[p];
+        auto it = mbParam.find(src);
+        bool param = it != mbParam.end() && it->second >= 1 && it->second <= (int)n_ && isWrt(it->second - 1);
+        bool activation = producer.count(src) && isFloat(src->type.dtype);
+        if (param || activation) wrt.push_back((int64_t)p);
+      }
+      return wrt;
+    };
+    auto activationResults = [&](int v) {
+      std::vector<int64_t> out;
+      const std::vector<int64_t> wrt = wrtOf(v);
+      for (size_t q = 0; q < wrt.size(); ++q)
+        if (producer.count(stages[(size_t)v].inputs[(size_t)wrt[q]])) out.push_back((int64_t)q);
+      return out;
+    };
+    const bool zeroBubble = p_.schedule == Schedule::ZeroBubbleH1;
     std::vector<Func *> programs;
     std::vector<std::vector<std::pair<int, int>>> programGrads;  // per program: (wrt position, result)
     std::vector<int> valueResult(G, -1);
@@ -681,6 +703,11 @@ private:
       std::map<std::tuple<int, int, int, int>, Value *> cotFrom;  // (stage, output, mb, consumer) -> its cotangent
       std::map<std::pair<int, int>, std::vector<Value *>> args;   // (stage, mb) -> the F step's arguments
       std::map<int, Value *> acc;  // T param -> its gradient summed here
+      std::map<std::pair<int, int>, std::vector<std::pair<int, Value *>>> pendingW;  // zb-h1: (stage, mb) -> W's sums
+      auto accumulate = [&](int j, Value *grad) {
+        Value *&a = acc[j];
+        a = a ? binary(*P, Prim::Add, a, grad) : grad;
+      };
       Value *valueAcc = nullptr;
       auto argument = [&](int v, int m, const Value *src) -> Value * {
         auto it = mbParam.find(src);
@@ -705,7 +732,6 @@ private:
       for (const PipelineStep &step : schedule.steps[(size_t)g]) {
         const int v = step.stage, m = step.mb;
         const StageFn &sf = stages[(size_t)v];
-        if (step.kind == PipelineStep::W) continue;  // (the B step computes the weights' gradients too)
         marker(*P, step, true);
         struct End {
           Splitter &s;
@@ -722,6 +748,8 @@ private:
           call.loc = V.loc;
           call.bodies = {sf.f};
           call.ins = a;
+          call.params = {{"pipeline_forward", (int64_t)1}, {"stage", (int64_t)v}, {"mb", (int64_t)m},
+                         {"activation_results", activationResults(v)}};
           for (const Value *r : sf.f->results) call.outs.push_back(P->newValue(r->type, r->hint));
           std::vector<Value *> outs = call.outs;
           P->eqns.push_back(std::move(call));
@@ -735,6 +763,10 @@ private:
               }
             }
           }
+          continue;
+        }
+        if (step.kind == PipelineStep::W) {  // (keep-stage-residuals moves the weights' gradients here)
+          for (auto [j, grad] : pendingW[{v, m}]) accumulate(j, grad);
           continue;
         }
         std::vector<Value *> ins = args.at({v, m});
@@ -755,31 +787,25 @@ private:
             }
           ins.push_back(ct ? ct : constant(*P, 0.0, t));
         }
-        std::vector<int64_t> wrt;
-        for (size_t p = 0; p < sf.inputs.size(); ++p) {
-          const Value *src = sf.inputs[p];
-          auto it = mbParam.find(src);
-          bool param = it != mbParam.end() && it->second >= 1 && it->second <= (int)n_ && isWrt(it->second - 1);
-          bool activation = producer.count(src) && isFloat(src->type.dtype);
-          if (param || activation) wrt.push_back((int64_t)p);
-        }
+        const std::vector<int64_t> wrt = wrtOf(v);
         Eqn vjp;
         vjp.prim = Prim::Vjp;
         vjp.loc = V.loc;
         vjp.bodies = {sf.f};
         vjp.ins = ins;
-        vjp.params = {{"wrt", wrt}, {"with_value", (int64_t)0}, {"linear", (int64_t)0}};
+        vjp.params = {{"wrt", wrt}, {"with_value", (int64_t)1}, {"linear", (int64_t)0}};
+        for (const Value *r : sf.f->results) vjp.outs.push_back(P->newValue(r->type));
         for (int64_t p : wrt) vjp.outs.push_back(P->newValue(sf.f->params[(size_t)p]->type));
         std::string why = rules::shapeProblem(vjp, *P);
         if (!why.empty()) throw InternalError("split-micro-batches: vjp: " + why);
-        std::vector<Value *> cts = vjp.outs;
+        std::vector<Value *> cts(vjp.outs.begin() + (long)sf.f->results.size(), vjp.outs.end());
         P->eqns.push_back(std::move(vjp));
         for (size_t q = 0; q < wrt.size(); ++q) {
           const Value *src = sf.inputs[(size_t)wrt[q]];
           auto it = mbParam.find(src);
           if (it != mbParam.end()) {
-            Value *&a = acc[it->second - 1];
-            a = a ? binary(*P, Prim::Add, a, cts[q]) : cts[q];
+            if (zeroBubble) pendingW[{v, m}].push_back({it->second - 1, cts[q]});
+            else accumulate(it->second - 1, cts[q]);
             continue;
           }
           auto [u, k] = producer.at(src);
@@ -809,7 +835,7 @@ private:
     pipe.ins = consts;
     pipe.bodies = programs;
     pipe.params = {{"groups", (int64_t)G}, {"channels", (int64_t)channels.size()},
-                   {"schedule", std::string(scheduleName(p_.schedule))}};
+                   {"schedule", std::string(scheduleName(p_.schedule))}, {"remat", (int64_t)p_.remat}};
     // A gradient only one group computes is that group's result itself; the others are summed.
     std::vector<int> partsOf(wrt_.size(), 0);
     for (int g = 0; g < G; ++g)

@@ -20,4 +20,9 @@ namespace shmapc::passes {
 // a pipeline function's own body, where it is an error.
 void splitMicroBatches(ir::Module &m, Diagnostics &diags);
 
+// After autodiff: each backward step of a pipeline's stage programs reads the residuals its
+// forward step saved (the derived function's forward part moved to the forward step) instead of
+// recomputing the stage's forward; under zb-h1 the weights' gradients move to the W step.
+void keepStageResiduals(ir::Module &m, Diagnostics &diags);
+
 } // namespace shmapc::passes
