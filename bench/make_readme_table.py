@@ -26,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BEGIN, END = "<!-- bench-table:begin -->", "<!-- bench-table:end -->"
 # The benchmarks in the order the table lists them (bench/run_all.py runs them so); others after.
-ORDER = ["tanh_chain", "compile_time", "train_step", "transformer", "mpi", "memory", "sharded_model", "trace"]
+ORDER = ["tanh_chain", "compile_time", "train_step", "transformer", "mpi", "memory", "sharded_model", "pipeline", "trace"]
 
 
 def load(results_dir):

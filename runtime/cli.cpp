@@ -86,7 +86,9 @@ void usage(const char *prog) {
   for (const ArgValue &a : g_args) std::printf(" [--%s=%s]", a.name, a.type);
   std::printf("\n  --stats   print the collective statistics table after the program's output\n"
               "            (same as the environment variable SHMAP_STATS=1); --stats=wait (SHMAP_STATS=wait)\n"
-              "            adds the time the devices waited at each kind of collective for the others\n"
+              "            adds the time the devices waited at each kind of collective for the others;\n"
+              "            --stats=pipeline (SHMAP_STATS=pipeline) times each pipeline's steps and prints\n"
+              "            its measured bubble beside the predicted one\n"
               "  --trace=FILE  write a timeline of the run (Trace Event Format: Perfetto, chrome://tracing)\n"
               "            to FILE (same as SHMAP_TRACE=FILE); under MPI each rank writes FILE.rankN\n%s",
               ranks_usage());
@@ -140,6 +142,7 @@ int runtime_main(int argc, char **argv) {
   const char *env = std::getenv("SHMAP_STATS");
   if (env && std::strcmp(env, "1") == 0) stats = true;
   if (env && std::strcmp(env, "wait") == 0) stats = g_stats_wait = true;
+  if (env && std::strcmp(env, "pipeline") == 0) g_stats_pipeline = true;
   const char *trace = std::getenv("SHMAP_TRACE");
   if (trace && !*trace) trace = nullptr;
   for (int i = 1; i < argc; ++i) {
@@ -147,6 +150,8 @@ int runtime_main(int argc, char **argv) {
       stats = true;
     } else if (std::strcmp(argv[i], "--stats=wait") == 0) {
       stats = g_stats_wait = true;
+    } else if (std::strcmp(argv[i], "--stats=pipeline") == 0) {
+      g_stats_pipeline = true;
     } else if (std::strncmp(argv[i], "--trace=", 8) == 0) {
       trace = argv[i] + 8;
       if (!*trace) {
@@ -192,6 +197,7 @@ int runtime_main(int argc, char **argv) {
     sum_stats_over_ranks(all);  // (every rank counted its own devices)
     if (writes_output()) stats_print(stdout, all);
   }
+  if (g_stats_pipeline && writes_output()) pipeline_stats_print(stdout);
   // A full disk or closed output must not pass for success (stdio keeps the error).
   const int err = std::fflush(stdout) != 0 ? errno : 0;
   if (err || std::ferror(stdout)) {

@@ -34,7 +34,7 @@ bool takesSeconds(const char *v) { return timeoutSeconds(v) > 0; }
 
 struct Variable {
   const char *name;
-  const char *values[4];        // the accepted spellings, or none when `takes` decides
+  const char *values[5];        // the accepted spellings, or none when `takes` decides
   bool (*takes)(const char *);  // for a number
   const char *meaning;          // for the message
 };
@@ -43,8 +43,8 @@ struct Variable {
 // opened at start-up, trace.cpp) and SHMAP_PRETEND_CPU_LACKS (checked by the CPU check, which
 // runs before main). An empty value is the same as none: the default.
 const Variable kVariables[] = {
-    {"SHMAP_STATS", {"0", "1", "wait", nullptr}, nullptr,
-     "0 (no table), 1 (the statistics table) or wait (with wait times)"},
+    {"SHMAP_STATS", {"0", "1", "wait", "pipeline", nullptr}, nullptr,
+     "0 (no table), 1 (the statistics table), wait (with wait times) or pipeline (the pipelines' bubbles)"},
     {"SHMAP_THREADS", {"pool", "spawn", nullptr}, nullptr,
      "pool (the default: a pool of device threads) or spawn (threads per call)"},
     {"SHMAP_BLAS", {"onednn", "openblas", nullptr}, nullptr, "onednn (the default) or openblas"},

@@ -2,6 +2,8 @@
 // point-to-point messages between them (activations forward, their cotangents backward). A
 // message is sent once per run on its own channel: the sender copies it into the channel and
 // goes on; the receiver waits for it and copies it out.
+#include "pool.h"
+#include "stats.h"
 #include "sync.h"
 #include "trace.h"
 #include "util.h"
@@ -10,10 +12,12 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <string>
 #include <vector>
 
 namespace shm {
@@ -32,6 +36,23 @@ struct PipelineRun {
 };
 PipelineRun *g_run = nullptr;
 
+// --stats=pipeline: per pipeline (by its label), its runs' wall time and each group's time in
+// its steps and, within them, waiting for messages. The first run warms up (the kernels' first
+// calls, the buffers' first pages): where there are more, it is not counted.
+struct PipelineTimes {
+  std::string label;
+  double predicted = 0;
+  int64_t runs = 0, wall_ns = 0;
+  std::vector<int64_t> step_ns, wait_ns;  // per group
+};
+std::vector<PipelineTimes> g_times;
+thread_local int64_t *t_step_ns = nullptr, *t_wait_ns = nullptr;  // this group's counters
+thread_local std::chrono::steady_clock::time_point t_step_begin;
+
+int64_t since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t).count();
+}
+
 Channel &channel(int32_t c, const char *what) {
   if (!g_run) fatalf("%s: no pipeline is running", what);
   if (c < 0 || (size_t)c >= g_run->channels.size())
@@ -43,7 +64,8 @@ Channel &channel(int32_t c, const char *what) {
 } // namespace shm
 
 extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t nin, void **ins,
-                                 const int32_t *nouts, void **outs, int32_t channels) {
+                                 const int32_t *nouts, void **outs, int32_t channels, const char *label,
+                                 double predicted_bubble) {
   using namespace shm;
   SHM_GUARD_BEGIN
   if (groups < 1 || !bodies || nin < 0 || channels < 0) fatalf("shm_run_pipeline: bad arguments");
@@ -56,9 +78,27 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
     outsOf[(size_t)g] = outs + next;
     next += nouts[g];
   }
+  PipelineTimes *times = nullptr;
+  if (g_stats_pipeline) {
+    const std::string name = label ? label : "pipeline";
+    for (PipelineTimes &t : g_times)
+      if (t.label == name) times = &t;
+    if (!times) {
+      g_times.push_back({name, predicted_bubble, 0, 0, std::vector<int64_t>((size_t)groups), std::vector<int64_t>((size_t)groups)});
+      times = &g_times.back();
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int64_t> run_step_ns((size_t)groups), run_wait_ns((size_t)groups);  // (this run's)
   // (group 0 on this thread; the others on threads of their own, joined before returning; each
-  // records its spans on a track of its own)
+  // records its spans on a track of its own, and its kernels use its share of the cores)
+  const int cores = usable_cores();
   auto program = [&](int32_t g) {
+    set_thread_team(std::max(1, cores / groups + (g < cores % groups ? 1 : 0)));
+    if (times) {
+      t_step_ns = &run_step_ns[(size_t)g];
+      t_wait_ns = &run_wait_ns[(size_t)g];
+    }
     TraceTrack track;
     TraceTrack *was = g_tracing ? current_track() : nullptr;
     if (g_tracing) set_current_track(&track);
@@ -67,6 +107,8 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
       set_current_track(was == current_track() ? nullptr : was);
       trace_merge_group(g, track);
     }
+    t_step_ns = t_wait_ns = nullptr;
+    set_thread_team(0);
   };
   std::vector<std::thread> threads;
   for (int32_t g = 1; g < groups; ++g)
@@ -78,6 +120,18 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
   program(0);
   for (std::thread &t : threads) t.join();
   g_run = nullptr;
+  if (times) {
+    if (++times->runs == 2) {  // (the first run is forgotten once a second one is counted)
+      times->wall_ns = 0;
+      std::fill(times->step_ns.begin(), times->step_ns.end(), 0);
+      std::fill(times->wait_ns.begin(), times->wait_ns.end(), 0);
+    }
+    times->wall_ns += since(start);
+    for (int32_t g = 0; g < groups; ++g) {
+      times->step_ns[(size_t)g] += run_step_ns[(size_t)g];
+      times->wait_ns[(size_t)g] += run_wait_ns[(size_t)g];
+    }
+  }
   SHM_GUARD_END("shm_run_pipeline")
 }
 
@@ -88,6 +142,10 @@ thread_local double t_step_start = 0;
 extern "C" void shm_pipe_step(int32_t kind, int32_t stage, int32_t mb, int32_t begin) {
   using namespace shm;
   SHM_GUARD_BEGIN
+  if (t_step_ns) {
+    if (begin) t_step_begin = std::chrono::steady_clock::now();
+    else *t_step_ns += since(t_step_begin);
+  }
   if (!g_tracing) return;
   if (begin) {
     t_step_start = trace_now();
@@ -121,6 +179,12 @@ extern "C" void shm_pipe_recv(int32_t c, void *dst, int64_t bytes) {
   std::unique_lock<std::mutex> lk(ch.m);
   const double timeout = collective_timeout();
   const auto start = std::chrono::steady_clock::now();
+  struct Waited {
+    std::chrono::steady_clock::time_point start;
+    ~Waited() {
+      if (t_wait_ns) *t_wait_ns += since(start);
+    }
+  } waited{start};
   while (!ch.cv.wait_for(lk, std::chrono::milliseconds(100), [&] { return ch.full; })) {
     if (stopping()) {
       lk.unlock();
@@ -136,3 +200,22 @@ extern "C" void shm_pipe_recv(int32_t c, void *dst, int64_t bytes) {
   ch.full = false;
   SHM_GUARD_END("shm_pipe_recv")
 }
+
+namespace shm {
+
+void pipeline_stats_print(std::FILE *f) {
+  std::fprintf(f, "== pipeline stats ==\n");
+  for (const PipelineTimes &t : g_times) {
+    const size_t groups = t.step_ns.size();
+    int64_t busy = 0;
+    for (size_t g = 0; g < groups; ++g) busy += t.step_ns[g] - t.wait_ns[g];
+    const double measured = t.wall_ns ? 1.0 - (double)busy / ((double)groups * (double)t.wall_ns) : 0.0;
+    std::fprintf(f, "%s: %lld runs, %.3f ms; measured bubble %.1f%% (predicted %.1f%%)\n", t.label.c_str(),
+                 (long long)t.runs, (double)t.wall_ns * 1e-6, 100 * measured, 100 * t.predicted);
+    for (size_t g = 0; g < groups; ++g)
+      std::fprintf(f, "  group %zu: %.3f ms in steps, %.3f ms of them waiting for messages\n", g,
+                   (double)t.step_ns[g] * 1e-6, (double)t.wait_ns[g] * 1e-6);
+  }
+}
+
+} // namespace shm

@@ -30,6 +30,7 @@ bool on_device_thread() { return t_on_device; }
 // some idle), one on a team worker. 0: not set yet (the host thread).
 static thread_local int t_team = 0;
 int team_size() { return t_team > 0 ? t_team : usable_cores(); }
+void set_thread_team(int cores) { t_team = cores; }
 
 // A worker of a pool (or a thread spawned for a device): stopping parks it (sync.h).
 static thread_local bool t_worker = false;

@@ -29,6 +29,11 @@ int team_size();
 // `parts` where results could differ (kernels.cpp's sgemm) or compute each element alone.
 void run_on_team(int parts, const std::function<void(int)> &job);
 
+// Sets the cores the current thread's own work may use (a pipeline's stage program: its share
+// of the usable cores, so that the groups running at once do not oversubscribe them); 0 resets
+// it to every usable core.
+void set_thread_team(int cores);
+
 // True while the current thread is executing a device job (used to reject nested shmaps).
 bool on_device_thread();
 

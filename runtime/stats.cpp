@@ -16,6 +16,7 @@ const char *kind_name(int kind) {
 
 const Stats &stats_get() { return g_stats; }
 bool g_stats_wait = false;
+bool g_stats_pipeline = false;
 
 void stats_reset() { g_stats = Stats(); }
 void stats_merge(const Stats &s) { g_stats.add(s); }

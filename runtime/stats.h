@@ -31,6 +31,12 @@ struct StatsRow {
 // is exact, and golden tests compare it byte for byte).
 extern bool g_stats_wait;
 
+// --stats=pipeline (SHMAP_STATS=pipeline): each pipeline's runs timed, its device groups' time in
+// their steps and waiting for messages, and the measured bubble beside the predicted one
+// (pipeline.cpp prints the table).
+extern bool g_stats_pipeline;
+void pipeline_stats_print(std::FILE *f);
+
 struct Stats {
   StatsRow rows[kNumKinds];
   void add(const Stats &o) {

@@ -47,7 +47,9 @@ bool FuncEmitter::emitPipeline(const ir::Eqn &e) {
   llvm::Constant *table = constGlobal(
       me.mod, llvm::ConstantArray::get(llvm::ArrayType::get(me.ptrTy, bodies.size()), bodies), "shm.stage_programs");
   callRt("shm_run_pipeline", {i32((int64_t)bodies.size()), table, i32((int64_t)ins.size()), ptrArray(ins),
-                              me.i32Array(counts), ptrArray(outs), i32(e.intParam("channels"))});
+                              me.i32Array(counts), ptrArray(outs), i32(e.intParam("channels")),
+                              me.cString(e.strParam("label")),
+                              llvm::ConstantFP::get(llvm::Type::getDoubleTy(me.ctx), e.doublesParam("predicted_bubble")[0])});
   return true;
 }
 

@@ -501,6 +501,12 @@ private:
     f.eqns.push_back(std::move(e));
   }
 
+  static double predictedBubble(const PipelineSchedule &s) {
+    PipelineTimeline t;
+    simulateSchedule(s, t);
+    return t.bubble();
+  }
+
   void send(Func &f, Value *x, int64_t channel) {
     Eqn e;
     e.prim = Prim::PipeSend;
@@ -835,7 +841,10 @@ private:
     pipe.ins = consts;
     pipe.bodies = programs;
     pipe.params = {{"groups", (int64_t)G}, {"channels", (int64_t)channels.size()},
-                   {"schedule", std::string(scheduleName(p_.schedule))}, {"remat", (int64_t)p_.remat}};
+                   {"schedule", std::string(scheduleName(p_.schedule))}, {"remat", (int64_t)p_.remat},
+                   {"label", p_.name + " (" + scheduleName(p_.schedule) + ", " + std::to_string(G) + " groups, " +
+                                 std::to_string(M_) + " micro-batches)"},
+                   {"predicted_bubble", std::vector<double>{predictedBubble(schedule)}}};
     // A gradient only one group computes is that group's result itself; the others are summed.
     std::vector<int> partsOf(wrt_.size(), 0);
     for (int g = 0; g < G; ++g)
