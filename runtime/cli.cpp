@@ -197,7 +197,10 @@ int runtime_main(int argc, char **argv) {
     sum_stats_over_ranks(all);  // (every rank counted its own devices)
     if (writes_output()) stats_print(stdout, all);
   }
-  if (g_stats_pipeline && writes_output()) pipeline_stats_print(stdout);
+  if (g_stats_pipeline) {
+    pipeline_stats_gather();
+    if (writes_output()) pipeline_stats_print(stdout);
+  }
   // A full disk or closed output must not pass for success (stdio keeps the error).
   const int err = std::fflush(stdout) != 0 ? errno : 0;
   if (err || std::ferror(stdout)) {

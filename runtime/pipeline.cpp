@@ -3,6 +3,7 @@
 // message is sent once per run on its own channel: the sender copies it into the channel and
 // goes on; the receiver waits for it and copies it out.
 #include "pool.h"
+#include "ranks.h"
 #include "stats.h"
 #include "sync.h"
 #include "trace.h"
@@ -31,8 +32,14 @@ struct Channel {
 };
 
 // The run in progress (one at a time: a pipeline runs from host code, which is one thread).
+// Under MPI, where each rank's devices lie in one slice of the stage axis, the rank runs that
+// group's program alone and trades its messages with its peers: the ranks of the other groups
+// at the same place in their group (`peer`).
 struct PipelineRun {
   std::vector<std::unique_ptr<Channel>> channels;
+  const int32_t *ends = nullptr;      // per channel: its sending and receiving group
+  std::vector<std::vector<int>> peer;  // [group][place in group] -> rank; empty: one process
+  int place = 0;                       // this rank's place in its group
 };
 PipelineRun *g_run = nullptr;
 
@@ -44,6 +51,7 @@ struct PipelineTimes {
   double predicted = 0;
   int64_t runs = 0, wall_ns = 0;
   std::vector<int64_t> step_ns, wait_ns;  // per group
+  int64_t ran_by = 1;                     // how many ranks ran each group's program
 };
 std::vector<PipelineTimes> g_times;
 thread_local int64_t *t_step_ns = nullptr, *t_wait_ns = nullptr;  // this group's counters
@@ -63,15 +71,52 @@ Channel &channel(int32_t c, const char *what) {
 } // namespace
 } // namespace shm
 
+namespace shm {
+namespace {
+
+// Under MPI: which group each rank runs, where every rank's devices of the pipeline's mesh lie in
+// one slice of its stage axis; empty where they do not (every rank then runs every group).
+std::vector<std::vector<int>> rank_groups(int32_t groups, int32_t mesh_rank, const int64_t *mesh_sizes,
+                                          int32_t stage_axis, int &mine, int &place) {
+  const int ranks = rank_count();
+  if (ranks <= 1 || stage_axis < 0 || stage_axis >= mesh_rank) return {};
+  int64_t ndev = 1, stride = 1;
+  for (int32_t a = 0; a < mesh_rank; ++a) ndev *= mesh_sizes[a];
+  for (int32_t a = stage_axis + 1; a < mesh_rank; ++a) stride *= mesh_sizes[a];
+  if (ndev % ranks != 0 || mesh_sizes[stage_axis] != groups) return {};
+  const int64_t per = ndev / ranks;
+  std::vector<std::vector<int>> of((size_t)groups);
+  for (int r = 0; r < ranks; ++r) {
+    const int64_t g = (r * per / stride) % groups;
+    for (int64_t d = r * per; d < (r + 1) * per; ++d)
+      if ((d / stride) % groups != g) return {};
+    if (r == rank_id()) {
+      mine = (int)g;
+      place = (int)of[(size_t)g].size();
+    }
+    of[(size_t)g].push_back(r);
+  }
+  for (const auto &ranksOf : of)
+    if (ranksOf.size() != of[0].size()) return {};
+  return of;
+}
+
+} // namespace
+} // namespace shm
+
 extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t nin, void **ins,
-                                 const int32_t *nouts, void **outs, int32_t channels, const char *label,
-                                 double predicted_bubble) {
+                                 const int32_t *nouts, void **outs, const int64_t *out_bytes, int32_t channels,
+                                 const int32_t *channel_ends, int32_t mesh_rank, const int64_t *mesh_sizes,
+                                 int32_t stage_axis, const char *label, double predicted_bubble) {
   using namespace shm;
   SHM_GUARD_BEGIN
   if (groups < 1 || !bodies || nin < 0 || channels < 0) fatalf("shm_run_pipeline: bad arguments");
   if (g_run) fatalf("shm_run_pipeline: a pipeline is already running");
   PipelineRun run;
   for (int32_t c = 0; c < channels; ++c) run.channels.push_back(std::make_unique<Channel>());
+  run.ends = channel_ends;
+  int mine = 0;
+  run.peer = rank_groups(groups, mesh_rank, mesh_sizes, stage_axis, mine, run.place);
   g_run = &run;
   std::vector<void **> outsOf((size_t)groups);
   for (int32_t g = 0, next = 0; g < groups; ++g) {
@@ -92,9 +137,10 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
   std::vector<int64_t> run_step_ns((size_t)groups), run_wait_ns((size_t)groups);  // (this run's)
   // (group 0 on this thread; the others on threads of their own, joined before returning; each
   // records its spans on a track of its own, and its kernels use its share of the cores)
-  const int cores = usable_cores();
+  const int cores = usable_cores(), sharing = run.peer.empty() ? groups : 1;  // (groups running here at once)
   auto program = [&](int32_t g) {
-    set_thread_team(std::max(1, cores / groups + (g < cores % groups ? 1 : 0)));
+    const int place = run.peer.empty() ? g : 0;
+    set_thread_team(std::max(1, cores / sharing + (place < cores % sharing ? 1 : 0)));
     if (times) {
       t_step_ns = &run_step_ns[(size_t)g];
       t_wait_ns = &run_wait_ns[(size_t)g];
@@ -110,17 +156,26 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
     t_step_ns = t_wait_ns = nullptr;
     set_thread_team(0);
   };
-  std::vector<std::thread> threads;
-  for (int32_t g = 1; g < groups; ++g)
-    threads.emplace_back([&, g] {
-      SHM_GUARD_BEGIN
-      program(g);
-      SHM_GUARD_END("pipeline stage program")
-    });
-  program(0);
-  for (std::thread &t : threads) t.join();
+  if (!run.peer.empty()) {
+    // This rank's group alone, with every core; then every group's results from its first rank.
+    program(mine);
+    pipe_sends_done();
+    for (int32_t g = 0, next = 0; g < groups; ++g)
+      for (int32_t j = 0; j < nouts[g]; ++j, ++next) pipe_bcast(run.peer[(size_t)g][0], outs[next], out_bytes[next]);
+  } else {
+    std::vector<std::thread> threads;
+    for (int32_t g = 1; g < groups; ++g)
+      threads.emplace_back([&, g] {
+        SHM_GUARD_BEGIN
+        program(g);
+        SHM_GUARD_END("pipeline stage program")
+      });
+    program(0);
+    for (std::thread &t : threads) t.join();
+  }
   g_run = nullptr;
   if (times) {
+    times->ran_by = run.peer.empty() ? rank_count() : (int64_t)run.peer[0].size();
     if (++times->runs == 2) {  // (the first run is forgotten once a second one is counted)
       times->wall_ns = 0;
       std::fill(times->step_ns.begin(), times->step_ns.end(), 0);
@@ -162,6 +217,10 @@ extern "C" void shm_pipe_send(int32_t c, const void *src, int64_t bytes) {
   using namespace shm;
   SHM_GUARD_BEGIN
   Channel &ch = channel(c, "shm_pipe_send");
+  if (!g_run->peer.empty()) {
+    pipe_send_to(g_run->peer[(size_t)g_run->ends[2 * c + 1]][(size_t)g_run->place], c, src, bytes);
+    return;
+  }
   std::lock_guard<std::mutex> lk(ch.m);
   if (ch.full) fatalf("shm_pipe_send: channel %d already holds a message", (int)c);
   ch.data.assign((const char *)src, (const char *)src + bytes);
@@ -176,7 +235,6 @@ extern "C" void shm_pipe_recv(int32_t c, void *dst, int64_t bytes) {
   Channel &ch = channel(c, "shm_pipe_recv");
   TraceScope span("wait for a message", "wait");
   if (span.name) span.args = "\"channel\":" + std::to_string(c) + ",\"bytes\":" + std::to_string(bytes);
-  std::unique_lock<std::mutex> lk(ch.m);
   const double timeout = collective_timeout();
   const auto start = std::chrono::steady_clock::now();
   struct Waited {
@@ -185,6 +243,11 @@ extern "C" void shm_pipe_recv(int32_t c, void *dst, int64_t bytes) {
       if (t_wait_ns) *t_wait_ns += since(start);
     }
   } waited{start};
+  if (!g_run->peer.empty()) {
+    pipe_recv_from(g_run->peer[(size_t)g_run->ends[2 * c]][(size_t)g_run->place], c, dst, bytes, timeout);
+    return;
+  }
+  std::unique_lock<std::mutex> lk(ch.m);
   while (!ch.cv.wait_for(lk, std::chrono::milliseconds(100), [&] { return ch.full; })) {
     if (stopping()) {
       lk.unlock();
@@ -202,6 +265,14 @@ extern "C" void shm_pipe_recv(int32_t c, void *dst, int64_t bytes) {
 }
 
 namespace shm {
+
+void pipeline_stats_gather() {
+  for (PipelineTimes &t : g_times) {  // (every rank ran the same pipelines in the same order)
+    pipe_sum_over_ranks(t.step_ns.data(), (int)t.step_ns.size());
+    pipe_sum_over_ranks(t.wait_ns.data(), (int)t.wait_ns.size());
+    for (size_t g = 0; g < t.step_ns.size(); ++g) t.step_ns[g] /= t.ran_by, t.wait_ns[g] /= t.ran_by;  // (their average)
+  }
+}
 
 void pipeline_stats_print(std::FILE *f) {
   std::fprintf(f, "== pipeline stats ==\n");

@@ -156,5 +156,17 @@ void sum_stats_over_ranks(Stats &s);
 // Waits for every rank (after rank 0 wrote a file the others may read).
 void ranks_barrier();
 
+// A pipeline's messages between ranks (pipeline.cpp), on a communicator of their own, the
+// channel's number as the tag (wrapping at MPI's bound): a send is nonblocking (the data kept
+// until pipe_sends_done, which waits for every one); a receive waits for its message (polling,
+// so that a stopping run or a message later than `timeout` seconds ends it). pipe_bcast: `bytes`
+// at `buf` from rank `root` to every rank. Never called on one process.
+void pipe_send_to(int rank, int tag, const void *data, int64_t bytes);
+void pipe_recv_from(int rank, int tag, void *dst, int64_t bytes, double timeout);
+void pipe_sends_done();
+void pipe_bcast(int root, void *buf, int64_t bytes);
+// Sums `n` counters over every rank (in place); nothing on one process.
+void pipe_sum_over_ranks(int64_t *v, int n);
+
 } // namespace shm
 #endif

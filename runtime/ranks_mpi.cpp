@@ -716,3 +716,79 @@ void sum_stats_over_ranks(Stats &s) {
 void ranks_barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "waiting for the other ranks"); }
 
 } // namespace shm
+
+namespace shm {
+
+namespace {
+MPI_Comm pipe_comm() {  // (made at the first message, on every rank: a pipeline runs everywhere)
+  static MPI_Comm comm = [] {
+    MPI_Comm c;
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &c), "making the pipelines' communicator");
+    return c;
+  }();
+  return comm;
+}
+int pipe_tag(int tag) {
+  static const int tag_ub = [] {
+    int *ub = nullptr, found = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
+    return found && ub && *ub > 32767 ? *ub : 32767;
+  }();
+  return tag % tag_ub;
+}
+struct PendingSend {
+  std::vector<char> data;
+  MPI_Request request;
+};
+std::vector<std::unique_ptr<PendingSend>> g_pipe_sends;
+} // namespace
+
+void pipe_send_to(int rank, int tag, const void *data, int64_t bytes) {
+  if (bytes > (int64_t)INT32_MAX) fatalf("a pipeline message of %lld bytes (more than MPI's int count)", (long long)bytes);
+  auto p = std::make_unique<PendingSend>();
+  p->data.assign((const char *)data, (const char *)data + bytes);
+  check(MPI_Isend(p->data.data(), (int)bytes, MPI_BYTE, rank, pipe_tag(tag), pipe_comm(), &p->request),
+        "a pipeline message (MPI_Isend)");
+  g_pipe_sends.push_back(std::move(p));
+}
+
+void pipe_recv_from(int rank, int tag, void *dst, int64_t bytes, double timeout) {
+  if (bytes > (int64_t)INT32_MAX) fatalf("a pipeline message of %lld bytes (more than MPI's int count)", (long long)bytes);
+  MPI_Request request;
+  check(MPI_Irecv(dst, (int)bytes, MPI_BYTE, rank, pipe_tag(tag), pipe_comm(), &request), "a pipeline message (MPI_Irecv)");
+  const auto start = std::chrono::steady_clock::now();
+  for (int flag = 0;;) {
+    MPI_Status status;
+    check(MPI_Test(&request, &flag, &status), "a pipeline message (MPI_Test)");
+    if (flag) {
+      int got = 0;
+      MPI_Get_count(&status, MPI_BYTE, &got);
+      if (got != bytes)
+        fatalf("pipeline message %d from rank %d has %d bytes, the receiver expects %lld", tag, rank, got,
+               (long long)bytes);
+      return;
+    }
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout)
+      fatalf("a pipeline stage waited more than %g s for message %d from rank %d (SHMAP_COLLECTIVE_TIMEOUT)", timeout,
+             tag, rank);
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+void pipe_sends_done() {
+  for (auto &p : g_pipe_sends) check(MPI_Wait(&p->request, MPI_STATUS_IGNORE), "a pipeline message (MPI_Wait)");
+  g_pipe_sends.clear();
+}
+
+void pipe_bcast(int root, void *buf, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += INT32_MAX) {
+    int n = (int)std::min<int64_t>(INT32_MAX, bytes - o);
+    check(MPI_Bcast((char *)buf + o, n, MPI_BYTE, root, pipe_comm()), "a pipeline's results (MPI_Bcast)");
+  }
+}
+
+void pipe_sum_over_ranks(int64_t *v, int n) {
+  if (n > 0) check(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_INT64_T, MPI_SUM, pipe_comm()), "the pipelines' times (MPI_Allreduce)");
+}
+
+} // namespace shm

@@ -35,6 +35,7 @@ extern bool g_stats_wait;
 // their steps and waiting for messages, and the measured bubble beside the predicted one
 // (pipeline.cpp prints the table).
 extern bool g_stats_pipeline;
+void pipeline_stats_gather();  // (under MPI: every rank calls it, each having run some groups)
 void pipeline_stats_print(std::FILE *f);
 
 struct Stats {

@@ -1824,7 +1824,11 @@ TEST_CASE("a pipeline runs its stage programs at once and delivers every message
   void *outs[] = {&r0, &r1, &r2};
   const shm_fn bodies[] = {stage0, stage1, stage2};
   const int32_t nouts[] = {1, 1, 1};
-  shm_run_pipeline(3, bodies, 1, ins, nouts, outs, kRounds * 4, "ping-pong", 0.0);
+  const int64_t bytes[] = {8, 8, 8}, sizes[] = {3};
+  std::vector<int32_t> ends;
+  for (int r = 0; r < kRounds; ++r)
+    for (int32_t e : {0, 1, 1, 2, 2, 1, 1, 0}) ends.push_back(e);
+  shm_run_pipeline(3, bodies, 1, ins, nouts, outs, bytes, kRounds * 4, ends.data(), 1, sizes, 0, "ping-pong", 0.0);
   double want0 = 0, want1 = 0, want2 = 0;
   for (int r = 0; r < kRounds; ++r) {
     double x = start + r + 1 + 2, at2 = 2 * (x + 3) + 30, at1 = at2 + 20;

@@ -835,6 +835,11 @@ private:
     }
     (void)loss;
 
+    std::vector<int64_t> channelEnds(2 * channels.size());
+    for (const auto &[key, id] : channels) {
+      channelEnds[2 * (size_t)id] = std::get<1>(key) % G;
+      channelEnds[2 * (size_t)id + 1] = std::get<2>(key) % G;
+    }
     Eqn pipe;
     pipe.prim = Prim::Pipeline;
     pipe.loc = V.loc;
@@ -844,7 +849,8 @@ private:
                    {"schedule", std::string(scheduleName(p_.schedule))}, {"remat", (int64_t)p_.remat},
                    {"label", p_.name + " (" + scheduleName(p_.schedule) + ", " + std::to_string(G) + " groups, " +
                                  std::to_string(M_) + " micro-batches)"},
-                   {"predicted_bubble", std::vector<double>{predictedBubble(schedule)}}};
+                   {"predicted_bubble", std::vector<double>{predictedBubble(schedule)}},
+                   {"mesh", (int64_t)p_.mesh}, {"stage_axis", (int64_t)p_.stageAxis}, {"channel_ends", channelEnds}};
     // A gradient only one group computes is that group's result itself; the others are summed.
     std::vector<int> partsOf(wrt_.size(), 0);
     for (int g = 0; g < G; ++g)
