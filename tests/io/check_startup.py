@@ -74,7 +74,8 @@ def main():
         # SHMAP_* values.
         bad = [("SHMAP_THREADS", "bogus", "pool (the default: a pool of device threads) or spawn (threads per call)"),
                ("SHMAP_THREADS", "-1", "pool"),
-               ("SHMAP_STATS", "yes", "0 (no table), 1 (the statistics table) or wait (with wait times)"),
+               ("SHMAP_STATS", "yes", "0 (no table), 1 (the statistics table), wait (with wait times) or pipeline "
+                                      "(the pipelines' bubbles)"),
                ("SHMAP_BLAS", "mkl", "onednn (the default) or openblas"),
                ("SHMAP_LOG_RANKS", "2", "0 or 1"),
                ("SHMAP_CHECK_COLLECTIVES", "true", "0 or 1"),

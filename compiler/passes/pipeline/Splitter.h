@@ -1,0 +1,109 @@
+// The split-micro-batches pass's work on one pipeline function (private to passes/pipeline/):
+// the analysis of its differentiated function and the micro-batch function (MicroBatches.cpp),
+// the stage functions and stage programs that replace its grad (StagePrograms.cpp).
+#pragma once
+#include "passes/pipeline/Pipeline.h"
+#include "passes/pipeline/Schedule.h"
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace shmapc::passes::pipeline {
+
+using namespace ir;
+
+// What a value of the differentiated function is with respect to the batch.
+struct Info {
+  int split = -1;     // the dimension whose major part indexes examples; -1: not per example
+  bool batch = false; // depends on the batch arguments
+  bool theta = false; // depends on the differentiated parameters
+  bool tail = false;  // depends on a sum over examples of values that depend on the parameters
+};
+
+class Splitter {
+public:
+  Splitter(Module &m, PipelineFunc &p, Diagnostics &diags) : m_(m), p_(p), diags_(diags), M_(p.microbatches) {}
+  void run();
+
+private:
+
+  [[noreturn]] void fail(DiagId id, Loc loc, const std::string &msg, const std::string &hint);
+
+  // The one grad / value_and_grad of the pipeline function, in its own body.
+  void findGrad(Func &F);
+
+  // Which of the differentiated function's parameters are batch arguments.
+  void findBatch(Func &F, const Eqn &V);
+
+  void analyse();
+
+  // An equation with a per-example operand: which results are per example, which sum over
+  // examples, and which operands without the split must be sliced to the micro-batch.
+  void splitEqn(size_t idx, const Eqn &e, const Info &in);
+
+  // A value that depends on the batch's sums may only be combined affinely.
+  void checkAffine(const Eqn &e);
+
+  // The stages: the equations between markers.
+  void checkStages();
+
+  void recordStages(int64_t stages);
+
+  Value *constant(Func &f, double v, const Type &t);
+
+  Value *binary(Func &f, Prim p, Value *a, Value *b, Value *into = nullptr);
+
+  // x's micro-batch `index` along dimension d: a splat or a broadcast that does not vary along d
+  // made again at the micro-batch's size, anything else sliced.
+  Value *slice(Func &f, Value *x, int d, Value *index);
+
+  // Drops equations of `f` whose results nothing reads (the whole-size values slice() made again).
+  static void removeUnread(Func &f, std::vector<int> *stageOf);
+
+  // The differentiated function on one micro-batch: (micro-batch index, its params with the
+  // batch's micro-batch part, the whole batch's data values) -> the loss with sums scaled by M.
+  Func *microBatchFunc();
+
+  // Where a stage program's step begins or ends (--trace spans).
+  void marker(Func &f, const PipelineStep &step, bool begin);
+
+  static double predictedBubble(const PipelineSchedule &s);
+
+  void send(Func &f, Value *x, int64_t channel);
+
+  // The micro-batch function cut into one function per stage: f_v(its inputs) -> (what later
+  // stages read of it, and the loss for the stage that computes it). An input is a parameter of
+  // the micro-batch function or a value of an earlier stage (an activation); a constant another
+  // stage made is made again rather than sent.
+  struct StageFn {
+    Func *f = nullptr;
+    std::vector<const Value *> inputs;   // per param of f: the micro-batch function's value
+    std::vector<const Value *> outputs;  // per result of f: likewise
+  };
+
+  std::vector<StageFn> stageFuncs(Func *mb);
+
+  // F's grad replaced by: the whole-batch data values, then the pipeline: one stage program per
+  // device group running its schedule's steps, the groups at once, trading activations and
+  // their cotangents; then each parameter's gradient summed over the stages that read it.
+  void rewrite(Func &F, Func *mb);
+
+  Module &m_;
+  PipelineFunc &p_;
+  Diagnostics &diags_;
+  const int64_t M_;
+  size_t vIndex_ = 0, n_ = 0;
+  Func *T_ = nullptr;
+  std::vector<bool> batchParam_;
+  std::vector<int64_t> wrt_;
+  std::map<const Value *, Info> info_;
+  std::vector<size_t> boundaries_;
+  std::vector<int> stageOf_;
+  std::vector<const Value *> summedRoots_, dataRoots_;
+  std::map<size_t, std::vector<std::pair<int, int>>> slices_;  // equation -> (operand, dimension) to slice
+  std::vector<int> mbStage_;  // per equation of the micro-batch function: its stage
+};
+
+} // namespace shmapc::passes::pipeline
