@@ -226,7 +226,10 @@ void Splitter::splitEqn(size_t idx, const Eqn &e, const Info &in) {
         fail(DiagId::PipelineNotSplittable, e.loc,
              "'" + prim + "' reshapes a value that is not per example together with the batch",
              "compute it per example");
-      slices_[idx].push_back({ref.value, ref.dim});
+      // (once: several per-example operands may share the factor, as select's two choices do)
+      std::vector<std::pair<int, int>> &sliced = slices_[idx];
+      if (std::find(sliced.begin(), sliced.end(), std::make_pair(ref.value, ref.dim)) == sliced.end())
+        sliced.push_back({ref.value, ref.dim});
     }
   }
   if (reduced) {
