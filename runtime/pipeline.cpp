@@ -145,12 +145,11 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
       t_step_ns = &run_step_ns[(size_t)g];
       t_wait_ns = &run_wait_ns[(size_t)g];
     }
-    TraceTrack track;
-    TraceTrack *was = g_tracing ? current_track() : nullptr;
+    TraceTrack track;  // (a stage program runs from host code: afterwards the thread records on the host's again)
     if (g_tracing) set_current_track(&track);
     bodies[g](nullptr, outsOf[(size_t)g], ins);
     if (g_tracing) {
-      set_current_track(was == current_track() ? nullptr : was);
+      set_current_track(nullptr);
       trace_merge_group(g, track);
     }
     t_step_ns = t_wait_ns = nullptr;

@@ -4,17 +4,6 @@
 
 namespace shmapc::sema {
 
-namespace {
-
-size_t leafCount(const ArgDesc &d) {
-  if (!d.isTuple) return d.isAxes ? 0 : 1;
-  size_t n = 0;
-  for (const ArgDesc &item : d.items) n += leafCount(item);
-  return n;
-}
-
-} // namespace
-
 void Sema::recordPipeline(const ast::FuncDecl &decl, ir::Func &f, const std::vector<ArgDesc> &args) {
   const ast::PipelineAttrs &a = *decl.pipeline;
   ir::PipelineFunc p;

@@ -142,6 +142,10 @@ struct ArgDesc {
   }
 };
 
+// The IR parameters (leaves) an argument of this description takes: an array one, a tree its
+// leaves, axis names none (Trees.cpp).
+size_t leafCount(const ArgDesc &d);
+
 struct InstKey {
   const ast::FuncDecl *decl;
   const ir::Mesh *mesh;

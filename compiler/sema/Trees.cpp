@@ -293,8 +293,8 @@ std::string treeText(const std::vector<std::string> &keys, size_t items) {
   return s + "}";
 }
 
-static size_t leafCount(const ArgDesc &d) {
-  if (!d.isTuple) return 1;
+size_t leafCount(const ArgDesc &d) {
+  if (!d.isTuple) return d.isAxes ? 0 : 1;
   size_t n = 0;
   for (const ArgDesc &item : d.items) n += leafCount(item);
   return n;

@@ -322,7 +322,7 @@ void Splitter::recordStages(int64_t stages) {
     }
     PipelineStage &st = p_.stages[(size_t)stageOf_[idx]];
     ++st.eqns;
-    st.flops += flopsOf(e) / (info_[e.outs.empty() ? nullptr : e.outs[0]].split >= 0 ? M_ : 1);
+    st.flops += flopsOf(e) / (!e.outs.empty() && info_[e.outs[0]].split >= 0 ? M_ : 1);
     for (const Value *v : e.ins) {
       auto it = definedIn.find(v);
       if (it == definedIn.end()) continue;
@@ -434,7 +434,6 @@ Func *Splitter::microBatchFunc() {
   std::set<const Value *> scaled(summedRoots_.begin(), summedRoots_.end());
   for (size_t idx = 0; idx < T_->eqns.size(); ++idx) {
     if (!keep[idx]) continue;
-    const size_t before = mb->eqns.size();
     const Eqn &e = T_->eqns[idx];
     Eqn c;
     c.prim = e.prim;
@@ -466,7 +465,6 @@ Func *Splitter::microBatchFunc() {
       vm[e.outs[k]] = out;
     }
     mbStage_.resize(mb->eqns.size(), stageOf_[idx]);
-    (void)before;
   }
   for (const Value *r : T_->results) mb->results.push_back(vm.at(r));
   removeUnread(*mb, &mbStage_);
@@ -492,7 +490,7 @@ void splitMicroBatches(ir::Module &m, Diagnostics &diags) {
     PipelineTimeline t;
     std::string dead = simulateSchedule(s, t);
     if (!dead.empty()) throw InternalError("the " + std::string(scheduleName(p.schedule)) + " schedule deadlocks: " + dead);
-    pipeline::Splitter(m, p, diags).run();
+    pipeline::Splitter(m, p, diags, s, t.bubble()).run();
   }
   // Elsewhere (the same model evaluated outside the pipeline) a marker marks nothing.
   for (const auto &f : m.funcs)

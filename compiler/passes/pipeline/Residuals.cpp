@@ -9,6 +9,7 @@
 // residuals the F step left. Under zb-h1 the backward part is split again: what the inputs'
 // cotangents need stays in B (the previous stage waits for them), the rest (the weights'
 // gradients alone) moves to the W step.
+#include "passes/pipeline/Copy.h"
 #include "passes/pipeline/Pipeline.h"
 
 #include <map>
@@ -20,53 +21,7 @@ namespace shmapc::passes {
 namespace {
 
 using namespace ir;
-
-// A copy of `src` with its nested bodies copied too (each copy of an equation gets its own).
-Func *copyBody(Module &m, const Func &src, std::map<const Func *, Func *> &copies);
-
-void copyEqnInto(Module &m, const Eqn &e, Func &into, std::map<const Value *, Value *> &vm,
-                 std::map<const Func *, Func *> &copies, std::vector<Eqn> &out) {
-  Eqn c = e;
-  for (Value *&v : c.ins) {
-    auto it = vm.find(v);
-    if (it != vm.end()) v = it->second;
-  }
-  for (Value *&o : c.outs) {
-    Value *no = into.newValue(o->type, o->hint);
-    vm[o] = no;
-    o = no;
-  }
-  for (Func *&b : c.bodies) b = copyBody(m, *b, copies);
-  out.push_back(std::move(c));
-}
-
-Func *copyBody(Module &m, const Func &src, std::map<const Func *, Func *> &copies) {
-  auto it = copies.find(&src);
-  if (it != copies.end()) return it->second;
-  Func *f = m.newFunc(src.name);
-  copies[&src] = f;
-  f->loc = src.loc;
-  f->mesh = src.mesh;
-  f->isShmapBody = src.isShmapBody;
-  f->checkVma = src.checkVma;
-  f->autoPbroadcast = src.autoPbroadcast;
-  f->isNested = src.isNested;
-  f->singleUse = src.singleUse;
-  f->isBackward = src.isBackward;
-  f->returnLoc = src.returnLoc;
-  f->outSpecLocs = src.outSpecLocs;
-  f->forwardPart = src.forwardPart ? copyBody(m, *src.forwardPart, copies) : nullptr;
-  std::map<const Value *, Value *> vm;
-  for (const Value *p : src.params) {
-    f->params.push_back(f->newValue(p->type, p->hint));
-    vm[p] = f->params.back();
-  }
-  std::vector<Eqn> eqns;
-  for (const Eqn &e : src.eqns) copyEqnInto(m, e, *f, vm, copies, eqns);
-  f->eqns = std::move(eqns);
-  for (const Value *r : src.results) f->results.push_back(vm.count(r) ? vm.at(r) : const_cast<Value *>(r));
-  return f;
-}
+using pipeline::copyEqnInto;
 
 // Per equation of `g`: whether it reads (directly or through earlier equations) one of `from`.
 std::vector<bool> reads(const Func &g, std::set<const Value *> from) {
@@ -111,8 +66,8 @@ void splitSteps(Module &m, Func &P) {
   std::map<size_t, std::vector<Eqn>> replace;  // an equation's index -> what replaces it
   std::map<size_t, std::vector<Eqn>> insertAfter;
   std::map<const Value *, Value *> rename;
-  std::map<const Func *, Func *> copies;
   for (const auto &[key, bi] : bCall) {
+    std::map<const Func *, Func *> copies;  // (this step's: each step's equations get bodies of their own)
     auto fi = fCall.find(key);
     if (fi == fCall.end()) continue;
     const Eqn &F = P.eqns[fi->second], &B = P.eqns[bi];

@@ -191,32 +191,33 @@ std::string simulateSchedule(const PipelineSchedule &s, PipelineTimeline &out) {
   }
   // Stuck groups: each waits for a step of another group; follow the waits to a cycle.
   auto groupOf = [&](const Step &x) { return x.stage % G; };
-  auto waitsFor = [&](int g, Step &blocked, Step &dep) {
+  auto waitsFor = [&](int g, Step &blocked, Step &dep) {  // (a stuck group's next step and what it lacks)
     blocked = s.steps[(size_t)g][next[(size_t)g]];
     for (const Step &d : needs(blocked))
       if (!finish.count(key(d))) {
         dep = d;
-        return true;
+        return;
       }
-    return false;
   };
   for (int g = 0; g < G; ++g) {
     if (next[(size_t)g] == s.steps[(size_t)g].size()) continue;
+    // Follow the waits from g until a group repeats (the cycle) or one has nothing left to run.
     std::vector<int> seen;
-    int h = g;
-    Step blocked, dep;
-    while (std::find(seen.begin(), seen.end(), h) == seen.end() && next[(size_t)h] < s.steps[(size_t)h].size() &&
-           waitsFor(h, blocked, dep)) {
-      seen.push_back(h);
-      h = groupOf(dep);
+    int a = g;
+    Step blockedA, depA;
+    while (std::find(seen.begin(), seen.end(), a) == seen.end()) {
+      seen.push_back(a);
+      waitsFor(a, blockedA, depA);
+      int b = groupOf(depA);
+      if (next[(size_t)b] == s.steps[(size_t)b].size())
+        return "device group " + std::to_string(a) + " waits in " + stepName(blockedA) + " for " + stepName(depA) +
+               ", which device group " + std::to_string(b) + " never runs";
+      a = b;
     }
-    if (seen.empty()) continue;
-    int a = h, b = h;
-    Step blockedA, depA, blockedB, depB;
-    waitsFor(a, blockedA, depA);
-    b = groupOf(depA);
-    if (next[(size_t)b] < s.steps[(size_t)b].size()) waitsFor(b, blockedB, depB);
-    else blockedB = depA;  // the step the group never runs
+    waitsFor(a, blockedA, depA);  // a is on the cycle: it and the group it waits for
+    const int b = groupOf(depA);
+    Step blockedB, depB;
+    waitsFor(b, blockedB, depB);
     return "device group " + std::to_string(a) + " waits in " + stepName(blockedA) + " for " + stepName(depA) +
            ", which device group " + std::to_string(b) + " runs only after " + stepName(blockedB) +
            (b == a ? "" : ", which waits for " + stepName(depB)) + ": neither can go on";

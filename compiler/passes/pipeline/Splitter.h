@@ -24,7 +24,10 @@ struct Info {
 
 class Splitter {
 public:
-  Splitter(Module &m, PipelineFunc &p, Diagnostics &diags) : m_(m), p_(p), diags_(diags), M_(p.microbatches) {}
+  // `schedule`: the pipeline's, checked to run without deadlock, whose simulation predicts the
+  // bubble `bubble`.
+  Splitter(Module &m, PipelineFunc &p, Diagnostics &diags, const PipelineSchedule &schedule, double bubble)
+      : m_(m), p_(p), diags_(diags), M_(p.microbatches), schedule_(schedule), bubble_(bubble) {}
   void run();
 
 private:
@@ -69,7 +72,6 @@ private:
   // Where a stage program's step begins or ends (--trace spans).
   void marker(Func &f, const PipelineStep &step, bool begin);
 
-  static double predictedBubble(const PipelineSchedule &s);
 
   void send(Func &f, Value *x, int64_t channel);
 
@@ -94,6 +96,8 @@ private:
   PipelineFunc &p_;
   Diagnostics &diags_;
   const int64_t M_;
+  const PipelineSchedule &schedule_;
+  const double bubble_;
   size_t vIndex_ = 0, n_ = 0;
   Func *T_ = nullptr;
   std::vector<bool> batchParam_;

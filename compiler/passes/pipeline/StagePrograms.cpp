@@ -1,6 +1,7 @@
 // The stage functions and stage programs that replace a pipeline function's grad (the
 // split-micro-batches pass; Splitter.h).
 #include "passes/inline/Inline.h"
+#include "passes/pipeline/Copy.h"
 #include "passes/pipeline/Splitter.h"
 #include "rules/Rules.h"
 
@@ -16,12 +17,6 @@ void Splitter::marker(Func &f, const PipelineStep &step, bool begin) {
               {"begin", (int64_t)begin}};
   e.loc = p_.loc;
   f.eqns.push_back(std::move(e));
-}
-
-double Splitter::predictedBubble(const PipelineSchedule &s) {
-  PipelineTimeline t;
-  simulateSchedule(s, t);
-  return t.bubble();
 }
 
 void Splitter::send(Func &f, Value *x, int64_t channel) {
@@ -75,16 +70,8 @@ std::vector<Splitter::StageFn> Splitter::stageFuncs(Func *mb) {
       sf.f->params.push_back(vm[in]);
       sf.inputs.push_back(in);
     }
-    auto copy = [&](const Eqn &e) {
-      Eqn c = e;
-      for (Value *&x : c.ins) x = vm.at(x);
-      for (Value *&o : c.outs) {
-        Value *no = sf.f->newValue(o->type, o->hint);
-        vm[o] = no;
-        o = no;
-      }
-      sf.f->eqns.push_back(c);
-    };
+    std::map<const Func *, Func *> copies;
+    auto copy = [&](const Eqn &e) { copyEqnInto(m_, e, *sf.f, vm, copies, sf.f->eqns); };
     for (size_t i = 0; i < mb->eqns.size(); ++i) {
       const Eqn &e = mb->eqns[i];
       if (mbStage_[i] == v) {
@@ -128,24 +115,15 @@ void Splitter::rewrite(Func &F, Func *mb) {
     copy[idx] = true;
     need.insert(e.ins.begin(), e.ins.end());
   }
-  for (size_t idx = 0; idx < T_->eqns.size(); ++idx) {
-    if (!copy[idx]) continue;
-    Eqn c = T_->eqns[idx];
-    for (Value *&v : c.ins) v = pm.at(v);
-    for (Value *&o : c.outs) {
-      Value *no = F.newValue(o->type, o->hint);
-      pm[o] = no;
-      o = no;
-    }
-    F.eqns.push_back(c);
-  }
+  std::map<const Func *, Func *> noBodies;  // (refused above)
+  for (size_t idx = 0; idx < T_->eqns.size(); ++idx)
+    if (copy[idx]) copyEqnInto(m_, T_->eqns[idx], F, pm, noBodies, F.eqns);
   std::vector<Value *> consts;
   for (size_t j = 0; j < n_; ++j) consts.push_back(V.ins[j]);
   for (const Value *r : dataRoots_) consts.push_back(pm.at(r));
 
   const std::vector<StageFn> stages = stageFuncs(mb);
-  PipelineSchedule schedule;
-  makeSchedule(p_.schedule, (int)p_.stageAxisSize, (int)p_.virtualStages, (int)M_, schedule);
+  const PipelineSchedule &schedule = schedule_;
   const int G = schedule.groups, S = (int)stages.size();
   const Type lossType = T_->results[0]->type;
   const bool withValue = V.intParam("with_value") != 0;
@@ -168,7 +146,6 @@ void Splitter::rewrite(Func &F, Func *mb) {
   for (int w = 0; w < S; ++w)
     for (const Value *in : stages[(size_t)w].inputs)
       if (producer.count(in)) consumers[producer.at(in)].push_back(w);
-  const Value *loss = mb->results[0];
   const std::pair<int, int> lossAt = {S - 1, (int)stages[(size_t)S - 1].outputs.size() - 1};
   consumers[lossAt].push_back(-1);
   std::map<const Value *, int> mbParam;
@@ -338,7 +315,6 @@ void Splitter::rewrite(Func &F, Func *mb) {
     }
     programGrads.push_back(grads);
   }
-  (void)loss;
 
   std::vector<int64_t> channelEnds(2 * channels.size());
   for (const auto &[key, id] : channels) {
@@ -354,7 +330,7 @@ void Splitter::rewrite(Func &F, Func *mb) {
                  {"schedule", std::string(scheduleName(p_.schedule))}, {"remat", (int64_t)p_.remat},
                  {"label", p_.name + " (" + scheduleName(p_.schedule) + ", " + std::to_string(G) + " groups, " +
                                std::to_string(M_) + " micro-batches)"},
-                 {"predicted_bubble", std::vector<double>{predictedBubble(schedule)}},
+                 {"predicted_bubble", std::vector<double>{bubble_}},
                  {"mesh", (int64_t)p_.mesh}, {"stage_axis", (int64_t)p_.stageAxis}, {"channel_ends", channelEnds}};
   // A gradient only one group computes is that group's result itself; the others are summed.
   std::vector<int> partsOf(wrt_.size(), 0);
