@@ -276,6 +276,13 @@ void ModuleEmitter::findSplitLayouts() {
       for (const ir::Eqn &e : f->eqns) shared.joinEqn(e);
   std::unordered_map<const ir::Value *, Uses> classUses;
   for (const auto &[v, u] : members) classUses[shared.find(v)].add(u);
+  // A pipeline's stage programs get its operands whole (shm_run_pipeline passes the caller's
+  // buffers), so their parameters, and what shares a buffer with them, are kept whole.
+  for (const auto &f : irm.funcs)
+    for (const ir::Eqn &e : f->eqns)
+      if (e.prim == ir::Prim::Pipeline)
+        for (const ir::Func *program : e.bodies)
+          for (const ir::Value *p : program->params) classUses[shared.find(p)].add(Uses{Uses::Whole, {}});
   for (const auto &[v, u] : members) {
     const Uses &c = classUses[shared.find(v)];
     if (c.kind == Uses::Split && splitsOverDevices(irm, c.layout)) blocksLayouts_[v] = c.layout;

@@ -68,6 +68,9 @@ void Splitter::run() {
   n_ = T_->params.size();
   findBatch(F, V);
   inlineCallsIn(m_, *T_);
+  // (a shmap body of its own per equation: its values are typed at micro-batch sizes alone)
+  for (Eqn &e : T_->eqns)
+    if (e.prim == Prim::Shmap) e.bodies[0] = cloneFunc(m_, *e.bodies[0], e.bodies[0]->mesh);
   checkStages();
   analyse();
   recordStages((int64_t)boundaries_.size() + 1);
@@ -151,21 +154,62 @@ void Splitter::analyse() {
     if (batchParam_[j]) i.split = 0, i.batch = true;
     if (std::find(wrt_.begin(), wrt_.end(), (int64_t)j) != wrt_.end()) i.theta = true;
   }
-  for (size_t idx = 0; idx < T_->eqns.size(); ++idx) {
-    const Eqn &e = T_->eqns[idx];
+  analyseEqns(*T_);
+}
+
+namespace {
+
+// In a shmap body: the axes a collective's result may differ along, given its operand's.
+AxisSet variesAfter(const Eqn &e, AxisSet varies) {
+  const AxisSet a = e.axesParamSet();
+  switch (e.prim) {
+  case Prim::Psum: case Prim::Pmax: case Prim::Pmin: case Prim::Pprod: case Prim::Pand: case Prim::Por:
+  case Prim::Pxor: case Prim::Psum2: case Prim::AllGather: case Prim::AllGatherInvariant:
+  case Prim::InvariantCast: case Prim::Broadcast:
+    return varies & ~a;
+  default: return primInfo(e.prim).kind == PrimKind::Collective ? varies | a : varies;
+  }
+}
+
+std::string axisNames(const Mesh &mesh, const std::vector<int> &axes) {
+  if (axes.empty()) return "no axis";
+  std::string s;
+  for (int a : axes) s += (s.empty() ? "" : ", ") + std::string("\"") + mesh.axes[(size_t)a] + "\"";
+  return s;
+}
+
+AxisSet setOf(const std::vector<int> &axes) {
+  AxisSet s = 0;
+  for (int a : axes) s |= AxisSet(1) << a;
+  return s;
+}
+
+} // namespace
+
+void Splitter::analyseEqns(const Func &f) {
+  const bool inBody = f.mesh != nullptr;
+  for (const Eqn &e : f.eqns) {
     if (e.prim == Prim::StageBoundary) continue;
     Info in;
-    bool anySplit = false;
+    const Info *split = nullptr;
     for (const Value *v : e.ins) {
       const Info &o = info_[v];
       in.batch |= o.batch;
       in.theta |= o.theta;
       in.tail |= o.tail;
-      anySplit |= o.split >= 0;
+      in.varies |= o.varies;
+      if (o.split < 0) continue;
+      if (split && split->axes != o.axes)
+        fail(DiagId::PipelineNotSplittable, e.loc,
+             "'" + std::string(primName(e.prim)) + "' combines per-example values whose examples are split over " +
+                 axisNames(*f.mesh, split->axes) + " and over " + axisNames(*f.mesh, o.axes),
+             "split every per-example operand's batch dimension over the same mesh axes");
+      split = &o;
     }
-    if (!anySplit) {
+    if (!split) {
       if (in.tail) checkAffine(e);
-      for (const Value *o : e.outs) info_[o] = {-1, in.batch, in.theta, in.tail};
+      Info out{-1, in.batch, in.theta, in.tail, {}, inBody ? variesAfter(e, in.varies) : 0};
+      for (const Value *o : e.outs) info_[o] = out;
       continue;
     }
     if (in.tail)
@@ -173,17 +217,151 @@ void Splitter::analyse() {
            "'" + std::string(primName(e.prim)) + "' combines per-example values with a sum over the batch",
            "a pipeline computes each micro-batch's examples alone; normalise by statistics of the batch data "
            "alone, or outside the pipeline");
-    splitEqn(idx, e, in);
+    if (inBody) {
+      // Each device computes its own examples: a value that differs along the axes splitting
+      // them pairs with other examples in a micro-batch than in the whole batch.
+      const AxisSet examples = setOf(split->axes);
+      for (const Value *v : e.ins)
+        if (info_[v].split < 0 && (info_[v].varies & examples))
+          fail(DiagId::PipelineNotSplittable, e.loc,
+               "'" + std::string(primName(e.prim)) + "' combines per-example values with a value that differs "
+               "from device to device along the axes splitting the examples (" + axisNames(*f.mesh, split->axes) + ")",
+               "make it the same on those devices (psum or all_gather it over them) before combining it with the "
+               "examples");
+    }
+    const std::vector<int> axes = split->axes;
+    if (e.prim == Prim::Shmap) {
+      splitShmap(e, in);
+      continue;
+    }
+    if (primInfo(e.prim).kind == PrimKind::Collective) {
+      splitCollective(e, in, *f.mesh);
+      continue;
+    }
+    splitEqn(e, in, inBody);
+    for (const Value *o : e.outs) {
+      Info &i = info_[o];
+      i.varies = in.varies;
+      if (i.split >= 0) i.axes = axes;
+    }
   }
 }
 
-void Splitter::splitEqn(size_t idx, const Eqn &e, const Info &in) {
+void Splitter::splitShmap(const Eqn &e, const Info &in) {
+  const Func &b = *e.bodies[0];
+  const Mesh &mesh = *b.mesh;
+  const std::vector<PartitionSpec> &inSpecs = e.specsParam("in_specs"), &outSpecs = e.specsParam("out_specs");
+  auto axesOf = [](const PartitionSpec &s, int d) {
+    return d < (int)s.dims.size() ? s.dims[(size_t)d] : std::vector<int>{};
+  };
+  for (size_t k = 0; k < e.ins.size(); ++k) {
+    const Info &o = info_[e.ins[k]];
+    Info p{-1, o.batch, o.theta, o.tail, {}, inSpecs[k].axes()};
+    if (o.split >= 0) {
+      p.split = o.split;
+      p.axes = axesOf(inSpecs[k], o.split);
+      int64_t devices = 1;
+      for (int a : p.axes) devices *= mesh.sizes[(size_t)a];
+      const int64_t size = e.ins[k]->type.shape[(size_t)o.split];
+      if (size % (M_ * devices) != 0)
+        fail(DiagId::PipelineBatch, e.loc,
+             "operand " + std::to_string(k) + " of the shmap has " + std::to_string(size) + " examples along dimension " +
+                 std::to_string(o.split) + ": a micro-batch's " + std::to_string(size / M_) +
+                 " do not split over " + axisNames(mesh, p.axes) + " (" + std::to_string(devices) + " devices)",
+             "choose microbatches= so that each micro-batch's examples split evenly over the devices");
+    }
+    info_[b.params[k]] = p;
+  }
+  splitBodies_.insert(&b);
+  analyseEqns(b);
+  for (size_t r = 0; r < e.outs.size(); ++r) {
+    const Info &br = info_[b.results[r]];
+    Info out{br.split, br.batch || in.batch, br.theta, br.tail, {}, 0};
+    if (br.split >= 0 && axesOf(outSpecs[r], br.split) != br.axes)
+      fail(DiagId::PipelineNotSplittable, e.loc,
+           "result " + std::to_string(r) + " of the shmap holds each device's examples along dimension " +
+               std::to_string(br.split) + ", split over " + axisNames(mesh, br.axes) + ", but its out_spec splits " +
+               "that dimension over " + axisNames(mesh, axesOf(outSpecs[r], br.split)),
+           "give the result's out_spec the axes that split its examples, so that they come back in order");
+    info_[e.outs[r]] = out;
+  }
+}
+
+void Splitter::splitCollective(const Eqn &e, const Info &in, const Mesh &mesh) {
   const std::string prim = primName(e.prim);
+  const Info &x = info_[e.ins[0]];
+  Info out = x;
+  out.batch = in.batch;
+  out.theta = in.theta;
+  out.varies = variesAfter(e, in.varies);
+  const AxisSet axes = e.axesParamSet(), examples = setOf(x.axes);
+  std::vector<int> listed;
+  for (int64_t a : e.intsParam("axes")) listed.push_back((int)a);
+  auto refuse = [&](const std::string &why, const std::string &hint) {
+    fail(DiagId::PipelineNotSplittable, e.loc, "'" + prim + "' of per-example values " + why, hint);
+  };
+  const std::string sumFirst = "sum over the examples first (reduce_sum along the batch dimension), then combine "
+                               "the sums across devices";
+  switch (e.prim) {
+  case Prim::Psum: case Prim::Pmax: case Prim::Pmin: case Prim::Pprod: case Prim::Pand: case Prim::Por:
+  case Prim::Pxor: case Prim::Psum2: case Prim::Pbroadcast: case Prim::InvariantCast: case Prim::Ppermute:
+    if (axes & examples) refuse("over the axes splitting the examples combines different devices' examples", sumFirst);
+    break;
+  case Prim::AllGather: case Prim::AllGatherInvariant: {
+    const int k = (int)e.intParam("axis");
+    const bool tiled = e.intParam("tiled") != 0;
+    if (!(axes & examples)) {
+      if (k == x.split) refuse("along the batch dimension over other axes than the examples' repeats examples",
+                               "gather the batch dimension over the axes that split it");
+      if (!tiled && k <= x.split) ++out.split;
+      break;
+    }
+    const bool suffix = listed.size() <= x.axes.size() &&
+                        std::equal(listed.begin(), listed.end(), x.axes.end() - (long)listed.size());
+    if (k != x.split || !tiled || !suffix)
+      refuse("over the axes splitting the examples mixes different devices' examples",
+             "gather tiled along the batch dimension, over the minor axes splitting it");
+    out.axes.resize(x.axes.size() - listed.size());
+    break;
+  }
+  case Prim::PsumScatter: case Prim::AllToAll: {
+    const bool scatter = e.prim == Prim::PsumScatter;
+    const int s = (int)e.intParam(scatter ? "scatter_dimension" : "split_axis");
+    if (axes & examples) refuse("over the axes splitting the examples combines different devices' examples", sumFirst);
+    if (e.intParam("tiled") == 0 || (!scatter && e.intParam("concat_axis") == x.split))
+      refuse("moves the batch dimension", "keep the batch dimension where it is (tiled=true, another concat_axis)");
+    if (s == x.split) {
+      int64_t n = 1;
+      for (int a : listed) n *= mesh.sizes[(size_t)a];
+      const int64_t size = e.ins[0]->type.shape[(size_t)s];
+      if (size % (M_ * n) != 0)
+        fail(DiagId::PipelineBatch, e.loc,
+             "'" + prim + "' splits this device's " + std::to_string(size / M_) + " examples of a micro-batch over " +
+                 axisNames(mesh, listed) + " (" + std::to_string(n) + " devices)",
+             "choose microbatches= so that each micro-batch's examples split evenly over the devices");
+      out.axes.insert(out.axes.end(), listed.begin(), listed.end());
+    }
+    break;
+  }
+  default:
+    refuse("is not split into micro-batches yet", "compute it outside the pipeline");
+  }
+  info_[e.outs[0]] = out;
+}
+
+void Splitter::splitEqn(const Eqn &e, const Info &in, bool inBody) {
+  const std::string prim = primName(e.prim);
+  auto wholeBatchInBody = [&] {
+    fail(DiagId::PipelineNotSplittable, e.loc,
+         "'" + prim + "' in a shmap computes a value of the whole batch's data from its examples",
+         "compute it outside the shmap (in the stage's own code), or from the parameters");
+  };
   rules::FactorRule r = rules::rulesOf(e.prim).sharding(e);
   if (r.kind != rules::FactorRule::Factors) {
     if (!in.theta && primInfo(e.prim).kind != PrimKind::HigherOrder) {  // the batch's data alone: computed whole
+      if (inBody) wholeBatchInBody();
       for (const Value *o : e.outs) {
-        info_[o] = {-1, true, false, false};
+        info_[o] = {-1, true, false, false, {}, 0};
         dataRoots_.push_back(o);
       }
       return;
@@ -191,7 +369,7 @@ void Splitter::splitEqn(size_t idx, const Eqn &e, const Info &in) {
     fail(DiagId::PipelineNotSplittable, e.loc,
          "'" + prim + "' of per-example values is not split into micro-batches yet",
          primInfo(e.prim).kind == PrimKind::HigherOrder
-             ? "a pipeline stage's shmaps, loops and conditionals may read parameters but not the batch yet"
+             ? "a pipeline stage's loops and conditionals may read parameters but not the batch yet (its shmaps may)"
              : "compute it from the batch's data alone, or outside the pipeline");
   }
   std::vector<int> outSplit(e.outs.size(), -1);
@@ -227,7 +405,7 @@ void Splitter::splitEqn(size_t idx, const Eqn &e, const Info &in) {
              "'" + prim + "' reshapes a value that is not per example together with the batch",
              "compute it per example");
       // (once: several per-example operands may share the factor, as select's two choices do)
-      std::vector<std::pair<int, int>> &sliced = slices_[idx];
+      std::vector<std::pair<int, int>> &sliced = slices_[&e];
       if (std::find(sliced.begin(), sliced.end(), std::make_pair(ref.value, ref.dim)) == sliced.end())
         sliced.push_back({ref.value, ref.dim});
     }
@@ -238,8 +416,9 @@ void Splitter::splitEqn(size_t idx, const Eqn &e, const Info &in) {
            "'" + prim + "' takes the largest or smallest over the batch's examples of a value that depends on the "
            "parameters",
            "a pipeline accumulates sums over micro-batches: sum or average over the batch");
+    if (inBody && !in.theta) wholeBatchInBody();
     for (const Value *o : e.outs) {
-      info_[o] = {-1, true, in.theta, in.theta};
+      info_[o] = {-1, true, in.theta, in.theta, {}, 0};
       (in.theta ? summedRoots_ : dataRoots_).push_back(o);
     }
     return;
@@ -248,7 +427,7 @@ void Splitter::splitEqn(size_t idx, const Eqn &e, const Info &in) {
     if (outSplit[k] < 0)
       fail(DiagId::PipelineNotSplittable, e.loc, "'" + prim + "' of per-example values is not split into micro-batches",
            "keep the batch dimension apart from the others");
-    info_[e.outs[k]] = {outSplit[k], true, in.theta, false};
+    info_[e.outs[k]] = {outSplit[k], true, in.theta, false, {}, 0};
   }
 }
 
@@ -259,6 +438,9 @@ void Splitter::checkAffine(const Eqn &e) {
   case Prim::Add: case Prim::Sub: case Prim::Neg: case Prim::BroadcastInDim: case Prim::Reshape:
   case Prim::Transpose: case Prim::ReduceSum: case Prim::Slice: case Prim::Concatenate:
   case Prim::ShardingConstraint:
+  // (in a shmap body: sums across devices, and moves of data, are linear too)
+  case Prim::Psum: case Prim::Psum2: case Prim::Pbroadcast: case Prim::InvariantCast: case Prim::AllGather:
+  case Prim::AllGatherInvariant: case Prim::PsumScatter: case Prim::AllToAll: case Prim::Ppermute:
     ok = true;
     break;
   case Prim::Convert: ok = isFloat(e.ins[0]->type.dtype) && isFloat(e.outs[0]->type.dtype); break;
@@ -353,7 +535,7 @@ Value *Splitter::binary(Func &f, Prim p, Value *a, Value *b, Value *into) {
   return f.eqns.back().outs[0];
 }
 
-Value *Splitter::slice(Func &f, Value *x, int d, Value *index) {
+Value *Splitter::slice(Func &f, Value *x, int d, Value *index, Loc loc) {
   const Type &t = x->type;
   Type part = t;
   part.shape[(size_t)d] /= M_;
@@ -369,6 +551,10 @@ Value *Splitter::slice(Func &f, Value *x, int d, Value *index) {
     }
     break;
   }
+  if (!index)
+    fail(DiagId::PipelineNotSplittable, loc,
+         "a value of the whole batch meets per-example values inside a shmap, which computes one micro-batch",
+         "compute it per example, or pass it to the shmap as a per-example operand");
   std::vector<Value *> ins = {x};
   Type i32{DType::I32, {}, 0};
   for (int k = 0; k < (int)t.rank(); ++k)
@@ -398,6 +584,69 @@ void Splitter::removeUnread(Func &f, std::vector<int> *stageOf) {
     }
   f.eqns = std::move(kept);
   if (stageOf) *stageOf = std::move(stages);
+}
+
+void Splitter::copyAtMicroBatch(const Func &src, Func &dst, std::map<const Value *, Value *> &vm,
+                                const std::vector<bool> *keep, Value *index, const std::vector<int> *stageOf) {
+  const std::set<const Value *> scaled(summedRoots_.begin(), summedRoots_.end());
+  for (size_t idx = 0; idx < src.eqns.size(); ++idx) {
+    if (keep && !(*keep)[idx]) continue;
+    const Eqn &e = src.eqns[idx];
+    Eqn c;
+    c.prim = e.prim;
+    c.loc = e.loc;
+    c.params = e.params;
+    for (const Value *v : e.ins) c.ins.push_back(vm.at(v));
+    auto sl = slices_.find(&e);
+    if (sl != slices_.end())
+      for (auto [j, d] : sl->second) c.ins[(size_t)j] = slice(dst, c.ins[(size_t)j], d, index, e.loc);
+    for (Func *b : e.bodies)
+      c.bodies.push_back(splitBodies_.count(b) ? rebuildBody(*b)
+                         : b->isNested || b->isTrace ? cloneFunc(m_, *b, dst.mesh ? dst.mesh : b->mesh)
+                                                     : b);
+    bool split = false;
+    for (const Value *o : e.outs) {
+      Type t = o->type;
+      int d = info_[o].split;
+      if (d >= 0) {
+        t.shape[(size_t)d] /= M_;
+        split = true;
+      }
+      c.outs.push_back(dst.newValue(t, o->hint));
+    }
+    if (split) {
+      rules::FactorRule r = rules::rulesOf(e.prim).sharding(e);
+      if (r.localize) r.localize(e, c);
+    }
+    std::string why = rules::shapeProblem(c, dst);
+    if (!why.empty()) throw InternalError("split-micro-batches: " + std::string(primName(e.prim)) + ": " + why);
+    dst.eqns.push_back(c);
+    for (size_t k = 0; k < e.outs.size(); ++k) {
+      Value *out = c.outs[k];
+      if (scaled.count(e.outs[k])) out = binary(dst, Prim::Mul, out, constant(dst, (double)M_, out->type));
+      vm[e.outs[k]] = out;
+    }
+    if (stageOf) mbStage_.resize(dst.eqns.size(), (*stageOf)[idx]);
+  }
+}
+
+Func *Splitter::rebuildBody(const Func &b) {
+  Func *nb = m_.newFunc(b.name);
+  nb->loc = b.loc;
+  nb->mesh = b.mesh;
+  nb->returnLoc = b.returnLoc;
+  nb->isNested = b.isNested;
+  nb->isTrace = b.isTrace;
+  std::map<const Value *, Value *> vm;
+  for (const Value *p : b.params) {
+    Type t = p->type;
+    if (info_[p].split >= 0) t.shape[(size_t)info_[p].split] /= M_;
+    vm[p] = nb->newValue(t, p->hint);
+    nb->params.push_back(vm[p]);
+  }
+  copyAtMicroBatch(b, *nb, vm, nullptr, nullptr, nullptr);
+  for (const Value *r : b.results) nb->results.push_back(vm.at(r));
+  return nb;
 }
 
 Func *Splitter::microBatchFunc() {
@@ -431,41 +680,7 @@ Func *Splitter::microBatchFunc() {
     keep[idx] = true;
     live.insert(e.ins.begin(), e.ins.end());
   }
-  std::set<const Value *> scaled(summedRoots_.begin(), summedRoots_.end());
-  for (size_t idx = 0; idx < T_->eqns.size(); ++idx) {
-    if (!keep[idx]) continue;
-    const Eqn &e = T_->eqns[idx];
-    Eqn c;
-    c.prim = e.prim;
-    c.loc = e.loc;
-    c.params = e.params;
-    for (const Value *v : e.ins) c.ins.push_back(vm.at(v));
-    for (auto [j, d] : slices_[idx]) c.ins[(size_t)j] = slice(*mb, c.ins[(size_t)j], d, index);
-    for (Func *b : e.bodies) c.bodies.push_back(b->isNested || b->isTrace ? cloneFunc(m_, *b, mb->mesh) : b);
-    bool split = false;
-    for (const Value *o : e.outs) {
-      Type t = o->type;
-      int d = info_[o].split;
-      if (d >= 0) {
-        t.shape[(size_t)d] /= M_;
-        split = true;
-      }
-      c.outs.push_back(mb->newValue(t, o->hint));
-    }
-    if (split) {
-      rules::FactorRule r = rules::rulesOf(e.prim).sharding(e);
-      if (r.localize) r.localize(e, c);
-    }
-    std::string why = rules::shapeProblem(c, *mb);
-    if (!why.empty()) throw InternalError("split-micro-batches: " + std::string(primName(e.prim)) + ": " + why);
-    mb->eqns.push_back(c);
-    for (size_t k = 0; k < e.outs.size(); ++k) {
-      Value *out = c.outs[k];
-      if (scaled.count(e.outs[k])) out = binary(*mb, Prim::Mul, out, constant(*mb, (double)M_, out->type));
-      vm[e.outs[k]] = out;
-    }
-    mbStage_.resize(mb->eqns.size(), stageOf_[idx]);
-  }
+  copyAtMicroBatch(*T_, *mb, vm, &keep, index, &stageOf_);
   for (const Value *r : T_->results) mb->results.push_back(vm.at(r));
   removeUnread(*mb, &mbStage_);
   return mb;

@@ -20,6 +20,10 @@ struct Info {
   bool batch = false; // depends on the batch arguments
   bool theta = false; // depends on the differentiated parameters
   bool tail = false;  // depends on a sum over examples of values that depend on the parameters
+  // In a shmap body: for a per-example value, the mesh axes its examples are split over (major
+  // to minor); for any value, the axes it may differ along from device to device.
+  std::vector<int> axes;
+  AxisSet varies = 0;
 };
 
 class Splitter {
@@ -42,9 +46,21 @@ private:
 
   void analyse();
 
+  // The equations of the differentiated function or of a shmap body in it (`f.mesh` set).
+  void analyseEqns(const Func &f);
+
   // An equation with a per-example operand: which results are per example, which sum over
   // examples, and which operands without the split must be sliced to the micro-batch.
-  void splitEqn(size_t idx, const Eqn &e, const Info &in);
+  // `inBody`: in a shmap body, where no value of the whole batch can be computed first.
+  void splitEqn(const Eqn &e, const Info &in, bool inBody);
+
+  // A shmap with per-example operands: its body analysed on their blocks (each device's
+  // examples), its results per example where the out_specs put the examples back in order.
+  void splitShmap(const Eqn &e, const Info &in);
+
+  // A collective of a per-example value: which axes split its examples afterwards, refused
+  // where it would combine different devices' examples.
+  void splitCollective(const Eqn &e, const Info &in, const Mesh &mesh);
 
   // A value that depends on the batch's sums may only be combined affinely.
   void checkAffine(const Eqn &e);
@@ -59,8 +75,19 @@ private:
   Value *binary(Func &f, Prim p, Value *a, Value *b, Value *into = nullptr);
 
   // x's micro-batch `index` along dimension d: a splat or a broadcast that does not vary along d
-  // made again at the micro-batch's size, anything else sliced.
-  Value *slice(Func &f, Value *x, int d, Value *index);
+  // made again at the micro-batch's size, anything else sliced (in a shmap body, with no
+  // index, refused at `loc`).
+  Value *slice(Func &f, Value *x, int d, Value *index, Loc loc = {});
+
+  // Copies (the `keep` ones of) `src`'s equations into `dst` at micro-batch sizes through `vm`:
+  // per-example dimensions divided by M, sums over examples that depend on the parameters
+  // scaled by M, shmap bodies with per-example values rebuilt likewise. `stageOf`: per
+  // equation of src its stage, appended to mbStage_ per equation of dst.
+  void copyAtMicroBatch(const Func &src, Func &dst, std::map<const Value *, Value *> &vm,
+                        const std::vector<bool> *keep, Value *index, const std::vector<int> *stageOf);
+
+  // A shmap body with per-example parameters at micro-batch sizes.
+  Func *rebuildBody(const Func &b);
 
   // Drops equations of `f` whose results nothing reads (the whole-size values slice() made again).
   static void removeUnread(Func &f, std::vector<int> *stageOf);
@@ -106,7 +133,8 @@ private:
   std::vector<size_t> boundaries_;
   std::vector<int> stageOf_;
   std::vector<const Value *> summedRoots_, dataRoots_;
-  std::map<size_t, std::vector<std::pair<int, int>>> slices_;  // equation -> (operand, dimension) to slice
+  std::map<const Eqn *, std::vector<std::pair<int, int>>> slices_;  // equation -> (operand, dimension) to slice
+  std::set<const Func *> splitBodies_;  // shmap bodies with per-example values
   std::vector<int> mbStage_;  // per equation of the micro-batch function: its stage
 };
 
