@@ -321,6 +321,13 @@ def transformer():
     return {"step": steps, "loss": losses, "final loss": loss_and_grads(p)[0]}
 
 
+def pipeline_transformer():
+    """samples/pipeline_transformer.smp: samples/transformer.smp's block and AdamW steps, cut into
+    two pipeline stages (attention; MLP and the tied logits) over 4 micro-batches: the same
+    function of the whole batch, so the same float64 model with its backward pass by hand."""
+    return transformer()
+
+
 def moe():
     """samples/moe.smp: top-2 mixture of experts, one expert per device, on data/moe.npz. The
     layer in float64 as its definition (Out[s] = sum_j gate[s, j] * expert_{e[s, j]}(a[s]); no
