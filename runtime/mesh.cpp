@@ -452,10 +452,14 @@ extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
     };
     std::string mesh;  // "x=2,y=4"
     for (int32_t a = 0; a < mesh_rank; ++a) axis_is(mesh, a, mesh_sizes[a]);
+    // (a pipeline group's devices, on its stage submesh, have tracks of their own:
+    // "group 1 device 2 (data=1,model=0)")
+    const int group = pipeline_group();
     for (shm_device &d : devs) {
-      std::string label = "device " + std::to_string(d.id) + " (";  // "device 5 (x=1,y=1)"
+      std::string label = (group >= 0 ? "group " + std::to_string(group) + " " : std::string()) + "device " +
+                          std::to_string(d.id) + " (";  // "device 5 (x=1,y=1)"
       for (int32_t a = 0; a < mesh_rank; ++a) axis_is(label, a, d.coords[a]);
-      trace_merge_device(d.id, label + ")", d.trace);
+      trace_merge_device(d.id + (group + 1) * kGroupDeviceTracks, label + ")", d.trace);
     }
     trace_span("shmap", "shmap", t0, "\"mesh\":\"" + mesh + "\",\"devices\":" + std::to_string(ndev));
   }

@@ -145,6 +145,7 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
       t_step_ns = &run_step_ns[(size_t)g];
       t_wait_ns = &run_wait_ns[(size_t)g];
     }
+    set_pipeline_group(g);  // (its shmaps and kernels on the group's own device threads)
     TraceTrack track;  // (a stage program runs from host code: afterwards the thread records on the host's again)
     if (g_tracing) set_current_track(&track);
     bodies[g](nullptr, outsOf[(size_t)g], ins);
@@ -154,6 +155,7 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
     }
     t_step_ns = t_wait_ns = nullptr;
     set_thread_team(0);
+    set_pipeline_group(-1);
   };
   if (!run.peer.empty()) {
     // This rank's group alone, with every core; then every group's results from its first rank.

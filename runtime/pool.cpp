@@ -126,7 +126,12 @@ private:
     }
   }
 
-  int teamOf(int i, int n) const { return teams_ ? share(usable_cores(), n, i) : 1; }
+  int teamOf(int i, int n) const { return teams_ ? share(cores_, n, i) : 1; }
+
+public:
+  int cores_ = 0;  // (set by run_on_threads before run(): the calling thread's cores)
+
+private:
 
   const bool teams_;
   std::mutex m_;
@@ -144,14 +149,28 @@ private:
 // variable, and destroying it (or joinable std::threads) under them would be undefined /
 // terminate. A forked child has no workers, so it gets fresh pools (the unit tests fork for
 // the death tests).
-Pool &pool() {  // the device threads
-  static Pool *p = nullptr;
+// The device threads of the host program, and of each pipeline device group (whose stage
+// programs run at once, each on its own thread, and run their shmaps and kernels at once).
+thread_local int t_pipeline_group = -1;
+
+struct DevicePool {
+  Pool pool{/*teams=*/true};
+  std::mutex serial;  // (one call at a time: the workers have one job slot)
+};
+
+DevicePool &pool() {
+  static std::mutex m;
+  static std::vector<DevicePool *> pools;  // [0]: the host's; [1 + g]: group g's
   static pid_t owner = 0;
-  if (!p || owner != getpid()) {
-    p = new Pool(/*teams=*/true);
+  std::lock_guard<std::mutex> lk(m);
+  if (owner != getpid()) {
+    pools.clear();
     owner = getpid();
   }
-  return *p;
+  const size_t i = (size_t)(t_pipeline_group + 1);
+  if (pools.size() <= i) pools.resize(i + 1, nullptr);
+  if (!pools[i]) pools[i] = new DevicePool;
+  return *pools[i];
 }
 
 Pool &team_pool() {  // the current device thread's own helpers
@@ -174,9 +193,12 @@ bool spawn_mode() {
 
 } // namespace
 
+void set_pipeline_group(int group) { t_pipeline_group = group; }
+int pipeline_group() { return t_pipeline_group; }
+
 void run_on_threads(int n, const std::function<void(int)> &job) {
   if (n <= 0) return;
-  const int cores = usable_cores();
+  const int cores = team_size();  // (the host's: every usable core; a stage program's: its share)
   if (n == 1) {
     run_job(job, 0, cores);
     return;
@@ -205,11 +227,12 @@ void run_on_threads(int n, const std::function<void(int)> &job) {
     for (auto &t : ts) t.join();
     return;
   }
-  // The host program is single-threaded, but serialise anyway: two concurrent calls would
-  // otherwise share the workers' job slot.
-  static std::mutex serial;
-  std::lock_guard<std::mutex> lk(serial);
-  pool().run(n, job);
+  // (serialised anyway: two calls from one group's thread never overlap, but the workers
+  // have one job slot)
+  DevicePool &p = pool();
+  std::lock_guard<std::mutex> lk(p.serial);
+  p.pool.cores_ = cores;
+  p.pool.run(n, job);
 }
 
 void run_on_team(int parts, const std::function<void(int)> &job) {

@@ -34,6 +34,12 @@ void run_on_team(int parts, const std::function<void(int)> &job);
 // it to every usable core.
 void set_thread_team(int cores);
 
+// Marks the current thread as running pipeline device group `group`'s stage program (-1:
+// the host's again): its shmaps and kernels then run on the group's own device threads, at
+// once with the other groups'.
+void set_pipeline_group(int group);
+int pipeline_group();  // the current thread's, or -1
+
 // True while the current thread is executing a device job (used to reject nested shmaps).
 bool on_device_thread();
 

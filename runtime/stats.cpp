@@ -1,6 +1,8 @@
 // Collective statistics: process totals and the table printed by `--stats`.
 #include "stats.h"
 
+#include <mutex>
+
 namespace shm {
 
 static Stats g_stats;
@@ -19,7 +21,11 @@ bool g_stats_wait = false;
 bool g_stats_pipeline = false;
 
 void stats_reset() { g_stats = Stats(); }
-void stats_merge(const Stats &s) { g_stats.add(s); }
+void stats_merge(const Stats &s) {
+  static std::mutex m;  // (a pipeline's device groups run their shmaps at once)
+  std::lock_guard<std::mutex> lk(m);
+  g_stats.add(s);
+}
 
 void stats_print(std::FILE *f) { stats_print(f, g_stats); }
 

@@ -57,6 +57,9 @@ void trace_merge_device(int id, const std::string &label, TraceTrack &t);
 // After a pipeline's run: device group `group`'s stage program's events (its steps, the waits for
 // messages), on a track of its own (thread id kGroupTrackBase + group).
 constexpr int kGroupTrackBase = 1 << 20;
+// The devices of pipeline group g's stage shmaps: device d's track is
+// d + (g + 1) * kGroupDeviceTracks (a mesh has at most SHM_MAX_DEVICES).
+constexpr int kGroupDeviceTracks = 1 << 14;
 void trace_merge_group(int group, TraceTrack &t);
 // A span name made at run time ("F s1 mb5"), kept for the rest of the run.
 const char *trace_name(const std::string &name);

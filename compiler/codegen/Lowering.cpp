@@ -36,17 +36,20 @@ static void emitProgramArgTable(ModuleEmitter &me, const ir::Module &m) {
                            llvm::ConstantInt::get(me.i32Ty, m.args.size()), "shm_user_args_count");
 }
 
-// The device counts of the meshes the program's shmaps run on, as shm_user_mesh_devices[i]
-// and their count, so an MPI job whose layout fits none of them stops before it starts
-// (runtime/ranks_mpi.cpp).
+// The device counts of the meshes the program's shmaps and pipelines run on, as
+// shm_user_mesh_devices[i] and their count, so an MPI job whose layout fits none of them stops
+// before it starts (runtime/ranks_mpi.cpp). A stage submesh is its pipeline mesh's slice: the
+// pipeline's device groups run it, each on its own ranks.
 static void emitMeshTable(ModuleEmitter &me, const ir::Module &m) {
   std::vector<bool> used(m.meshes.size(), false);
   for (const auto &f : m.funcs)
     for (const ir::Eqn &e : f->eqns)
-      if (e.prim == ir::Prim::Shmap) {
+      if (e.prim == ir::Prim::Shmap || e.prim == ir::Prim::Pipeline) {
         int64_t i = e.intParam("mesh");
         if (i >= 0 && i < (int64_t)used.size()) used[(size_t)i] = true;
       }
+  for (size_t i = 0; i < m.meshes.size(); ++i)
+    if (m.meshes[i]->sliceOf >= 0) used[i] = false;
   std::vector<llvm::Constant *> counts;
   for (size_t i = 0; i < m.meshes.size(); ++i)
     if (used[i]) counts.push_back(llvm::ConstantInt::get(me.i64Ty, m.meshes[i]->numDevices()));

@@ -69,6 +69,9 @@ struct Mesh {
   std::vector<std::string> axes;
   std::vector<int64_t> sizes;
   Loc loc;
+  // A pipeline's stage submesh: the index of the mesh whose slice along its stage axis this
+  // is (every device group runs its stage shmaps on one); -1 for a declared mesh.
+  int64_t sliceOf = -1;
   int64_t numDevices() const;
   int axisIndex(const std::string &axis) const;  // -1 if unknown
 };

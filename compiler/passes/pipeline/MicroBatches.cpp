@@ -75,6 +75,7 @@ void Splitter::run() {
   analyse();
   recordStages((int64_t)boundaries_.size() + 1);
   Func *mb = microBatchFunc();
+  stageShmapsOnSubmeshes(*mb);
   rewrite(F, mb);
 }
 
@@ -266,8 +267,8 @@ void Splitter::splitShmap(const Eqn &e, const Info &in) {
       if (size % (M_ * devices) != 0)
         fail(DiagId::PipelineBatch, e.loc,
              "operand " + std::to_string(k) + " of the shmap has " + std::to_string(size) + " examples along dimension " +
-                 std::to_string(o.split) + ": a micro-batch's " + std::to_string(size / M_) +
-                 " do not split over " + axisNames(mesh, p.axes) + " (" + std::to_string(devices) + " devices)",
+                 std::to_string(o.split) + ", so " + std::to_string(size / M_) + " per micro-batch, which do not " +
+                 "split over " + axisNames(mesh, p.axes) + " (" + std::to_string(devices) + " devices)",
              "choose microbatches= so that each micro-batch's examples split evenly over the devices");
     }
     info_[b.params[k]] = p;
@@ -353,8 +354,8 @@ void Splitter::splitEqn(const Eqn &e, const Info &in, bool inBody) {
   const std::string prim = primName(e.prim);
   auto wholeBatchInBody = [&] {
     fail(DiagId::PipelineNotSplittable, e.loc,
-         "'" + prim + "' in a shmap computes a value of the whole batch's data from its examples",
-         "compute it outside the shmap (in the stage's own code), or from the parameters");
+         "'" + prim + "' reduces the batch's data over its examples inside a shmap, which runs once per micro-batch",
+         "compute the whole batch's statistic outside the shmap (in the stage's own code) and pass it in");
   };
   rules::FactorRule r = rules::rulesOf(e.prim).sharding(e);
   if (r.kind != rules::FactorRule::Factors) {

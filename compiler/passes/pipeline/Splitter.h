@@ -96,6 +96,11 @@ private:
   // batch's micro-batch part, the whole batch's data values) -> the loss with sums scaled by M.
   Func *microBatchFunc();
 
+  // The stage shmaps on the pipeline's mesh moved to its stage submesh (Submesh.cpp).
+  void stageShmapsOnSubmeshes(Func &mb);
+  int64_t stageSubmesh();  // made at the first use
+  void remapToSubmesh(Func &body);
+
   // Where a stage program's step begins or ends (--trace spans).
   void marker(Func &f, const PipelineStep &step, bool begin);
 
@@ -126,6 +131,7 @@ private:
   const PipelineSchedule &schedule_;
   const double bubble_;
   size_t vIndex_ = 0, n_ = 0;
+  int64_t submesh_ = -1;
   Func *T_ = nullptr;
   std::vector<bool> batchParam_;
   std::vector<int64_t> wrt_;
