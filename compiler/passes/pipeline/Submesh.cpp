@@ -67,8 +67,9 @@ void Splitter::stageShmapsOnSubmeshes(Func &mb) {
     if (e.prim != Prim::Shmap || e.intParam("mesh") != p_.mesh) continue;
     if (mesh.axes.size() == 1)
       fail(DiagId::PipelineStageAxis, e.loc,
-           "a shmap on the pipeline's mesh " + mesh.name + " in a pipeline stage, whose only axis is the stage axis",
-           "give the mesh axes besides \"" + mesh.axes[(size_t)stage] + "\" for the stages' shmaps to run on");
+           "a shmap in a pipeline stage on the pipeline's mesh " + mesh.name + ", whose only axis is the stage axis",
+           "declare " + mesh.name + " with axes besides \"" + mesh.axes[(size_t)stage] +
+               "\": a stage's shmaps run on its slice, over those axes");
     for (const char *which : {"in_specs", "out_specs"}) {
       std::vector<PartitionSpec> specs = e.specsParam(which);
       for (PartitionSpec &s : specs)
