@@ -158,8 +158,11 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
     set_pipeline_group(-1);
   };
   if (!run.peer.empty()) {
-    // This rank's group alone, with every core; then every group's results from its first rank.
+    // This rank's group alone, with every core, its stage shmaps on the group's ranks; then
+    // every group's results from its first rank.
+    enter_rank_group(run.peer[(size_t)mine]);
     program(mine);
+    leave_rank_group();
     pipe_sends_done();
     for (int32_t g = 0, next = 0; g < groups; ++g)
       for (int32_t j = 0; j < nouts[g]; ++j, ++next) pipe_bcast(run.peer[(size_t)g][0], outs[next], out_bytes[next]);

@@ -156,6 +156,13 @@ void sum_stats_over_ranks(Stats &s);
 // Waits for every rank (after rank 0 wrote a file the others may read).
 void ranks_barrier();
 
+// While this rank runs a pipeline device group's stage program: the mesh devices (its stage
+// submesh's) are laid over the group's ranks (world ranks `ranks`, ascending) alone, and
+// rank_id() / rank_count() are the rank's place in them and their number; leave_rank_group()
+// returns to every rank. Each of the group's ranks calls it at the same point.
+void enter_rank_group(const std::vector<int> &ranks);
+void leave_rank_group();
+
 // A pipeline's messages between ranks (pipeline.cpp), on a communicator of their own, the
 // channel's number as the tag (wrapping at MPI's bound): a send is nonblocking (the data kept
 // until pipe_sends_done, which waits for every one); a receive waits for its message (polling,

@@ -38,6 +38,12 @@ namespace shm {
 
 namespace {
 int g_rank = 0, g_ranks = 1, g_per_rank = 1;
+// The ranks the mesh's devices are laid over: every rank (MPI_COMM_WORLD), or while a rank
+// runs a pipeline device group's stage program, that group's ranks (enter_rank_group):
+// g_rank and g_ranks are then the rank's place in the group and the group's size.
+MPI_Comm g_world = MPI_COMM_WORLD;
+int g_world_id = 0;  // 0: every rank; else which group communicator (group_comm's cache)
+int g_world_rank = 0;
 bool g_check = false;        // --check-collectives
 bool g_local_first = false;  // --reduce-locally-first
 int g_sharing = 1;           // ranks_sharing_cores()
@@ -70,6 +76,7 @@ void ranks_init(int *argc, char ***argv) {
   // Errors come back as codes (check() names them), not as MPI's own abort.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  g_world_rank = g_rank;
   MPI_Comm_size(MPI_COMM_WORLD, &g_ranks);
   std::snprintf(g_prefix, sizeof g_prefix, "rank %d: ", g_rank);
   // The ranks on this machine (a shared-memory communicator) with this rank's affinity mask.
@@ -255,7 +262,7 @@ void (*ranks_abort_hook)(int code) = nullptr;  // (one process only: unused here
 void ranks_abort(int code) {
   // An error in host code happens on every rank at once: the others give rank 0 (which writes
   // the program's output, flushed before this) a moment to report first, as one process would.
-  if (g_rank != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+  if (g_world_rank != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }
@@ -321,21 +328,21 @@ namespace {
 // progress independently (sync.h), so other ranks may be at other collectives, or past the
 // last one (MPI_Comm_split, collective over every rank, would pair unrelated calls).
 MPI_Comm group_comm(const Group &g, const std::vector<int64_t> &key) {
-  static std::map<std::vector<int64_t>, MPI_Comm> comms;
-  auto it = comms.find(key);
+  static std::map<std::pair<int, std::vector<int64_t>>, MPI_Comm> comms;
+  auto it = comms.find({g_world_id, key});
   if (it != comms.end()) return it->second;
   MPI_Group world, members;
-  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  MPI_Comm_group(g_world, &world);
   MPI_Group_incl(world, g.n, g.member.data(), &members);
   // (the tag tells apart the creations for different axes that one rank's groups may overlap in)
   int tag = 0;
   for (int64_t k : key) tag = (int)((tag * 131u + (uint64_t)k) % 32749u);
   MPI_Comm comm;
-  check(MPI_Comm_create_group(MPI_COMM_WORLD, members, tag, &comm), "making a communicator for a mesh axis group");
+  check(MPI_Comm_create_group(g_world, members, tag, &comm), "making a communicator for a mesh axis group");
   MPI_Group_free(&members);
   MPI_Group_free(&world);
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  comms[key] = comm;
+  comms[{g_world_id, key}] = comm;
   return comm;
 }
 
@@ -379,7 +386,7 @@ constexpr int kMessageTag = 7;
 // ranks cannot be mistaken for each other, and no communicator has to be made (which would
 // wait for other ranks while holding the rank's MPI lock, below).
 struct Peers {
-  MPI_Comm comm = MPI_COMM_WORLD;
+  MPI_Comm comm = g_world;
   int tag = kMessageTag;
   const std::vector<int> *ranks = nullptr;
   int rank(size_t j) const { return ranks ? (*ranks)[j] : (int)j; }
@@ -521,7 +528,7 @@ void check_collective(const CollectiveSig &sig, const RankSet &among) {
   std::vector<const char *> send(n, (const char *)mine);
   std::vector<char *> recv(n);
   for (size_t j = 0; j < n; ++j) recv[j] = (char *)&all[3 * j];
-  exchange_in_messages(Peers{MPI_COMM_WORLD, group_tag(among, 1), &among.ranks}, send,
+  exchange_in_messages(Peers{g_world, group_tag(among, 1), &among.ranks}, send,
                        std::vector<int64_t>(n, (int64_t)sizeof mine), recv, std::vector<int64_t>(n, (int64_t)sizeof mine),
                        "--check-collectives");
   compare_collectives(all, among.ranks);
@@ -530,7 +537,7 @@ void check_collective(const CollectiveSig &sig, const RankSet &among) {
 void exchange_pieces(const std::vector<Piece> &pieces, const RankSet *among) {
   if (pieces.empty()) return;
   // Index i of the exchange is world rank ranks[i]: every rank, or the set's.
-  const Peers peers = among ? Peers{MPI_COMM_WORLD, group_tag(*among, 0), &among->ranks} : Peers{};
+  const Peers peers = among ? Peers{g_world, group_tag(*among, 0), &among->ranks} : Peers{};
   const int n = among ? (int)among->ranks.size() : g_ranks;
   auto index_of = [&](int rank) {
     if (!among) return rank;
@@ -711,6 +718,33 @@ void sum_stats_over_ranks(Stats &s) {
     s.rows[k].bytes_received = v[4 * k + 2];
     s.rows[k].wait_ns = v[4 * k + 3];
   }
+}
+
+void enter_rank_group(const std::vector<int> &ranks) {
+  static std::map<std::vector<int>, std::pair<int, MPI_Comm>> comms;  // (made once per group, by its ranks)
+  auto it = comms.find(ranks);
+  if (it == comms.end()) {
+    MPI_Group world, members;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, (int)ranks.size(), ranks.data(), &members);
+    MPI_Comm comm;
+    check(MPI_Comm_create_group(MPI_COMM_WORLD, members, 32750, &comm), "making a pipeline device group's communicator");
+    MPI_Group_free(&members);
+    MPI_Group_free(&world);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    it = comms.emplace(ranks, std::make_pair((int)comms.size() + 1, comm)).first;
+  }
+  g_world_id = it->second.first;
+  g_world = it->second.second;
+  MPI_Comm_rank(g_world, &g_rank);
+  MPI_Comm_size(g_world, &g_ranks);
+}
+
+void leave_rank_group() {
+  g_world = MPI_COMM_WORLD;
+  g_world_id = 0;
+  g_rank = g_world_rank;
+  MPI_Comm_size(MPI_COMM_WORLD, &g_ranks);
 }
 
 void ranks_barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "waiting for the other ranks"); }
