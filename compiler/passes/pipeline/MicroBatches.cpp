@@ -57,11 +57,7 @@ int64_t flopsOf(const Eqn &e) {
 
 void Splitter::run() {
   Func &F = *p_.func;
-  if (p_.schedule == Schedule::Inference)
-    fail(DiagId::PipelineGrad, p_.scheduleLoc, "the inference schedule runs forward steps only, but a pipeline "
-         "function differentiates its loss",
-         "train with schedule=\"gpipe\", \"1f1b\", \"interleaved\" or \"zb-h1\" (forward-only pipelines are not "
-         "built yet)");
+  if (p_.schedule == Schedule::Inference) return runInference();
   findGrad(F);
   Eqn &V = F.eqns[vIndex_];
   T_ = V.bodies[0];
@@ -694,7 +690,7 @@ void splitMicroBatches(ir::Module &m, Diagnostics &diags) {
   for (PipelineFunc &p : m.pipelines) {
     if (!p.func) continue;
     for (const Eqn &e : p.func->eqns)
-      if (e.prim == Prim::StageBoundary)
+      if (e.prim == Prim::StageBoundary && p.schedule != Schedule::Inference)  // (inference: the function is the model)
         diags.fatal(DiagId::StageBoundaryOutsidePipeline, e.loc,
                     "stage_boundary() in the pipeline function " + p.name + " itself, outside what it differentiates",
                     "mark the stages in the loss function the pipeline passes to grad");

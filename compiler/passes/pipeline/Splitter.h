@@ -33,6 +33,9 @@ public:
   Splitter(Module &m, PipelineFunc &p, Diagnostics &diags, const PipelineSchedule &schedule, double bubble)
       : m_(m), p_(p), diags_(diags), M_(p.microbatches), schedule_(schedule), bubble_(bubble) {}
   void run();
+  // The inference schedule: the pipeline function itself evaluated over micro-batches
+  // (Inference.cpp).
+  void runInference();
 
 private:
 
@@ -123,6 +126,12 @@ private:
   // device group running its schedule's steps, the groups at once, trading activations and
   // their cotangents; then each parameter's gradient summed over the stages that read it.
   void rewrite(Func &F, Func *mb);
+  void rewriteInference(Func &F, Func *mb);
+
+  // The operands of the pipeline equation: the differentiated function's arguments `args`,
+  // then the whole batch's data values, whose equations are copied into F (on the whole
+  // batch) here.
+  std::vector<Value *> wholeBatchInputs(Func &F, const std::vector<Value *> &args);
 
   Module &m_;
   PipelineFunc &p_;

@@ -93,14 +93,9 @@ std::vector<Splitter::StageFn> Splitter::stageFuncs(Func *mb) {
   return out;
 }
 
-void Splitter::rewrite(Func &F, Func *mb) {
-  Eqn V = std::move(F.eqns[vIndex_]);
-  std::vector<Eqn> after(std::make_move_iterator(F.eqns.begin() + (long)vIndex_ + 1),
-                         std::make_move_iterator(F.eqns.end()));
-  F.eqns.resize(vIndex_);
-  // The whole batch's data values, computed once (copies of their equations, on the whole batch).
+std::vector<Value *> Splitter::wholeBatchInputs(Func &F, const std::vector<Value *> &args) {
   std::map<const Value *, Value *> pm;
-  for (size_t j = 0; j < n_; ++j) pm[T_->params[j]] = V.ins[j];
+  for (size_t j = 0; j < n_; ++j) pm[T_->params[j]] = args[j];
   std::set<const Value *> need(dataRoots_.begin(), dataRoots_.end());
   std::vector<bool> copy(T_->eqns.size(), false);
   for (size_t idx = T_->eqns.size(); idx-- > 0;) {
@@ -119,8 +114,17 @@ void Splitter::rewrite(Func &F, Func *mb) {
   for (size_t idx = 0; idx < T_->eqns.size(); ++idx)
     if (copy[idx]) copyEqnInto(m_, T_->eqns[idx], F, pm, noBodies, F.eqns);
   std::vector<Value *> consts;
-  for (size_t j = 0; j < n_; ++j) consts.push_back(V.ins[j]);
+  for (size_t j = 0; j < n_; ++j) consts.push_back(args[j]);
   for (const Value *r : dataRoots_) consts.push_back(pm.at(r));
+  return consts;
+}
+
+void Splitter::rewrite(Func &F, Func *mb) {
+  Eqn V = std::move(F.eqns[vIndex_]);
+  std::vector<Eqn> after(std::make_move_iterator(F.eqns.begin() + (long)vIndex_ + 1),
+                         std::make_move_iterator(F.eqns.end()));
+  F.eqns.resize(vIndex_);
+  const std::vector<Value *> consts = wholeBatchInputs(F, V.ins);
 
   const std::vector<StageFn> stages = stageFuncs(mb);
   const PipelineSchedule &schedule = schedule_;
