@@ -283,11 +283,14 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
       bout[i] = shm_alloc(p.block_bytes);
   }
   if (g_tracing) {
+    // (the thread's own track afterwards: device 0 runs on the calling thread, which may be a
+    // pipeline group's stage program recording on its group's track)
+    TraceTrack *was = thread_track();
     set_current_track(&dev.trace);
     const double t0 = trace_now();
     body(&dev, bout.data(), bin.data());
     trace_span("shmap body", "shmap", t0);
-    set_current_track(nullptr);
+    set_current_track(was);
   } else {
     body(&dev, bout.data(), bin.data());
   }

@@ -82,6 +82,7 @@ void trace_span(const char *name, const char *cat, double t0, std::string args) 
   g_host.events.push_back(std::move(e));
 }
 void set_current_track(TraceTrack *t) { t_track = t; }
+TraceTrack *thread_track() { return t_track; }
 
 double trace_now() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - g_start).count();

@@ -34,6 +34,7 @@ struct TraceTrack {
 // Where this thread's events go: the host's track, or the device's it runs the body of.
 TraceTrack *current_track();
 void set_current_track(TraceTrack *t);  // (null: the host's)
+TraceTrack *thread_track();  // what set_current_track last set on this thread (null: the host's)
 
 double trace_now();  // microseconds since the trace started (one monotonic clock)
 // s as a JSON string, quoted and escaped (for an event's args).

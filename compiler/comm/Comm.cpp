@@ -215,6 +215,9 @@ private:
         listIfItCommunicates(std::move(node));
         break;
       }
+      case Prim::Pipeline:  // every device group's stage program, once per run (each on its own devices)
+        for (const Func *program : e.bodies) addInto(cost, walk(*program, mesh, mult, nullptr));
+        break;
       default: break;  // jvp/vjp are gone after the differentiate pass; the rest is local
       }
     }

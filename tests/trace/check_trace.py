@@ -66,6 +66,7 @@ def bad_location(loc, prog):
 
 
 GROUP_TRACKS = 1 << 20  # (runtime/trace.h: kGroupTrackBase)
+GROUP_DEVICE_TRACKS = 1 << 14  # (runtime/trace.h: kGroupDeviceTracks; the tid is the track id + 1)
 
 
 def problems_of(trace, stats, comm=None, prog=None):
@@ -96,6 +97,10 @@ def problems_of(trace, stats, comm=None, prog=None):
                 out.append("track %r is named %r" % (key, names[key]))
             elif not any(re.fullmatch(r"[FBW] s\d+ mb\d+", e["name"]) for e in tracks[key]):
                 out.append("track %r has no pipeline step span" % (key,))
+        elif key[1] > GROUP_DEVICE_TRACKS:  # a device of a pipeline group's stage shmaps
+            g, d = (key[1] - 1) // GROUP_DEVICE_TRACKS - 1, (key[1] - 1) % GROUP_DEVICE_TRACKS
+            if not re.fullmatch(r"group %d device %d \(.*\)" % (g, d), names[key]):
+                out.append("track %r is named %r" % (key, names[key]))
         elif key[1] > 0 and not re.fullmatch(r"device %d \(.*\)" % (key[1] - 1), names[key]):
             out.append("track %r is named %r" % (key, names[key]))
     for key, evs in tracks.items():
@@ -128,7 +133,9 @@ def problems_of(trace, stats, comm=None, prog=None):
                     e["name"], e["args"]["operand"], sorted(comm)))
                 return out
             t = totals[e["name"]]
-            t[0] += key[1] == 1  # (device 0 counts each collective once, as --stats does)
+            # (device 0 counts each collective once, as --stats does; so does each pipeline
+            # group's device 0 its group's)
+            t[0] += key[1] == 1 or (key[1] < GROUP_TRACKS and (key[1] - 1) % GROUP_DEVICE_TRACKS == 0)
             t[1] += e["args"]["bytes_sent"]
             t[2] += e["args"]["bytes_received"]
     for kind in set(totals) | set(stats):
