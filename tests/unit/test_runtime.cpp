@@ -1840,3 +1840,47 @@ TEST_CASE("a pipeline runs its stage programs at once and delivers every message
   REQUIRE(r1 == want1);
   REQUIRE(r2 == want2);
 }
+
+namespace {
+// Each group's stage program runs a shmap of 4 devices (back-to-back psums and all_gathers)
+// several times, the two groups at once, each on its own device threads, and hands the other
+// group a value between rounds: the groups' shmaps must not share workers, barriers or
+// slots (ThreadSanitizer runs this).
+void group_program(int g, void **outs, void **ins) {
+  const int64_t mesh[1] = {4};
+  const int64_t in_shape[1] = {4}, out_shape[1] = {256};
+  const int32_t spec[2] = {1, 0};
+  shm_array_desc din{1, in_shape, SHM_F32, spec, 0}, dout{1, out_shape, SHM_F32, spec, 0};
+  double total = 0;
+  for (int round = 0; round < 3; ++round) {
+    float in[4];
+    for (int d = 0; d < 4; ++d) in[d] = (float)(*(const double *)ins[0] + g + d);
+    std::vector<float> out(256);
+    void *sin[1] = {in}, *sout[1] = {out.data()};
+    shm_run_shmap(1, mesh, nullptr, chained_body, 1, sin, &din, 1, sout, &dout);
+    double mine = out[0], theirs = 0;  // (every device: the mean of the 4 inputs)
+    shm_pipe_send(2 * round + g, &mine, 8);
+    shm_pipe_recv(2 * round + (1 - g), &theirs, 8);
+    total += mine + theirs;
+  }
+  *(double *)outs[0] = total;
+}
+void group0(shm_device *, void **outs, void **ins) { group_program(0, outs, ins); }
+void group1(shm_device *, void **outs, void **ins) { group_program(1, outs, ins); }
+} // namespace
+
+TEST_CASE("pipeline groups run their shmaps at once, each on its own devices", "[pipeline]") {
+  double start = 2, r0 = 0, r1 = 0;
+  void *ins[] = {&start};
+  void *outs[] = {&r0, &r1};
+  const shm_fn bodies[] = {group0, group1};
+  const int32_t nouts[] = {1, 1};
+  const int64_t bytes[] = {8, 8}, sizes[] = {2, 4};
+  const std::vector<int32_t> ends = {0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0};
+  shm_run_pipeline(2, bodies, 1, ins, nouts, outs, bytes, 6, ends.data(), 2, sizes, 0, "groups' shmaps", 0.0);
+  // chained_body: every device ends with the mean of the 4 inputs plus 0 (its first element):
+  // group g's inputs are start + g + d, mean start + g + 1.5; each round adds both groups'.
+  const double both = (start + 1.5) + (start + 1 + 1.5);
+  REQUIRE(r0 == 3 * both);
+  REQUIRE(r1 == 3 * both);
+}
