@@ -35,6 +35,7 @@ const std::vector<Pass> &pipeline() {
       {"differentiate",
        [](ir::Module &m, const PassOptions &o, Diagnostics &d) { differentiate(m, o.naiveTranspose, d); }},
       {"keep-stage-residuals", SHMAPC_NO_OPTIONS(keepStageResiduals)},
+      {"hoist-stage-reductions", SHMAPC_NO_OPTIONS(hoistStageReductions)},
       {"defer-primal-reductions", SHMAPC_NO_OPTIONS(deferPrimalReductions)},
       {"hoist-loop-reductions", SHMAPC_NO_OPTIONS(hoistLoopReductions)},
       {"sink-reductions", SHMAPC_NO_OPTIONS(sinkReductions)},

@@ -25,6 +25,13 @@ void copyEqnInto(Module &m, const Eqn &e, Func &into, std::map<const Value *, Va
 
 namespace {
 
+void setMesh(Func &f, const Mesh *mesh) {
+  f.mesh = mesh;
+  for (Eqn &e : f.eqns)
+    for (Func *b : e.bodies)
+      if (b->isNested) setMesh(*b, mesh);
+}
+
 Func *copyBody(Module &m, const Func &src, std::map<const Func *, Func *> &copies) {
   auto it = copies.find(&src);
   if (it != copies.end()) return it->second;
@@ -54,5 +61,13 @@ Func *copyBody(Module &m, const Func &src, std::map<const Func *, Func *> &copie
 }
 
 } // namespace
+
+Func *copyFunc(Module &m, const Func &src, const Mesh *mesh) {
+  std::map<const Func *, Func *> copies;
+  Func *f = copyBody(m, src, copies);
+  f->isTrace = src.isTrace;
+  setMesh(*f, mesh);
+  return f;
+}
 
 } // namespace shmapc::passes::pipeline

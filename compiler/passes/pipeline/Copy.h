@@ -18,4 +18,9 @@ using namespace ir;
 void copyEqnInto(Module &m, const Eqn &e, Func &into, std::map<const Value *, Value *> &vm,
                  std::map<const Func *, Func *> &copies, std::vector<Eqn> &out);
 
+// A copy of `src` with every flag it has (a shmap body's variance checking, out_spec
+// locations, a backward body's marks) and its bodies copied; `mesh` its mesh (and its nested
+// bodies').
+Func *copyFunc(Module &m, const Func &src, const Mesh *mesh);
+
 } // namespace shmapc::passes::pipeline

@@ -5,6 +5,7 @@
 // dimension, a result computed from sums over examples averaged over micro-batches (each
 // computed with its sums scaled by M, as a loss is), any other taken from micro-batch 0.
 #include "passes/inline/Inline.h"
+#include "passes/pipeline/Copy.h"
 #include "passes/pipeline/Splitter.h"
 #include "rules/Rules.h"
 
@@ -31,7 +32,7 @@ void Splitter::runInference() {
     if (!batchParam_[j]) wrt_.push_back((int64_t)j);
   inlineCallsIn(m_, *T_);
   for (Eqn &e : T_->eqns)
-    if (e.prim == Prim::Shmap) e.bodies[0] = cloneFunc(m_, *e.bodies[0], e.bodies[0]->mesh);
+    if (e.prim == Prim::Shmap) e.bodies[0] = copyFunc(m_, *e.bodies[0], e.bodies[0]->mesh);
   checkStages();
   analyse();
   recordStages((int64_t)boundaries_.size() + 1);

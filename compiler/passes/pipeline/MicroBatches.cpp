@@ -16,6 +16,7 @@
 // A stage_boundary() in code no pipeline differentiates (the model evaluated outside the
 // pipeline) marks nothing and is dropped.
 #include "passes/inline/Inline.h"
+#include "passes/pipeline/Copy.h"
 #include "passes/pipeline/Splitter.h"
 #include "rules/Rules.h"
 
@@ -66,7 +67,7 @@ void Splitter::run() {
   inlineCallsIn(m_, *T_);
   // (a shmap body of its own per equation: its values are typed at micro-batch sizes alone)
   for (Eqn &e : T_->eqns)
-    if (e.prim == Prim::Shmap) e.bodies[0] = cloneFunc(m_, *e.bodies[0], e.bodies[0]->mesh);
+    if (e.prim == Prim::Shmap) e.bodies[0] = copyFunc(m_, *e.bodies[0], e.bodies[0]->mesh);
   checkStages();
   analyse();
   recordStages((int64_t)boundaries_.size() + 1);
@@ -634,6 +635,10 @@ Func *Splitter::rebuildBody(const Func &b) {
   nb->returnLoc = b.returnLoc;
   nb->isNested = b.isNested;
   nb->isTrace = b.isTrace;
+  nb->isShmapBody = b.isShmapBody;
+  nb->checkVma = b.checkVma;
+  nb->autoPbroadcast = b.autoPbroadcast;
+  nb->outSpecLocs = b.outSpecLocs;
   std::map<const Value *, Value *> vm;
   for (const Value *p : b.params) {
     Type t = p->type;

@@ -25,4 +25,9 @@ void splitMicroBatches(ir::Module &m, Diagnostics &diags);
 // recomputing the stage's forward; under zb-h1 the weights' gradients move to the W step.
 void keepStageResiduals(ir::Module &m, Diagnostics &diags);
 
+// After keep-stage-residuals: a stage's all-reduce of a weight gradient over the axes its
+// devices split the examples along runs once per step, on the sum of the micro-batches' parts,
+// instead of once per micro-batch (psum is linear).
+void hoistStageReductions(ir::Module &m, Diagnostics &diags);
+
 } // namespace shmapc::passes

@@ -3,6 +3,7 @@
 // stages compute at once on their own devices and a stage's collectives synchronise only its
 // slice. Stage code may not name the stage axis: stages trade values through stage_boundary().
 #include "passes/inline/Inline.h"
+#include "passes/pipeline/Copy.h"
 #include "passes/pipeline/Splitter.h"
 
 namespace shmapc::passes::pipeline {
@@ -39,6 +40,7 @@ int64_t Splitter::stageSubmesh() {
 }
 
 void Splitter::remapToSubmesh(Func &f) {
+  f.mesh = m_.meshes[(size_t)stageSubmesh()].get();
   const int64_t stage = p_.stageAxis;
   const std::string &axis = m_.meshes[(size_t)p_.mesh]->axes[(size_t)stage];
   for (Value *v : f.params) v->type.vary = setOnSubmesh(v->type.vary, stage);
@@ -86,7 +88,7 @@ void Splitter::stageShmapsOnSubmeshes(Func &mb) {
     }
     const int64_t sub = stageSubmesh();
     e.params["mesh"] = sub;
-    e.bodies[0] = cloneFunc(m_, *e.bodies[0], m_.meshes[(size_t)sub].get());
+    e.bodies[0] = copyFunc(m_, *e.bodies[0], m_.meshes[(size_t)sub].get());
     remapToSubmesh(*e.bodies[0]);
   }
 }
