@@ -61,6 +61,16 @@ int64_t since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t).count();
 }
 
+// --stats' point_to_point row: a call and its bytes per message sent, its bytes again where
+// it is received.
+void count_message(int64_t bytes, bool sent) {
+  Stats s;
+  StatsRow &row = s.rows[kPointToPoint];
+  if (sent) row.calls = 1, row.bytes_sent = bytes;
+  else row.bytes_received = bytes;
+  stats_merge(s);
+}
+
 Channel &channel(int32_t c, const char *what) {
   if (!g_run) fatalf("%s: no pipeline is running", what);
   if (c < 0 || (size_t)c >= g_run->channels.size())
@@ -221,6 +231,9 @@ extern "C" void shm_pipe_send(int32_t c, const void *src, int64_t bytes) {
   using namespace shm;
   SHM_GUARD_BEGIN
   Channel &ch = channel(c, "shm_pipe_send");
+  count_message(bytes, true);
+  TraceScope span("send a message", "message");
+  if (span.name) span.args = "\"channel\":" + std::to_string(c) + ",\"bytes\":" + std::to_string(bytes);
   if (!g_run->peer.empty()) {
     pipe_send_to(g_run->peer[(size_t)g_run->ends[2 * c + 1]][(size_t)g_run->place], c, src, bytes);
     return;
@@ -237,6 +250,7 @@ extern "C" void shm_pipe_recv(int32_t c, void *dst, int64_t bytes) {
   using namespace shm;
   SHM_GUARD_BEGIN
   Channel &ch = channel(c, "shm_pipe_recv");
+  count_message(bytes, false);
   TraceScope span("wait for a message", "wait");
   if (span.name) span.args = "\"channel\":" + std::to_string(c) + ",\"bytes\":" + std::to_string(bytes);
   const double timeout = collective_timeout();

@@ -50,8 +50,9 @@ struct Stats {
   }
 };
 
-// Process-wide totals. Only the host thread touches them: shm_run_shmap merges each
-// device's private counters after the device threads have finished (no atomics needed).
+// Process-wide totals: shm_run_shmap merges each device's private counters after the device
+// threads have finished, a pipeline's messages add theirs as they go (under a lock: a
+// pipeline's device groups run at once).
 const Stats &stats_get();
 void stats_reset();
 void stats_merge(const Stats &s);

@@ -215,6 +215,17 @@ private:
         listIfItCommunicates(std::move(node));
         break;
       }
+      case Prim::PipeSend:
+      case Prim::PipeRecv: {  // a pipeline's message: sent by one group, received by another
+        StatsTable one;
+        StatsRow &row = one.rows[(int)CollectiveKind::PointToPoint];
+        const int64_t bytes = (e.prim == Prim::PipeSend ? e.ins[0] : e.outs[0])->type.byteSize();
+        if (e.prim == Prim::PipeSend) row.calls = 1, row.bytesSent = bytes;
+        else row.bytesReceived = bytes;
+        addInto(cost.lo, one);
+        addInto(cost.hi, one);
+        break;
+      }
       case Prim::Pipeline:  // every device group's stage program, once per run (each on its own devices)
         for (const Func *program : e.bodies) addInto(cost, walk(*program, mesh, mult, nullptr));
         break;

@@ -118,6 +118,12 @@ def problems_of(trace, stats, comm=None, prog=None):
     totals = collections.defaultdict(lambda: [0, 0, 0])
     for key, evs in tracks.items():
         for e in evs:
+            if e["name"] in ("send a message", "wait for a message"):  # a pipeline's message
+                t = totals["point_to_point"]
+                sent = e["name"] == "send a message"
+                t[0] += sent
+                t[1 if sent else 2] += e["args"]["bytes"]
+                continue
             if e.get("cat") != "collective":
                 continue
             if not re.fullmatch(r"(f32|f64|i32|i64|f16|bf16|bool)\[[\d,]*\]", e["args"].get("operand", "")) \
