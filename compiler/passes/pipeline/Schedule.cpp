@@ -141,20 +141,54 @@ double PipelineTimeline::bubble() const {
   return makespan ? 1.0 - (double)busy / ((double)groups * (double)makespan) : 0.0;
 }
 
+std::vector<PipelineStep> stepNeeds(const PipelineSchedule &s, const PipelineStep &x) {
+  std::vector<Step> deps;
+  if (x.kind == Step::F && x.stage > 0) deps.push_back({Step::F, x.stage - 1, x.mb});
+  if (x.kind == Step::B) {
+    deps.push_back({Step::F, x.stage, x.mb});
+    if (x.stage < s.stages() - 1) deps.push_back({Step::B, x.stage + 1, x.mb});
+  }
+  if (x.kind == Step::W) deps.push_back({Step::B, x.stage, x.mb});
+  return deps;
+}
+
+double replaySchedule(const PipelineSchedule &s, const std::function<double(const PipelineStep &)> &seconds) {
+  const int G = s.groups;
+  std::map<std::tuple<int, int, int>, double> finish;
+  auto key = [](const Step &x) { return std::make_tuple((int)x.kind, x.stage, x.mb); };
+  std::vector<size_t> next((size_t)G, 0);
+  std::vector<double> freeAt((size_t)G, 0);
+  double busy = 0, makespan = 0;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int g = 0; g < G; ++g)
+      while (next[(size_t)g] < s.steps[(size_t)g].size()) {
+        const Step &x = s.steps[(size_t)g][next[(size_t)g]];
+        double at = freeAt[(size_t)g];
+        bool ready = true;
+        for (const Step &d : stepNeeds(s, x)) {
+          auto it = finish.find(key(d));
+          if (it == finish.end()) ready = false;
+          else at = std::max(at, it->second);
+        }
+        if (!ready) break;
+        freeAt[(size_t)g] = finish[key(x)] = at + seconds(x);
+        busy += seconds(x);
+        makespan = std::max(makespan, freeAt[(size_t)g]);
+        ++next[(size_t)g];
+        progress = true;
+      }
+  }
+  for (int g = 0; g < G; ++g)
+    if (next[(size_t)g] < s.steps[(size_t)g].size()) return -1;
+  return makespan > 0 ? 1.0 - busy / ((double)G * makespan) : 0.0;
+}
+
 std::string simulateSchedule(const PipelineSchedule &s, PipelineTimeline &out) {
   const int G = s.groups;
   std::map<std::tuple<int, int, int>, int64_t> finish;  // (kind, stage, mb) -> clock
   auto key = [](const Step &x) { return std::make_tuple((int)x.kind, x.stage, x.mb); };
-  auto needs = [&](const Step &x) {
-    std::vector<Step> deps;
-    if (x.kind == Step::F && x.stage > 0) deps.push_back({Step::F, x.stage - 1, x.mb});
-    if (x.kind == Step::B) {
-      deps.push_back({Step::F, x.stage, x.mb});
-      if (x.stage < s.stages() - 1) deps.push_back({Step::B, x.stage + 1, x.mb});
-    }
-    if (x.kind == Step::W) deps.push_back({Step::B, x.stage, x.mb});
-    return deps;
-  };
+  auto needs = [&](const Step &x) { return stepNeeds(s, x); };
   std::vector<size_t> next((size_t)G, 0);
   std::vector<int64_t> freeAt((size_t)G, 0);
   out = PipelineTimeline{};

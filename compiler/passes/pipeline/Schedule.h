@@ -5,6 +5,7 @@
 #pragma once
 #include "ir/IR.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,12 @@ struct PipelineTimeline {
 };
 std::string simulateSchedule(const PipelineSchedule &s, PipelineTimeline &out);
 int64_t stepCost(const PipelineSchedule &s, const PipelineStep &step);
+// The steps `step` waits for (above).
+std::vector<PipelineStep> stepNeeds(const PipelineSchedule &s, const PipelineStep &step);
+
+// The same run with each step taking `seconds(step)` (durations measured on a machine, for
+// schedules larger than it runs): the bubble, idle / (groups x makespan); -1 if it deadlocks.
+double replaySchedule(const PipelineSchedule &s, const std::function<double(const PipelineStep &)> &seconds);
 
 // The textbook bubble fraction of a schedule with these costs: (S-1)/(M+S-1) for GPipe and 1F1B,
 // (S-1)/(V M + S-1) interleaved, (S-1)/(3M+S-1) zb-h1 (for M >= S; with fewer micro-batches
