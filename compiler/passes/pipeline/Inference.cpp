@@ -30,15 +30,7 @@ void Splitter::runInference() {
   for (int k : p_.batchLeaves) batchParam_[(size_t)k] = true;
   for (size_t j = 0; j < n_; ++j)
     if (!batchParam_[j]) wrt_.push_back((int64_t)j);
-  inlineCallsIn(m_, *T_);
-  for (Eqn &e : T_->eqns)
-    if (e.prim == Prim::Shmap) e.bodies[0] = copyFunc(m_, *e.bodies[0], e.bodies[0]->mesh);
-  checkStages();
-  analyse();
-  recordStages((int64_t)boundaries_.size() + 1);
-  Func *mb = microBatchFunc();
-  stageShmapsOnSubmeshes(*mb);
-  rewriteInference(F, mb);
+  rewriteInference(F, stagedMicroBatchFunc());
 }
 
 void Splitter::rewriteInference(Func &F, Func *mb) {
@@ -142,22 +134,9 @@ void Splitter::rewriteInference(Func &F, Func *mb) {
     }
   }
 
-  std::vector<int64_t> channelEnds(2 * channels.size());
-  for (const auto &[key, id] : channels) {
-    channelEnds[2 * (size_t)id] = std::get<0>(key) % G;
-    channelEnds[2 * (size_t)id + 1] = std::get<1>(key) % G;
-  }
-  Eqn pipe;
-  pipe.prim = Prim::Pipeline;
-  pipe.loc = p_.loc;
-  pipe.ins = consts;
-  pipe.bodies = programs;
-  pipe.params = {{"groups", (int64_t)G}, {"channels", (int64_t)channels.size()},
-                 {"schedule", std::string(scheduleName(p_.schedule))}, {"remat", (int64_t)0},
-                 {"label", p_.name + " (" + scheduleName(p_.schedule) + ", " + std::to_string(G) + " groups, " +
-                               std::to_string(M_) + " micro-batches)"},
-                 {"predicted_bubble", std::vector<double>{bubble_}},
-                 {"mesh", (int64_t)p_.mesh}, {"stage_axis", (int64_t)p_.stageAxis}, {"channel_ends", channelEnds}};
+  std::vector<std::pair<int, int>> ends(channels.size());  // per channel: (sending stage, receiving stage)
+  for (const auto &[key, id] : channels) ends[(size_t)id] = {std::get<0>(key), std::get<1>(key)};
+  Eqn pipe = pipelineEqn(p_.loc, consts, programs, ends, false);
   for (Func *P : programs)
     for (const Value *r : P->results) pipe.outs.push_back(F.newValue(r->type));
   std::string why = rules::shapeProblem(pipe, F);

@@ -64,6 +64,10 @@ void Splitter::run() {
   T_ = V.bodies[0];
   n_ = T_->params.size();
   findBatch(F, V);
+  rewrite(F, stagedMicroBatchFunc());
+}
+
+Func *Splitter::stagedMicroBatchFunc() {
   inlineCallsIn(m_, *T_);
   // (a shmap body of its own per equation: its values are typed at micro-batch sizes alone)
   for (Eqn &e : T_->eqns)
@@ -73,7 +77,7 @@ void Splitter::run() {
   recordStages((int64_t)boundaries_.size() + 1);
   Func *mb = microBatchFunc();
   stageShmapsOnSubmeshes(*mb);
-  rewrite(F, mb);
+  return mb;
 }
 
 void Splitter::fail(DiagId id, Loc loc, const std::string &msg, const std::string &hint) {

@@ -128,6 +128,15 @@ private:
   void rewrite(Func &F, Func *mb);
   void rewriteInference(Func &F, Func *mb);
 
+  // T_ (its calls inlined) analysed and cut into stages: the micro-batch function, its stage
+  // shmaps on the stage submesh.
+  Func *stagedMicroBatchFunc();
+
+  // The pipeline equation running `programs` (one per device group) on `consts`, its channels'
+  // (sending, receiving) stages `ends`.
+  Eqn pipelineEqn(Loc loc, const std::vector<Value *> &consts, const std::vector<Func *> &programs,
+                  const std::vector<std::pair<int, int>> &ends, bool remat);
+
   // The operands of the pipeline equation: the differentiated function's arguments `args`,
   // then the whole batch's data values, whose equations are copied into F (on the whole
   // batch) here.

@@ -93,6 +93,25 @@ std::vector<Splitter::StageFn> Splitter::stageFuncs(Func *mb) {
   return out;
 }
 
+Eqn Splitter::pipelineEqn(Loc loc, const std::vector<Value *> &consts, const std::vector<Func *> &programs,
+                          const std::vector<std::pair<int, int>> &ends, bool remat) {
+  const int64_t G = (int64_t)programs.size();
+  std::vector<int64_t> channelEnds;
+  for (auto [from, to] : ends) channelEnds.insert(channelEnds.end(), {from % G, to % G});
+  Eqn pipe;
+  pipe.prim = Prim::Pipeline;
+  pipe.loc = loc;
+  pipe.ins = consts;
+  pipe.bodies = programs;
+  pipe.params = {{"groups", G}, {"channels", (int64_t)ends.size()},
+                 {"schedule", std::string(scheduleName(p_.schedule))}, {"remat", (int64_t)remat},
+                 {"label", p_.name + " (" + scheduleName(p_.schedule) + ", " + std::to_string(G) + " groups, " +
+                               std::to_string(M_) + " micro-batches)"},
+                 {"predicted_bubble", std::vector<double>{bubble_}},
+                 {"mesh", (int64_t)p_.mesh}, {"stage_axis", (int64_t)p_.stageAxis}, {"channel_ends", channelEnds}};
+  return pipe;
+}
+
 std::vector<Value *> Splitter::wholeBatchInputs(Func &F, const std::vector<Value *> &args) {
   std::map<const Value *, Value *> pm;
   for (size_t j = 0; j < n_; ++j) pm[T_->params[j]] = args[j];
@@ -320,22 +339,9 @@ void Splitter::rewrite(Func &F, Func *mb) {
     programGrads.push_back(grads);
   }
 
-  std::vector<int64_t> channelEnds(2 * channels.size());
-  for (const auto &[key, id] : channels) {
-    channelEnds[2 * (size_t)id] = std::get<1>(key) % G;
-    channelEnds[2 * (size_t)id + 1] = std::get<2>(key) % G;
-  }
-  Eqn pipe;
-  pipe.prim = Prim::Pipeline;
-  pipe.loc = V.loc;
-  pipe.ins = consts;
-  pipe.bodies = programs;
-  pipe.params = {{"groups", (int64_t)G}, {"channels", (int64_t)channels.size()},
-                 {"schedule", std::string(scheduleName(p_.schedule))}, {"remat", (int64_t)p_.remat},
-                 {"label", p_.name + " (" + scheduleName(p_.schedule) + ", " + std::to_string(G) + " groups, " +
-                               std::to_string(M_) + " micro-batches)"},
-                 {"predicted_bubble", std::vector<double>{bubble_}},
-                 {"mesh", (int64_t)p_.mesh}, {"stage_axis", (int64_t)p_.stageAxis}, {"channel_ends", channelEnds}};
+  std::vector<std::pair<int, int>> ends(channels.size());  // per channel: (sending stage, receiving stage)
+  for (const auto &[key, id] : channels) ends[(size_t)id] = {std::get<1>(key), std::get<2>(key)};
+  Eqn pipe = pipelineEqn(V.loc, consts, programs, ends, p_.remat);
   // A gradient only one group computes is that group's result itself; the others are summed.
   std::vector<int> partsOf(wrt_.size(), 0);
   for (int g = 0; g < G; ++g)

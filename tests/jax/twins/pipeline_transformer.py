@@ -9,19 +9,12 @@ import os, sys; sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspa
 import numpy as np
 import twin
 from twin import jax, jnp, P, smap
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from transformer import layer_norm, gelu  # noqa: E402  (the unpipelined sample's twin: the same block)
 
 PROGRAM = "samples/pipeline_transformer.smp"
 m = twin.mesh(("data", 2), ("model", 2))
 COL, ROW = P(None, "model"), P("model", None)
-
-
-def layer_norm(x, g, b, eps=1e-5):  # stdlib/nn.smp
-    d = x - jnp.mean(x, axis=-1, keepdims=True)
-    return d / jnp.sqrt(jnp.mean(d * d, axis=-1, keepdims=True) + eps) * g + b
-
-
-def gelu(x):  # the tanh approximation, as stdlib/nn.smp
-    return 0.5 * x * (1.0 + jnp.tanh(np.sqrt(2.0 / np.pi).astype(np.float32) * (x + 0.044715 * x ** 3)))
 
 
 @smap(m, (P("data", None), P(), P(), P(), P(), COL, COL, COL, ROW), P("data", None, None))
