@@ -48,7 +48,7 @@ SVal Sema::eval(const ast::Expr &e) {
   case ast::Expr::Name:
     if (!e.module.empty())  // `p.w` of a record bound to p
       if (Scope *s = findScope(e.module); s && s->names[e.module].kind == SVal::Tuple)
-        return field(s->names[e.module], e.name, e.loc);
+        return imported(field(s->names[e.module], e.name, e.loc), s, e.loc);  // (the field alone captured)
     if (!e.module.empty() && arrayNamed(e.module)) {
       if (e.name == "ndim" || e.name == "size") return SVal::staticInteger(*staticIntOpt(e), false, e.loc);
       if (e.name == "shape")

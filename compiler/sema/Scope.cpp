@@ -48,7 +48,10 @@ SVal Sema::lookup(const std::string &name, Loc loc) {
          near.empty() ? "bind it first with `let " + name + " = ...;`"
                       : "did you mean " + near + "?");
   }
-  SVal v = s->names[name];
+  return imported(s->names[name], s, loc);
+}
+
+SVal Sema::imported(SVal v, Scope *s, Loc loc) {
   std::function<void(SVal &)> import = [&](SVal &x) {
     x.loc = loc;
     if (x.kind == SVal::Array) x.value = importValue(cur_, x.value, s->owner);

@@ -217,6 +217,9 @@ public:
   // ---- scopes (Scope.cpp)
   void bind(const std::string &name, SVal v);
   SVal lookup(const std::string &name, Loc loc);
+  // `v` (bound in scope `s`, or part of what is) as the current body sees it: each array leaf
+  // imported (captured by the bodies in between).
+  SVal imported(SVal v, Scope *s, Loc loc);
   Scope *findScope(const std::string &name);
   ir::Value *importValue(FuncCtx *ctx, ir::Value *v, FuncCtx *owner);
   std::string closestName(const std::string &name, const std::vector<std::string> &cands);

@@ -21,6 +21,7 @@
 #include "rules/Rules.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -214,7 +215,7 @@ void Splitter::analyseEqns(const Func &f) {
       for (const Value *o : e.outs) info_[o] = out;
       continue;
     }
-    if (in.tail)
+    if (in.tail && e.prim != Prim::Loop)  // (a loop may carry a sum beside its examples: its body says)
       fail(DiagId::PipelineNotSplittable, e.loc,
            "'" + std::string(primName(e.prim)) + "' combines per-example values with a sum over the batch",
            "a pipeline computes each micro-batch's examples alone; normalise by statistics of the batch data "
@@ -232,6 +233,10 @@ void Splitter::analyseEqns(const Func &f) {
                "examples");
     }
     const std::vector<int> axes = split->axes;
+    if (e.prim == Prim::Loop) {
+      splitLoop(e, in);
+      continue;
+    }
     if (e.prim == Prim::Shmap) {
       splitShmap(e, in);
       continue;
@@ -240,12 +245,64 @@ void Splitter::analyseEqns(const Func &f) {
       splitCollective(e, in, *f.mesh);
       continue;
     }
-    splitEqn(e, in, inBody);
+    splitEqn(e, in, inBody || loopDepth_ > 0);
     for (const Value *o : e.outs) {
       Info &i = info_[o];
       i.varies = in.varies;
       if (i.split >= 0) i.axes = axes;
     }
+  }
+}
+
+void Splitter::splitLoop(const Eqn &e, const Info &in) {
+  const Func &b = *e.bodies[0];
+  const size_t consts = (size_t)e.intParam("num_consts");
+  // The body's parameters (i, consts..., carries...) as the operands; a carry whose examples
+  // the body introduces (a splat or broadcast to fill, as scan's stacked outputs start) is
+  // per example from the start. Round until the carries' results agree with their parameters.
+  std::vector<Info> carry;
+  for (const Value *v : e.ins) carry.push_back(info_[v]);
+  splitBodies_.insert(&b);
+  ++loopDepth_;
+  std::function<void(const Func &)> forget = [&](const Func &f) {  // (a round's slices: the next decides again)
+    for (const Eqn &x : f.eqns) {
+      slices_.erase(&x);
+      for (const Func *nested : x.bodies) forget(*nested);
+    }
+  };
+  for (int round = 0;; ++round) {
+    forget(b);
+    info_[b.params[0]] = Info{};
+    for (size_t k = 0; k < e.ins.size(); ++k) info_[b.params[k + 1]] = carry[k];
+    analyseEqns(b);
+    bool again = false;
+    for (size_t c = 0; consts + c < e.ins.size(); ++c) {
+      Info &p = carry[consts + c];
+      const Info &r = info_[b.results[c]];
+      if (r.split != p.split || r.axes != p.axes) {
+        if (p.split >= 0 || round > 2)
+          fail(DiagId::PipelineNotSplittable, e.loc,
+               "the loop's carry " + std::to_string(c) + " holds its examples along dimension " +
+                   std::to_string(p.split) + " but its step returns them along dimension " + std::to_string(r.split),
+               "keep each carry's batch dimension where the loop starts it");
+        p.split = r.split;
+        p.axes = r.axes;
+        std::vector<std::pair<int, int>> &sliced = slices_[&e];  // (the initial value made at micro-batch size)
+        sliced.push_back({(int)(consts + c), r.split});
+        again = true;
+      }
+      if ((r.batch && !p.batch) || (r.theta && !p.theta) || (r.tail && !p.tail) || (r.varies & ~p.varies)) {
+        p.batch |= r.batch, p.theta |= r.theta, p.tail |= r.tail, p.varies |= r.varies;
+        again = true;
+      }
+    }
+    if (!again) break;
+  }
+  --loopDepth_;
+  for (size_t c = 0; c < e.outs.size(); ++c) {
+    Info out = info_[b.results[c]];
+    out.batch |= in.batch;
+    info_[e.outs[c]] = out;
   }
 }
 
@@ -355,8 +412,9 @@ void Splitter::splitEqn(const Eqn &e, const Info &in, bool inBody) {
   const std::string prim = primName(e.prim);
   auto wholeBatchInBody = [&] {
     fail(DiagId::PipelineNotSplittable, e.loc,
-         "'" + prim + "' reduces the batch's data over its examples inside a shmap, which runs once per micro-batch",
-         "compute the whole batch's statistic outside the shmap (in the stage's own code) and pass it in");
+         "'" + prim + "' reduces the batch's data over its examples inside a shmap or loop, which runs once per "
+         "micro-batch",
+         "compute the whole batch's statistic outside it (in the stage's own code) and pass it in");
   };
   rules::FactorRule r = rules::rulesOf(e.prim).sharding(e);
   if (r.kind != rules::FactorRule::Factors) {
@@ -371,7 +429,8 @@ void Splitter::splitEqn(const Eqn &e, const Info &in, bool inBody) {
     fail(DiagId::PipelineNotSplittable, e.loc,
          "'" + prim + "' of per-example values is not split into micro-batches yet",
          primInfo(e.prim).kind == PrimKind::HigherOrder
-             ? "a pipeline stage's loops and conditionals may read parameters but not the batch yet (its shmaps may)"
+             ? "a pipeline stage's while loops and conditionals may read parameters but not the batch yet (its shmaps "
+               "and for loops may)"
              : "compute it from the batch's data alone, or outside the pipeline");
   }
   std::vector<int> outSplit(e.outs.size(), -1);
@@ -452,6 +511,10 @@ void Splitter::checkAffine(const Eqn &e) {
   case Prim::DynamicSlice:
     ok = true;
     for (size_t i = 1; i < e.ins.size(); ++i) ok &= !tail(i);
+    break;
+  case Prim::DynamicUpdateSlice:  // (a scan stacking its steps' sums)
+    ok = true;
+    for (size_t i = 2; i < e.ins.size(); ++i) ok &= !tail(i);
     break;
   default: break;
   }

@@ -61,6 +61,10 @@ private:
   // examples), its results per example where the out_specs put the examples back in order.
   void splitShmap(const Eqn &e, const Info &in);
 
+  // A loop with per-example operands: its body analysed with its carries per example where
+  // their initial values are, or where its step makes them so.
+  void splitLoop(const Eqn &e, const Info &in);
+
   // A collective of a per-example value: which axes split its examples afterwards, refused
   // where it would combine different devices' examples.
   void splitCollective(const Eqn &e, const Info &in, const Mesh &mesh);
@@ -150,6 +154,7 @@ private:
   const double bubble_;
   size_t vIndex_ = 0, n_ = 0;
   int64_t submesh_ = -1;
+  int loopDepth_ = 0;  // analysing a loop's body (no value of the whole batch computed first there)
   Func *T_ = nullptr;
   std::vector<bool> batchParam_;
   std::vector<int64_t> wrt_;
