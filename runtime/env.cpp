@@ -53,6 +53,8 @@ const Variable kVariables[] = {
     {"SHMAP_REDUCE_LOCALLY_FIRST", {"0", "1", nullptr}, nullptr, "0 or 1"},
     {"SHMAP_MPI_MAX_MESSAGE", {nullptr}, takesMessageBytes,
      "a number of bytes from 1 to 2147483646"},
+    {"SHMAP_MPI_MAX_TAG", {nullptr}, takesMessageBytes, "a number from 1 to 2147483646 (the largest tag a "
+     "pipeline's messages use)"},
     {"SHMAP_COLLECTIVE_TIMEOUT", {nullptr}, takesSeconds,
      "a number of seconds above 0 (how long a device may wait at a collective for the rest of its "
      "group; default 300)"},

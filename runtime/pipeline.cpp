@@ -170,6 +170,7 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
   if (!run.peer.empty()) {
     // This rank's group alone, with every core, its stage shmaps on the group's ranks; then
     // every group's results from its first rank.
+    pipe_prepare(channels);
     enter_rank_group(run.peer[(size_t)mine]);
     program(mine);
     leave_rank_group();

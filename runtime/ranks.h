@@ -168,6 +168,8 @@ void leave_rank_group();
 // until pipe_sends_done, which waits for every one); a receive waits for its message (polling,
 // so that a stopping run or a message later than `timeout` seconds ends it). pipe_bcast: `bytes`
 // at `buf` from rank `root` to every rank. Never called on one process.
+// Before a pipeline's run, on every rank at once: the communicators its `channels` messages go on.
+void pipe_prepare(int channels);
 void pipe_send_to(int rank, int tag, const void *data, int64_t bytes);
 void pipe_recv_from(int rank, int tag, void *dst, int64_t bytes, double timeout);
 void pipe_sends_done();

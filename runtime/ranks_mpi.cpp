@@ -754,22 +754,26 @@ void ranks_barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "waiting for the other
 namespace shm {
 
 namespace {
-MPI_Comm pipe_comm() {  // (made at the first message, on every rank: a pipeline runs everywhere)
-  static MPI_Comm comm = [] {
-    MPI_Comm c;
-    check(MPI_Comm_dup(MPI_COMM_WORLD, &c), "making the pipelines' communicator");
-    return c;
-  }();
-  return comm;
-}
-int pipe_tag(int tag) {
-  static const int tag_ub = [] {
+// A channel's tag is its number modulo the tags MPI allows (MPI_TAG_UB + 1, at least 32768;
+// SHMAP_MPI_MAX_TAG lowers the bound so the tests run this path): channels beyond them go on
+// further communicators of the pipelines' own, so no two channels between two ranks share a
+// (communicator, tag) and a message can only match its own receive.
+int pipe_tags() {
+  static const int n = [] {
     int *ub = nullptr, found = 0;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
-    return found && ub && *ub > 32767 ? *ub : 32767;
+    long long tags = found && ub && *ub >= 32767 ? (long long)*ub + 1 : 32768;
+    if (const char *e = std::getenv("SHMAP_MPI_MAX_TAG"); e && *e) tags = std::min(tags, std::atoll(e) + 1);
+    return (int)std::max(1LL, std::min(tags, (long long)INT_MAX));
   }();
-  return tag % tag_ub;
+  return n;
 }
+std::vector<MPI_Comm> g_pipe_comms;
+MPI_Comm pipe_comm(int channel = 0) {
+  if (g_pipe_comms.empty()) pipe_prepare(1);
+  return g_pipe_comms.at((size_t)(channel / pipe_tags()));
+}
+int pipe_tag(int channel) { return channel % pipe_tags(); }
 struct PendingSend {
   std::vector<char> data;
   MPI_Request request;
@@ -777,11 +781,20 @@ struct PendingSend {
 std::vector<std::unique_ptr<PendingSend>> g_pipe_sends;
 } // namespace
 
+void pipe_prepare(int channels) {
+  const size_t need = (size_t)std::max(1, (channels + pipe_tags() - 1) / pipe_tags());
+  while (g_pipe_comms.size() < need) {
+    MPI_Comm c;
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &c), "making the pipelines' communicator");
+    g_pipe_comms.push_back(c);
+  }
+}
+
 void pipe_send_to(int rank, int tag, const void *data, int64_t bytes) {
   if (bytes > (int64_t)INT32_MAX) fatalf("a pipeline message of %lld bytes (more than MPI's int count)", (long long)bytes);
   auto p = std::make_unique<PendingSend>();
   p->data.assign((const char *)data, (const char *)data + bytes);
-  check(MPI_Isend(p->data.data(), (int)bytes, MPI_BYTE, rank, pipe_tag(tag), pipe_comm(), &p->request),
+  check(MPI_Isend(p->data.data(), (int)bytes, MPI_BYTE, rank, pipe_tag(tag), pipe_comm(tag), &p->request),
         "a pipeline message (MPI_Isend)");
   g_pipe_sends.push_back(std::move(p));
 }
@@ -789,7 +802,8 @@ void pipe_send_to(int rank, int tag, const void *data, int64_t bytes) {
 void pipe_recv_from(int rank, int tag, void *dst, int64_t bytes, double timeout) {
   if (bytes > (int64_t)INT32_MAX) fatalf("a pipeline message of %lld bytes (more than MPI's int count)", (long long)bytes);
   MPI_Request request;
-  check(MPI_Irecv(dst, (int)bytes, MPI_BYTE, rank, pipe_tag(tag), pipe_comm(), &request), "a pipeline message (MPI_Irecv)");
+  check(MPI_Irecv(dst, (int)bytes, MPI_BYTE, rank, pipe_tag(tag), pipe_comm(tag), &request),
+        "a pipeline message (MPI_Irecv)");
   const auto start = std::chrono::steady_clock::now();
   for (int flag = 0;;) {
     MPI_Status status;

@@ -85,6 +85,8 @@ def main():
                ("SHMAP_MPI_MAX_MESSAGE", "12abc", "a number of bytes"),
                ("SHMAP_MPI_MAX_MESSAGE", "2147483647", "a number of bytes"),
                ("SHMAP_MPI_MAX_MESSAGE", "99999999999999999999999", "a number of bytes"),
+               ("SHMAP_MPI_MAX_TAG", "0", "a number from 1 to 2147483646 (the largest tag a pipeline's messages use)"),
+               ("SHMAP_MPI_MAX_TAG", "x", "a number from 1"),
                ("SHMAP_COLLECTIVE_TIMEOUT", "abc", "a number of seconds above 0 (how long a device may wait"),
                ("SHMAP_COLLECTIVE_TIMEOUT", "0", "a number of seconds above 0"),
                ("SHMAP_COLLECTIVE_TIMEOUT", "-1", "a number of seconds above 0"),
@@ -99,7 +101,7 @@ def main():
                    "status %d\nstdout: %s\nstderr: %s" % (r.returncode, r.stdout, r.stderr))
         good = [("SHMAP_THREADS", "spawn"), ("SHMAP_THREADS", "pool"), ("SHMAP_THREADS", ""), ("SHMAP_STATS", "0"),
                 ("SHMAP_BLAS", "onednn"), ("SHMAP_BLAS", "openblas"), ("SHMAP_LOG_RANKS", "0"),
-                ("SHMAP_MPI_MAX_MESSAGE", "7"), ("SHMAP_CHECK_COLLECTIVES", "1"),
+                ("SHMAP_MPI_MAX_MESSAGE", "7"), ("SHMAP_MPI_MAX_TAG", "2"), ("SHMAP_CHECK_COLLECTIVES", "1"),
                 ("SHMAP_COLLECTIVE_TIMEOUT", ""), ("SHMAP_COLLECTIVE_TIMEOUT", "0.5"),
                 ("SHMAP_COLLECTIVE_TIMEOUT", "30")]
         for name, value in good:

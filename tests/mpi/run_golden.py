@@ -17,11 +17,15 @@ its smallest mesh has devices, naming a mesh that does not fit. A program expect
 the same output and fail too; each `shmap runtime error:` message of the threaded run must
 come from a rank (`shmap runtime error: rank R: ...`).
 
+--max-tag=T runs them with SHMAP_MPI_MAX_TAG=T: a pipeline's messages use tags 0..T, the channels
+beyond on further communicators (the path of pipelines with more channels than MPI has tags),
+which must give the same output.
+
 --max-message=B runs the programs with SHMAP_MPI_MAX_MESSAGE=B: every transfer between ranks
 larger than B bytes goes as messages of at most B bytes (the path of transfers too large for
 one MPI call, over 2^31 - 1 bytes), which must give the same output.
 
-    python3 tests/mpi/run_golden.py --shmapc build/compiler/shmapc [--max-message=B] [PROGRAMS...]"""
+    python3 tests/mpi/run_golden.py --shmapc build/compiler/shmapc [--max-message=B] [--max-tag=T] [PROGRAMS...]"""
 import argparse
 import difflib
 import glob
@@ -154,10 +158,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shmapc", required=True)
     ap.add_argument("--max-message", type=int)
+    ap.add_argument("--max-tag", type=int)
     ap.add_argument("programs", nargs="*")
     a = ap.parse_args()
     if a.max_message:
         MPIRUN.extend(["-x", "SHMAP_MPI_MAX_MESSAGE=%d" % a.max_message])
+    if a.max_tag:
+        MPIRUN.extend(["-x", "SHMAP_MPI_MAX_TAG=%d" % a.max_tag])
     shmapc = os.path.abspath(a.shmapc)
     os.chdir(ROOT)
     progs = a.programs or golden.run_programs()
