@@ -40,6 +40,7 @@ struct PipelineRun {
   const int32_t *ends = nullptr;      // per channel: its sending and receiving group
   std::vector<std::vector<int>> peer;  // [group][place in group] -> rank; empty: one process
   int place = 0;                       // this rank's place in its group
+  int64_t flow_base = 0;               // --trace: message c's arrow is flow_base + c
 };
 PipelineRun *g_run = nullptr;
 
@@ -125,6 +126,9 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
   PipelineRun run;
   for (int32_t c = 0; c < channels; ++c) run.channels.push_back(std::make_unique<Channel>());
   run.ends = channel_ends;
+  static int64_t flows = 0;  // (every run's arrows numbered apart; every rank numbers them alike)
+  run.flow_base = flows;
+  flows += channels;
   int mine = 0;
   run.peer = rank_groups(groups, mesh_rank, mesh_sizes, stage_axis, mine, run.place);
   g_run = &run;
@@ -234,7 +238,10 @@ extern "C" void shm_pipe_send(int32_t c, const void *src, int64_t bytes) {
   Channel &ch = channel(c, "shm_pipe_send");
   count_message(bytes, true);
   TraceScope span("send a message", "message");
-  if (span.name) span.args = "\"channel\":" + std::to_string(c) + ",\"bytes\":" + std::to_string(bytes);
+  if (span.name) {
+    span.args = "\"channel\":" + std::to_string(c) + ",\"bytes\":" + std::to_string(bytes);
+    trace_flow("message", true, g_run->flow_base + c);
+  }
   if (!g_run->peer.empty()) {
     pipe_send_to(g_run->peer[(size_t)g_run->ends[2 * c + 1]][(size_t)g_run->place], c, src, bytes);
     return;
@@ -264,6 +271,7 @@ extern "C" void shm_pipe_recv(int32_t c, void *dst, int64_t bytes) {
   } waited{start};
   if (!g_run->peer.empty()) {
     pipe_recv_from(g_run->peer[(size_t)g_run->ends[2 * c]][(size_t)g_run->place], c, dst, bytes, timeout);
+    if (span.name) trace_flow("message", false, g_run->flow_base + c);
     return;
   }
   std::unique_lock<std::mutex> lk(ch.m);
@@ -280,6 +288,7 @@ extern "C" void shm_pipe_recv(int32_t c, void *dst, int64_t bytes) {
            (long long)bytes);
   std::memcpy(dst, ch.data.data(), (size_t)bytes);
   ch.full = false;
+  if (span.name) trace_flow("message", false, g_run->flow_base + c);
   SHM_GUARD_END("shm_pipe_recv")
 }
 

@@ -55,6 +55,13 @@ void write_events(std::FILE *f, int pid, int tid, std::vector<TraceEvent> events
     return a.ts != b.ts ? a.ts < b.ts : a.dur > b.dur;
   });
   for (const TraceEvent &e : events) {
+    if (e.ph != 'X') {  // a flow arrow's end ("bp":"e": bound to the span it lies in)
+      std::fprintf(f, "%s\n{\"name\":%s,\"cat\":\"%s\",\"ph\":\"%c\",\"ts\":%.3f,\"pid\":%d,\"tid\":%d,\"id\":%lld%s}",
+                   first ? "" : ",", quoted(e.name).c_str(), e.cat, e.ph, e.ts, pid, tid, (long long)e.flow,
+                   e.ph == 'f' ? ",\"bp\":\"e\"" : "");
+      first = false;
+      continue;
+    }
     std::fprintf(f, "%s\n{\"name\":%s,\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d", first ? "" : ",",
                  quoted(e.name).c_str(), e.cat, e.ts, e.dur < 0 ? 0.0 : e.dur, pid, tid);
     if (!e.args.empty()) std::fprintf(f, ",\"args\":{%s}", e.args.c_str());
@@ -76,11 +83,18 @@ static std::mutex g_host_lock;  // (the host track's)
 TraceTrack *current_track() { return t_track ? t_track : &g_host; }
 
 void trace_span(const char *name, const char *cat, double t0, std::string args) {
-  TraceEvent e{name, cat, t0, trace_now() - t0, std::move(args)};
+  TraceEvent e{name, cat, t0, trace_now() - t0, std::move(args), 'X', 0};
   if (t_track) return t_track->events.push_back(std::move(e));
   std::lock_guard<std::mutex> hold(g_host_lock);
   g_host.events.push_back(std::move(e));
 }
+void trace_flow(const char *name, bool start, int64_t id) {
+  TraceEvent e{name, "message", trace_now(), 0, "", start ? 's' : 'f', id};
+  if (t_track) return t_track->events.push_back(std::move(e));
+  std::lock_guard<std::mutex> hold(g_host_lock);
+  g_host.events.push_back(std::move(e));
+}
+
 void set_current_track(TraceTrack *t) { t_track = t; }
 TraceTrack *thread_track() { return t_track; }
 

@@ -24,6 +24,8 @@ struct TraceEvent {
   const char *cat;   // "shmap", "collective", "wait", "compute"
   double ts, dur;    // microseconds since the trace started
   std::string args;  // a JSON object's members, or ""
+  char ph = 'X';     // 'X' a span; 's' / 'f' the start / end of flow arrow `flow`
+  int64_t flow = 0;
 };
 
 // The events of one track (a device during one shmap call, or the host).
@@ -62,6 +64,9 @@ constexpr int kGroupTrackBase = 1 << 20;
 // d + (g + 1) * kGroupDeviceTracks (a mesh has at most SHM_MAX_DEVICES).
 constexpr int kGroupDeviceTracks = 1 << 14;
 void trace_merge_group(int group, TraceTrack &t);
+// An arrow from where a message is sent (start) to where it is received (!start), on the
+// current track at this moment: both ends name the same `id`.
+void trace_flow(const char *name, bool start, int64_t id);
 // A span name made at run time ("F s1 mb5"), kept for the rest of the run.
 const char *trace_name(const std::string &name);
 // Writes the file (at the end of the program; a no-op if tracing is off).

@@ -74,7 +74,7 @@ def problems_of(trace, stats, comm=None, prog=None):
     events = trace.get("traceEvents") if isinstance(trace, dict) else None
     if not isinstance(events, list):
         return ["no traceEvents list"]
-    names, tracks = {}, collections.defaultdict(list)
+    names, tracks, flows = {}, collections.defaultdict(list), collections.defaultdict(list)
     for e in events:
         if not all(k in e for k in ("name", "ph", "pid", "tid")):
             return ["an event without name, ph, pid or tid: %r" % e]
@@ -85,8 +85,15 @@ def problems_of(trace, stats, comm=None, prog=None):
             if not isinstance(e.get("ts"), (int, float)) or not isinstance(e.get("dur"), (int, float)) or e["dur"] < 0:
                 return ["a complete event without ts or a dur >= 0: %r" % e]
             tracks[(e["pid"], e["tid"])].append(e)
+        elif e["ph"] in ("s", "f"):  # a pipeline message's arrow, from its send to its receive
+            if not isinstance(e.get("id"), int) or not isinstance(e.get("ts"), (int, float)):
+                return ["a flow event without an id or ts: %r" % e]
+            flows[e["id"]].append(e["ph"])
         else:
-            return ["an event of phase %r (only X and M are written)" % e["ph"]]
+            return ["an event of phase %r (only X, M, s and f are written)" % e["ph"]]
+    for flow, ends in flows.items():
+        if sorted(ends) != ["f", "s"]:
+            out.append("flow %d has the ends %s, not one start and one finish" % (flow, ends))
     for key in tracks:
         if key not in names:
             out.append("track %r has no name" % (key,))
