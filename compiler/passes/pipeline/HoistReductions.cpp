@@ -34,6 +34,9 @@ public:
   StageHoist(Module &m, Func &P) : m_(m), P_(P) {}
 
   void run() {
+    // (with remat the backward steps are still calls of the stage's derived function: their
+    // shmaps inlined here, as keep-stage-residuals does otherwise)
+    inlineCallsIn(m_, P_);
     std::map<const Value *, size_t> def;
     std::map<const Value *, int> uses;
     for (size_t i = 0; i < P_.eqns.size(); ++i) {
