@@ -257,6 +257,7 @@ struct PipelineFunc {
   int64_t numStages() const;     // the stage axis's size times virtualStages
   int64_t stageAxisSize = 1;
   std::vector<PipelineStage> stages;  // filled by the split-micro-batches pass
+  int64_t submesh = -1;  // the stage submesh its stages' shmaps run on (a module mesh), if any
 };
 
 struct Module {

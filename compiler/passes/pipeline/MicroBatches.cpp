@@ -42,6 +42,11 @@ bool hasVjp(const Func &f) {
 
 int64_t flopsOf(const Eqn &e) {
   if (e.outs.empty()) return 0;
+  if (e.prim == Prim::Shmap) {  // its body's, on every device of its mesh
+    int64_t body = 0;
+    for (const Eqn &x : e.bodies[0]->eqns) body += flopsOf(x);
+    return body * e.bodies[0]->mesh->numDevices();
+  }
   const Type &t = e.outs[0]->type;
   if (!isFloat(t.dtype)) return 0;
   if (e.prim == Prim::Matmul) {
@@ -51,6 +56,7 @@ int64_t flopsOf(const Eqn &e) {
   }
   if (e.prim == Prim::ReduceSum || e.prim == Prim::ReduceMax || e.prim == Prim::ReduceMin)
     return e.ins[0]->type.numElements();
+
   PrimKind k = primInfo(e.prim).kind;
   return k == PrimKind::Unary || k == PrimKind::Binary ? t.numElements() : 0;
 }
@@ -569,7 +575,9 @@ void Splitter::recordStages(int64_t stages) {
     }
     PipelineStage &st = p_.stages[(size_t)stageOf_[idx]];
     ++st.eqns;
-    st.flops += flopsOf(e) / (!e.outs.empty() && info_[e.outs[0]].split >= 0 ? M_ : 1);
+    bool perExample = !e.outs.empty() && info_[e.outs[0]].split >= 0;
+    for (const Value *v : e.ins) perExample |= info_[v].split >= 0;  // (a shmap of the examples)
+    st.flops += flopsOf(e) / (perExample ? M_ : 1);
     for (const Value *v : e.ins) {
       auto it = definedIn.find(v);
       if (it == definedIn.end()) continue;

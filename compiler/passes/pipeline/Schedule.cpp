@@ -352,6 +352,13 @@ std::string printStages(const ir::Module &m) {
   std::string out;
   for (const ir::PipelineFunc &p : m.pipelines) {
     out += header(m, p);
+    if (p.submesh >= 0) {  // "  each stage's shmaps on its slice m/stage (data=2, model=2)"
+      const ir::Mesh &sub = *m.meshes[(size_t)p.submesh];
+      std::string axes;
+      for (size_t a = 0; a < sub.axes.size(); ++a)
+        axes += (a ? ", " : "") + sub.axes[a] + "=" + std::to_string(sub.sizes[a]);
+      out += "  each stage's shmaps on its device group's slice " + sub.name + " (" + axes + ")\n";
+    }
     for (size_t k = 0; k < p.stages.size(); ++k) {
       const ir::PipelineStage &st = p.stages[k];
       out += "  stage " + std::to_string(k) + " (device group " + std::to_string(k % (size_t)p.stageAxisSize) +

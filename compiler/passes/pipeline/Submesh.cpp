@@ -34,7 +34,7 @@ int64_t Splitter::stageSubmesh() {
       sub->axes.push_back(mesh.axes[a]);
       sub->sizes.push_back(mesh.sizes[a]);
     }
-  submesh_ = (int64_t)m_.meshes.size();
+  submesh_ = p_.submesh = (int64_t)m_.meshes.size();
   m_.meshes.push_back(std::move(sub));
   return submesh_;
 }
