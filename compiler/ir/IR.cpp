@@ -46,7 +46,9 @@ bool scheduleFromName(const std::string &name, Schedule &out) {
   return false;
 }
 
-int64_t PipelineFunc::numStages() const { return stageAxisSize * virtualStages; }
+int64_t PipelineFunc::numStages() const {
+  return placement.empty() ? stageAxisSize * virtualStages : (int64_t)placement.size();
+}
 
 const char *dtypeName(DType t) {
   switch (t) {
@@ -97,6 +99,12 @@ int64_t Type::byteSize() const {
 }
 
 int64_t Mesh::numDevices() const { return saturatingProduct(sizes); }
+
+int64_t Mesh::groupSize(AxisSet axes) const {
+  int64_t n = 1;
+  for (int64_t a : axisList(axes)) n *= sizes[(size_t)a];
+  return n;
+}
 
 int Mesh::axisIndex(const std::string &axis) const {
   for (size_t i = 0; i < axes.size(); ++i)

@@ -74,6 +74,7 @@ struct Mesh {
   int64_t sliceOf = -1;
   int64_t numDevices() const;
   int axisIndex(const std::string &axis) const;  // -1 if unknown
+  int64_t groupSize(AxisSet axes) const;  // devices in a group along `axes`: their sizes' product
 };
 
 // A partition spec: for each array dimension, the mesh axis indices it is split over,
@@ -254,8 +255,16 @@ struct PipelineFunc {
   Loc microbatchesLoc, scheduleLoc;
   std::vector<int> batchLeaves;  // func->params indices split into micro-batches (dimension 0)
   std::vector<Loc> batchLocs;    // where each leaf's parameter is named in batch=
-  int64_t numStages() const;     // the stage axis's size times virtualStages
+  int64_t numStages() const;     // placement's length, or the stage axis's size times virtualStages
   int64_t stageAxisSize = 1;
+  // placement=: each stage's device group (slice of the stage axis); empty: stage k on group k mod
+  // the stage axis's size.
+  std::vector<int> placement;
+  Loc placementLoc;
+  // order=: each device group's steps as written ("F0.0 B0.0 ..."), empty for the schedule's own.
+  std::vector<std::string> order;
+  std::vector<Loc> orderLocs;
+  Loc orderLoc;
   std::vector<PipelineStage> stages;  // filled by the split-micro-batches pass
   int64_t submesh = -1;  // the stage submesh its stages' shmaps run on (a module mesh), if any
 };

@@ -472,22 +472,26 @@ JitAttrs Parser::parseJitAttrs() {
 // pipelineAttrs = "@" "pipeline" "(" pipelineAttr { "," pipelineAttr } ")" ;
 // pipelineAttr = "mesh" "=" IDENT | "axis" "=" STRING | "microbatches" "=" INT
 //              | "schedule" "=" STRING | "virtual_stages" "=" INT | "remat" "=" boolLit
-//              | "batch" "=" ( IDENT | "(" IDENT { "," IDENT } [ "," ] ")" ) ;
+//              | "batch" "=" ( IDENT | "(" IDENT { "," IDENT } [ "," ] ")" )
+//              | "placement" "=" "(" INT { "," INT } [ "," ] ")"
+//              | "order" "=" "(" STRING { "," STRING } [ "," ] ")" ;
 PipelineAttrs Parser::parsePipelineAttrs() {
   PipelineAttrs a;
   a.loc = take().loc;  // '@'
   take();              // 'pipeline'
-  const char *known = "the attributes are mesh, axis, microbatches, schedule, virtual_stages, batch, remat";
+  const char *known =
+      "the attributes are mesh, axis, microbatches, schedule, virtual_stages, batch, remat, placement, order";
   const char *shape = "write '@pipeline(mesh=M, axis=\"stage\", microbatches=8, schedule=\"1f1b\", batch=(x, y))'";
   expect(Tok::LParen, "after '@pipeline'", shape);
   bool sawMesh = false, sawAxis = false, sawMb = false, sawSchedule = false, sawVirtual = false, sawBatch = false,
-       sawRemat = false;
+       sawRemat = false, sawPlacement = false, sawOrder = false;
   do {
     if (!at(Tok::Ident) && !at(Tok::KwMesh)) fail(DiagId::BadPipelineAttr, "an attribute name in @pipeline(...)", known);
     const Token &key = take();
     bool *seen = key.text == "mesh" ? &sawMesh : key.text == "axis" ? &sawAxis : key.text == "microbatches" ? &sawMb
                  : key.text == "schedule" ? &sawSchedule : key.text == "virtual_stages" ? &sawVirtual
-                 : key.text == "batch" ? &sawBatch : key.text == "remat" ? &sawRemat : nullptr;
+                 : key.text == "batch" ? &sawBatch : key.text == "remat" ? &sawRemat
+                 : key.text == "placement" ? &sawPlacement : key.text == "order" ? &sawOrder : nullptr;
     if (!seen) diags_.fatal(DiagId::BadPipelineAttr, key.loc, "unknown @pipeline attribute '" + key.text + "'", known);
     if (*seen)
       diags_.fatal(DiagId::BadPipelineAttr, key.loc, "@pipeline attribute '" + key.text + "' given twice", "remove one of them");
@@ -513,6 +517,26 @@ PipelineAttrs Parser::parsePipelineAttrs() {
         diags_.fatal(DiagId::BadPipelineAttr, t.loc, key.text + " must be at least 1", "write " + key.text + "=4");
       (seen == &sawMb ? a.microbatches : a.virtualStages) = t.intValue;
       (seen == &sawMb ? a.microbatchesLoc : a.virtualStagesLoc) = t.loc;
+    } else if (seen == &sawPlacement || seen == &sawOrder) {
+      const bool placement = seen == &sawPlacement;
+      const char *example = placement ? "write placement=(0, 1, 1, 0): the device group of each stage"
+                                      : "write order=(\"F0.0 F0.1 B0.0 B0.1\", ...): each device group's steps";
+      (placement ? a.placementLoc : a.orderLoc) = peek().loc;
+      if (!accept(Tok::LParen)) fail(DiagId::BadPipelineAttr, "'(' after '" + key.text + "='", example);
+      do {
+        if (at(Tok::RParen)) break;
+        if (!at(placement ? Tok::Int : Tok::String))
+          fail(DiagId::BadPipelineAttr, placement ? "a device group's number in placement=(...)" : "a string in order=(...)", example);
+        const Token &t = take();
+        if (placement) {
+          a.placement.push_back(t.intValue);
+          a.placementLocs.push_back(t.loc);
+        } else {
+          a.order.push_back(t.text);
+          a.orderLocs.push_back(t.loc);
+        }
+      } while (accept(Tok::Comma));
+      expect(Tok::RParen, "to close " + key.text + "=(...)", example);
     } else {
       a.batchLoc = peek().loc;
       bool paren = accept(Tok::LParen);

@@ -2,6 +2,8 @@
 // records the instance (ir::Module::pipelines); the split-micro-batches pass does the rest.
 #include "sema/SemaImpl.h"
 
+#include <algorithm>
+
 namespace shmapc::sema {
 
 void Sema::recordPipeline(const ast::FuncDecl &decl, ir::Func &f, const std::vector<ArgDesc> &args) {
@@ -26,6 +28,7 @@ void Sema::recordPipeline(const ast::FuncDecl &decl, ir::Func &f, const std::vec
     fail(DiagId::BadPipelineAttr, a.virtualStagesLoc,
          "virtual_stages=" + std::to_string(a.virtualStages) + " needs schedule=\"interleaved\"",
          "remove virtual_stages, or interleave the stages with schedule=\"interleaved\"");
+  recordPlacement(a, p);
   std::vector<size_t> starts;
   size_t next = 0;
   for (const ArgDesc &d : args) {
@@ -55,6 +58,48 @@ void Sema::recordPipeline(const ast::FuncDecl &decl, ir::Func &f, const std::vec
     }
   }
   module_->pipelines.push_back(std::move(p));
+}
+
+// placement= and order=: checked here against the stage axis; the stages' count against the
+// markers and the orders' steps by the split-micro-batches pass, which builds the schedule.
+void Sema::recordPlacement(const ast::PipelineAttrs &a, ir::PipelineFunc &p) {
+  const int64_t G = p.stageAxisSize;
+  if (a.placementLoc.valid()) {
+    if (a.virtualStages != 1)
+      fail(DiagId::BadPipelineAttr, a.virtualStagesLoc, "virtual_stages= and placement= both say where the stages run",
+           "remove virtual_stages: placement=(0, 1, 0, 1) places stages as virtual_stages=2 does on 2 device groups");
+    if (p.schedule == ir::Schedule::Interleaved)
+      fail(DiagId::BadPipelineAttr, a.scheduleLoc.valid() ? a.scheduleLoc : a.placementLoc,
+           "schedule=\"interleaved\" places its virtual stages round-robin, so it takes no placement=",
+           "choose \"gpipe\", \"1f1b\" or \"zb-h1\": each device group runs its stages' steps in the order the "
+           "schedule gives the stages; or give virtual_stages= instead of placement=");
+    if (a.placement.empty())
+      fail(DiagId::BadPipelineAttr, a.placementLoc, "placement=() places no stage",
+           "give each stage's device group, a slice of the stage axis: placement=(0, 1)");
+    for (size_t k = 0; k < a.placement.size(); ++k) {
+      if (a.placement[k] < 0 || a.placement[k] >= G)
+        fail(DiagId::BadPipelineAttr, a.placementLocs[k],
+             "stage " + std::to_string(k) + " placed on device group " + std::to_string(a.placement[k]) +
+                 ", but the stage axis has " + std::to_string(G) + " slices",
+             "device groups are numbered 0 to " + std::to_string(G - 1) + " along the stage axis");
+      p.placement.push_back((int)a.placement[k]);
+    }
+    for (int64_t g = 0; g < G; ++g)
+      if (std::find(p.placement.begin(), p.placement.end(), (int)g) == p.placement.end())
+        fail(DiagId::BadPipelineAttr, a.placementLoc, "device group " + std::to_string(g) + " holds no stage",
+             "place a stage on every slice of the stage axis (or declare the axis smaller)");
+    p.placementLoc = a.placementLoc;
+  }
+  if (a.orderLoc.valid()) {
+    if ((int64_t)a.order.size() != G)
+      fail(DiagId::BadPipelineAttr, a.orderLoc,
+           "order= gives " + std::to_string(a.order.size()) + " device groups' steps, but the stage axis has " +
+               std::to_string(G) + " slices",
+           "give one string per device group, its steps in the order it runs them");
+    p.order = a.order;
+    p.orderLocs = a.orderLocs;
+    p.orderLoc = a.orderLoc;
+  }
 }
 
 // stage_boundary(): the end of one pipeline stage and the start of the next, in the function a

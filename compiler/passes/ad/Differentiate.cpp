@@ -67,12 +67,6 @@ void linearize(Linearizer &lin) {
 AxisSet allAxes(const Mesh &mesh) { return (AxisSet(1) << mesh.axes.size()) - 1; }
 
 
-int64_t axesSize(const Mesh &mesh, AxisSet s) {
-  int64_t n = 1;
-  for (int64_t a : axisList(s)) n *= mesh.sizes[a];
-  return n;
-}
-
 } // namespace
 
 Func *newFuncLike(Module &m, const Func &f, const std::string &name) {
@@ -156,7 +150,7 @@ Func *Differentiator::vjpFuncFor(Func &f, const std::vector<int64_t> &wrt, bool 
     if (naiveBody) {  // the old rule: divide by the size of the axes the output is unmapped on
       AxisSet unmapped = allAxes(*f.mesh) & ~shmap->specsParam("out_specs")[k].axes();
       if (unmapped)
-        c = tr.b.binary(Prim::Div, c, tr.b.full((double)axesSize(*f.mesh, unmapped), c->type));
+        c = tr.b.binary(Prim::Div, c, tr.b.full((double)f.mesh->groupSize(unmapped), c->type));
     }
     tr.accumulate(lin.tangentOf(res[k]), c);
   }

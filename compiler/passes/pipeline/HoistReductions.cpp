@@ -106,7 +106,7 @@ public:
       const Mesh &mesh = *first.bodies[0]->mesh;
       const PartitionSpec stacked = stackedSpec(spec_.at(plan.result), plan.axes);
       Type global = P_.results[plan.result]->type;
-      global.shape.insert(global.shape.begin(), groupSize(mesh, plan.axes));
+      global.shape.insert(global.shape.begin(), mesh.groupSize(plan.axes));
       for (const Leaf &l : plan.leaves) {
         Eqn &s = P_.eqns[l.eqn];
         Func *&body = rebuilt[l.eqn];
@@ -166,12 +166,6 @@ private:
     auto it = first_.find(plan.result);
     const Eqn &f = *it->second.first;
     return e.intParam("mesh") == f.intParam("mesh") && e.specsParam("out_specs")[k] == spec_.at(plan.result);
-  }
-
-  static int64_t groupSize(const Mesh &mesh, AxisSet axes) {
-    int64_t n = 1;
-    for (int64_t a : axisList(axes)) n *= mesh.sizes[(size_t)a];
-    return n;
   }
 
   // The parameter's spec with a leading dimension split over `axes`.

@@ -89,7 +89,7 @@ void Splitter::rewriteInference(Func &F, Func *mb) {
           continue;
         }
         auto [u, k] = producer.at(src);
-        if (u % G == g) {
+        if (schedule_.groupOf(u) == g) {
           a.push_back(act.at({u, k, m}));
           continue;
         }
@@ -110,11 +110,11 @@ void Splitter::rewriteInference(Func &F, Func *mb) {
         if (v == S - 1 && k >= firstResult) parts[k - firstResult].push_back(outs[k]);
         std::set<int> sentTo;
         for (int w : consumers[{v, (int)k}])
-          if (w % G != g && sentTo.insert(w).second) send(*P, outs[k], channel(v, w, (int)k, m));
+          if (schedule_.groupOf(w) != g && sentTo.insert(w).second) send(*P, outs[k], channel(v, w, (int)k, m));
       }
       marker(*P, step, false);
     }
-    if ((S - 1) % G != g) continue;
+    if (schedule_.groupOf(S - 1) != g) continue;
     // The results, from the micro-batches' parts (in micro-batch order: a group runs its
     // forward steps in it).
     for (size_t r = 0; r < R; ++r) {

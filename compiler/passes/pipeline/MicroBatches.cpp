@@ -325,8 +325,7 @@ void Splitter::splitShmap(const Eqn &e, const Info &in) {
     if (o.split >= 0) {
       p.split = o.split;
       p.axes = axesOf(inSpecs[k], o.split);
-      int64_t devices = 1;
-      for (int a : p.axes) devices *= mesh.sizes[(size_t)a];
+      const int64_t devices = mesh.groupSize(setOf(p.axes));
       const int64_t size = e.ins[k]->type.shape[(size_t)o.split];
       if (size % (M_ * devices) != 0)
         fail(DiagId::PipelineBatch, e.loc,
@@ -396,8 +395,7 @@ void Splitter::splitCollective(const Eqn &e, const Info &in, const Mesh &mesh) {
     if (e.intParam("tiled") == 0 || (!scatter && e.intParam("concat_axis") == x.split))
       refuse("moves the batch dimension", "keep the batch dimension where it is (tiled=true, another concat_axis)");
     if (s == x.split) {
-      int64_t n = 1;
-      for (int a : listed) n *= mesh.sizes[(size_t)a];
+      const int64_t n = mesh.groupSize(setOf(listed));
       const int64_t size = e.ins[0]->type.shape[(size_t)s];
       if (size % (M_ * n) != 0)
         fail(DiagId::PipelineBatch, e.loc,
@@ -544,8 +542,10 @@ void Splitter::checkStages() {
     fail(DiagId::PipelineStages, boundaries_.empty() ? T_->loc : T_->eqns[boundaries_.back()].loc,
          "the differentiated function has " + std::to_string(got) + " stage(s) but the pipeline " + p_.name +
              " runs " + std::to_string(want),
-         "mark " + std::to_string(want - 1) + " stage_boundary() in it: one stage per device group along the "
-         "stage axis" + (p_.virtualStages > 1 ? ", times virtual_stages" : ""));
+         "mark " + std::to_string(want - 1) + " stage_boundary() in it: " +
+             (!p_.placement.empty() ? std::string("one stage per entry of placement=")
+                                    : std::string("one stage per device group along the stage axis") +
+                                          (p_.virtualStages > 1 ? ", times virtual_stages" : "")));
   // Every stage computes something (a constant alone is no stage).
   std::vector<int64_t> work(got, 0);
   for (size_t idx = 0; idx < T_->eqns.size(); ++idx)
@@ -776,11 +776,35 @@ void splitMicroBatches(ir::Module &m, Diagnostics &diags) {
                     "mark the stages in the loss function the pipeline passes to grad");
     // The schedule exists and cannot deadlock (each device group's steps in order).
     PipelineSchedule s;
-    std::string why = makeSchedule(p.schedule, (int)p.stageAxisSize, (int)p.virtualStages, (int)p.microbatches, s);
+    int order = -1, at = -1;
+    std::string why = pipelineSchedule(p, s, order, at);
+    if (!why.empty() && order >= 0) {
+      Loc loc = p.orderLocs[(size_t)order];
+      if (at >= 0) loc.col += 1 + at;  // (a step has no escapes: its column in the string)
+      diags.fatal(DiagId::BadPipelineAttr, loc, why,
+                  "each device group's order lists every step of its stages once: F (forward), B (backward)" +
+                      std::string(p.schedule == Schedule::ZeroBubbleH1 ? ", W (weight gradient)" : "") +
+                      " with the stage and micro-batch, as --emit=schedule prints them");
+    }
     if (!why.empty())
       diags.fatal(DiagId::PipelineBatch, p.microbatchesLoc, why, "choose microbatches= a multiple of the stage axis's size");
     PipelineTimeline t;
-    std::string dead = simulateSchedule(s, t);
+    std::pair<int, size_t> stuck{-1, 0};
+    std::string dead = simulateSchedule(s, t, &stuck);
+    if (!dead.empty() && !p.order.empty()) {
+      Loc loc = p.orderLocs[(size_t)stuck.first];
+      const std::string &text = p.order[(size_t)stuck.first];
+      size_t i = 0;  // the stuck step's column: skip stuck.second steps
+      for (size_t n = 0;; ++n) {
+        while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == ',')) ++i;
+        if (n == stuck.second) break;
+        while (i < text.size() && text[i] != ' ' && text[i] != '\t' && text[i] != ',') ++i;
+      }
+      loc.col += 1 + (int)i;
+      diags.fatal(DiagId::PipelineDeadlock, loc, "this order deadlocks: " + dead,
+                  "run the step that is waited for earlier in its device group's order (--emit=schedule prints an "
+                  "order that runs: the schedule's own)");
+    }
     if (!dead.empty()) throw InternalError("the " + std::string(scheduleName(p.schedule)) + " schedule deadlocks: " + dead);
     pipeline::Splitter(m, p, diags, s, t.bubble()).run();
   }

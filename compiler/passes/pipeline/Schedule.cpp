@@ -104,6 +104,11 @@ std::string stepName(const PipelineStep &s) {
   return std::string(k) + " s" + std::to_string(s.stage) + " mb" + std::to_string(s.mb);
 }
 
+std::string writtenStep(const PipelineStep &s) {
+  const char *k = s.kind == Step::F ? "F" : s.kind == Step::B ? "B" : "W";
+  return std::string(k) + std::to_string(s.stage) + "." + std::to_string(s.mb);
+}
+
 std::string makeSchedule(ir::Schedule kind, int groups, int virtualStages, int microbatches, PipelineSchedule &out) {
   out = PipelineSchedule{};
   out.kind = kind;
@@ -111,6 +116,7 @@ std::string makeSchedule(ir::Schedule kind, int groups, int virtualStages, int m
   out.virtualStages = virtualStages;
   out.microbatches = microbatches;
   out.steps.assign((size_t)groups, {});
+  for (int v = 0; v < groups * virtualStages; ++v) out.placement.push_back(v % groups);
   switch (kind) {
   case ir::Schedule::GPipe: gpipe(out, true); break;
   case ir::Schedule::Inference: gpipe(out, false); break;
@@ -128,6 +134,119 @@ std::string makeSchedule(ir::Schedule kind, int groups, int virtualStages, int m
     }
     break;
   }
+  return "";
+}
+
+void makePlacedSchedule(ir::Schedule kind, const std::vector<int> &placement, int groups, int microbatches,
+                        PipelineSchedule &out) {
+  const int S = (int)placement.size();
+  PipelineSchedule flat;  // a group per stage
+  makeSchedule(kind, S, 1, microbatches, flat);
+  PipelineTimeline t;
+  std::string dead = simulateSchedule(flat, t);
+  if (!dead.empty()) throw InternalError("the " + std::string(ir::scheduleName(kind)) + " schedule deadlocks: " + dead);
+  out = PipelineSchedule{};
+  out.kind = kind;
+  out.groups = groups;
+  out.microbatches = microbatches;
+  out.placement = placement;
+  out.placed = true;
+  // Each group's steps by their start in the one-group-per-stage run: a step starts after the
+  // steps it needs have finished, so the orders never wait in a circle. (Two steps starting at
+  // once need nothing of each other; the later stage's goes first, nearer the loss.)
+  std::vector<std::vector<std::pair<std::pair<int64_t, int>, PipelineStep>>> timed((size_t)groups);
+  for (int v = 0; v < S; ++v)
+    for (size_t i = 0; i < flat.steps[(size_t)v].size(); ++i)
+      timed[(size_t)placement[(size_t)v]].push_back({{t.start[(size_t)v][i], -v}, flat.steps[(size_t)v][i]});
+  out.steps.assign((size_t)groups, {});
+  for (int g = 0; g < groups; ++g) {
+    auto &list = timed[(size_t)g];
+    std::stable_sort(list.begin(), list.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
+    for (const auto &x : list) out.steps[(size_t)g].push_back(x.second);
+  }
+}
+
+std::string parseOrder(const std::string &text, int group, PipelineSchedule &s, int &at) {
+  std::vector<int> mine;
+  for (int v = 0; v < s.stages(); ++v)
+    if (s.groupOf(v) == group) mine.push_back(v);
+  std::set<std::tuple<int, int, int>> seen;
+  auto &out = s.steps[(size_t)group];
+  out.clear();
+  const std::string g = "device group " + std::to_string(group);
+  size_t i = 0;
+  while (true) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == ',')) ++i;
+    if (i == text.size()) break;
+    at = (int)i;
+    size_t end = i;
+    while (end < text.size() && text[end] != ' ' && text[end] != '\t' && text[end] != ',') ++end;
+    const std::string tok = text.substr(i, end - i);
+    auto bad = [&](const std::string &why) { return "step '" + tok + "' in " + g + "'s order: " + why; };
+    PipelineStep x;
+    const char k = tok[0];
+    if (k != 'F' && k != 'B' && k != 'W')
+      return bad("a step is F (forward), B (backward) or W (weight gradient), its stage, '.' and its micro-batch: F1.3");
+    x.kind = k == 'F' ? PipelineStep::F : k == 'B' ? PipelineStep::B : PipelineStep::W;
+    auto number = [&](size_t &j, int &v) {
+      if (j >= tok.size() || tok[j] < '0' || tok[j] > '9') return false;
+      v = 0;
+      for (; j < tok.size() && tok[j] >= '0' && tok[j] <= '9'; ++j)
+        if ((v = v * 10 + (tok[j] - '0')) > 1000000) return false;
+      return true;
+    };
+    size_t j = 1;
+    int a = 0, b = 0;
+    if (!number(j, a)) return bad("a step is its kind, its stage, '.' and its micro-batch: F1.3");
+    if (j < tok.size() && tok[j] == '.') {
+      ++j;
+      if (!number(j, b) || j != tok.size()) return bad("a step is its kind, its stage, '.' and its micro-batch: F1.3");
+      x.stage = a, x.mb = b;
+    } else if (j != tok.size()) {
+      return bad("a step is its kind, its stage, '.' and its micro-batch: F1.3");
+    } else if (mine.size() != 1) {
+      return bad(g + " holds " + std::to_string(mine.size()) + " stages: name the stage, F" +
+                 std::to_string(mine[0]) + "." + std::to_string(a));
+    } else {
+      x.stage = mine[0], x.mb = a;
+    }
+    if (x.stage >= s.stages()) return bad("the pipeline has " + std::to_string(s.stages()) + " stages");
+    if (s.groupOf(x.stage) != group)
+      return bad("stage " + std::to_string(x.stage) + " runs on device group " + std::to_string(s.groupOf(x.stage)));
+    if (x.mb >= s.microbatches) return bad("there are " + std::to_string(s.microbatches) + " micro-batches");
+    if (s.kind == ir::Schedule::Inference && x.kind != PipelineStep::F)
+      return bad("inference runs forward steps (F) only");
+    if (x.kind == PipelineStep::W && s.kind != ir::Schedule::ZeroBubbleH1)
+      return bad("weight-gradient steps (W) are zb-h1's; the backward step B computes them under " +
+                 std::string(ir::scheduleName(s.kind)));
+    if (!seen.insert({(int)x.kind, x.stage, x.mb}).second) return bad("it is already in the order");
+    out.push_back(x);
+    i = end;
+  }
+  at = -1;
+  const PipelineStep::Kind kinds[] = {PipelineStep::F, PipelineStep::B, PipelineStep::W};
+  const int nkinds = s.kind == ir::Schedule::Inference ? 1 : s.kind == ir::Schedule::ZeroBubbleH1 ? 3 : 2;
+  for (int v : mine)
+    for (int q = 0; q < nkinds; ++q)
+      for (int m = 0; m < s.microbatches; ++m)
+        if (!seen.count({(int)kinds[q], v, m})) {
+          return g + "'s order lacks " + writtenStep({kinds[q], v, m}) + " (" + stepName({kinds[q], v, m}) + ")";
+        }
+  return "";
+}
+
+std::string pipelineSchedule(const ir::PipelineFunc &p, PipelineSchedule &out, int &order, int &at) {
+  order = at = -1;
+  const int G = (int)p.stageAxisSize, M = (int)p.microbatches;
+  if (!p.placement.empty()) makePlacedSchedule(p.schedule, p.placement, G, M, out);
+  else if (std::string why = makeSchedule(p.schedule, G, (int)p.virtualStages, M, out); !why.empty()) return why;
+  if (p.order.empty()) return "";
+  out.placed = out.written = true;
+  for (int g = 0; g < G; ++g)
+    if (std::string why = parseOrder(p.order[(size_t)g], g, out, at); !why.empty()) {
+      order = g;
+      return why;
+    }
   return "";
 }
 
@@ -184,7 +303,7 @@ double replaySchedule(const PipelineSchedule &s, const std::function<double(cons
   return makespan > 0 ? 1.0 - busy / ((double)G * makespan) : 0.0;
 }
 
-std::string simulateSchedule(const PipelineSchedule &s, PipelineTimeline &out) {
+std::string simulateSchedule(const PipelineSchedule &s, PipelineTimeline &out, std::pair<int, size_t> *stuck) {
   const int G = s.groups;
   std::map<std::tuple<int, int, int>, int64_t> finish;  // (kind, stage, mb) -> clock
   auto key = [](const Step &x) { return std::make_tuple((int)x.kind, x.stage, x.mb); };
@@ -224,7 +343,8 @@ std::string simulateSchedule(const PipelineSchedule &s, PipelineTimeline &out) {
       }
   }
   // Stuck groups: each waits for a step of another group; follow the waits to a cycle.
-  auto groupOf = [&](const Step &x) { return x.stage % G; };
+  auto name = [&](const Step &x) { return s.written ? writtenStep(x) : stepName(x); };
+  auto groupOf = [&](const Step &x) { return s.groupOf(x.stage); };
   auto waitsFor = [&](int g, Step &blocked, Step &dep) {  // (a stuck group's next step and what it lacks)
     blocked = s.steps[(size_t)g][next[(size_t)g]];
     for (const Step &d : needs(blocked))
@@ -243,18 +363,21 @@ std::string simulateSchedule(const PipelineSchedule &s, PipelineTimeline &out) {
       seen.push_back(a);
       waitsFor(a, blockedA, depA);
       int b = groupOf(depA);
-      if (next[(size_t)b] == s.steps[(size_t)b].size())
-        return "device group " + std::to_string(a) + " waits in " + stepName(blockedA) + " for " + stepName(depA) +
+      if (next[(size_t)b] == s.steps[(size_t)b].size()) {
+        if (stuck) *stuck = {a, next[(size_t)a]};
+        return "device group " + std::to_string(a) + " waits in " + name(blockedA) + " for " + name(depA) +
                ", which device group " + std::to_string(b) + " never runs";
+      }
       a = b;
     }
     waitsFor(a, blockedA, depA);  // a is on the cycle: it and the group it waits for
+    if (stuck) *stuck = {a, next[(size_t)a]};
     const int b = groupOf(depA);
     Step blockedB, depB;
     waitsFor(b, blockedB, depB);
-    return "device group " + std::to_string(a) + " waits in " + stepName(blockedA) + " for " + stepName(depA) +
-           ", which device group " + std::to_string(b) + " runs only after " + stepName(blockedB) +
-           (b == a ? "" : ", which waits for " + stepName(depB)) + ": neither can go on";
+    return "device group " + std::to_string(a) + " waits in " + name(blockedA) + " for " + name(depA) +
+           ", which device group " + std::to_string(b) + " runs only after " + name(blockedB) +
+           (b == a ? "" : ", which waits for " + name(depB)) + ": neither can go on";
   }
   return "";
 }
@@ -286,10 +409,15 @@ std::string bytes(int64_t b) {
 
 std::string header(const ir::Module &m, const ir::PipelineFunc &p) {
   const ir::Mesh &mesh = *m.meshes[(size_t)p.mesh];
-  return "pipeline " + p.name + ": schedule " + ir::scheduleName(p.schedule) + ", " + std::to_string(p.numStages()) +
-         " stages on " + std::to_string(p.stageAxisSize) + " device groups (mesh " + mesh.name + "'s axis \"" +
-         mesh.axes[(size_t)p.stageAxis] + "\"" +
-         (p.virtualStages > 1 ? ", " + std::to_string(p.virtualStages) + " virtual stages each" : "") + "), " +
+  std::string placed;
+  if (!p.placement.empty()) {
+    placed = ", placed";
+    for (size_t k = 0; k < p.placement.size(); ++k) placed += (k ? ", " : " ") + std::to_string(p.placement[k]);
+  }
+  return "pipeline " + p.name + ": schedule " + ir::scheduleName(p.schedule) + (p.order.empty() ? "" : " (order given)") +
+         ", " + std::to_string(p.numStages()) + " stages on " + std::to_string(p.stageAxisSize) +
+         " device groups (mesh " + mesh.name + "'s axis \"" + mesh.axes[(size_t)p.stageAxis] + "\"" +
+         (p.virtualStages > 1 ? ", " + std::to_string(p.virtualStages) + " virtual stages each" : "") + placed + "), " +
          std::to_string(p.microbatches) + " micro-batches\n";
 }
 
@@ -299,7 +427,8 @@ std::string printSchedules(const ir::Module &m) {
   std::string out;
   for (const ir::PipelineFunc &p : m.pipelines) {
     PipelineSchedule s;
-    std::string why = makeSchedule(p.schedule, (int)p.stageAxisSize, (int)p.virtualStages, (int)p.microbatches, s);
+    int order = -1, at = -1;
+    std::string why = pipelineSchedule(p, s, order, at);
     out += header(m, p);
     if (!why.empty()) {
       out += "  no schedule: " + why + "\n";
@@ -323,7 +452,7 @@ std::string printSchedules(const ir::Module &m) {
       for (size_t i = 0; i < s.steps[(size_t)g].size(); ++i) {
         const PipelineStep &x = s.steps[(size_t)g][i];
         std::string cell = std::string(x.kind == PipelineStep::F ? "F" : x.kind == PipelineStep::B ? "B" : "W") +
-                           (s.virtualStages > 1 ? std::to_string(x.stage) + "." : "") + std::to_string(x.mb);
+                           (s.stages() > s.groups ? std::to_string(x.stage) + "." : "") + std::to_string(x.mb);
         for (int64_t c = 0; c < stepCost(s, x); ++c) grid[(size_t)g][(size_t)(t.start[(size_t)g][i] + c)] = cell;
         width = std::max(width, cell.size());
       }
@@ -339,11 +468,15 @@ std::string printSchedules(const ir::Module &m) {
              " micro-batch" + (t.held[(size_t)g] == 1 ? "" : "es");
     out += "\n";
     out += "  " + std::to_string(t.makespan) + " clock units; predicted bubble " + percent(t.bubble()) +
-           " of the devices' time (" +
-           (s.kind == ir::Schedule::ZeroBubbleH1   ? "(S-1)/(3M+S-1)"
-            : s.kind == ir::Schedule::Interleaved ? "(S-1)/(VM+S-1)"
-                                                   : "(S-1)/(M+S-1)") +
-           " = " + percent(theoreticalBubble(s)) + ")\n";
+           " of the devices' time";
+    if (s.placed)  // (no textbook formula: the stages are where placement= or order= put them)
+      out += "\n";
+    else
+      out += std::string(" (") +
+             (s.kind == ir::Schedule::ZeroBubbleH1   ? "(S-1)/(3M+S-1)"
+              : s.kind == ir::Schedule::Interleaved ? "(S-1)/(VM+S-1)"
+                                                     : "(S-1)/(M+S-1)") +
+             " = " + percent(theoreticalBubble(s)) + ")\n";
   }
   return out;
 }
@@ -361,7 +494,8 @@ std::string printStages(const ir::Module &m) {
     }
     for (size_t k = 0; k < p.stages.size(); ++k) {
       const ir::PipelineStage &st = p.stages[k];
-      out += "  stage " + std::to_string(k) + " (device group " + std::to_string(k % (size_t)p.stageAxisSize) +
+      const size_t group = p.placement.empty() ? k % (size_t)p.stageAxisSize : (size_t)p.placement[k];
+      out += "  stage " + std::to_string(k) + " (device group " + std::to_string(group) +
              "): " + std::to_string(st.eqns) + " equations, " + std::to_string(st.flops) +
              " FLOPs per micro-batch forward; parameters " + bytes(st.paramBytes);
       std::string names;

@@ -13,23 +13,44 @@ namespace shmapc::passes {
 
 struct PipelineStep {
   enum Kind { F, B, W } kind = F;
-  int stage = 0;  // the (virtual) stage: virtual stage v runs on device group v % groups
+  int stage = 0;  // the (virtual) stage; it runs on device group placement[stage]
   int mb = 0;     // the micro-batch
   bool operator==(const PipelineStep &o) const { return kind == o.kind && stage == o.stage && mb == o.mb; }
 };
-std::string stepName(const PipelineStep &s);  // "F s1 mb5"
+std::string stepName(const PipelineStep &s);     // "F s1 mb5"
+std::string writtenStep(const PipelineStep &s);  // "F1.5", as order= and --emit=schedule write it
 
 struct PipelineSchedule {
   ir::Schedule kind = ir::Schedule::GPipe;
   int groups = 1, virtualStages = 1, microbatches = 1;
-  int stages() const { return groups * virtualStages; }
+  std::vector<int> placement;  // per stage: its device group (round-robin unless placed)
+  bool placed = false;         // placement= or order= gave it: no textbook formula
+  bool written = false;        // order= gave it: its deadlocks name steps as written there
+  int stages() const { return (int)placement.size(); }
+  int groupOf(int stage) const { return placement[(size_t)stage]; }
   std::vector<std::vector<PipelineStep>> steps;  // per device group, in the order it runs them
 };
 
-// The schedule's steps. Costs in clock units: F 1; B 2 (input and weight gradients), or 1 under
-// zb-h1, whose W is 1. "" or why the schedule cannot be made (interleaved needs the
-// micro-batches a multiple of the device groups).
+// The schedule's steps, virtual stage v on device group v mod groups. Costs in clock units: F 1;
+// B 2 (input and weight gradients), or 1 under zb-h1, whose W is 1. "" or why the schedule
+// cannot be made (interleaved needs the micro-batches a multiple of the device groups).
 std::string makeSchedule(ir::Schedule kind, int groups, int virtualStages, int microbatches, PipelineSchedule &out);
+
+// The schedule with stage k on device group placement[k] (gpipe, 1f1b, zb-h1, inference): the
+// schedule run as if each stage had a device group of its own, each group then running its
+// stages' steps in the order they start there. That order is one the stages' data flow allows
+// everywhere at once, so no placement deadlocks.
+void makePlacedSchedule(ir::Schedule kind, const std::vector<int> &placement, int groups, int microbatches,
+                        PipelineSchedule &out);
+
+// order=: device group g's steps as written, "F0.0 F0.1 B0.0 B0.1" (kind, stage, '.', micro-batch;
+// "F1" for micro-batch 1 where the group holds one stage). Each of the group's stages' steps
+// exactly once. "" or what is wrong, with `at` the offset in `text` it is about (or -1).
+std::string parseOrder(const std::string &text, int group, PipelineSchedule &s, int &at);
+
+// A pipeline function's schedule from its attributes (placement=, order=, or the schedule's
+// own). "" or why not; `order` and `at` say where in which order= string, when it is about one.
+std::string pipelineSchedule(const ir::PipelineFunc &p, PipelineSchedule &out, int &order, int &at);
 
 // Runs the steps in order, each device group one step at a time, a step starting once the steps
 // it needs have finished: F s mb needs F s-1 mb (the activations), B s mb needs F s mb and B s+1 mb
@@ -43,7 +64,9 @@ struct PipelineTimeline {
                          // (forward run, backward (B) not yet): its activation buffers
   double bubble() const; // idle / (groups x makespan)
 };
-std::string simulateSchedule(const PipelineSchedule &s, PipelineTimeline &out);
+// `stuck` (if given) is the blocked step's group and place in its list.
+std::string simulateSchedule(const PipelineSchedule &s, PipelineTimeline &out,
+                             std::pair<int, size_t> *stuck = nullptr);
 int64_t stepCost(const PipelineSchedule &s, const PipelineStep &step);
 // The steps `step` waits for (above).
 std::vector<PipelineStep> stepNeeds(const PipelineSchedule &s, const PipelineStep &step);

@@ -97,7 +97,7 @@ Eqn Splitter::pipelineEqn(Loc loc, const std::vector<Value *> &consts, const std
                           const std::vector<std::pair<int, int>> &ends, bool remat) {
   const int64_t G = (int64_t)programs.size();
   std::vector<int64_t> channelEnds;
-  for (auto [from, to] : ends) channelEnds.insert(channelEnds.end(), {from % G, to % G});
+  for (auto [from, to] : ends) channelEnds.insert(channelEnds.end(), {schedule_.groupOf(from), schedule_.groupOf(to)});
   Eqn pipe;
   pipe.prim = Prim::Pipeline;
   pipe.loc = loc;
@@ -235,7 +235,7 @@ void Splitter::rewrite(Func &F, Func *mb) {
         return params[(size_t)i - 1];  // a whole-batch data value (params follow T's)
       }
       auto [u, k] = producer.at(src);
-      if (u % G == g) return act.at({u, k, m});
+      if (schedule_.groupOf(u) == g) return act.at({u, k, m});
       P->eqns.push_back(rules::makeEqn(*P, Prim::PipeRecv, {}, {{"channel", channel(0, u, v, k, m)}}, V.loc,
                                        {.declared = &src->type, .untyped = true}));
       return P->eqns.back().outs[0];
@@ -269,7 +269,7 @@ void Splitter::rewrite(Func &F, Func *mb) {
           for (int w : consumers[{v, (int)k}]) {
             if (w < 0) {
               if (withValue) valueAcc = valueAcc ? binary(*P, Prim::Add, valueAcc, outs[k]) : outs[k];
-            } else if (w % G != g) {
+            } else if (schedule_.groupOf(w) != g) {
               send(*P, outs[k], channel(0, v, w, (int)k, m));
             }
           }
@@ -287,7 +287,7 @@ void Splitter::rewrite(Func &F, Func *mb) {
         if (isFloat(t.dtype))
           for (int w : consumers[{v, (int)k}]) {
             Value *part = w < 0 ? constant(*P, 1.0 / (double)M_, t)
-                          : w % G == g ? cotFrom.at({v, (int)k, m, w})
+                          : schedule_.groupOf(w) == g ? cotFrom.at({v, (int)k, m, w})
                                        : nullptr;
             if (!part) {
               P->eqns.push_back(rules::makeEqn(*P, Prim::PipeRecv, {}, {{"channel", channel(1, w, v, (int)k, m)}},
@@ -320,7 +320,7 @@ void Splitter::rewrite(Func &F, Func *mb) {
           continue;
         }
         auto [u, k] = producer.at(src);
-        if (u % G == g) cotFrom[{u, k, m, v}] = cts[q];
+        if (schedule_.groupOf(u) == g) cotFrom[{u, k, m, v}] = cts[q];
         else
           send(*P, cts[q], channel(1, v, u, k, m));
       }

@@ -51,12 +51,6 @@ AxisSet setOf(const std::vector<int64_t> &axes) {
   return s;
 }
 
-int64_t groupSize(const Mesh &mesh, const std::vector<int64_t> &axes) {
-  int64_t n = 1;
-  for (int64_t a : axes) n *= mesh.sizes[(size_t)a];
-  return n;
-}
-
 // The equations replacing `psum2` and the `pscatter` that alone reads it, or none when the
 // pattern does not apply. The last one defines the pscatter's result value.
 std::vector<Eqn> sink(Func &f, const Eqn &psum2, const Eqn &pscatter) {
@@ -92,7 +86,7 @@ std::vector<Eqn> sink(Func &f, const Eqn &psum2, const Eqn &pscatter) {
   std::vector<Step> steps;
   Type t = c->type;
   for (const std::vector<int64_t> &run : runs) {
-    int64_t n = groupSize(mesh, run);
+    int64_t n = mesh.groupSize(setOf(run));
     if (tiled ? t.shape[(size_t)d] % n != 0 : t.shape[(size_t)d] != n) return {};
     if (tiled) t.shape[(size_t)d] /= n;
     else t.shape.erase(t.shape.begin() + d);
