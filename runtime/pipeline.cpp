@@ -52,7 +52,7 @@ struct PipelineTimes {
   double predicted = 0;
   int64_t runs = 0, wall_ns = 0;
   std::vector<int64_t> step_ns, wait_ns;  // per group
-  int64_t ran_by = 1;                     // how many ranks ran each group's program
+  std::vector<int64_t> ran_by;            // per group: how many ranks ran its program
 };
 std::vector<PipelineTimes> g_times;
 thread_local int64_t *t_step_ns = nullptr, *t_wait_ns = nullptr;  // this group's counters
@@ -85,22 +85,19 @@ Channel &channel(int32_t c, const char *what) {
 namespace shm {
 namespace {
 
-// Under MPI: which group each rank runs, where every rank's devices of the pipeline's mesh lie in
-// one slice of its stage axis; empty where they do not (every rank then runs every group).
-std::vector<std::vector<int>> rank_groups(int32_t groups, int32_t mesh_rank, const int64_t *mesh_sizes,
-                                          int32_t stage_axis, int &mine, int &place) {
+// Under MPI: which ranks run each group, where every rank's devices lie in one group (`mine`: this
+// rank's group, `place` its place among the group's ranks); empty where they do not.
+std::vector<std::vector<int>> rank_groups(int32_t groups, int32_t devices, const int32_t *device_group, int &mine,
+                                          int &place) {
   const int ranks = rank_count();
-  if (ranks <= 1 || stage_axis < 0 || stage_axis >= mesh_rank) return {};
-  int64_t ndev = 1, stride = 1;
-  for (int32_t a = 0; a < mesh_rank; ++a) ndev *= mesh_sizes[a];
-  for (int32_t a = stage_axis + 1; a < mesh_rank; ++a) stride *= mesh_sizes[a];
-  if (ndev % ranks != 0 || mesh_sizes[stage_axis] != groups) return {};
-  const int64_t per = ndev / ranks;
+  if (ranks <= 1 || devices < 1 || !device_group || devices % ranks != 0) return {};
+  const int64_t per = devices / ranks;
   std::vector<std::vector<int>> of((size_t)groups);
   for (int r = 0; r < ranks; ++r) {
-    const int64_t g = (r * per / stride) % groups;
+    const int32_t g = device_group[r * per];
+    if (g < 0 || g >= groups) return {};
     for (int64_t d = r * per; d < (r + 1) * per; ++d)
-      if ((d / stride) % groups != g) return {};
+      if (device_group[d] != g) return {};
     if (r == rank_id()) {
       mine = (int)g;
       place = (int)of[(size_t)g].size();
@@ -108,8 +105,15 @@ std::vector<std::vector<int>> rank_groups(int32_t groups, int32_t mesh_rank, con
     of[(size_t)g].push_back(r);
   }
   for (const auto &ranksOf : of)
-    if (ranksOf.size() != of[0].size()) return {};
+    if (ranksOf.empty()) return {};
   return of;
+}
+
+bool equal_groups(int32_t groups, int32_t devices, const int32_t *device_group) {
+  std::vector<int64_t> n((size_t)groups, 0);
+  for (int32_t d = 0; d < devices; ++d)
+    if (device_group[d] >= 0 && device_group[d] < groups) ++n[(size_t)device_group[d]];
+  return std::all_of(n.begin(), n.end(), [&](int64_t k) { return k == n[0]; });
 }
 
 } // namespace
@@ -117,8 +121,8 @@ std::vector<std::vector<int>> rank_groups(int32_t groups, int32_t mesh_rank, con
 
 extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t nin, void **ins,
                                  const int32_t *nouts, void **outs, const int64_t *out_bytes, int32_t channels,
-                                 const int32_t *channel_ends, int32_t mesh_rank, const int64_t *mesh_sizes,
-                                 int32_t stage_axis, const char *label, double predicted_bubble) {
+                                 const int32_t *channel_ends, int32_t devices, const int32_t *device_groups,
+                                 const char *label, double predicted_bubble) {
   using namespace shm;
   SHM_GUARD_BEGIN
   if (groups < 1 || !bodies || nin < 0 || channels < 0) fatalf("shm_run_pipeline: bad arguments");
@@ -130,7 +134,11 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
   run.flow_base = flows;
   flows += channels;
   int mine = 0;
-  run.peer = rank_groups(groups, mesh_rank, mesh_sizes, stage_axis, mine, run.place);
+  run.peer = rank_groups(groups, devices, device_groups, mine, run.place);
+  if (run.peer.empty() && rank_count() > 1 && !equal_groups(groups, devices, device_groups))
+    fatalf("pipeline %s: its device groups differ in size, so each rank's devices must lie in one group, which %d "
+           "devices over %d ranks do not: run a rank per device, or --devices-per-rank=D dividing every group's devices",
+           label ? label : "", (int)devices, rank_count());
   g_run = &run;
   std::vector<void **> outsOf((size_t)groups);
   for (int32_t g = 0, next = 0; g < groups; ++g) {
@@ -194,7 +202,8 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
   }
   g_run = nullptr;
   if (times) {
-    times->ran_by = run.peer.empty() ? rank_count() : (int64_t)run.peer[0].size();
+    times->ran_by.assign((size_t)groups, rank_count());
+    for (size_t g = 0; g < run.peer.size(); ++g) times->ran_by[g] = (int64_t)run.peer[g].size();
     if (++times->runs == 2) {  // (the first run is forgotten once a second one is counted)
       times->wall_ns = 0;
       std::fill(times->step_ns.begin(), times->step_ns.end(), 0);
@@ -243,7 +252,10 @@ extern "C" void shm_pipe_send(int32_t c, const void *src, int64_t bytes) {
     trace_flow("message", true, g_run->flow_base + c);
   }
   if (!g_run->peer.empty()) {
-    pipe_send_to(g_run->peer[(size_t)g_run->ends[2 * c + 1]][(size_t)g_run->place], c, src, bytes);
+    // (to the receiving group's ranks at this rank's place, modulo the sending group's ranks)
+    const std::vector<int> &to = g_run->peer[(size_t)g_run->ends[2 * c + 1]];
+    const size_t senders = g_run->peer[(size_t)g_run->ends[2 * c]].size();
+    for (size_t q = (size_t)g_run->place; q < to.size(); q += senders) pipe_send_to(to[q], c, src, bytes);
     return;
   }
   std::lock_guard<std::mutex> lk(ch.m);
@@ -270,7 +282,8 @@ extern "C" void shm_pipe_recv(int32_t c, void *dst, int64_t bytes) {
     }
   } waited{start};
   if (!g_run->peer.empty()) {
-    pipe_recv_from(g_run->peer[(size_t)g_run->ends[2 * c]][(size_t)g_run->place], c, dst, bytes, timeout);
+    const std::vector<int> &from = g_run->peer[(size_t)g_run->ends[2 * c]];
+    pipe_recv_from(from[(size_t)g_run->place % from.size()], c, dst, bytes, timeout);
     if (span.name) trace_flow("message", false, g_run->flow_base + c);
     return;
   }
@@ -298,7 +311,8 @@ void pipeline_stats_gather() {
   for (PipelineTimes &t : g_times) {  // (every rank ran the same pipelines in the same order)
     pipe_sum_over_ranks(t.step_ns.data(), (int)t.step_ns.size());
     pipe_sum_over_ranks(t.wait_ns.data(), (int)t.wait_ns.size());
-    for (size_t g = 0; g < t.step_ns.size(); ++g) t.step_ns[g] /= t.ran_by, t.wait_ns[g] /= t.ran_by;  // (their average)
+    for (size_t g = 0; g < t.step_ns.size(); ++g)  // (their average)
+      t.step_ns[g] /= t.ran_by[g], t.wait_ns[g] /= t.ran_by[g];
   }
 }
 

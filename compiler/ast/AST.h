@@ -187,8 +187,10 @@ struct PipelineAttrs {
   Loc virtualStagesLoc;
   std::vector<std::string> batch;  // parameter names
   std::vector<Loc> batchLocs;
-  // placement=(0, 1, 1, 0): the device group (slice of the stage axis) of each stage.
+  // placement=(0, 1, 1, 0): the device group (slice of the stage axis) of each stage; or
+  // placement=(a, b, b): the mesh of each stage (placementMeshes; a device group per mesh).
   std::vector<int64_t> placement;
+  std::vector<std::string> placementMeshes;
   std::vector<Loc> placementLocs;
   Loc placementLoc;
   // order=("F0.0 F0.1 B0.0 B0.1", ...): each device group's steps in the order it runs them.

@@ -50,11 +50,12 @@ bool FuncEmitter::emitPipeline(const ir::Eqn &e) {
   for (const ir::Value *v : e.outs) outBytes.push_back(v->type.byteSize());
   std::vector<int32_t> ends;
   for (int64_t g : e.intsParam("channel_ends")) ends.push_back((int32_t)g);
-  const ir::Mesh &mesh = *me.irm.meshes[(size_t)e.intParam("mesh")];
+  std::vector<int32_t> deviceGroups;
+  for (int64_t g : e.intsParam("device_groups")) deviceGroups.push_back((int32_t)g);
   callRt("shm_run_pipeline", {i32((int64_t)bodies.size()), table, i32((int64_t)ins.size()), ptrArray(ins),
                               me.i32Array(counts), ptrArray(outs), me.i64Array(outBytes), i32(e.intParam("channels")),
-                              me.i32Array(ends), i32((int64_t)mesh.sizes.size()), me.i64Array(mesh.sizes),
-                              i32(e.intParam("stage_axis")), me.cString(e.strParam("label")),
+                              me.i32Array(ends), i32((int64_t)deviceGroups.size()), me.i32Array(deviceGroups),
+                              me.cString(e.strParam("label")),
                               llvm::ConstantFP::get(llvm::Type::getDoubleTy(me.ctx), e.doublesParam("predicted_bubble")[0])});
   return true;
 }

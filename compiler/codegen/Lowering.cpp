@@ -9,6 +9,8 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Transforms/Utils/ModuleUtils.h>
 
+#include <set>
+
 namespace shmapc::codegen {
 
 bool FuncEmitter::emitEqn(size_t index) {
@@ -42,17 +44,22 @@ static void emitProgramArgTable(ModuleEmitter &me, const ir::Module &m) {
 // pipeline's device groups run it, each on its own ranks.
 static void emitMeshTable(ModuleEmitter &me, const ir::Module &m) {
   std::vector<bool> used(m.meshes.size(), false);
+  std::set<int64_t> pipelines;  // the pipelines' device counts
   for (const auto &f : m.funcs)
     for (const ir::Eqn &e : f->eqns)
-      if (e.prim == ir::Prim::Shmap || e.prim == ir::Prim::Pipeline) {
+      if (e.prim == ir::Prim::Shmap) {
         int64_t i = e.intParam("mesh");
         if (i >= 0 && i < (int64_t)used.size()) used[(size_t)i] = true;
+      } else if (e.prim == ir::Prim::Pipeline) {
+        pipelines.insert((int64_t)e.intsParam("device_groups").size());
       }
   for (size_t i = 0; i < m.meshes.size(); ++i)
     if (m.meshes[i]->sliceOf >= 0) used[i] = false;
-  std::vector<llvm::Constant *> counts;
+  std::set<int64_t> sizes = pipelines;
   for (size_t i = 0; i < m.meshes.size(); ++i)
-    if (used[i]) counts.push_back(llvm::ConstantInt::get(me.i64Ty, m.meshes[i]->numDevices()));
+    if (used[i]) sizes.insert(m.meshes[i]->numDevices());
+  std::vector<llvm::Constant *> counts;
+  for (int64_t n : sizes) counts.push_back(llvm::ConstantInt::get(me.i64Ty, n));
   if (counts.empty()) return;
   auto *table = llvm::ArrayType::get(me.i64Ty, counts.size());
   new llvm::GlobalVariable(me.mod, table, true, llvm::GlobalValue::ExternalLinkage,

@@ -69,8 +69,10 @@ struct Mesh {
   std::vector<std::string> axes;
   std::vector<int64_t> sizes;
   Loc loc;
-  // A pipeline's stage submesh: the index of the mesh whose slice along its stage axis this
-  // is (every device group runs its stage shmaps on one); -1 for a declared mesh.
+  // -1 for a declared mesh. A mesh a pipeline's device group runs its stage shmaps on: the
+  // index of the mesh it stands for there (a stage submesh: the pipeline mesh it slices; a
+  // group placed on a declared mesh: that mesh), so the program's mesh table lists the
+  // pipeline's devices, not the group's.
   int64_t sliceOf = -1;
   int64_t numDevices() const;
   int axisIndex(const std::string &axis) const;  // -1 if unknown
@@ -257,9 +259,12 @@ struct PipelineFunc {
   std::vector<Loc> batchLocs;    // where each leaf's parameter is named in batch=
   int64_t numStages() const;     // placement's length, or the stage axis's size times virtualStages
   int64_t stageAxisSize = 1;
-  // placement=: each stage's device group (slice of the stage axis); empty: stage k on group k mod
-  // the stage axis's size.
+  // placement=: each stage's device group (slice of the stage axis, or groupMeshes's); empty:
+  // stage k on group k mod the stage axis's size.
   std::vector<int> placement;
+  // placement=(a, b, ...) with meshes: each device group's declared mesh, its devices after the
+  // previous groups' (mesh and stageAxis are then -1, stageAxisSize the number of groups).
+  std::vector<int> groupMeshes;
   Loc placementLoc;
   // order=: each device group's steps as written ("F0.0 B0.0 ..."), empty for the schedule's own.
   std::vector<std::string> order;

@@ -473,7 +473,7 @@ JitAttrs Parser::parseJitAttrs() {
 // pipelineAttr = "mesh" "=" IDENT | "axis" "=" STRING | "microbatches" "=" INT
 //              | "schedule" "=" STRING | "virtual_stages" "=" INT | "remat" "=" boolLit
 //              | "batch" "=" ( IDENT | "(" IDENT { "," IDENT } [ "," ] ")" )
-//              | "placement" "=" "(" INT { "," INT } [ "," ] ")"
+//              | "placement" "=" "(" ( INT | IDENT ) { "," ( INT | IDENT ) } [ "," ] ")"
 //              | "order" "=" "(" STRING { "," STRING } [ "," ] ")" ;
 PipelineAttrs Parser::parsePipelineAttrs() {
   PipelineAttrs a;
@@ -519,17 +519,21 @@ PipelineAttrs Parser::parsePipelineAttrs() {
       (seen == &sawMb ? a.microbatchesLoc : a.virtualStagesLoc) = t.loc;
     } else if (seen == &sawPlacement || seen == &sawOrder) {
       const bool placement = seen == &sawPlacement;
-      const char *example = placement ? "write placement=(0, 1, 1, 0): the device group of each stage"
+      const char *example = placement ? "write placement=(0, 1, 1, 0), the device group of each stage, or placement=(a, b), "
+                                        "the mesh of each stage"
                                       : "write order=(\"F0.0 F0.1 B0.0 B0.1\", ...): each device group's steps";
       (placement ? a.placementLoc : a.orderLoc) = peek().loc;
       if (!accept(Tok::LParen)) fail(DiagId::BadPipelineAttr, "'(' after '" + key.text + "='", example);
       do {
         if (at(Tok::RParen)) break;
-        if (!at(placement ? Tok::Int : Tok::String))
-          fail(DiagId::BadPipelineAttr, placement ? "a device group's number in placement=(...)" : "a string in order=(...)", example);
+        const bool name = placement && at(Tok::Ident);
+        if (!at(placement ? Tok::Int : Tok::String) && !name)
+          fail(DiagId::BadPipelineAttr,
+               placement ? "a device group's number or a mesh in placement=(...)" : "a string in order=(...)", example);
         const Token &t = take();
         if (placement) {
-          a.placement.push_back(t.intValue);
+          a.placement.push_back(name ? 0 : t.intValue);
+          a.placementMeshes.push_back(name ? t.text : "");
           a.placementLocs.push_back(t.loc);
         } else {
           a.order.push_back(t.text);
@@ -551,7 +555,9 @@ PipelineAttrs Parser::parsePipelineAttrs() {
   } while (accept(Tok::Comma));
   if (!at(Tok::RParen)) fail(DiagId::BadPipelineAttr, "',' or ')' in @pipeline(...)", "separate attributes with ','");
   Loc close = take().loc;
-  const char *missing = !sawMesh ? "mesh" : !sawAxis ? "axis" : !sawBatch ? "batch" : nullptr;
+  // (placement= with meshes says where the stages run instead of mesh= and axis=)
+  const bool onMeshes = !a.placementMeshes.empty() && !a.placementMeshes[0].empty();
+  const char *missing = !sawMesh && !onMeshes ? "mesh" : !sawAxis && !onMeshes ? "axis" : !sawBatch ? "batch" : nullptr;
   if (missing)
     diags_.fatal(DiagId::BadPipelineAttr, close, std::string("@pipeline is missing '") + missing + "='",
                  "add mesh=M, axis=\"stage\" (the mesh axis whose slices are the stages) and batch=(x, ...) (the "

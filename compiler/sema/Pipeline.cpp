@@ -12,10 +12,15 @@ void Sema::recordPipeline(const ast::FuncDecl &decl, ir::Func &f, const std::vec
   p.name = f.name;
   p.loc = decl.loc;
   p.func = &f;
-  p.mesh = meshIndex(a.mesh, a.meshLoc);
-  const ir::Mesh &mesh = *module_->meshes[(size_t)p.mesh];
-  p.stageAxis = axisIndex(mesh, a.axis, a.axisLoc);
-  p.stageAxisSize = mesh.sizes[(size_t)p.stageAxis];
+  const bool onMeshes = !a.placementMeshes.empty() && !a.placementMeshes[0].empty();
+  if (onMeshes) {
+    recordGroupMeshes(a, p);
+  } else {
+    p.mesh = meshIndex(a.mesh, a.meshLoc);
+    const ir::Mesh &mesh = *module_->meshes[(size_t)p.mesh];
+    p.stageAxis = axisIndex(mesh, a.axis, a.axisLoc);
+    p.stageAxisSize = mesh.sizes[(size_t)p.stageAxis];
+  }
   p.microbatches = a.microbatches;
   p.microbatchesLoc = a.microbatchesLoc.valid() ? a.microbatchesLoc : a.loc;
   p.scheduleLoc = a.scheduleLoc.valid() ? a.scheduleLoc : a.loc;
@@ -60,6 +65,26 @@ void Sema::recordPipeline(const ast::FuncDecl &decl, ir::Func &f, const std::vec
   module_->pipelines.push_back(std::move(p));
 }
 
+// placement=(a, b, b): each stage on a declared mesh, a device group per mesh (in the order they
+// first appear), of any sizes; the groups' devices one after another. Instead of mesh= and axis=.
+void Sema::recordGroupMeshes(const ast::PipelineAttrs &a, ir::PipelineFunc &p) {
+  if (a.meshLoc.valid() || a.axisLoc.valid())
+    fail(DiagId::BadPipelineAttr, a.meshLoc.valid() ? a.meshLoc : a.axisLoc,
+         "placement= names the meshes the stages run on, so the pipeline takes no " +
+             std::string(a.meshLoc.valid() ? "mesh=" : "axis="),
+         "remove mesh= and axis=; or place the stages on slices of one mesh's stage axis: placement=(0, 1)");
+  for (size_t k = 0; k < a.placementMeshes.size(); ++k) {
+    if (a.placementMeshes[k].empty())
+      fail(DiagId::BadPipelineAttr, a.placementLocs[k], "a device group's number among meshes in placement=",
+           "name a mesh for every stage, placement=(a, b, b), or a slice of the stage axis for every one");
+    const int mesh = meshIndex(a.placementMeshes[k], a.placementLocs[k]);
+    auto it = std::find(p.groupMeshes.begin(), p.groupMeshes.end(), mesh);
+    if (it == p.groupMeshes.end()) it = p.groupMeshes.insert(p.groupMeshes.end(), mesh);
+    p.placement.push_back((int)(it - p.groupMeshes.begin()));
+  }
+  p.stageAxisSize = (int64_t)p.groupMeshes.size();
+}
+
 // placement= and order=: checked here against the stage axis; the stages' count against the
 // markers and the orders' steps by the split-micro-batches pass, which builds the schedule.
 void Sema::recordPlacement(const ast::PipelineAttrs &a, ir::PipelineFunc &p) {
@@ -76,7 +101,10 @@ void Sema::recordPlacement(const ast::PipelineAttrs &a, ir::PipelineFunc &p) {
     if (a.placement.empty())
       fail(DiagId::BadPipelineAttr, a.placementLoc, "placement=() places no stage",
            "give each stage's device group, a slice of the stage axis: placement=(0, 1)");
-    for (size_t k = 0; k < a.placement.size(); ++k) {
+    for (size_t k = 0; k < a.placement.size() && p.groupMeshes.empty(); ++k) {
+      if (!a.placementMeshes[k].empty())
+        fail(DiagId::BadPipelineAttr, a.placementLocs[k], "a mesh among device groups' numbers in placement=",
+             "number a slice of the stage axis for every stage, placement=(0, 1), or name a mesh for every one");
       if (a.placement[k] < 0 || a.placement[k] >= G)
         fail(DiagId::BadPipelineAttr, a.placementLocs[k],
              "stage " + std::to_string(k) + " placed on device group " + std::to_string(a.placement[k]) +

@@ -512,6 +512,7 @@ public:
   // ---- @pipeline functions (Pipeline.cpp)
   void recordPipeline(const ast::FuncDecl &decl, ir::Func &f, const std::vector<ArgDesc> &args);
   void recordPlacement(const ast::PipelineAttrs &a, ir::PipelineFunc &p);
+  void recordGroupMeshes(const ast::PipelineAttrs &a, ir::PipelineFunc &p);
   std::vector<SVal> lowerStageBoundary(const ast::Expr &c);
 
   // ---- statements (Statements.cpp)

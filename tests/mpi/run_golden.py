@@ -48,13 +48,22 @@ MPIRUN = checks.MPIRUN + ["-x", "SHMAP_CHECK_COLLECTIVES=1"]
 
 
 def mesh_sizes(path, seen=None):
-    """The device counts of the meshes the program and the modules it imports declare."""
+    """The device counts of the meshes the program and the modules it imports declare. A
+    pipeline placing its stages on meshes (placement=(a, b)) runs on their devices together:
+    their sum, in place of theirs (its meshes are used by its stages alone here)."""
     seen = seen if seen is not None else set()
     seen.add(os.path.abspath(path))
     text = open(path).read()
-    sizes = set()
-    for axes in re.findall(r"^\s*mesh\s+\w+\s*=\s*<\[(.*?)\]>", text, re.M):
-        sizes.add(math.prod(int(n) for n in re.findall(r"=\s*(\d+)", axes)) if axes.strip() else 1)
+    declared = {name: math.prod(int(n) for n in re.findall(r"=\s*(\d+)", axes)) if axes.strip() else 1
+                for name, axes in re.findall(r"^\s*mesh\s+(\w+)\s*=\s*<\[(.*?)\]>", text, re.M)}
+    grouped = set()
+    sums = set()
+    for placed in re.findall(r"placement\s*=\s*\(([^)]*)\)", text):
+        names = list(dict.fromkeys(re.findall(r"[A-Za-z_]\w*", placed)))
+        if names:
+            grouped |= set(names)
+            sums.add(sum(declared[n] for n in names if n in declared))
+    sizes = {n for name, n in declared.items() if name not in grouped} | sums
     for name in re.findall(r"^\s*import\s+([\w.]+)\s*;", text, re.M):
         for folder in (os.path.dirname(path), os.path.join(ROOT, "stdlib")):
             module = os.path.join(folder, *name.split(".")) + ".smp"

@@ -408,7 +408,18 @@ std::string bytes(int64_t b) {
 }
 
 std::string header(const ir::Module &m, const ir::PipelineFunc &p) {
-  const ir::Mesh &mesh = *m.meshes[(size_t)p.mesh];
+  std::string where;  // mesh m's axis "stage" / meshes big (4 devices), small (2 devices)
+  if (p.groupMeshes.empty()) {
+    const ir::Mesh &mesh = *m.meshes[(size_t)p.mesh];
+    where = "mesh " + mesh.name + "'s axis \"" + mesh.axes[(size_t)p.stageAxis] + "\"";
+  } else {
+    where = "meshes";
+    for (size_t g = 0; g < p.groupMeshes.size(); ++g) {
+      const ir::Mesh &mesh = *m.meshes[(size_t)p.groupMeshes[g]];
+      where += (g ? ", " : " ") + mesh.name + " (" + std::to_string(mesh.numDevices()) + " device" +
+               (mesh.numDevices() == 1 ? "" : "s") + ")";
+    }
+  }
   std::string placed;
   if (!p.placement.empty()) {
     placed = ", placed";
@@ -416,7 +427,7 @@ std::string header(const ir::Module &m, const ir::PipelineFunc &p) {
   }
   return "pipeline " + p.name + ": schedule " + ir::scheduleName(p.schedule) + (p.order.empty() ? "" : " (order given)") +
          ", " + std::to_string(p.numStages()) + " stages on " + std::to_string(p.stageAxisSize) +
-         " device groups (mesh " + mesh.name + "'s axis \"" + mesh.axes[(size_t)p.stageAxis] + "\"" +
+         " device groups (" + where +
          (p.virtualStages > 1 ? ", " + std::to_string(p.virtualStages) + " virtual stages each" : "") + placed + "), " +
          std::to_string(p.microbatches) + " micro-batches\n";
 }
@@ -496,6 +507,7 @@ std::string printStages(const ir::Module &m) {
       const ir::PipelineStage &st = p.stages[k];
       const size_t group = p.placement.empty() ? k % (size_t)p.stageAxisSize : (size_t)p.placement[k];
       out += "  stage " + std::to_string(k) + " (device group " + std::to_string(group) +
+             (p.groupMeshes.empty() ? "" : ", mesh " + m.meshes[(size_t)p.groupMeshes[group]]->name) +
              "): " + std::to_string(st.eqns) + " equations, " + std::to_string(st.flops) +
              " FLOPs per micro-batch forward; parameters " + bytes(st.paramBytes);
       std::string names;

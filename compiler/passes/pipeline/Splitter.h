@@ -103,8 +103,11 @@ private:
   // batch's micro-batch part, the whole batch's data values) -> the loss with sums scaled by M.
   Func *microBatchFunc();
 
-  // The stage shmaps on the pipeline's mesh moved to its stage submesh (Submesh.cpp).
+  // The stage shmaps on the pipeline's mesh moved to its stage submesh (Submesh.cpp); with
+  // placement= on meshes, each stage's shmaps on its group's mesh moved to the group's copy.
   void stageShmapsOnSubmeshes(Func &mb);
+  void stageShmapsOnGroupMesh(Eqn &e, int group);
+  int64_t groupMesh(int group);  // made at the first use
   int64_t stageSubmesh();  // made at the first use
   void remapToSubmesh(Func &body);
 
@@ -138,6 +141,9 @@ private:
 
   // The pipeline equation running `programs` (one per device group) on `consts`, its channels'
   // (sending, receiving) stages `ends`.
+  // Per device of the pipeline (the stage axis's mesh, or the group meshes' devices one group
+  // after another): its device group. The runtime gives MPI ranks their groups by it.
+  std::vector<int64_t> deviceGroups() const;
   Eqn pipelineEqn(Loc loc, const std::vector<Value *> &consts, const std::vector<Func *> &programs,
                   const std::vector<std::pair<int, int>> &ends, bool remat);
 
@@ -154,6 +160,7 @@ private:
   const double bubble_;
   size_t vIndex_ = 0, n_ = 0;
   int64_t submesh_ = -1;
+  std::map<int, int64_t> groupMeshes_;  // device group -> the copy of its mesh its stage shmaps run on
   int loopDepth_ = 0;  // analysing a loop's body (no value of the whole batch computed first there)
   Func *T_ = nullptr;
   std::vector<bool> batchParam_;

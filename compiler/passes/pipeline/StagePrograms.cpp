@@ -93,6 +93,20 @@ std::vector<Splitter::StageFn> Splitter::stageFuncs(Func *mb) {
   return out;
 }
 
+std::vector<int64_t> Splitter::deviceGroups() const {
+  std::vector<int64_t> of;
+  if (!p_.groupMeshes.empty()) {  // each group's mesh's devices after the previous groups'
+    for (size_t g = 0; g < p_.groupMeshes.size(); ++g)
+      of.insert(of.end(), (size_t)m_.meshes[(size_t)p_.groupMeshes[g]]->numDevices(), (int64_t)g);
+    return of;
+  }
+  const Mesh &mesh = *m_.meshes[(size_t)p_.mesh];
+  int64_t stride = 1;  // (devices numbered row-major over the mesh's axes)
+  for (size_t a = (size_t)p_.stageAxis + 1; a < mesh.sizes.size(); ++a) stride *= mesh.sizes[a];
+  for (int64_t d = 0; d < mesh.numDevices(); ++d) of.push_back((d / stride) % mesh.sizes[(size_t)p_.stageAxis]);
+  return of;
+}
+
 Eqn Splitter::pipelineEqn(Loc loc, const std::vector<Value *> &consts, const std::vector<Func *> &programs,
                           const std::vector<std::pair<int, int>> &ends, bool remat) {
   const int64_t G = (int64_t)programs.size();
@@ -108,7 +122,7 @@ Eqn Splitter::pipelineEqn(Loc loc, const std::vector<Value *> &consts, const std
                  {"label", p_.name + " (" + scheduleName(p_.schedule) + ", " + std::to_string(G) + " groups, " +
                                std::to_string(M_) + " micro-batches)"},
                  {"predicted_bubble", std::vector<double>{bubble_}},
-                 {"mesh", (int64_t)p_.mesh}, {"stage_axis", (int64_t)p_.stageAxis}, {"channel_ends", channelEnds}};
+                 {"device_groups", deviceGroups()}, {"channel_ends", channelEnds}};
   return pipe;
 }
 

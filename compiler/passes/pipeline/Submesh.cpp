@@ -62,7 +62,47 @@ void Splitter::remapToSubmesh(Func &f) {
   }
 }
 
+int64_t Splitter::groupMesh(int group) {
+  auto it = groupMeshes_.find(group);
+  if (it != groupMeshes_.end()) return it->second;
+  const int64_t declared = p_.groupMeshes[(size_t)group];
+  auto copy = std::make_unique<Mesh>(*m_.meshes[(size_t)declared]);
+  copy->name = p_.name + "/" + copy->name;
+  copy->sliceOf = declared;
+  const int64_t id = (int64_t)m_.meshes.size();
+  m_.meshes.push_back(std::move(copy));
+  return groupMeshes_[group] = id;
+}
+
+// A stage's shmaps (in loops and conditionals too) run on its device group's mesh, and only there.
+void Splitter::stageShmapsOnGroupMesh(Eqn &e, int group) {
+  if (e.prim != Prim::Shmap) {
+    for (Func *b : e.bodies)
+      for (Eqn &inner : b->eqns) stageShmapsOnGroupMesh(inner, group);
+    return;
+  }
+  const int64_t declared = p_.groupMeshes[(size_t)group];
+  if (e.intParam("mesh") != declared) {
+    std::string stages;
+    for (size_t k = 0; k < p_.placement.size(); ++k)
+      if (p_.placement[k] == group) stages += (stages.empty() ? "" : ", ") + std::to_string(k);
+    fail(DiagId::PipelineStageMesh, e.loc,
+         "a shmap on mesh " + m_.meshes[(size_t)e.intParam("mesh")]->name + " in a pipeline stage placed on mesh " +
+             m_.meshes[(size_t)declared]->name,
+         "a stage runs on its device group's devices alone: run its shmaps on " + m_.meshes[(size_t)declared]->name +
+             " (stage" + (stages.find(',') == std::string::npos ? " " : "s ") + stages + " of " + p_.name +
+             "), or place the stage on the mesh its shmaps use");
+  }
+  const int64_t copy = groupMesh(group);
+  e.params["mesh"] = copy;
+  e.bodies[0] = copyFunc(m_, *e.bodies[0], m_.meshes[(size_t)copy].get());
+}
+
 void Splitter::stageShmapsOnSubmeshes(Func &mb) {
+  if (!p_.groupMeshes.empty()) {
+    for (size_t i = 0; i < mb.eqns.size(); ++i) stageShmapsOnGroupMesh(mb.eqns[i], p_.placement[(size_t)mbStage_[i]]);
+    return;
+  }
   const int64_t stage = p_.stageAxis;
   const Mesh &mesh = *m_.meshes[(size_t)p_.mesh];
   for (Eqn &e : mb.eqns) {
