@@ -9,6 +9,8 @@ hang (each job has a deadline here):
   a wrong layout     samples/psum.smp (a mesh of 4) on 3 ranks stops before it runs: status
                      2, one message (from rank 0), no MPI_Abort report; --devices-per-rank=0
                      is refused.
+  pipeline groups    tests/run/pipeline_meshes.smp (groups of 4 and 2 devices) on 2 ranks of 3
+                     devices: a rank would span both groups; status 2 and what to do.
   mismatch           tests/mpi/mismatch.cpp runs psum on rank 0 and pmax on rank 1; with
                      --check-collectives the job stops with both named.
   groups differ      tests/mpi/groups_differ_within_rank.smp: groups over "x" with different
@@ -190,6 +192,18 @@ def main():
         expect("a bad --devices-per-rank is refused",
                r.returncode != 0 and "psum: error: --devices-per-rank=0 is not a number of devices from 1 to 4096"
                in r.stderr, "status %d\nstderr:\n%s" % (r.returncode, r.stderr))
+
+        # a pipeline on meshes of 4 and 2 devices on 2 ranks of 3: a rank would span both groups
+        exe = os.path.join(tmp, "meshes")
+        subprocess.run([a.shmapc, "compile", os.path.join(HERE, "..", "run", "pipeline_meshes.smp"), "--mpi", "-o",
+                        exe], check=True)
+        r = subprocess.run(MPIRUN + ["-np", "2", exe, "--devices-per-rank=3"], capture_output=True, text=True,
+                           timeout=120)
+        want = ("its device groups differ in size, so each rank's devices must lie in one group, which 6 devices over "
+                "2 ranks do not: run a rank per device, or --devices-per-rank=D dividing every group's devices")
+        expect("a pipeline whose ranks would span device groups of different sizes stops, saying what to do",
+               r.returncode == 2 and want in r.stderr and r.stdout == "",
+               "status %d\nstdout:\n%s\nstderr:\n%s" % (r.returncode, r.stdout, r.stderr))
 
         # mismatched collectives
         r = subprocess.run(MPIRUN + ["-np", "2", a.mismatch, "--check-collectives"], capture_output=True, text=True,
