@@ -45,18 +45,20 @@ struct PipelineRun {
 PipelineRun *g_run = nullptr;
 
 // --stats=pipeline: per pipeline (by its label), its runs' wall time and each group's time in
-// its steps and, within them, waiting for messages. The first run warms up (the kernels' first
+// its steps, waiting for messages within them, and idle between them waiting for messages (a
+// step begins once it has received what it reads). The first run warms up (the kernels' first
 // calls, the buffers' first pages): where there are more, it is not counted.
 struct PipelineTimes {
   std::string label;
   double predicted = 0;
   int64_t runs = 0, wall_ns = 0;
-  std::vector<int64_t> step_ns, wait_ns;  // per group
+  std::vector<int64_t> step_ns, wait_ns, idle_ns;  // per group
   std::vector<int64_t> ran_by;            // per group: how many ranks ran its program
 };
 std::vector<PipelineTimes> g_times;
-thread_local int64_t *t_step_ns = nullptr, *t_wait_ns = nullptr;  // this group's counters
+thread_local int64_t *t_step_ns = nullptr, *t_wait_ns = nullptr, *t_idle_ns = nullptr;  // this group's counters
 thread_local std::chrono::steady_clock::time_point t_step_begin;
+thread_local bool t_in_step = false;  // between a step's begin and end
 
 int64_t since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t).count();
@@ -151,12 +153,14 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
     for (PipelineTimes &t : g_times)
       if (t.label == name) times = &t;
     if (!times) {
-      g_times.push_back({name, predicted_bubble, 0, 0, std::vector<int64_t>((size_t)groups), std::vector<int64_t>((size_t)groups)});
+      const std::vector<int64_t> zeros((size_t)groups);
+      g_times.push_back({name, predicted_bubble, 0, 0, zeros, zeros, zeros, {}});
       times = &g_times.back();
     }
   }
   const auto start = std::chrono::steady_clock::now();
-  std::vector<int64_t> run_step_ns((size_t)groups), run_wait_ns((size_t)groups);  // (this run's)
+  std::vector<int64_t> run_step_ns((size_t)groups), run_wait_ns((size_t)groups), run_idle_ns((size_t)groups);
+  std::vector<double> program_end((size_t)groups, 0);  // --trace: when each group's program ended
   // (group 0 on this thread; the others on threads of their own, joined before returning; each
   // records its spans on a track of its own, and its kernels use its share of the cores)
   const int cores = usable_cores(), sharing = run.peer.empty() ? groups : 1;  // (groups running here at once)
@@ -166,16 +170,18 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
     if (times) {
       t_step_ns = &run_step_ns[(size_t)g];
       t_wait_ns = &run_wait_ns[(size_t)g];
+      t_idle_ns = &run_idle_ns[(size_t)g];
     }
     set_pipeline_group(g);  // (its shmaps and kernels on the group's own device threads)
     TraceTrack track;  // (a stage program runs from host code: afterwards the thread records on the host's again)
     if (g_tracing) set_current_track(&track);
     bodies[g](nullptr, outsOf[(size_t)g], ins);
     if (g_tracing) {
+      program_end[(size_t)g] = trace_now();
       set_current_track(nullptr);
       trace_merge_group(g, track);
     }
-    t_step_ns = t_wait_ns = nullptr;
+    t_step_ns = t_wait_ns = t_idle_ns = nullptr;
     set_thread_team(0);
     set_pipeline_group(-1);
   };
@@ -201,6 +207,15 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
     for (std::thread &t : threads) t.join();
   }
   g_run = nullptr;
+  if (g_tracing)  // each group idle from the end of its program until the pipeline's end (it drains)
+    for (int32_t g = 0; g < groups; ++g) {
+      if (program_end[(size_t)g] == 0) continue;  // (under MPI: another rank's group)
+      TraceTrack drain;
+      set_current_track(&drain);
+      trace_span("idle (the pipeline drains)", "idle", program_end[(size_t)g]);
+      set_current_track(nullptr);
+      trace_merge_group(g, drain);
+    }
   if (times) {
     times->ran_by.assign((size_t)groups, rank_count());
     for (size_t g = 0; g < run.peer.size(); ++g) times->ran_by[g] = (int64_t)run.peer[g].size();
@@ -208,11 +223,13 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
       times->wall_ns = 0;
       std::fill(times->step_ns.begin(), times->step_ns.end(), 0);
       std::fill(times->wait_ns.begin(), times->wait_ns.end(), 0);
+      std::fill(times->idle_ns.begin(), times->idle_ns.end(), 0);
     }
     times->wall_ns += since(start);
     for (int32_t g = 0; g < groups; ++g) {
       times->step_ns[(size_t)g] += run_step_ns[(size_t)g];
       times->wait_ns[(size_t)g] += run_wait_ns[(size_t)g];
+      times->idle_ns[(size_t)g] += run_idle_ns[(size_t)g];
     }
   }
   SHM_GUARD_END("shm_run_pipeline")
@@ -225,6 +242,7 @@ thread_local double t_step_start = 0;
 extern "C" void shm_pipe_step(int32_t kind, int32_t stage, int32_t mb, int32_t begin) {
   using namespace shm;
   SHM_GUARD_BEGIN
+  t_in_step = begin != 0;
   if (t_step_ns) {
     if (begin) t_step_begin = std::chrono::steady_clock::now();
     else *t_step_ns += since(t_step_begin);
@@ -271,14 +289,15 @@ extern "C" void shm_pipe_recv(int32_t c, void *dst, int64_t bytes) {
   SHM_GUARD_BEGIN
   Channel &ch = channel(c, "shm_pipe_recv");
   count_message(bytes, false);
-  TraceScope span("wait for a message", "wait");
+  // (before a step begins the group is idle: nothing of the step runs until its inputs come)
+  TraceScope span(t_in_step ? "wait for a message" : "idle (wait for a message)", t_in_step ? "wait" : "idle");
   if (span.name) span.args = "\"channel\":" + std::to_string(c) + ",\"bytes\":" + std::to_string(bytes);
   const double timeout = collective_timeout();
   const auto start = std::chrono::steady_clock::now();
   struct Waited {
     std::chrono::steady_clock::time_point start;
     ~Waited() {
-      if (t_wait_ns) *t_wait_ns += since(start);
+      if (t_wait_ns) *(t_in_step ? t_wait_ns : t_idle_ns) += since(start);
     }
   } waited{start};
   if (!g_run->peer.empty()) {
@@ -311,8 +330,9 @@ void pipeline_stats_gather() {
   for (PipelineTimes &t : g_times) {  // (every rank ran the same pipelines in the same order)
     pipe_sum_over_ranks(t.step_ns.data(), (int)t.step_ns.size());
     pipe_sum_over_ranks(t.wait_ns.data(), (int)t.wait_ns.size());
+    pipe_sum_over_ranks(t.idle_ns.data(), (int)t.idle_ns.size());
     for (size_t g = 0; g < t.step_ns.size(); ++g)  // (their average)
-      t.step_ns[g] /= t.ran_by[g], t.wait_ns[g] /= t.ran_by[g];
+      t.step_ns[g] /= t.ran_by[g], t.wait_ns[g] /= t.ran_by[g], t.idle_ns[g] /= t.ran_by[g];
   }
 }
 
@@ -326,8 +346,9 @@ void pipeline_stats_print(std::FILE *f) {
     std::fprintf(f, "%s: %lld runs, %.3f ms; measured bubble %.1f%% (predicted %.1f%%)\n", t.label.c_str(),
                  (long long)t.runs, (double)t.wall_ns * 1e-6, 100 * measured, 100 * t.predicted);
     for (size_t g = 0; g < groups; ++g)
-      std::fprintf(f, "  group %zu: %.3f ms in steps, %.3f ms of them waiting for messages\n", g,
-                   (double)t.step_ns[g] * 1e-6, (double)t.wait_ns[g] * 1e-6);
+      std::fprintf(f, "  group %zu: %.3f ms in steps (%.3f ms of them waiting for messages), %.3f ms idle waiting for "
+                   "messages between them\n", g, (double)t.step_ns[g] * 1e-6, (double)t.wait_ns[g] * 1e-6,
+                   (double)t.idle_ns[g] * 1e-6);
   }
 }
 

@@ -5,7 +5,9 @@ Trace Event Format that Perfetto and chrome://tracing open, which agrees with th
 - JSON with a traceEvents list; every event has name, ph, pid, tid; complete events ("X")
   have ts and dur >= 0, metadata events ("M") name the process and each thread;
 - one track per device that ran (named "device N (axis=coordinate,...)"), and the host's, and
-  one per device group of a pipeline ("pipeline group G") with its steps ("F s1 mb5");
+  one per device group of a pipeline ("pipeline group G") with its steps ("F s1 mb5"), its idle
+  waits for messages between them ("idle (wait for a message)") and its idle time after its
+  last step until the pipeline's end ("idle (the pipeline drains)");
 - on each track, events in time order, and a span that starts inside another ends inside it
   (collectives and their waits inside the shmap body that ran them);
 - each collective event names its axes and operand ("f32[2,5]"), which is the per-device block
@@ -104,6 +106,12 @@ def problems_of(trace, stats, comm=None, prog=None):
                 out.append("track %r is named %r" % (key, names[key]))
             elif not any(re.fullmatch(r"[FBW] s\d+ mb\d+", e["name"]) for e in tracks[key]):
                 out.append("track %r has no pipeline step span" % (key,))
+            elif not any(e["name"] == "idle (the pipeline drains)" for e in tracks[key]):
+                out.append("track %r has no idle span after its last step" % (key,))
+            elif any(e["name"] == "idle (wait for a message)" and any(
+                    s["ts"] < e["ts"] < s["ts"] + s["dur"] for s in tracks[key]
+                    if re.fullmatch(r"[FBW] s\d+ mb\d+", s["name"])) for e in tracks[key]):
+                out.append("track %r: an idle wait inside a step" % (key,))
         elif key[1] > GROUP_DEVICE_TRACKS:  # a device of a pipeline group's stage shmaps
             g, d = (key[1] - 1) // GROUP_DEVICE_TRACKS - 1, (key[1] - 1) % GROUP_DEVICE_TRACKS
             if not re.fullmatch(r"group %d device %d \(.*\)" % (g, d), names[key]):
@@ -125,7 +133,7 @@ def problems_of(trace, stats, comm=None, prog=None):
     totals = collections.defaultdict(lambda: [0, 0, 0])
     for key, evs in tracks.items():
         for e in evs:
-            if e["name"] in ("send a message", "wait for a message"):  # a pipeline's message
+            if e["name"] in ("send a message", "wait for a message", "idle (wait for a message)"):  # a pipeline's
                 t = totals["point_to_point"]
                 sent = e["name"] == "send a message"
                 t[0] += sent

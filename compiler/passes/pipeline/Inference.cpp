@@ -72,8 +72,7 @@ void Splitter::rewriteInference(Func &F, Func *mb) {
     for (const PipelineStep &step : schedule_.steps[(size_t)g]) {
       const int v = step.stage, m = step.mb;
       const StageFn &sf = stages[(size_t)v];
-      marker(*P, step, true);
-      std::vector<Value *> a;
+      std::vector<Value *> a;  // (received before the step begins: a wait is idle time, not the step's)
       for (const Value *src : sf.inputs) {
         auto it = mbParam.find(src);
         if (it != mbParam.end()) {
@@ -97,6 +96,7 @@ void Splitter::rewriteInference(Func &F, Func *mb) {
                                          {.declared = &src->type, .untyped = true}));
         a.push_back(P->eqns.back().outs[0]);
       }
+      marker(*P, step, true);
       Eqn call;
       call.prim = Prim::Call;
       call.loc = p_.loc;

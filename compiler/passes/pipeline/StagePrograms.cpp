@@ -257,7 +257,9 @@ void Splitter::rewrite(Func &F, Func *mb) {
     for (const PipelineStep &step : schedule.steps[(size_t)g]) {
       const int v = step.stage, m = step.mb;
       const StageFn &sf = stages[(size_t)v];
-      marker(*P, step, true);
+      // A step begins once it has received what it reads (a wait for a message is then the
+      // group's idle time, between steps, as the schedule's grid shows it) and ends after its
+      // last equation.
       struct End {
         Splitter &s;
         Func &P;
@@ -267,6 +269,7 @@ void Splitter::rewrite(Func &F, Func *mb) {
       if (step.kind == PipelineStep::F) {
         std::vector<Value *> a;
         for (const Value *src : sf.inputs) a.push_back(argument(v, m, src));
+        marker(*P, step, true);
         args[{v, m}] = a;
         Eqn call;
         call.prim = Prim::Call;
@@ -291,6 +294,7 @@ void Splitter::rewrite(Func &F, Func *mb) {
         continue;
       }
       if (step.kind == PipelineStep::W) {  // (keep-stage-residuals moves the weights' gradients here)
+        marker(*P, step, true);
         for (auto [j, grad] : pendingW[{v, m}]) accumulate(j, grad);
         continue;
       }
@@ -312,6 +316,7 @@ void Splitter::rewrite(Func &F, Func *mb) {
           }
         ins.push_back(ct ? ct : constant(*P, 0.0, t));
       }
+      marker(*P, step, true);
       const std::vector<int64_t> wrt = wrtOf(v);
       Eqn vjp;
       vjp.prim = Prim::Vjp;
