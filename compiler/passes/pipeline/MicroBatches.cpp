@@ -243,6 +243,14 @@ void Splitter::analyseEqns(const Func &f) {
       splitLoop(e, in);
       continue;
     }
+    if (e.prim == Prim::While) {
+      splitWhile(e, in);
+      continue;
+    }
+    if (e.prim == Prim::Cond) {
+      splitCond(e, in);
+      continue;
+    }
     if (e.prim == Prim::Shmap) {
       splitShmap(e, in);
       continue;
@@ -308,6 +316,78 @@ void Splitter::splitLoop(const Eqn &e, const Info &in) {
   for (size_t c = 0; c < e.outs.size(); ++c) {
     Info out = info_[b.results[c]];
     out.batch |= in.batch;
+    info_[e.outs[c]] = out;
+  }
+}
+
+void Splitter::checkCondition(const Eqn &e, const Info &pred, const char *what) {
+  if (pred.split >= 0 || pred.tail || (pred.batch && pred.theta))
+    fail(DiagId::PipelineNotSplittable, e.loc,
+         std::string("the ") + what + " depends on the batch's examples, so each micro-batch would decide it for itself",
+         "decide it from the parameters, the step or the batch's data alone (computed once, on the whole batch)");
+}
+
+void Splitter::splitWhile(const Eqn &e, const Info &in) {
+  const Func &cond = *e.bodies[0], &b = *e.bodies[1];
+  const size_t consts = (size_t)e.intParam("num_consts");
+  // As splitLoop, the body's (and the condition's) parameters being (consts..., carries...).
+  std::vector<Info> carry;
+  for (const Value *v : e.ins) carry.push_back(info_[v]);
+  splitBodies_.insert(&b);
+  splitBodies_.insert(&cond);
+  ++loopDepth_;
+  for (int round = 0;; ++round) {
+    for (const Func *f : {&cond, &b})
+      for (size_t k = 0; k < e.ins.size(); ++k) info_[f->params[k]] = carry[k];
+    analyseEqns(cond);
+    analyseEqns(b);
+    bool again = false;
+    for (size_t c = 0; consts + c < e.ins.size(); ++c) {
+      Info &p = carry[consts + c];
+      const Info &r = info_[b.results[c]];
+      if (r.split != p.split || r.axes != p.axes)
+        fail(DiagId::PipelineNotSplittable, e.loc,
+             "the while loop's carry " + std::to_string(c) + " holds its examples along dimension " +
+                 std::to_string(p.split) + " but its step returns them along dimension " + std::to_string(r.split),
+             "keep each carry's batch dimension where the loop starts it");
+      if ((r.batch && !p.batch) || (r.theta && !p.theta) || (r.tail && !p.tail) || (r.varies & ~p.varies)) {
+        p.batch |= r.batch, p.theta |= r.theta, p.tail |= r.tail, p.varies |= r.varies;
+        again = true;
+      }
+    }
+    if (!again || round > 64) break;
+  }
+  --loopDepth_;
+  checkCondition(e, info_[cond.results[0]], "while loop's condition");
+  for (size_t c = 0; c < e.outs.size(); ++c) {
+    Info out = info_[b.results[c]];
+    out.batch |= in.batch;
+    info_[e.outs[c]] = out;
+  }
+}
+
+void Splitter::splitCond(const Eqn &e, const Info &in) {
+  checkCondition(e, info_[e.ins[0]], "condition of this if");
+  ++loopDepth_;
+  for (const Func *b : e.bodies) {
+    splitBodies_.insert(b);
+    for (size_t k = 0; k < b->params.size(); ++k) info_[b->params[k]] = info_[e.ins[k + 1]];
+    analyseEqns(*b);
+  }
+  --loopDepth_;
+  for (size_t c = 0; c < e.outs.size(); ++c) {
+    const Info &a = info_[e.bodies[0]->results[c]], &b = info_[e.bodies[1]->results[c]];
+    if (a.split != b.split || a.axes != b.axes)
+      fail(DiagId::PipelineNotSplittable, e.loc,
+           "result " + std::to_string(c) + " of this if holds examples along dimension " + std::to_string(a.split) +
+               " in one branch and " + std::to_string(b.split) + " in the other",
+           "make both branches' results per example alike: compute the other one from the examples too "
+           "(x * 0.0 rather than a constant of the batch's shape)");
+    Info out = a;
+    out.batch |= b.batch || in.batch;
+    out.theta |= b.theta;
+    out.tail |= b.tail;
+    out.varies |= b.varies;
     info_[e.outs[c]] = out;
   }
 }
@@ -433,8 +513,7 @@ void Splitter::splitEqn(const Eqn &e, const Info &in, bool inBody) {
     fail(DiagId::PipelineNotSplittable, e.loc,
          "'" + prim + "' of per-example values is not split into micro-batches yet",
          primInfo(e.prim).kind == PrimKind::HigherOrder
-             ? "a pipeline stage's while loops and conditionals may read parameters but not the batch yet (its shmaps "
-               "and for loops may)"
+             ? "compute it outside the pipeline"
              : "compute it from the batch's data alone, or outside the pipeline");
   }
   std::vector<int> outSplit(e.outs.size(), -1);
@@ -522,6 +601,11 @@ void Splitter::checkAffine(const Eqn &e) {
     break;
   default: break;
   }
+  if (!ok && !e.outs.empty() && e.outs[0]->type.dtype == DType::Bool)  // (a decision: an if's, a loop's, a select's)
+    fail(DiagId::PipelineNotSplittable, e.loc,
+         "'" + std::string(primName(e.prim)) + "' compares a sum over the batch's examples, so each micro-batch would "
+         "decide by its own sum",
+         "decide from the parameters, the step or the batch's data alone (computed once, on the whole batch)");
   if (!ok)
     fail(DiagId::PipelineNotSplittable, e.loc,
          "'" + std::string(primName(e.prim)) + "' of a sum over the batch: the loss is not an affine function of "

@@ -64,6 +64,12 @@ private:
   // A loop with per-example operands: its body analysed with its carries per example where
   // their initial values are, or where its step makes them so.
   void splitLoop(const Eqn &e, const Info &in);
+  // A while loop likewise (its condition may not read the examples: each micro-batch would stop
+  // after its own number of steps), and a conditional: each branch analysed on the operands,
+  // its results per example alike in both (its condition again not read from the examples).
+  void splitWhile(const Eqn &e, const Info &in);
+  void splitCond(const Eqn &e, const Info &in);
+  void checkCondition(const Eqn &e, const Info &pred, const char *what);
 
   // A collective of a per-example value: which axes split its examples afterwards, refused
   // where it would combine different devices' examples.
