@@ -30,6 +30,9 @@
 // time before, 0.6-1.0x after). The first touch of such a block costs more (the kernel may
 // compact memory to find 2 MiB pages).
 namespace shm {
+
+thread_local HostMemory *t_host_memory = nullptr;
+
 namespace {
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -142,10 +145,24 @@ void shm_fatal(const char *msg) {
 
 void *shm_alloc(int64_t bytes) {
   if (bytes < 0) shm_fatal("negative allocation size");
-  return shm::buffer_cache_take((size_t)bytes);
+  if (shm::HostMemory *h = shm::t_host_memory) {  // (a pipeline group's thread, --stats=pipeline)
+    ++h->allocations;
+    h->live += bytes;
+    if (h->live > h->peak) h->peak = h->live;
+  }
+  void *p = shm::buffer_cache_take((size_t)bytes);
+  if (p) std::memcpy(static_cast<char *>(p) - 16, &bytes, sizeof bytes);  // (in the header's spare bytes: shm_free reads it)
+  return p;
 }
 
-void shm_free(void *p) { shm::buffer_cache_give(p); }
+void shm_free(void *p) {
+  if (shm::HostMemory *h = shm::t_host_memory; h && p) {
+    int64_t bytes = 0;
+    std::memcpy(&bytes, static_cast<char *>(p) - 16, sizeof bytes);
+    h->live -= bytes;
+  }
+  shm::buffer_cache_give(p);
+}
 
 void shm_copy(void *dst, const void *src, int64_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, (size_t)bytes);

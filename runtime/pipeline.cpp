@@ -53,7 +53,9 @@ struct PipelineTimes {
   double predicted = 0;
   int64_t runs = 0, wall_ns = 0;
   std::vector<int64_t> step_ns, wait_ns, idle_ns;  // per group
+  std::vector<int64_t> allocations, peak_bytes;    // per group: its thread's shm_allocs, the most it held
   std::vector<int64_t> ran_by;            // per group: how many ranks ran its program
+  int64_t counted() const { return runs > 1 ? runs - 1 : runs; }  // (the runs the sums hold)
 };
 std::vector<PipelineTimes> g_times;
 thread_local int64_t *t_step_ns = nullptr, *t_wait_ns = nullptr, *t_idle_ns = nullptr;  // this group's counters
@@ -154,13 +156,14 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
       if (t.label == name) times = &t;
     if (!times) {
       const std::vector<int64_t> zeros((size_t)groups);
-      g_times.push_back({name, predicted_bubble, 0, 0, zeros, zeros, zeros, {}});
+      g_times.push_back({name, predicted_bubble, 0, 0, zeros, zeros, zeros, zeros, zeros, {}});
       times = &g_times.back();
     }
   }
   const auto start = std::chrono::steady_clock::now();
   std::vector<int64_t> run_step_ns((size_t)groups), run_wait_ns((size_t)groups), run_idle_ns((size_t)groups);
   std::vector<double> program_end((size_t)groups, 0);  // --trace: when each group's program ended
+  std::vector<HostMemory> memory((size_t)groups);      // --stats=pipeline: each group's host memory
   // (group 0 on this thread; the others on threads of their own, joined before returning; each
   // records its spans on a track of its own, and its kernels use its share of the cores)
   const int cores = usable_cores(), sharing = run.peer.empty() ? groups : 1;  // (groups running here at once)
@@ -175,7 +178,9 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
     set_pipeline_group(g);  // (its shmaps and kernels on the group's own device threads)
     TraceTrack track;  // (a stage program runs from host code: afterwards the thread records on the host's again)
     if (g_tracing) set_current_track(&track);
+    if (times) t_host_memory = &memory[(size_t)g];
     bodies[g](nullptr, outsOf[(size_t)g], ins);
+    t_host_memory = nullptr;
     if (g_tracing) {
       program_end[(size_t)g] = trace_now();
       set_current_track(nullptr);
@@ -224,12 +229,15 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
       std::fill(times->step_ns.begin(), times->step_ns.end(), 0);
       std::fill(times->wait_ns.begin(), times->wait_ns.end(), 0);
       std::fill(times->idle_ns.begin(), times->idle_ns.end(), 0);
+      std::fill(times->allocations.begin(), times->allocations.end(), 0);
     }
     times->wall_ns += since(start);
     for (int32_t g = 0; g < groups; ++g) {
       times->step_ns[(size_t)g] += run_step_ns[(size_t)g];
       times->wait_ns[(size_t)g] += run_wait_ns[(size_t)g];
       times->idle_ns[(size_t)g] += run_idle_ns[(size_t)g];
+      times->allocations[(size_t)g] += memory[(size_t)g].allocations;
+      times->peak_bytes[(size_t)g] = std::max(times->peak_bytes[(size_t)g], memory[(size_t)g].peak);
     }
   }
   SHM_GUARD_END("shm_run_pipeline")
@@ -331,8 +339,11 @@ void pipeline_stats_gather() {
     pipe_sum_over_ranks(t.step_ns.data(), (int)t.step_ns.size());
     pipe_sum_over_ranks(t.wait_ns.data(), (int)t.wait_ns.size());
     pipe_sum_over_ranks(t.idle_ns.data(), (int)t.idle_ns.size());
+    pipe_sum_over_ranks(t.allocations.data(), (int)t.allocations.size());
+    pipe_sum_over_ranks(t.peak_bytes.data(), (int)t.peak_bytes.size());
     for (size_t g = 0; g < t.step_ns.size(); ++g)  // (their average)
-      t.step_ns[g] /= t.ran_by[g], t.wait_ns[g] /= t.ran_by[g], t.idle_ns[g] /= t.ran_by[g];
+      t.step_ns[g] /= t.ran_by[g], t.wait_ns[g] /= t.ran_by[g], t.idle_ns[g] /= t.ran_by[g],
+      t.allocations[g] /= t.ran_by[g], t.peak_bytes[g] /= t.ran_by[g];
   }
 }
 
@@ -347,8 +358,9 @@ void pipeline_stats_print(std::FILE *f) {
                  (long long)t.runs, (double)t.wall_ns * 1e-6, 100 * measured, 100 * t.predicted);
     for (size_t g = 0; g < groups; ++g)
       std::fprintf(f, "  group %zu: %.3f ms in steps (%.3f ms of them waiting for messages), %.3f ms idle waiting for "
-                   "messages between them\n", g, (double)t.step_ns[g] * 1e-6, (double)t.wait_ns[g] * 1e-6,
-                   (double)t.idle_ns[g] * 1e-6);
+                   "messages between them; host memory at most %lld bytes, %.1f allocations a run\n",
+                   g, (double)t.step_ns[g] * 1e-6, (double)t.wait_ns[g] * 1e-6, (double)t.idle_ns[g] * 1e-6,
+                   (long long)t.peak_bytes[g], t.counted() ? (double)t.allocations[g] / (double)t.counted() : 0.0);
   }
 }
 

@@ -16,6 +16,12 @@ namespace shm {
 // shm_alloc / shm_free (memory.cpp): 64-byte aligned buffers; blocks of 256 KiB and more are
 // kept for reuse instead of being returned to the system.
 void *buffer_cache_take(size_t bytes);
+// A pipeline group's host memory (--stats=pipeline): what shm_alloc handed its thread, less
+// what shm_free took back there; set on a stage program's thread while it runs.
+struct HostMemory {
+  int64_t allocations = 0, live = 0, peak = 0;
+};
+extern thread_local HostMemory *t_host_memory;
 void buffer_cache_give(void *p);
 
 // Bytes per element of a dtype code; shm_fatal on an unknown code.

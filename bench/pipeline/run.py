@@ -4,7 +4,8 @@ as samples/pipeline_mlp.smp, with a learned shift of the input, so that stage 0'
 computes its input's cotangent as stage 1's does: the stages' forward and backward steps then
 cost alike) trained by a @pipeline step on 2 device groups, each stage program on a core of its
 own, for GPipe and 1F1B at several micro-batch counts. The runtime times every
-step of each group and the waits for messages in it (--stats=pipeline); the measured bubble is
+step of each group and the waits for messages in it (--stats=pipeline), and the stage programs'
+peak host memory against the plan --emit=stages prints; the measured bubble is
 the share of the groups' time not spent computing, 1 - (time in steps - waits) / (2 x wall
 time of the run), over every run but the first (which warms up), and the target is the textbook
 (S-1)/(M+S-1) within 3 points (the stages are alike, so the fraction holds whatever a backward
@@ -83,14 +84,18 @@ def measure(a, tmp, schedule, m, h):
                                s1=round(1 / h ** 0.5, 6), s2=round(1 / (4 * h) ** 0.5, 6)))
     exe = src[:-4]
     subprocess.run([a.shmapc, "compile", src, "-o", exe] + compile_flags(), check=True)
-    best = None
+    stages = subprocess.run([a.shmapc, "compile", src, "--emit=stages", "-o", "-"] + compile_flags(), check=True,
+                            capture_output=True, text=True).stdout
+    planned = sum(int(b) for b in re.findall(r"stage program: (\d+) bytes of host memory planned", stages))
+    best, peak = None, 0
     for _ in range(a.repeats):
         out = subprocess.run([exe, "--stats=pipeline", "--steps=%d" % a.steps], check=True, capture_output=True,
                              text=True, env=ENV).stdout
         got = re.search(r"measured bubble ([\d.]+)% \(predicted ([\d.]+)%\)", out)
         measured, predicted = float(got.group(1)), float(got.group(2))
         best = measured if best is None else min(best, measured)
-    return best, predicted
+        peak = max(peak, sum(int(b) for b in re.findall(r"host memory at most (\d+) bytes", out)))
+    return best, predicted, peak, planned
 
 
 def step_durations(a, tmp, m):
@@ -127,7 +132,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for schedule in ("gpipe", "1f1b"):
             for m in (int(x) for x in a.microbatches.split(",")):
-                measured, predicted = measure(a, tmp, schedule, m, a.width)
+                measured, predicted, peak, planned = measure(a, tmp, schedule, m, a.width)
                 theory = 100.0 / (m + 1)  # (S-1)/(M+S-1), S = 2
                 print("%-5s M=%2d: measured bubble %5.1f%%, predicted by the schedule %5.1f%%, (S-1)/(M+S-1) %5.1f%%"
                       % (schedule, m, measured, predicted, theory))
@@ -135,6 +140,14 @@ def main():
                 rec.target("%s, %d micro-batches: |measured bubble - (S-1)/(M+S-1)|" % (schedule, m),
                            abs(measured - theory), "<=", 3.0, unit="points",
                            waived=None if cores >= 2 else "fewer than 2 cores: the stages cannot run at once")
+                # The stage programs' host memory (activations, residuals, messages, gradient sums):
+                # its peak, measured on the groups' threads, against --emit=stages's plan.
+                print("%-5s M=%2d: peak host memory %.1f KiB, planned %.1f KiB" % (schedule, m, peak / 1024,
+                                                                                 planned / 1024))
+                rec.row("%s, %d micro-batches: planned host memory of the stage programs" % (schedule, m),
+                        planned / 1024, "KiB")
+                rec.target("%s, %d micro-batches: peak host memory / planned" % (schedule, m),
+                           peak / planned if planned else None, "<=", 1.0)
         largest = max(int(x) for x in a.microbatches.split(","))
         durations = step_durations(a, tmp, largest)
         print("measured steps (ms): " + ", ".join("stage %d F %.3f B %.3f" % (s, f * 1e3, b * 1e3)

@@ -21,6 +21,7 @@
 #include "source/BigStack.h"
 #include "source/Suggest.h"
 
+#include <map>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/PassTimingInfo.h>
@@ -77,7 +78,7 @@ const char *const kPipelinePass = "split-micro-batches";
 std::string stopStage(const CompileOptions &opts) {
   if (!opts.stopAfter.empty()) return opts.stopAfter;
   if (opts.emit == Emit::Sharded) return "propagate-shardings";
-  if (opts.emit == Emit::Stages || opts.emit == Emit::Schedule) return kPipelinePass;
+  if (opts.emit == Emit::Schedule) return kPipelinePass;  // (--emit=stages: every pass, for the memory plan)
   return passes::pipeline().back().name;
 }
 
@@ -283,7 +284,21 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
     if (!after(pass.name)) return 2;
   }
   if (opts.emit == Emit::Sharded) return emitText(ir::printShardings(*m));
-  if (opts.emit == Emit::Stages) return emitText(passes::printStages(*m));
+  if (opts.emit == Emit::Stages) {
+    // Each stage program's host memory as codegen plans it (its arena: one allocation a run).
+    std::map<const ir::Func *, int64_t> arenas;
+    if (!m->pipelines.empty() && stop == passes::pipeline().back().name) {
+      llvm::LLVMContext ctx;
+      std::string error;
+      codegen::Plan plan;
+      if (!codegen::emitLLVM(*m, ctx, error, target, &diags.sources(), &plan)) {
+        std::cerr << "shmapc: internal error: code generation failed: " << error << "\n";
+        return 2;
+      }
+      for (const codegen::FuncPlan &f : plan.funcs) arenas[f.func] = f.arenaBytes;
+    }
+    return emitText(passes::printStages(*m, &arenas));
+  }
   if (opts.emit == Emit::Schedule) return emitText(passes::printSchedules(*m));
   if (opts.emit == Emit::IR) return emitText(ir::printModule(*m));
   if (opts.emit == Emit::Comm) return emitText(comm::printCommReport(comm::analyzeCommunication(*m), &sm));

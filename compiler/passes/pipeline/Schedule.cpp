@@ -492,8 +492,15 @@ std::string printSchedules(const ir::Module &m) {
   return out;
 }
 
-std::string printStages(const ir::Module &m) {
+std::string printStages(const ir::Module &m, const std::map<const ir::Func *, int64_t> *arenas) {
   std::string out;
+  // Each pipeline's equation (its stage programs), found by its label ("step (1f1b, ...)").
+  auto runOf = [&](const std::string &name) -> const ir::Eqn * {
+    for (const auto &f : m.funcs)
+      for (const ir::Eqn &e : f->eqns)
+        if (e.prim == ir::Prim::Pipeline && e.strParam("label").rfind(name + " (", 0) == 0) return &e;
+    return nullptr;
+  };
   for (const ir::PipelineFunc &p : m.pipelines) {
     out += header(m, p);
     if (p.submesh >= 0) {  // "  each stage's shmaps on its slice m/stage (data=2, model=2)"
@@ -514,6 +521,18 @@ std::string printStages(const ir::Module &m) {
       for (const std::string &n : st.params) names += (names.empty() ? "" : ", ") + n;
       out += names.empty() ? "" : " (" + names + ")";
       out += "; sends " + bytes(st.sendBytes) + " of activations per micro-batch\n";
+    }
+    if (const ir::Eqn *run = arenas ? runOf(p.name) : nullptr) {
+      // The stage programs' host values (micro-batch slices, activations and residuals between a
+      // forward step and its backward, received messages, gradient sums) share one arena each,
+      // allocated once per run: its size is the most they hold at once, whatever the steps.
+      const ir::Eqn &e = *run;
+      for (size_t g = 0; g < e.bodies.size(); ++g) {
+        auto it = arenas->find(e.bodies[g]);
+        if (it == arenas->end()) continue;
+        out += "  device group " + std::to_string(g) + "'s stage program: " + std::to_string(it->second) + " bytes" +
+               " of host memory planned (activations, residuals, messages and gradient sums; one allocation a run)\n";
+      }
     }
   }
   return out;

@@ -6,6 +6,7 @@
 #include "ir/IR.h"
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,8 @@ double theoreticalBubble(const PipelineSchedule &s);
 
 // --emit=schedule and --emit=stages: every pipeline of the module.
 std::string printSchedules(const ir::Module &m);
-std::string printStages(const ir::Module &m);
+// `arenas` (if given): each function's planned host memory (codegen's arena, one allocation a
+// call), of which the stage programs' are printed.
+std::string printStages(const ir::Module &m, const std::map<const ir::Func *, int64_t> *arenas = nullptr);
 
 } // namespace shmapc::passes

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""A pipeline's stage programs hold what --emit=stages plans, allocated once per run:
+
+- for each pipeline of the programs below (host-code stages: no stage shmaps), --emit=stages
+  prints each device group's planned host memory (its stage program's arena: activations,
+  residuals between a forward step and its backward, received messages, gradient sums), and
+  --stats=pipeline measures, on the group's thread, the most shm_alloc'd memory it held and its
+  allocations a run: the peak equals the plan, byte for byte, in one allocation a run, whatever
+  the number of micro-batches (no allocation per step);
+- 1F1B plans less than GPipe for the same model and micro-batches (it holds at most S-s
+  micro-batches' activations on stage s, GPipe all M), and its plan shrinks as the micro-batches
+  do (samples/pipeline_mlp.smp at M = 4, 8, 16).
+
+    python3 tests/pipeline/check_memory.py --shmapc build/compiler/shmapc
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FAILED = []
+
+
+def expect(what, ok, detail=""):
+    print("%s %s" % ("ok  " if ok else "FAIL", what))
+    if not ok:
+        FAILED.append(what)
+        print(detail)
+
+
+def planned(shmapc, path):
+    """pipeline name -> [planned bytes per group]."""
+    out = subprocess.run([shmapc, "compile", path, "--emit=stages", "-o", "-"], capture_output=True, text=True,
+                         check=True).stdout
+    plans, name = {}, None
+    for line in out.splitlines():
+        m = re.match(r"pipeline (\w+): ", line)
+        if m:
+            name = m.group(1)
+            plans[name] = []
+        m = re.match(r"  device group (\d+)'s stage program: (\d+) bytes of host memory planned", line)
+        if m:
+            plans[name].append(int(m.group(2)))
+    return plans
+
+
+def measured(shmapc, path):
+    """pipeline name -> [(peak bytes, allocations a run) per group]."""
+    out = subprocess.run([shmapc, "run", path, "--", "--stats=pipeline"], capture_output=True, text=True, check=True,
+                         cwd=os.path.dirname(path)).stdout
+    got, name = {}, None
+    for line in out[out.index("== pipeline stats =="):].splitlines():
+        m = re.match(r"(\w+) \(", line)
+        if m:
+            name = m.group(1)
+            got[name] = []
+        m = re.match(r"  group \d+: .*host memory at most (\d+) bytes, ([\d.]+) allocations a run", line)
+        if m:
+            got[name].append((int(m.group(1)), float(m.group(2))))
+    return got
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shmapc", required=True)
+    a = ap.parse_args()
+    shmapc = os.path.abspath(a.shmapc)
+    mlp = open(os.path.join(ROOT, "samples", "pipeline_mlp.smp")).read()
+    with tempfile.TemporaryDirectory() as tmp:
+        programs = [os.path.join(ROOT, "tests", "run", "pipeline_placement.smp"),
+                    os.path.join(ROOT, "tests", "run", "pipeline_losses.smp")]
+        mlp_plans = {}
+        for schedule in ("gpipe", "1f1b"):
+            for m in (4, 8, 16):
+                path = os.path.join(tmp, "mlp_%s_%d.smp" % (schedule, m))
+                with open(path, "w") as f:
+                    f.write(mlp.replace('microbatches=16, schedule="1f1b"',
+                                        'microbatches=%d, schedule="%s"' % (m, schedule)))
+                programs.append(path)
+                mlp_plans[(schedule, m)] = path
+        plans_of = {}
+        for path in programs:
+            plans, got = planned(shmapc, path), measured(shmapc, path)
+            plans_of[path] = plans
+            for name, plan in plans.items():
+                where = "%s: %s" % (os.path.basename(path), name)
+                expect("%s: each group's peak host memory is its plan, in one allocation a run" % where,
+                       len(plan) > 1 and got.get(name) == [(b, 1.0) for b in plan],
+                       "planned %s, measured (peak, allocations a run) %s" % (plan, got.get(name)))
+        total = {k: sum(plans_of[p]["train_step"]) for k, p in mlp_plans.items()}
+        for m in (4, 8, 16):
+            expect("pipeline_mlp, %d micro-batches: 1F1B plans less host memory than GPipe (%d < %d bytes)"
+                   % (m, total[("1f1b", m)], total[("gpipe", m)]), total[("1f1b", m)] < total[("gpipe", m)])
+        expect("pipeline_mlp under 1F1B: the plan shrinks as the micro-batches do (%s bytes at M = 4, 8, 16)"
+               % [total[("1f1b", m)] for m in (4, 8, 16)],
+               total[("1f1b", 4)] > total[("1f1b", 8)] > total[("1f1b", 16)])
+    print("%d failed" % len(FAILED) if FAILED else "all passed")
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
