@@ -31,6 +31,7 @@ from common import ROOT, cpu_info, git_revision  # noqa: E402
 
 # In the order they run; each needs only what its own script checks, except as REQUIRES says.
 BENCHMARKS = ["tanh_chain", "compile_time", "train_step", "transformer", "mpi", "memory", "sharded_model", "pipeline",
+              "pipeline_transformer",
               "trace"]
 REQUIRES = {"mpi": ["mpirun", "mpicc"], "sharded_model": ["mpirun"]}
 
