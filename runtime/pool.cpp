@@ -158,7 +158,22 @@ struct DevicePool {
   std::mutex serial;  // (one call at a time: the workers have one job slot)
 };
 
+DevicePool &lookup_pool();
+
+// (every run_on_threads asks: a thread remembers its pool, found under the lock once per group)
 DevicePool &pool() {
+  static thread_local DevicePool *mine = nullptr;
+  static thread_local int mine_group = -2;
+  static thread_local pid_t mine_pid = 0;
+  if (!mine || mine_group != t_pipeline_group || mine_pid != getpid()) {
+    mine = &lookup_pool();
+    mine_group = t_pipeline_group;
+    mine_pid = getpid();
+  }
+  return *mine;
+}
+
+DevicePool &lookup_pool() {
   static std::mutex m;
   static std::vector<DevicePool *> pools;  // [0]: the host's; [1 + g]: group g's
   static pid_t owner = 0;

@@ -76,15 +76,7 @@ void Splitter::rewriteInference(Func &F, Func *mb) {
       for (const Value *src : sf.inputs) {
         auto it = mbParam.find(src);
         if (it != mbParam.end()) {
-          const int i = it->second;
-          if (i == 0) a.push_back(constant(*P, (double)m, Type{DType::I32, {}, 0}));
-          else if (i <= (int)n_ && batchParam_[(size_t)i - 1]) {
-            Value *&sl = batchSlice[{i - 1, m}];
-            if (!sl) sl = slice(*P, params[(size_t)i - 1], 0, constant(*P, (double)m, Type{DType::I32, {}, 0}));
-            a.push_back(sl);
-          } else {
-            a.push_back(params[(size_t)i - 1]);  // a parameter, or a whole-batch data value
-          }
+          a.push_back(microBatchArgument(*P, params, batchSlice, it->second, m));
           continue;
         }
         auto [u, k] = producer.at(src);

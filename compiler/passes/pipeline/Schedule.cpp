@@ -271,47 +271,66 @@ std::vector<PipelineStep> stepNeeds(const PipelineSchedule &s, const PipelineSte
   return deps;
 }
 
-double replaySchedule(const PipelineSchedule &s, const std::function<double(const PipelineStep &)> &seconds) {
-  const int G = s.groups;
-  std::map<std::tuple<int, int, int>, double> finish;
-  auto key = [](const Step &x) { return std::make_tuple((int)x.kind, x.stage, x.mb); };
-  std::vector<size_t> next((size_t)G, 0);
-  std::vector<double> freeAt((size_t)G, 0);
-  double busy = 0, makespan = 0;
+namespace {
+
+using StepKey = std::tuple<int, int, int>;  // (kind, stage, micro-batch)
+StepKey keyOf(const PipelineStep &x) { return std::make_tuple((int)x.kind, x.stage, x.mb); }
+
+// Runs each group's steps in order, a step starting once its group is free and the steps it
+// needs have finished, each taking cost(step) (clock units, or measured seconds). Fills each
+// step's finish, how far each group got (`next`: all of its steps unless it is stuck), each
+// step's start per group, the work done and the makespan.
+template <class T, class Cost>
+void runSteps(const PipelineSchedule &s, Cost cost, std::map<StepKey, T> &finish, std::vector<size_t> &next,
+              std::vector<std::vector<T>> &start, T &busy, T &makespan) {
+  const size_t G = (size_t)s.groups;
+  next.assign(G, 0);
+  start.assign(G, {});
+  std::vector<T> freeAt(G, T(0));
+  busy = makespan = T(0);
   for (bool progress = true; progress;) {
     progress = false;
-    for (int g = 0; g < G; ++g)
-      while (next[(size_t)g] < s.steps[(size_t)g].size()) {
-        const Step &x = s.steps[(size_t)g][next[(size_t)g]];
-        double at = freeAt[(size_t)g];
+    for (size_t g = 0; g < G; ++g)
+      while (next[g] < s.steps[g].size()) {
+        const Step &x = s.steps[g][next[g]];
+        T at = freeAt[g];
         bool ready = true;
         for (const Step &d : stepNeeds(s, x)) {
-          auto it = finish.find(key(d));
+          auto it = finish.find(keyOf(d));
           if (it == finish.end()) ready = false;
           else at = std::max(at, it->second);
         }
         if (!ready) break;
-        freeAt[(size_t)g] = finish[key(x)] = at + seconds(x);
-        busy += seconds(x);
-        makespan = std::max(makespan, freeAt[(size_t)g]);
-        ++next[(size_t)g];
+        start[g].push_back(at);
+        freeAt[g] = finish[keyOf(x)] = at + cost(x);
+        busy += cost(x);
+        makespan = std::max(makespan, freeAt[g]);
+        ++next[g];
         progress = true;
       }
   }
-  for (int g = 0; g < G; ++g)
+}
+
+} // namespace
+
+double replaySchedule(const PipelineSchedule &s, const std::function<double(const PipelineStep &)> &seconds) {
+  std::map<StepKey, double> finish;
+  std::vector<size_t> next;
+  std::vector<std::vector<double>> start;
+  double busy = 0, makespan = 0;
+  runSteps<double>(s, seconds, finish, next, start, busy, makespan);
+  for (int g = 0; g < s.groups; ++g)
     if (next[(size_t)g] < s.steps[(size_t)g].size()) return -1;
-  return makespan > 0 ? 1.0 - busy / ((double)G * makespan) : 0.0;
+  return makespan > 0 ? 1.0 - busy / ((double)s.groups * makespan) : 0.0;
 }
 
 std::string simulateSchedule(const PipelineSchedule &s, PipelineTimeline &out, std::pair<int, size_t> *stuck) {
   const int G = s.groups;
-  std::map<std::tuple<int, int, int>, int64_t> finish;  // (kind, stage, mb) -> clock
-  auto key = [](const Step &x) { return std::make_tuple((int)x.kind, x.stage, x.mb); };
+  std::map<StepKey, int64_t> finish;  // (kind, stage, mb) -> clock
+  auto key = keyOf;
   auto needs = [&](const Step &x) { return stepNeeds(s, x); };
-  std::vector<size_t> next((size_t)G, 0);
-  std::vector<int64_t> freeAt((size_t)G, 0);
+  std::vector<size_t> next;
   out = PipelineTimeline{};
-  out.start.assign((size_t)G, {});
   out.held.assign((size_t)G, 0);
   for (int g = 0; g < G; ++g) {
     int now = 0;
@@ -320,28 +339,8 @@ std::string simulateSchedule(const PipelineSchedule &s, PipelineTimeline &out, s
       out.held[(size_t)g] = std::max(out.held[(size_t)g], now);
     }
   }
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int g = 0; g < G; ++g)
-      while (next[(size_t)g] < s.steps[(size_t)g].size()) {
-        const Step &x = s.steps[(size_t)g][next[(size_t)g]];
-        int64_t at = freeAt[(size_t)g];
-        bool ready = true;
-        for (const Step &d : needs(x)) {
-          auto it = finish.find(key(d));
-          if (it == finish.end()) ready = false;
-          else at = std::max(at, it->second);
-        }
-        if (!ready) break;
-        out.start[(size_t)g].push_back(at);
-        freeAt[(size_t)g] = at + stepCost(s, x);
-        finish[key(x)] = freeAt[(size_t)g];
-        out.busy += stepCost(s, x);
-        out.makespan = std::max(out.makespan, freeAt[(size_t)g]);
-        ++next[(size_t)g];
-        progress = true;
-      }
-  }
+  runSteps<int64_t>(s, [&](const Step &x) { return stepCost(s, x); }, finish, next, out.start, out.busy,
+                    out.makespan);
   // Stuck groups: each waits for a step of another group; follow the waits to a cycle.
   auto name = [&](const Step &x) { return s.written ? writtenStep(x) : stepName(x); };
   auto groupOf = [&](const Step &x) { return s.groupOf(x.stage); };

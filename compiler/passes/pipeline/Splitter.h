@@ -147,6 +147,12 @@ private:
 
   // The pipeline equation running `programs` (one per device group) on `consts`, its channels'
   // (sending, receiving) stages `ends`.
+  // In stage program P, the value a step on micro-batch m reads for parameter i of the
+  // micro-batch function: the micro-batch's index (i = 0), its slice of a batch argument (made
+  // once per micro-batch in `batchSlices`), or the parameter or whole-batch data value itself.
+  Value *microBatchArgument(Func &P, const std::vector<Value *> &params,
+                            std::map<std::pair<int, int>, Value *> &batchSlices, int i, int m);
+
   // Per device of the pipeline (the stage axis's mesh, or the group meshes' devices one group
   // after another): its device group. The runtime gives MPI ranks their groups by it.
   std::vector<int64_t> deviceGroups() const;

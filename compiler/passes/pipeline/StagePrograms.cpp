@@ -107,6 +107,17 @@ std::vector<int64_t> Splitter::deviceGroups() const {
   return of;
 }
 
+Value *Splitter::microBatchArgument(Func &P, const std::vector<Value *> &params,
+                                    std::map<std::pair<int, int>, Value *> &batchSlices, int i, int m) {
+  if (i == 0) return constant(P, (double)m, Type{DType::I32, {}, 0});  // the micro-batch's index
+  if (i <= (int)n_ && batchParam_[(size_t)i - 1]) {  // a batch argument: its micro-batch, sliced once
+    Value *&sl = batchSlices[{i - 1, m}];
+    if (!sl) sl = slice(P, params[(size_t)i - 1], 0, constant(P, (double)m, Type{DType::I32, {}, 0}));
+    return sl;
+  }
+  return params[(size_t)i - 1];  // a parameter, or a whole-batch data value (they follow T's)
+}
+
 Eqn Splitter::pipelineEqn(Loc loc, const std::vector<Value *> &consts, const std::vector<Func *> &programs,
                           const std::vector<std::pair<int, int>> &ends, bool remat) {
   const int64_t G = (int64_t)programs.size();
@@ -236,18 +247,7 @@ void Splitter::rewrite(Func &F, Func *mb) {
     Value *valueAcc = nullptr;
     auto argument = [&](int v, int m, const Value *src) -> Value * {
       auto it = mbParam.find(src);
-      if (it != mbParam.end()) {
-        int i = it->second;
-        if (i == 0) return constant(*P, (double)m, Type{DType::I32, {}, 0});
-        if (i <= (int)n_) {
-          int j = i - 1;
-          if (!batchParam_[(size_t)j]) return params[(size_t)j];
-          Value *&sl = batchSlice[{j, m}];
-          if (!sl) sl = slice(*P, params[(size_t)j], 0, constant(*P, (double)m, Type{DType::I32, {}, 0}));
-          return sl;
-        }
-        return params[(size_t)i - 1];  // a whole-batch data value (params follow T's)
-      }
+      if (it != mbParam.end()) return microBatchArgument(*P, params, batchSlice, it->second, m);
       auto [u, k] = producer.at(src);
       if (schedule_.groupOf(u) == g) return act.at({u, k, m});
       P->eqns.push_back(rules::makeEqn(*P, Prim::PipeRecv, {}, {{"channel", channel(0, u, v, k, m)}}, V.loc,
