@@ -176,6 +176,8 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
       t_idle_ns = &run_idle_ns[(size_t)g];
     }
     set_pipeline_group(g);  // (its shmaps and kernels on the group's own device threads)
+    if (run.peer.empty() && rank_count() == 1)  // (under MPI, a job of one rank: every group here)
+      set_group_devices(std::count(device_groups, device_groups + devices, g));
     TraceTrack track;  // (a stage program runs from host code: afterwards the thread records on the host's again)
     if (g_tracing) set_current_track(&track);
     if (times) t_host_memory = &memory[(size_t)g];
@@ -189,6 +191,7 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
     t_step_ns = t_wait_ns = t_idle_ns = nullptr;
     set_thread_team(0);
     set_pipeline_group(-1);
+    set_group_devices(0);
   };
   if (!run.peer.empty()) {
     // This rank's group alone, with every core, its stage shmaps on the group's ranks; then

@@ -61,6 +61,9 @@ inline bool writes_output() { return rank_id() == 0; }
 // The devices of a mesh of `ndev` that this rank runs: [first, first + count). A mesh whose
 // device count is not ranks x devices per rank is a fatal error, named the same on every rank.
 void local_devices(int64_t ndev, int *first, int *count);
+// A job of one rank running a pipeline group's stage program on this thread (`devices`: the
+// group's; 0 when it ends): the group's shmaps run all their devices here.
+void set_group_devices(int64_t devices);
 
 // What a collective is, for --check-collectives: its kind (stats.h), input bytes per device
 // and the mesh axes it runs over (a bit per axis).

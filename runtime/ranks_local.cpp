@@ -45,6 +45,8 @@ void local_devices(int64_t ndev, int *first, int *count) {
   *count = (int)ndev;
 }
 
+void set_group_devices(int64_t) {}
+
 void exchange_pieces(const std::vector<Piece> &pieces, const RankSet *) {
   if (!pieces.empty()) fatalf("exchange_pieces: no other ranks");
 }

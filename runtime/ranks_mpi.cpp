@@ -235,8 +235,13 @@ const char *ranks_usage() {
 }
 
 namespace {
+// A job of one rank runs every pipeline group's stage program itself, each on a thread of its
+// own: there a stage shmap's devices all lie on this rank, however many it has (set_group_devices).
+thread_local int64_t t_group_devices = 0;
+
 std::string mesh_problem(int64_t ndev) {
   if (ndev == (int64_t)g_ranks * g_per_rank) return "";
+  if (t_group_devices > 0 && ndev == t_group_devices) return "";
   char buf[320];
   std::snprintf(buf, sizeof buf,
                 "the mesh has %lld devices, but the job runs %d ranks x %d devices per rank = %d: start it with "
@@ -274,9 +279,16 @@ const char *rank_prefix() { return g_prefix; }
 
 void local_devices(int64_t ndev, int *first, int *count) {
   if (std::string p = mesh_problem(ndev); !p.empty()) fatalf("%s", p.c_str());
+  if (t_group_devices > 0 && g_ranks == 1) {
+    *first = 0;
+    *count = (int)ndev;
+    return;
+  }
   *first = g_rank * g_per_rank;
   *count = g_per_rank;
 }
+
+void set_group_devices(int64_t devices) { t_group_devices = devices; }
 
 namespace {
 MPI_Comm group_comm(const Group &g, const std::vector<int64_t> &key);

@@ -4,12 +4,15 @@ compiled twice, for the threaded runtime and with `shmapc compile --mpi`. The th
 output is compared with PROG.expected as the golden test compares it (tests/golden.py: float
 values within the tolerance for other CPUs' matmul kernels); the MPI runs must print exactly
 what the threaded run of the same program on this machine printed, byte for byte (the ranks
-reduce in the same member order as one process, docs/runtime.md), in two layouts:
+reduce in the same member order as one process, docs/runtime.md), in two layouts,
 
   one device per rank       mpirun -np N prog            (N = the mesh's device count)
   several devices per rank  mpirun -np N/D prog --devices-per-rank=D
                             (D = the smallest divisor of N above 1), over TCP
                             (--mca btl self,tcp: the network path, not shared memory)
+
+and a pipeline's program also on one rank, mpirun -np 1 prog --devices-per-rank=N (each device
+group's stage program on a thread of that rank, its stage shmaps' devices all there).
 
 A program without a mesh runs on 2 ranks. A program whose meshes have different device counts
 cannot run as one job layout (docs/runtime.md): it must stop at start-up on as many ranks as
@@ -84,6 +87,8 @@ def layouts(path):
     runs = [(n, 1, [])]
     d = next((k for k in range(2, n + 1) if n % k == 0), None)
     runs.append((n // d, d, ["--mca", "btl", "self,tcp"]) if d else (1, 1, ["--mca", "btl", "self,tcp"]))
+    if "@pipeline" in open(path).read() and n // d > 1:  # (one rank running every device group)
+        runs.append((1, n, ["--mca", "btl", "self,tcp"]))
     return runs
 
 
