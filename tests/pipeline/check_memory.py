@@ -21,14 +21,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FAILED = []
-
-
-def expect(what, ok, detail=""):
-    print("%s %s" % ("ok  " if ok else "FAIL", what))
-    if not ok:
-        FAILED.append(what)
-        print(detail)
+sys.path.insert(0, os.path.join(ROOT, "tests", "mpi"))
+from checks import FAILED, expect  # noqa: E402  (named checks, counted)
 
 
 def planned(shmapc, path):
