@@ -19,7 +19,7 @@ the compiler's own schedules for S = 4 and 8 stages (stage s timed as measured s
 through their dependency simulation with those durations (shmap_pipeline_replay, built beside
 shmapc); the replayed bubble is held to (S-1)/(M+S-1) likewise.
 
---quick: width 256, micro-batches 4 and 8, 2 repeats (the full run: width 512, 4, 8 and 16
+--quick: width 256, micro-batches 4 and 8, 3 repeats (the full run: width 512, 4, 8 and 16
 micro-batches, 3 repeats); 3 steps, the first not counted."""
 import collections
 import json
@@ -99,17 +99,21 @@ def measure(a, tmp, schedule, m, h):
 
 
 def step_durations(a, tmp, m):
-    """Per measured stage, its mean forward and backward step in seconds (a --trace of 1F1B)."""
+    """Per measured stage, its mean forward and backward step in seconds (a --trace of 1F1B),
+    over every run but the first (which warms up: the buffers' first pages, the kernels' first
+    calls), as --stats=pipeline counts."""
     exe = os.path.join(tmp, "1f1b_%d" % m)
     trace = os.path.join(tmp, "trace.json")
     subprocess.run([exe, "--trace=" + trace, "--steps=%d" % a.steps], check=True, capture_output=True, env=ENV)
     with open(trace) as f:
         events = json.load(f)["traceEvents"]
     spans = collections.defaultdict(list)
-    for e in events:
+    for e in sorted(events, key=lambda e: e.get("ts", 0)):
         got = re.fullmatch(r"([FB]) s(\d+) mb\d+", e.get("name", ""))
         if got and e.get("ph") == "X":
             spans[(int(got.group(2)), got.group(1))].append(e["dur"] * 1e-6)
+    for key in spans:  # (each run has m of each; the first run's are left out)
+        spans[key] = spans[key][m:] if len(spans[key]) > m else spans[key]
     return [(sum(spans[(s, "F")]) / len(spans[(s, "F")]), sum(spans[(s, "B")]) / len(spans[(s, "B")]))
             for s in (0, 1)]
 
@@ -126,7 +130,7 @@ def main():
     ap.add_argument("--width", type=int, default=512)
     ap.add_argument("--microbatches", default="4,8,16")
     ap.add_argument("--steps", type=int, default=3)
-    a = parse(ap, quick_repeats=2, width=256, microbatches="4,8", steps=3)
+    a = parse(ap, quick_repeats=3, width=256, microbatches="4,8", steps=3)
     rec = Record("pipeline", a, width=a.width, microbatches=a.microbatches, steps=a.steps, groups=2)
     cores = len(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory() as tmp:
