@@ -365,6 +365,12 @@ private:
       out_ << ")";
     }
     out_ << "\n";
+    for (const Eqn *e : s.sites)  // (a pipeline's hoisted weight-gradient all-reduces)
+      if (e->has("hoisted_from_steps")) {
+        out_ << "  hoisted: these all-reduces ran in each of " << e->intParam("hoisted_from_steps")
+             << " backward steps (a micro-batch each); now once per step, on the steps' summed parts\n";
+        break;
+      }
     if (s.nodes.empty()) {
       out_ << "  no collectives\n";
       moves(s);

@@ -197,6 +197,9 @@ private:
     Eqn e;
     e.prim = Prim::Shmap;
     e.params["mesh"] = meshIndex;
+    int64_t steps = 0;  // (--emit=comm says how many backward steps each psum ran in before)
+    for (const Plan *plan : group) steps = std::max(steps, (int64_t)plan->leaves.size());
+    e.params["hoisted_from_steps"] = steps;
     std::vector<PartitionSpec> inSpecs, outSpecs;
     for (const Plan *plan : group) {
       const Eqn &psum = *plan->psum;
