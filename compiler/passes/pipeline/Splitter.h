@@ -1,5 +1,6 @@
 // The split-micro-batches pass's work on one pipeline function (private to passes/pipeline/):
-// the analysis of its differentiated function and the micro-batch function (MicroBatches.cpp),
+// the analysis of its differentiated function (which values are per example: PerExample.cpp)
+// and the micro-batch function (MicroBatches.cpp),
 // the stage functions and stage programs that replace its grad (StagePrograms.cpp).
 #pragma once
 #include "passes/pipeline/Pipeline.h"
