@@ -472,10 +472,13 @@ std::string printSchedules(const ir::Module &m) {
       while (!row.empty() && row.back() == ' ') row.pop_back();
       out += row + "\n";
     }
+    // (a group holding several stages holds a micro-batch's activations per stage it has run
+    // forward on it and not yet backward: counted per stage)
+    const bool perStage = s.stages() > s.groups;
     out += "  activations held at once:";
     for (int g = 0; g < s.groups; ++g)
       out += std::string(g ? "," : "") + " group " + std::to_string(g) + " " + std::to_string(t.held[(size_t)g]) +
-             " micro-batch" + (t.held[(size_t)g] == 1 ? "" : "es");
+             (perStage ? " stage micro-batch" : " micro-batch") + (t.held[(size_t)g] == 1 ? "" : "es");
     out += "\n";
     out += "  " + std::to_string(t.makespan) + " clock units; predicted bubble " + percent(t.bubble()) +
            " of the devices' time";
