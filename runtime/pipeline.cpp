@@ -113,11 +113,12 @@ std::vector<std::vector<int>> rank_groups(int32_t groups, int32_t devices, const
   return of;
 }
 
-bool equal_groups(int32_t groups, int32_t devices, const int32_t *device_group) {
+// Each group's device count.
+std::vector<int64_t> group_sizes(int32_t groups, int32_t devices, const int32_t *device_group) {
   std::vector<int64_t> n((size_t)groups, 0);
   for (int32_t d = 0; d < devices; ++d)
     if (device_group[d] >= 0 && device_group[d] < groups) ++n[(size_t)device_group[d]];
-  return std::all_of(n.begin(), n.end(), [&](int64_t k) { return k == n[0]; });
+  return n;
 }
 
 } // namespace
@@ -139,7 +140,9 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
   flows += channels;
   int mine = 0;
   run.peer = rank_groups(groups, devices, device_groups, mine, run.place);
-  if (run.peer.empty() && rank_count() > 1 && !equal_groups(groups, devices, device_groups))
+  const std::vector<int64_t> sizes = group_sizes(groups, devices, device_groups);
+  const bool equal = std::all_of(sizes.begin(), sizes.end(), [&](int64_t n) { return n == sizes[0]; });
+  if (run.peer.empty() && rank_count() > 1 && !equal)
     fatalf("pipeline %s: its device groups differ in size, so each rank's devices must lie in one group, which %d "
            "devices over %d ranks do not: run a rank per device, or --devices-per-rank=D dividing every group's devices",
            label ? label : "", (int)devices, rank_count());
@@ -177,7 +180,7 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
     }
     set_pipeline_group(g);  // (its shmaps and kernels on the group's own device threads)
     if (run.peer.empty() && rank_count() == 1)  // (under MPI, a job of one rank: every group here)
-      set_group_devices(std::count(device_groups, device_groups + devices, g));
+      set_group_devices(sizes[(size_t)g]);
     TraceTrack track;  // (a stage program runs from host code: afterwards the thread records on the host's again)
     if (g_tracing) set_current_track(&track);
     if (times) t_host_memory = &memory[(size_t)g];

@@ -44,18 +44,17 @@ static void emitProgramArgTable(ModuleEmitter &me, const ir::Module &m) {
 // pipeline's device groups run it, each on its own ranks.
 static void emitMeshTable(ModuleEmitter &me, const ir::Module &m) {
   std::vector<bool> used(m.meshes.size(), false);
-  std::set<int64_t> pipelines;  // the pipelines' device counts
+  std::set<int64_t> sizes;  // the pipelines' device counts, then the meshes' used
   for (const auto &f : m.funcs)
     for (const ir::Eqn &e : f->eqns)
       if (e.prim == ir::Prim::Shmap) {
         int64_t i = e.intParam("mesh");
         if (i >= 0 && i < (int64_t)used.size()) used[(size_t)i] = true;
       } else if (e.prim == ir::Prim::Pipeline) {
-        pipelines.insert((int64_t)e.intsParam("device_groups").size());
+        sizes.insert((int64_t)e.intsParam("device_groups").size());
       }
   for (size_t i = 0; i < m.meshes.size(); ++i)
     if (m.meshes[i]->sliceOf >= 0) used[i] = false;
-  std::set<int64_t> sizes = pipelines;
   for (size_t i = 0; i < m.meshes.size(); ++i)
     if (used[i]) sizes.insert(m.meshes[i]->numDevices());
   std::vector<llvm::Constant *> counts;

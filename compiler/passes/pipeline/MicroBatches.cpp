@@ -414,33 +414,27 @@ void splitMicroBatches(ir::Module &m, Diagnostics &diags) {
     PipelineSchedule s;
     int order = -1, at = -1;
     std::string why = pipelineSchedule(p, s, order, at);
-    if (!why.empty() && order >= 0) {
-      Loc loc = p.orderLocs[(size_t)order];
-      if (at >= 0) loc.col += 1 + at;  // (a step has no escapes: its column in the string)
-      diags.fatal(DiagId::BadPipelineAttr, loc, why,
+    auto inOrder = [&](int group, int offset) {  // (a step has no escapes: its column in the string)
+      Loc loc = p.orderLocs[(size_t)group];
+      if (offset >= 0) loc.col += 1 + offset;
+      return loc;
+    };
+    if (!why.empty() && order >= 0)
+      diags.fatal(DiagId::BadPipelineAttr, inOrder(order, at), why,
                   "each device group's order lists every step of its stages once: F (forward), B (backward)" +
                       std::string(p.schedule == Schedule::ZeroBubbleH1 ? ", W (weight gradient)" : "") +
                       " with the stage and micro-batch, as --emit=schedule prints them");
-    }
     if (!why.empty())
       diags.fatal(DiagId::PipelineBatch, p.microbatchesLoc, why, "choose microbatches= a multiple of the stage axis's size");
     PipelineTimeline t;
     std::pair<int, size_t> stuck{-1, 0};
     std::string dead = simulateSchedule(s, t, &stuck);
-    if (!dead.empty() && !p.order.empty()) {
-      Loc loc = p.orderLocs[(size_t)stuck.first];
-      const std::string &text = p.order[(size_t)stuck.first];
-      size_t i = 0;  // the stuck step's column: skip stuck.second steps
-      for (size_t n = 0;; ++n) {
-        while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == ',')) ++i;
-        if (n == stuck.second) break;
-        while (i < text.size() && text[i] != ' ' && text[i] != '\t' && text[i] != ',') ++i;
-      }
-      loc.col += 1 + (int)i;
-      diags.fatal(DiagId::PipelineDeadlock, loc, "this order deadlocks: " + dead,
+    if (!dead.empty() && !p.order.empty())  // (at the stuck step as written)
+      diags.fatal(DiagId::PipelineDeadlock,
+                  inOrder(stuck.first, (int)orderTokens(p.order[(size_t)stuck.first])[stuck.second].first),
+                  "this order deadlocks: " + dead,
                   "run the step that is waited for earlier in its device group's order (--emit=schedule prints an "
                   "order that runs: the schedule's own)");
-    }
     if (!dead.empty()) throw InternalError("the " + std::string(scheduleName(p.schedule)) + " schedule deadlocks: " + dead);
     pipeline::Splitter(m, p, diags, s, t.bubble()).run();
   }

@@ -116,14 +116,36 @@ void Splitter::analyseEqns(const Func &f) {
 }
 
 void Splitter::splitLoop(const Eqn &e, const Info &in) {
+  // The body's parameters are (i, consts..., carries...): the counter is no example's.
   const Func &b = *e.bodies[0];
+  info_[b.params[0]] = Info{};
+  splitCarries(e, in, {&b}, b, 1, true, "loop");
+}
+
+void Splitter::checkCondition(const Eqn &e, const Info &pred, const char *what) {
+  if (pred.split >= 0 || pred.tail || (pred.batch && pred.theta))
+    fail(DiagId::PipelineNotSplittable, e.loc,
+         std::string("the ") + what + " depends on the batch's examples, so each micro-batch would decide it for itself",
+         "decide it from the parameters, the step or the batch's data alone (computed once, on the whole batch)");
+}
+
+void Splitter::splitWhile(const Eqn &e, const Info &in) {
+  // The condition's and the body's parameters are (consts..., carries...).
+  const Func &cond = *e.bodies[0];
+  splitCarries(e, in, {&cond, e.bodies[1]}, *e.bodies[1], 0, false, "while loop");
+  checkCondition(e, info_[cond.results[0]], "while loop's condition");
+}
+
+void Splitter::splitCarries(const Eqn &e, const Info &in, const std::vector<const Func *> &bodies, const Func &step,
+                            size_t first, bool introduce, const char *what) {
   const size_t consts = (size_t)e.intParam("num_consts");
-  // The body's parameters (i, consts..., carries...) as the operands; a carry whose examples
-  // the body introduces (a splat or broadcast to fill, as scan's stacked outputs start) is
-  // per example from the start. Round until the carries' results agree with their parameters.
+  // The operands as the bodies' parameters from `first` on; a carry whose examples the step
+  // introduces (a splat or broadcast to fill, as scan's stacked outputs start) is per example
+  // from the start, where `introduce`. Round until the carries' results agree with their
+  // parameters (their flags only grow, so the rounds end).
   std::vector<Info> carry;
   for (const Value *v : e.ins) carry.push_back(info_[v]);
-  splitBodies_.insert(&b);
+  for (const Func *b : bodies) splitBodies_.insert(b);
   ++loopDepth_;
   std::function<void(const Func &)> forget = [&](const Func &f) {  // (a round's slices: the next decides again)
     for (const Eqn &x : f.eqns) {
@@ -132,18 +154,19 @@ void Splitter::splitLoop(const Eqn &e, const Info &in) {
     }
   };
   for (int round = 0;; ++round) {
-    forget(b);
-    info_[b.params[0]] = Info{};
-    for (size_t k = 0; k < e.ins.size(); ++k) info_[b.params[k + 1]] = carry[k];
-    analyseEqns(b);
+    for (const Func *b : bodies) {
+      forget(*b);
+      for (size_t k = 0; k < e.ins.size(); ++k) info_[b->params[k + first]] = carry[k];
+      analyseEqns(*b);
+    }
     bool again = false;
     for (size_t c = 0; consts + c < e.ins.size(); ++c) {
       Info &p = carry[consts + c];
-      const Info &r = info_[b.results[c]];
+      const Info &r = info_[step.results[c]];
       if (r.split != p.split || r.axes != p.axes) {
-        if (p.split >= 0 || round > 2)
+        if (!introduce || p.split >= 0 || round > 2)
           fail(DiagId::PipelineNotSplittable, e.loc,
-               "the loop's carry " + std::to_string(c) + " holds its examples along dimension " +
+               "the " + std::string(what) + "'s carry " + std::to_string(c) + " holds its examples along dimension " +
                    std::to_string(p.split) + " but its step returns them along dimension " + std::to_string(r.split),
                "keep each carry's batch dimension where the loop starts it");
         p.split = r.split;
@@ -161,53 +184,7 @@ void Splitter::splitLoop(const Eqn &e, const Info &in) {
   }
   --loopDepth_;
   for (size_t c = 0; c < e.outs.size(); ++c) {
-    Info out = info_[b.results[c]];
-    out.batch |= in.batch;
-    info_[e.outs[c]] = out;
-  }
-}
-
-void Splitter::checkCondition(const Eqn &e, const Info &pred, const char *what) {
-  if (pred.split >= 0 || pred.tail || (pred.batch && pred.theta))
-    fail(DiagId::PipelineNotSplittable, e.loc,
-         std::string("the ") + what + " depends on the batch's examples, so each micro-batch would decide it for itself",
-         "decide it from the parameters, the step or the batch's data alone (computed once, on the whole batch)");
-}
-
-void Splitter::splitWhile(const Eqn &e, const Info &in) {
-  const Func &cond = *e.bodies[0], &b = *e.bodies[1];
-  const size_t consts = (size_t)e.intParam("num_consts");
-  // As splitLoop, the body's (and the condition's) parameters being (consts..., carries...).
-  std::vector<Info> carry;
-  for (const Value *v : e.ins) carry.push_back(info_[v]);
-  splitBodies_.insert(&b);
-  splitBodies_.insert(&cond);
-  ++loopDepth_;
-  for (int round = 0;; ++round) {
-    for (const Func *f : {&cond, &b})
-      for (size_t k = 0; k < e.ins.size(); ++k) info_[f->params[k]] = carry[k];
-    analyseEqns(cond);
-    analyseEqns(b);
-    bool again = false;
-    for (size_t c = 0; consts + c < e.ins.size(); ++c) {
-      Info &p = carry[consts + c];
-      const Info &r = info_[b.results[c]];
-      if (r.split != p.split || r.axes != p.axes)
-        fail(DiagId::PipelineNotSplittable, e.loc,
-             "the while loop's carry " + std::to_string(c) + " holds its examples along dimension " +
-                 std::to_string(p.split) + " but its step returns them along dimension " + std::to_string(r.split),
-             "keep each carry's batch dimension where the loop starts it");
-      if ((r.batch && !p.batch) || (r.theta && !p.theta) || (r.tail && !p.tail) || (r.varies & ~p.varies)) {
-        p.batch |= r.batch, p.theta |= r.theta, p.tail |= r.tail, p.varies |= r.varies;
-        again = true;
-      }
-    }
-    if (!again || round > 64) break;
-  }
-  --loopDepth_;
-  checkCondition(e, info_[cond.results[0]], "while loop's condition");
-  for (size_t c = 0; c < e.outs.size(); ++c) {
-    Info out = info_[b.results[c]];
+    Info out = info_[step.results[c]];
     out.batch |= in.batch;
     info_[e.outs[c]] = out;
   }

@@ -99,14 +99,14 @@ void zeroBubbleH1(PipelineSchedule &s) {
 
 } // namespace
 
+const char *stepKindName(PipelineStep::Kind k) { return k == Step::F ? "F" : k == Step::B ? "B" : "W"; }
+
 std::string stepName(const PipelineStep &s) {
-  const char *k = s.kind == Step::F ? "F" : s.kind == Step::B ? "B" : "W";
-  return std::string(k) + " s" + std::to_string(s.stage) + " mb" + std::to_string(s.mb);
+  return std::string(stepKindName(s.kind)) + " s" + std::to_string(s.stage) + " mb" + std::to_string(s.mb);
 }
 
 std::string writtenStep(const PipelineStep &s) {
-  const char *k = s.kind == Step::F ? "F" : s.kind == Step::B ? "B" : "W";
-  return std::string(k) + std::to_string(s.stage) + "." + std::to_string(s.mb);
+  return std::string(stepKindName(s.kind)) + std::to_string(s.stage) + "." + std::to_string(s.mb);
 }
 
 std::string makeSchedule(ir::Schedule kind, int groups, int virtualStages, int microbatches, PipelineSchedule &out) {
@@ -166,6 +166,22 @@ void makePlacedSchedule(ir::Schedule kind, const std::vector<int> &placement, in
   }
 }
 
+std::vector<std::pair<size_t, std::string>> orderTokens(const std::string &text) {
+  std::vector<std::pair<size_t, std::string>> out;
+  auto separator = [](char c) { return c == ' ' || c == '\t' || c == ','; };
+  for (size_t i = 0; i < text.size();) {
+    if (separator(text[i])) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && !separator(text[end])) ++end;
+    out.push_back({i, text.substr(i, end - i)});
+    i = end;
+  }
+  return out;
+}
+
 std::string parseOrder(const std::string &text, int group, PipelineSchedule &s, int &at) {
   std::vector<int> mine;
   for (int v = 0; v < s.stages(); ++v)
@@ -174,14 +190,9 @@ std::string parseOrder(const std::string &text, int group, PipelineSchedule &s, 
   auto &out = s.steps[(size_t)group];
   out.clear();
   const std::string g = "device group " + std::to_string(group);
-  size_t i = 0;
-  while (true) {
-    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == ',')) ++i;
-    if (i == text.size()) break;
-    at = (int)i;
-    size_t end = i;
-    while (end < text.size() && text[end] != ' ' && text[end] != '\t' && text[end] != ',') ++end;
-    const std::string tok = text.substr(i, end - i);
+  const std::string shape = "a step is its kind, its stage, '.' and its micro-batch: F1.3";
+  for (const auto &[offset, tok] : orderTokens(text)) {
+    at = (int)offset;
     auto bad = [&](const std::string &why) { return "step '" + tok + "' in " + g + "'s order: " + why; };
     PipelineStep x;
     const char k = tok[0];
@@ -197,13 +208,13 @@ std::string parseOrder(const std::string &text, int group, PipelineSchedule &s, 
     };
     size_t j = 1;
     int a = 0, b = 0;
-    if (!number(j, a)) return bad("a step is its kind, its stage, '.' and its micro-batch: F1.3");
+    if (!number(j, a)) return bad(shape);
     if (j < tok.size() && tok[j] == '.') {
       ++j;
-      if (!number(j, b) || j != tok.size()) return bad("a step is its kind, its stage, '.' and its micro-batch: F1.3");
+      if (!number(j, b) || j != tok.size()) return bad(shape);
       x.stage = a, x.mb = b;
     } else if (j != tok.size()) {
-      return bad("a step is its kind, its stage, '.' and its micro-batch: F1.3");
+      return bad(shape);
     } else if (mine.size() != 1) {
       return bad(g + " holds " + std::to_string(mine.size()) + " stages: name the stage, F" +
                  std::to_string(mine[0]) + "." + std::to_string(a));
@@ -221,7 +232,6 @@ std::string parseOrder(const std::string &text, int group, PipelineSchedule &s, 
                  std::string(ir::scheduleName(s.kind)));
     if (!seen.insert({(int)x.kind, x.stage, x.mb}).second) return bad("it is already in the order");
     out.push_back(x);
-    i = end;
   }
   at = -1;
   const PipelineStep::Kind kinds[] = {PipelineStep::F, PipelineStep::B, PipelineStep::W};
@@ -461,7 +471,7 @@ std::string printSchedules(const ir::Module &m) {
     for (int g = 0; g < s.groups; ++g)
       for (size_t i = 0; i < s.steps[(size_t)g].size(); ++i) {
         const PipelineStep &x = s.steps[(size_t)g][i];
-        std::string cell = std::string(x.kind == PipelineStep::F ? "F" : x.kind == PipelineStep::B ? "B" : "W") +
+        std::string cell = std::string(stepKindName(x.kind)) +
                            (s.stages() > s.groups ? std::to_string(x.stage) + "." : "") + std::to_string(x.mb);
         for (int64_t c = 0; c < stepCost(s, x); ++c) grid[(size_t)g][(size_t)(t.start[(size_t)g][i] + c)] = cell;
         width = std::max(width, cell.size());

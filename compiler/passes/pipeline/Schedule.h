@@ -18,6 +18,7 @@ struct PipelineStep {
   int mb = 0;     // the micro-batch
   bool operator==(const PipelineStep &o) const { return kind == o.kind && stage == o.stage && mb == o.mb; }
 };
+const char *stepKindName(PipelineStep::Kind k);  // "F", "B", "W"
 std::string stepName(const PipelineStep &s);     // "F s1 mb5"
 std::string writtenStep(const PipelineStep &s);  // "F1.5", as order= and --emit=schedule write it
 
@@ -48,6 +49,9 @@ void makePlacedSchedule(ir::Schedule kind, const std::vector<int> &placement, in
 // "F1" for micro-batch 1 where the group holds one stage). Each of the group's stages' steps
 // exactly once. "" or what is wrong, with `at` the offset in `text` it is about (or -1).
 std::string parseOrder(const std::string &text, int group, PipelineSchedule &s, int &at);
+// An order= string's steps as written, each with its offset in the string (separated by spaces,
+// tabs or commas).
+std::vector<std::pair<size_t, std::string>> orderTokens(const std::string &text);
 
 // A pipeline function's schedule from its attributes (placement=, order=, or the schedule's
 // own). "" or why not; `order` and `at` say where in which order= string, when it is about one.

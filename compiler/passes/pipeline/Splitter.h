@@ -70,6 +70,11 @@ private:
   // its results per example alike in both (its condition again not read from the examples).
   void splitWhile(const Eqn &e, const Info &in);
   void splitCond(const Eqn &e, const Info &in);
+  // Both loops': their carries' analysis over `bodies` (whose parameters from `first` on are
+  // the operands), `step` the body returning the carries; `introduce`: a carry may become per
+  // example in the step (its initial value then sliced).
+  void splitCarries(const Eqn &e, const Info &in, const std::vector<const Func *> &bodies, const Func &step,
+                    size_t first, bool introduce, const char *what);
   void checkCondition(const Eqn &e, const Info &pred, const char *what);
 
   // A collective of a per-example value: which axes split its examples afterwards, refused
