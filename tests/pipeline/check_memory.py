@@ -25,36 +25,35 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "mpi"))
 from checks import FAILED, expect  # noqa: E402  (named checks, counted)
 
 
+def sections(text, header, item, value):
+    """name -> [value(match) for each `item` line] under each `header` line (its group 1)."""
+    out, name = {}, None
+    for line in text.splitlines():
+        m = re.match(header, line)
+        if m:
+            name = m.group(1)
+            out[name] = []
+        m = re.match(item, line)
+        if m:
+            out[name].append(value(m))
+    return out
+
+
 def planned(shmapc, path):
     """pipeline name -> [planned bytes per group]."""
     out = subprocess.run([shmapc, "compile", path, "--emit=stages", "-o", "-"], capture_output=True, text=True,
                          check=True).stdout
-    plans, name = {}, None
-    for line in out.splitlines():
-        m = re.match(r"pipeline (\w+): ", line)
-        if m:
-            name = m.group(1)
-            plans[name] = []
-        m = re.match(r"  device group (\d+)'s stage program: (\d+) bytes of host memory planned", line)
-        if m:
-            plans[name].append(int(m.group(2)))
-    return plans
+    return sections(out, r"pipeline (\w+): ", r"  device group (\d+)'s stage program: (\d+) bytes of host memory planned",
+                    lambda m: int(m.group(2)))
 
 
 def measured(shmapc, path):
     """pipeline name -> [(peak bytes, allocations a run) per group]."""
     out = subprocess.run([shmapc, "run", path, "--", "--stats=pipeline"], capture_output=True, text=True, check=True,
                          cwd=os.path.dirname(path)).stdout
-    got, name = {}, None
-    for line in out[out.index("== pipeline stats =="):].splitlines():
-        m = re.match(r"(\w+) \(", line)
-        if m:
-            name = m.group(1)
-            got[name] = []
-        m = re.match(r"  group \d+: .*host memory at most (\d+) bytes, ([\d.]+) allocations a run", line)
-        if m:
-            got[name].append((int(m.group(1)), float(m.group(2))))
-    return got
+    return sections(out[out.index("== pipeline stats =="):], r"(\w+) \(",
+                    r"  group \d+: .*host memory at most (\d+) bytes, ([\d.]+) allocations a run",
+                    lambda m: (int(m.group(1)), float(m.group(2))))
 
 
 def main():
