@@ -168,10 +168,18 @@ bool writeOutputFile(const std::string &path, const void *data, size_t bytes, bo
   return ok;
 }
 
-bool runChild(Child kind, const std::vector<std::string> &argv, int &status, std::string &error) {
+bool runChild(Child kind, const std::vector<std::string> &argv, int &status, std::string &error,
+              const std::string &tmpdir) {
   std::vector<char *> args;
   for (const std::string &a : argv) args.push_back(const_cast<char *>(a.c_str()));
   args.push_back(nullptr);
+  // The environment as it is, with TMPDIR replaced when asked.
+  const std::string tmpdirEntry = "TMPDIR=" + tmpdir;
+  std::vector<char *> env;
+  for (char **e = environ; *e; ++e)
+    if (tmpdir.empty() || std::strncmp(*e, "TMPDIR=", 7) != 0) env.push_back(*e);
+  if (!tmpdir.empty()) env.push_back(const_cast<char *>(tmpdirEntry.c_str()));
+  env.push_back(nullptr);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   const sigset_t mask = childMask();
@@ -187,8 +195,8 @@ bool runChild(Child kind, const std::vector<std::string> &argv, int &status, std
   int rc = 0;
   {
     std::lock_guard<std::mutex> held(s.lock);
-    rc = kind == Child::Linker ? posix_spawnp(&pid, args[0], nullptr, &attr, args.data(), environ)
-                               : posix_spawn(&pid, args[0], nullptr, &attr, args.data(), environ);
+    rc = kind == Child::Linker ? posix_spawnp(&pid, args[0], nullptr, &attr, args.data(), env.data())
+                               : posix_spawn(&pid, args[0], nullptr, &attr, args.data(), env.data());
     if (rc == 0) (kind == Child::Linker ? s.linker : s.program) = pid;
   }
   posix_spawnattr_destroy(&attr);

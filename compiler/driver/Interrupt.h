@@ -43,8 +43,12 @@ enum class Child {
 };
 
 // Runs argv and waits for it: true with its wait status (waitpid's) in `status`, or false with
-// the reason in `error`. The child starts with the signal mask shmapc was started with.
-bool runChild(Child kind, const std::vector<std::string> &argv, int &status, std::string &error);
+// the reason in `error`. The child starts with the signal mask shmapc was started with. With
+// a `tmpdir`, the child's $TMPDIR is that folder: the linker's own temporaries (g++'s, collect2's)
+// then lie in a folder of shmapc's, removed with it even when a signal ends the linker before
+// it could remove them itself.
+bool runChild(Child kind, const std::vector<std::string> &argv, int &status, std::string &error,
+              const std::string &tmpdir = "");
 
 // The signal passed on to `shmapc run`'s program, or 0.
 int signalPassedOn();

@@ -8,15 +8,16 @@
 
 namespace shmapc {
 
-int runProcess(const std::vector<std::string> &argv, std::string &error) {
+int runProcess(const std::vector<std::string> &argv, std::string &error, const std::string &tmpdir) {
   int status = 0;
-  if (!interrupt::runChild(interrupt::Child::Linker, argv, status, error)) return -1;
+  if (!interrupt::runChild(interrupt::Child::Linker, argv, status, error, tmpdir)) return -1;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   error = "'" + argv[0] + "' was killed by signal " + std::to_string(WTERMSIG(status));
   return -1;
 }
 
-bool linkExecutable(const std::string &object, const std::string &output, bool mpi, std::string &error) {
+bool linkExecutable(const std::string &object, const std::string &output, bool mpi, const std::string &tmpdir,
+                    std::string &error) {
   if (mpi && !*SHMAPC_RUNTIME_MPI_LIB) {
     error = "this shmapc was built without MPI (Open MPI's libopenmpi-dev, or a sanitizer build): no --mpi";
     return false;
@@ -36,7 +37,7 @@ bool linkExecutable(const std::string &object, const std::string &output, bool m
   if (*SHMAPC_MALLOC_LIB) argv.insert(argv.begin() + 3, SHMAPC_MALLOC_LIB);  // before the libraries that call malloc
   std::istringstream sanitize(SHMAPC_SANITIZE_FLAGS);
   for (std::string flag; sanitize >> flag;) argv.push_back(flag);
-  int rc = runProcess(argv, error);
+  int rc = runProcess(argv, error, tmpdir);
   if (rc == 0) return true;
   if (rc > 0) error = "the linker (g++) failed with status " + std::to_string(rc);
   return false;

@@ -212,8 +212,9 @@ int emitMachineCode(const CompileOptions &opts, const codegen::Target &target, D
   // An executable: the object and the linked program in a private temporary folder (in
   // $TMPDIR, not beside the output, which may be /dev/null or in a folder we may not litter),
   // then the program copied to the output through writeOutput, as any other output: the
-  // linker never opens the output path itself.
-  // A signal meanwhile removes the folder (Interrupt.h).
+  // linker never opens the output path itself. The linker's own temporaries (collect2's
+  // ccXXXXXX.cdtor.c) go into the folder too: a signal that ends the linker before it removes
+  // them removes them with the folder (Interrupt.h).
   std::string dir = interrupt::makeTemporaryFolder("shmapc", error);
   if (dir.empty()) diags.fatal(DiagId::CannotWrite, Loc{}, error);
   struct RemoveDir {
@@ -223,7 +224,7 @@ int emitMachineCode(const CompileOptions &opts, const codegen::Target &target, D
   const std::string obj = dir + "/prog.o", exe = dir + "/prog";
   if (!safe_write::writeFile(obj, code.data(), code.size(), false, error))
     diags.fatal(DiagId::CannotWrite, Loc{}, "cannot write a temporary object file " + obj + ": " + error);
-  if (!linkExecutable(obj, exe, opts.mpi, error)) diags.fatal(DiagId::LinkFailed, Loc{}, error);
+  if (!linkExecutable(obj, exe, opts.mpi, dir, error)) diags.fatal(DiagId::LinkFailed, Loc{}, error);
   std::ifstream linked(exe, std::ios::binary);
   std::string program((std::istreambuf_iterator<char>(linked)), std::istreambuf_iterator<char>());
   if (!linked) diags.fatal(DiagId::CannotWrite, Loc{}, "cannot read the linked program " + exe);
