@@ -235,6 +235,13 @@ bool all_blocks_local(const ArrayPlan &p, const MeshCall &c) {
 
 void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<ArrayPlan> &inp,
                 void **ins, const std::vector<ArrayPlan> &outp, void **outs) {
+  // A device's buffers are not its caller's host memory (--stats=pipeline counts a stage
+  // program's): device 0 runs on the calling thread, the others on threads of their own.
+  struct DeviceMemory {
+    HostMemory *host = t_host_memory;
+    DeviceMemory() { t_host_memory = nullptr; }
+    ~DeviceMemory() { t_host_memory = host; }
+  } apart;
   std::vector<void *> bin(inp.size() + 1), bout(outp.size() + 1);
   std::vector<bool> in_owned(inp.size()), out_direct(outp.size());
   const size_t local = (size_t)(dev.id - c.first);

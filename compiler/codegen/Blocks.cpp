@@ -46,7 +46,7 @@ void FuncEmitter::fillSplat(llvm::Value *dst, llvm::Value *bytes, const ir::Eqn 
 
 llvm::Value *FuncEmitter::scratchFor(const ir::Value *v) {
   if (!me.blocksLayout(v)) return scratch(v->type);
-  return allocBlocks(nullptr, bytesOf(v));
+  return allocBlocks(nullptr, v);
 }
 
 // A value's blocks are freed after the last eqn that reads it (or a value sharing its buffer:
@@ -69,23 +69,75 @@ void FuncEmitter::planBlocksLastUse(const std::unordered_map<const ir::Value *, 
       }
 }
 
-llvm::Value *FuncEmitter::allocBlocks(const ir::Value *owner, llvm::Value *bytes) {
-  llvm::Value *p = callRt("shm_blocks_alloc", {bytes}, "blocks");
-  if (owner) ownedBlocks_.push_back({owner, p});
-  else eqnBlocks_.push_back(p);
-  return p;
+// Where one process runs every device, a value's blocks are all of it once (devices sharing
+// a block share its slot): its bytes.
+static int64_t blocksSlotBytes(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+llvm::Value *FuncEmitter::allocBlocks(const ir::Value *owner, const ir::Value *of) {
+  // The free slot nearest its size (at least as big if one is), else a new one.
+  const int64_t want = blocksSlotBytes(of->type.byteSize());
+  size_t best = blocksSlots_.size();
+  auto better = [&](const BlocksSlot &s, const BlocksSlot &than) {
+    const bool fits = s.oneProcessBytes >= want, thanFits = than.oneProcessBytes >= want;
+    if (fits != thanFits) return fits;
+    return fits ? s.oneProcessBytes < than.oneProcessBytes : s.oneProcessBytes > than.oneProcessBytes;
+  };
+  for (size_t k = 0; k < blocksSlots_.size(); ++k)
+    if (blocksSlots_[k].free && (best == blocksSlots_.size() || better(blocksSlots_[k], blocksSlots_[best]))) best = k;
+  if (best == blocksSlots_.size()) {
+    blocksSlots_.push_back({});
+    blocksSlots_.back().offset = llvm::cast<llvm::AllocaInst>(entryAlloca(me.i64Ty, 1, "blocks.offset"));
+  }
+  BlocksSlot &slot = blocksSlots_[best];
+  slot.free = false;
+  slot.holds.push_back(of);
+  slot.oneProcessBytes = std::max(slot.oneProcessBytes, want);
+  if (!blocksBase_) blocksBase_ = llvm::cast<llvm::AllocaInst>(entryAlloca(me.ptrTy, 1, "blocks.arena"));
+  if (owner) ownedBlocks_.push_back({owner, best});
+  else eqnBlocks_.push_back(best);
+  llvm::Value *base = b.CreateLoad(me.ptrTy, blocksBase_);
+  return b.CreateInBoundsGEP(me.i8Ty, base, b.CreateLoad(me.i64Ty, slot.offset), "blocks");
 }
 
 void FuncEmitter::freeDeadBlocks(size_t last) {
-  for (llvm::Value *p : eqnBlocks_) callRt("shm_blocks_free", {p});
+  for (size_t k : eqnBlocks_) blocksSlots_[k].free = true;
   eqnBlocks_.clear();
-  std::vector<std::pair<const ir::Value *, llvm::Value *>> kept;
-  for (const auto &[v, p] : ownedBlocks_) {
+  std::vector<std::pair<const ir::Value *, size_t>> kept;
+  for (const auto &[v, k] : ownedBlocks_) {
     auto u = blocksLastUse_.find(v);
-    if (u != blocksLastUse_.end() && u->second <= last) callRt("shm_blocks_free", {p});
-    else kept.push_back({v, p});
+    if (u != blocksLastUse_.end() && u->second <= last) blocksSlots_[k].free = true;
+    else kept.push_back({v, k});
   }
   ownedBlocks_ = std::move(kept);
+}
+
+// On entry (the block blocksSetup_, before the body): each slot's bytes, the largest of its
+// values' on this rank, rounded to 64 (shm_alloc's alignment), its offset, and the arena.
+void FuncEmitter::emitBlocksArena() {
+  if (blocksSlots_.empty()) return;
+  llvm::IRBuilderBase::InsertPointGuard back(b);  // (callRt and bytesOf emit through b)
+  b.SetInsertPoint(blocksSetup_->getTerminator());
+  llvm::Value *total = i64(0);
+  for (BlocksSlot &slot : blocksSlots_) {
+    b.CreateStore(total, slot.offset);
+    llvm::Value *most = i64(0);
+    std::vector<const ir::Value *> asked;  // (values of one type and layout have one size)
+    for (const ir::Value *v : slot.holds) {
+      const bool same = std::any_of(asked.begin(), asked.end(), [&](const ir::Value *a) {
+        return a->type == v->type && *me.blocksLayout(a) == *me.blocksLayout(v);
+      });
+      if (same) continue;
+      asked.push_back(v);
+      llvm::Value *bytes = b.CreateAnd(b.CreateAdd(bytesOf(v), i64(63)), i64(~int64_t(63)));
+      most = b.CreateSelect(b.CreateICmpUGT(bytes, most), bytes, most);
+    }
+    total = b.CreateAdd(total, most, "blocks.end");
+  }
+  b.CreateStore(callRt("shm_blocks_alloc", {total}, "blocks.arena"), blocksBase_);
+  if (FuncPlan *record = planRecord()) {
+    record->blocksSlots = (int64_t)blocksSlots_.size();
+    for (const BlocksSlot &slot : blocksSlots_) record->blocksBytesOneProcess += slot.oneProcessBytes;
+  }
 }
 
 void FuncEmitter::copyValue(llvm::Value *dst, llvm::Value *src, const ir::Value *v) {
@@ -115,7 +167,7 @@ bool FuncEmitter::writesBlocks(const ir::Eqn &e, size_t k) const {
 // computed, or a shmap output in another layout, that only shmaps read.
 void FuncEmitter::convertToBlocks(const ir::Value *v) {
   llvm::Value *global = buffer(v);
-  llvm::Value *blocks = allocBlocks(v, bytesOf(v));  // (v's root: a converted value has no alias)
+  llvm::Value *blocks = allocBlocks(v, v);  // (v's root: a converted value has no alias)
   std::vector<llvm::Value *> args = blocksArgs(v).list();
   args.push_back(global);
   args.push_back(blocks);

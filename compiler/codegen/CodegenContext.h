@@ -164,11 +164,13 @@ public:
   // computes is converted after it (convertToBlocks).
   bool writesBlocks(const ir::Eqn &e, size_t k) const;
   void convertToBlocks(const ir::Value *v);
-  // A buffer in the blocks form: `owner`'s (freed after its last use), or, owner null, scratch
-  // of the eqn being lowered (freed after it); freeDeadBlocks(last) frees them once eqns up to
-  // `last` are emitted.
-  llvm::Value *allocBlocks(const ir::Value *owner, llvm::Value *bytes);
+  // A buffer in the blocks form for a value of `of`'s type and layout: `owner`'s (free again
+  // after its last use), or, owner null, scratch of the eqn being lowered (free after it);
+  // freeDeadBlocks(last) frees them once eqns up to `last` are emitted. The buffers are slots
+  // of the call's blocks arena (one allocation a call, sized at run time: emitBlocksArena).
+  llvm::Value *allocBlocks(const ir::Value *owner, const ir::Value *of);
   void freeDeadBlocks(size_t last);
+  void emitBlocksArena();
   void planBlocksLastUse(const std::unordered_map<const ir::Value *, size_t> &lastRead);
   // Whether operand k of e is a loop's initial carry; a carry's initial value into `dst` (a
   // splat without a buffer: filled).
@@ -260,9 +262,24 @@ private:
   std::unordered_set<const ir::Value *> renamed_;  // inputs of a reshape / pbroadcast (another name for their bytes)
   std::unordered_set<const ir::Value *> donated_;  // whose bytes an InPlace value took
   std::vector<llvm::Value *> scratch_;             // heap scratch, freed before returning
-  std::vector<std::pair<const ir::Value *, llvm::Value *>> ownedBlocks_;  // blocks-form buffers live
-  std::vector<llvm::Value *> eqnBlocks_;                                 // ... and scratch
-  std::unordered_map<const ir::Value *, size_t> blocksLastUse_;           // by buffer (root value)
+  // The blocks arena: values in the blocks form have their sizes only at run time (the devices
+  // a rank runs), so their buffers are slots, each as big as the largest value it holds, that
+  // values alive at different times share (first free slot, in definition order, as the
+  // arena's offsets are given); on entry the call asks each slot's values' bytes, lays the
+  // slots one after another and makes one allocation (emitBlocksArena, once the function is
+  // emitted, into the block blocksSetup_).
+  struct BlocksSlot {
+    llvm::AllocaInst *offset = nullptr;      // its offset in the arena, stored on entry
+    std::vector<const ir::Value *> holds;    // the values (layouts) it holds, one after another
+    int64_t oneProcessBytes = 0;             // its bytes where one process runs every device
+    bool free = false;
+  };
+  std::vector<BlocksSlot> blocksSlots_;
+  llvm::BasicBlock *blocksSetup_ = nullptr;
+  llvm::AllocaInst *blocksBase_ = nullptr;  // the arena's pointer, stored on entry
+  std::vector<std::pair<const ir::Value *, size_t>> ownedBlocks_;  // live blocks-form buffers' slots
+  std::vector<size_t> eqnBlocks_;                                 // ... and scratch's
+  std::unordered_map<const ir::Value *, size_t> blocksLastUse_;    // by buffer (root value)
 };
 
 // The runtime's partition-spec encoding (shmap_runtime.h): per dimension, the number of axes,

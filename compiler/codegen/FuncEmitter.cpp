@@ -484,6 +484,13 @@ bool FuncEmitter::emit() {
     record->storage = storage_;
   }
   if (arenaBytes_ > 0) arena_ = callRt("shm_alloc", {i64(arenaBytes_)}, "arena");
+  // The blocks arena's set-up goes into a block of its own before the body, filled once the
+  // body has said what slots it needs (emitBlocksArena).
+  blocksSetup_ = llvm::BasicBlock::Create(me.ctx, "blocks.setup", fn);
+  b.CreateBr(blocksSetup_);
+  llvm::BasicBlock *start = llvm::BasicBlock::Create(me.ctx, "body", fn);
+  llvm::BranchInst::Create(start, blocksSetup_);
+  b.SetInsertPoint(start);
   // A parameter's pointer is loaded, and a view's address computed, where an equation first
   // needs it (buffer), and a result's slot where its value is defined (allocateOuts): made all
   // on entry, a backward pass with thousands of residuals kept thousands of pointers live
@@ -512,9 +519,9 @@ bool FuncEmitter::emit() {
   markTopLevel();
   emitResults();
   for (llvm::Value *p : scratch_) callRt("shm_free", {p});
-  for (llvm::Value *p : eqnBlocks_) callRt("shm_blocks_free", {p});
-  for (const auto &[v, p] : ownedBlocks_) callRt("shm_blocks_free", {p});
+  if (blocksBase_) callRt("shm_blocks_free", {b.CreateLoad(me.ptrTy, blocksBase_)});
   if (arena_) callRt("shm_free", {arena_});
+  emitBlocksArena();
   b.CreateRetVoid();
   return me.error.empty();
 }
@@ -553,10 +560,9 @@ void FuncEmitter::allocateOuts(const ir::Eqn &e) {
       buffers_[v] = b.CreateConstInBoundsGEP1_64(me.i8Ty, arena_, (uint64_t)arenaOffset_.at(v), name);
       break;
     case StorageKind::Blocks: {
-      llvm::Value *bytes = bytesOf(v);
-      llvm::Value *p = allocBlocks(v, bytes);
+      llvm::Value *p = allocBlocks(v, v);
       buffers_[v] = p;
-      if (e.prim == ir::Prim::Constant) fillSplat(p, bytes, e);  // (every element of every block alike)
+      if (e.prim == ir::Prim::Constant) fillSplat(p, bytesOf(v), e);  // (every element of every block alike)
       break;
     }
     }

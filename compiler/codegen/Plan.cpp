@@ -42,6 +42,10 @@ public:
     if (f.isNested) out_ << " (a loop body or branch)";
     if (p.arenaBytes) out_ << ": arena " << p.arenaBytes << " bytes (one allocation a call)\n";
     else out_ << ": no arena\n";
+    if (p.blocksSlots)
+      out_ << "  blocks arena: " << p.blocksSlots << " slot" << (p.blocksSlots == 1 ? "" : "s") << ", "
+           << p.blocksBytesOneProcess << " bytes where one process runs every device (under MPI a rank's "
+           << "blocks only; one allocation a call)\n";
     groupOf_.assign(f.eqns.size(), -1);
     for (size_t g = 0; g < p.groups.size(); ++g) {
       const auto &[first, last] = p.groups[g];

@@ -56,6 +56,9 @@ struct FuncPlan {
   std::unordered_map<const ir::Value *, Storage> storage;
   std::vector<ArenaSlot> arena;  // in definition order
   int64_t arenaBytes = 0;        // one shm_alloc of this many bytes per call (0: none)
+  // The blocks arena (values in the blocks form): its slots, and its bytes where one process
+  // runs every device (under MPI a rank's share); one more allocation per call where it has any.
+  int64_t blocksSlots = 0, blocksBytesOneProcess = 0;
   std::vector<KernelCall> kernels;
 };
 

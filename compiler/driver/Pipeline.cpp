@@ -286,8 +286,8 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
   }
   if (opts.emit == Emit::Sharded) return emitText(ir::printShardings(*m));
   if (opts.emit == Emit::Stages) {
-    // Each stage program's host memory as codegen plans it (its arena: one allocation a run).
-    std::map<const ir::Func *, int64_t> arenas;
+    // Each stage program's host memory as codegen plans it (its arenas: an allocation a run each).
+    std::map<const ir::Func *, passes::PlannedMemory> planned;
     if (!m->pipelines.empty() && stop == passes::pipeline().back().name) {
       llvm::LLVMContext ctx;
       std::string error;
@@ -296,9 +296,10 @@ int compileWith(const CompileOptions &opts, SourceManager &sm, Diagnostics &diag
         std::cerr << "shmapc: internal error: code generation failed: " << error << "\n";
         return 2;
       }
-      for (const codegen::FuncPlan &f : plan.funcs) arenas[f.func] = f.arenaBytes;
+      for (const codegen::FuncPlan &f : plan.funcs)
+        planned[f.func] = {f.arenaBytes, f.blocksBytesOneProcess, f.blocksSlots > 0};
     }
-    return emitText(passes::printStages(*m, &arenas));
+    return emitText(passes::printStages(*m, &planned));
   }
   if (opts.emit == Emit::Schedule) return emitText(passes::printSchedules(*m));
   if (opts.emit == Emit::IR) return emitText(ir::printModule(*m));

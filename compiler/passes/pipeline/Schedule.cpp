@@ -504,7 +504,7 @@ std::string printSchedules(const ir::Module &m) {
   return out;
 }
 
-std::string printStages(const ir::Module &m, const std::map<const ir::Func *, int64_t> *arenas) {
+std::string printStages(const ir::Module &m, const std::map<const ir::Func *, PlannedMemory> *planned) {
   std::string out;
   // Each pipeline's equation (its stage programs), found by its label ("step (1f1b, ...)").
   auto runOf = [&](const std::string &name) -> const ir::Eqn * {
@@ -534,16 +534,26 @@ std::string printStages(const ir::Module &m, const std::map<const ir::Func *, in
       out += names.empty() ? "" : " (" + names + ")";
       out += "; sends " + bytes(st.sendBytes) + " of activations per micro-batch\n";
     }
-    if (const ir::Eqn *run = arenas ? runOf(p.name) : nullptr) {
+    if (const ir::Eqn *run = planned ? runOf(p.name) : nullptr) {
       // The stage programs' host values (micro-batch slices, activations and residuals between a
       // forward step and its backward, received messages, gradient sums) share one arena each,
-      // allocated once per run: its size is the most they hold at once, whatever the steps.
+      // allocated once per run: its size is the most they hold at once, whatever the steps. The
+      // stage shmaps' results kept on the devices (the blocks form) share a second one, sized
+      // at run time (a rank's blocks), slot by slot as the first is.
       const ir::Eqn &e = *run;
       for (size_t g = 0; g < e.bodies.size(); ++g) {
-        auto it = arenas->find(e.bodies[g]);
-        if (it == arenas->end()) continue;
-        out += "  device group " + std::to_string(g) + "'s stage program: " + std::to_string(it->second) + " bytes" +
-               " of host memory planned (activations, residuals, messages and gradient sums; one allocation a run)\n";
+        auto it = planned->find(e.bodies[g]);
+        if (it == planned->end()) continue;
+        const PlannedMemory &mem = it->second;
+        const int allocations = (mem.arena > 0) + mem.hasBlocks;
+        out += "  device group " + std::to_string(g) + "'s stage program: " + std::to_string(mem.arena + mem.blocks) +
+               " bytes of host memory planned, " + std::to_string(allocations) + " allocation" +
+               (allocations == 1 ? "" : "s") + " a run: " + std::to_string(mem.arena) +
+               " for activations, residuals, messages and gradient sums";
+        if (mem.hasBlocks)
+          out += ", " + std::to_string(mem.blocks) +
+                 " for the stage shmaps' results kept as the devices' blocks (under MPI, a rank's blocks only)";
+        out += "\n";
       }
     }
   }

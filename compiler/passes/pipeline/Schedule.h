@@ -87,8 +87,13 @@ double theoreticalBubble(const PipelineSchedule &s);
 
 // --emit=schedule and --emit=stages: every pipeline of the module.
 std::string printSchedules(const ir::Module &m);
-// `arenas` (if given): each function's planned host memory (codegen's arena, one allocation a
-// call), of which the stage programs' are printed.
-std::string printStages(const ir::Module &m, const std::map<const ir::Func *, int64_t> *arenas = nullptr);
+// A function's planned host memory (codegen's): its arena, and its blocks arena (values kept as
+// the devices' blocks) where one process runs every device; one allocation a call for each.
+struct PlannedMemory {
+  int64_t arena = 0, blocks = 0;
+  bool hasBlocks = false;
+};
+// `planned` (if given): each function's, of which the stage programs' are printed.
+std::string printStages(const ir::Module &m, const std::map<const ir::Func *, PlannedMemory> *planned = nullptr);
 
 } // namespace shmapc::passes
