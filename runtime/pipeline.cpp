@@ -4,6 +4,7 @@
 // goes on; the receiver waits for it and copies it out.
 #include "pool.h"
 #include "ranks.h"
+#include "reshard.h"
 #include "stats.h"
 #include "sync.h"
 #include "trace.h"
@@ -15,6 +16,7 @@
 #include <condition_variable>
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -74,6 +76,52 @@ void count_message(int64_t bytes, bool sent) {
   if (sent) row.calls = 1, row.bytes_sent = bytes;
   else row.bytes_received = bytes;
   stats_merge(s);
+}
+
+// --stats=pipeline: a receive's wait, in its step's waits or the group's idle time between steps.
+struct WaitTimer {
+  std::chrono::steady_clock::time_point start;
+  ~WaitTimer() {
+    if (t_wait_ns) *(t_in_step ? t_wait_ns : t_idle_ns) += since(start);
+  }
+};
+
+// Waits (holding lk, on ch.m) until channel c's message has come, stopping with the run.
+void wait_for_message(Channel &ch, std::unique_lock<std::mutex> &lk, int32_t c,
+                      std::chrono::steady_clock::time_point start, double timeout) {
+  while (!ch.cv.wait_for(lk, std::chrono::milliseconds(100), [&] { return ch.full; })) {
+    if (stopping()) {
+      lk.unlock();
+      stop_this_thread();
+    }
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout)
+      fatalf("a pipeline stage waited more than %g s for message %d (SHMAP_COLLECTIVE_TIMEOUT)", timeout, (int)c);
+  }
+}
+
+// The pieces between two ranks of a message's ends, worked out once per program (a key of
+// every number they depend on: the same message in every run, and its step's in each).
+const MessagePlan &message_plan_of(int32_t dtype, int32_t rank, const int64_t *shape, const MessageEnd &from, int s,
+                                   const MessageEnd &to, int r) {
+  std::vector<int64_t> key{dtype, rank, s, r};
+  key.insert(key.end(), shape, shape + rank);
+  for (const MessageEnd *e : {&from, &to}) {
+    key.push_back(e->ranks);
+    key.push_back(e->spec ? e->mesh_rank : 0);
+    if (!e->spec) continue;
+    key.insert(key.end(), e->mesh_sizes, e->mesh_sizes + e->mesh_rank);
+    for (int32_t d = 0, i = 0; d < rank; ++d) {  // (per dimension: its axes' count, then the axes)
+      const int32_t n = e->spec[i];
+      key.insert(key.end(), e->spec + i, e->spec + i + n + 1);
+      i += n + 1;
+    }
+  }
+  static std::mutex m;
+  static std::map<std::vector<int64_t>, MessagePlan> plans;
+  std::lock_guard<std::mutex> lk(m);
+  auto it = plans.find(key);
+  if (it == plans.end()) it = plans.emplace(key, message_plan(dtype, rank, shape, from, s, to, r)).first;
+  return it->second;
 }
 
 Channel &channel(int32_t c, const char *what) {
@@ -308,12 +356,7 @@ extern "C" void shm_pipe_recv(int32_t c, void *dst, int64_t bytes) {
   if (span.name) span.args = "\"channel\":" + std::to_string(c) + ",\"bytes\":" + std::to_string(bytes);
   const double timeout = collective_timeout();
   const auto start = std::chrono::steady_clock::now();
-  struct Waited {
-    std::chrono::steady_clock::time_point start;
-    ~Waited() {
-      if (t_wait_ns) *(t_in_step ? t_wait_ns : t_idle_ns) += since(start);
-    }
-  } waited{start};
+  const WaitTimer waited{start};
   if (!g_run->peer.empty()) {
     const std::vector<int> &from = g_run->peer[(size_t)g_run->ends[2 * c]];
     pipe_recv_from(from[(size_t)g_run->place % from.size()], c, dst, bytes, timeout);
@@ -321,14 +364,7 @@ extern "C" void shm_pipe_recv(int32_t c, void *dst, int64_t bytes) {
     return;
   }
   std::unique_lock<std::mutex> lk(ch.m);
-  while (!ch.cv.wait_for(lk, std::chrono::milliseconds(100), [&] { return ch.full; })) {
-    if (stopping()) {
-      lk.unlock();
-      stop_this_thread();
-    }
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout)
-      fatalf("a pipeline stage waited more than %g s for message %d (SHMAP_COLLECTIVE_TIMEOUT)", timeout, (int)c);
-  }
+  wait_for_message(ch, lk, c, start, timeout);
   if ((int64_t)ch.data.size() != bytes)
     fatalf("shm_pipe_recv: message %d has %zu bytes, the receiver expects %lld", (int)c, ch.data.size(),
            (long long)bytes);
@@ -336,6 +372,97 @@ extern "C" void shm_pipe_recv(int32_t c, void *dst, int64_t bytes) {
   ch.full = false;
   if (span.name) trace_flow("message", false, g_run->flow_base + c);
   SHM_GUARD_END("shm_pipe_recv")
+}
+
+// A message between two layouts (reshard.h): under MPI one per pair of the two groups' ranks
+// that trade anything, each rank sending only what it holds and receiving only what its
+// devices read; in one process one, of every piece.
+extern "C" void shm_pipe_send_blocks(int32_t c, const void *src, int32_t dtype, int32_t rank, const int64_t *shape,
+                                     int32_t from_mesh_rank, const int64_t *from_mesh_sizes, const int32_t *from_spec,
+                                     int32_t to_mesh_rank, const int64_t *to_mesh_sizes, const int32_t *to_spec) {
+  using namespace shm;
+  SHM_GUARD_BEGIN
+  Channel &ch = channel(c, "shm_pipe_send_blocks");
+  MessageEnd from{from_mesh_rank, from_mesh_sizes, from_spec, 1}, to{to_mesh_rank, to_mesh_sizes, to_spec, 1};
+  TraceScope span("send a message", "message");
+  int64_t sent = 0;
+  if (!g_run->peer.empty()) {
+    const std::vector<int> &receivers = g_run->peer[(size_t)g_run->ends[2 * c + 1]];
+    from.ranks = (int)g_run->peer[(size_t)g_run->ends[2 * c]].size();
+    to.ranks = (int)receivers.size();
+    std::vector<char> message;
+    for (int r = 0; r < to.ranks; ++r) {
+      const MessagePlan &p = message_plan_of(dtype, rank, shape, from, g_run->place, to, r);
+      if (p.pieces.empty()) continue;
+      message.resize((size_t)p.bytes);
+      pack_message(p, src, message.data());
+      count_message(p.bytes, true);
+      pipe_send_to(receivers[(size_t)r], c, message.data(), p.bytes);
+      sent += p.bytes;
+    }
+  } else {
+    if (rank_count() > 1 && ((from.mesh_rank && from.spec) || (to.mesh_rank && to.spec)))
+      fatalf("shm_pipe_send_blocks: a value kept as blocks where every rank runs every group");
+    const MessagePlan &p = message_plan_of(dtype, rank, shape, from, 0, to, 0);
+    std::lock_guard<std::mutex> lk(ch.m);
+    if (ch.full) fatalf("shm_pipe_send: channel %d already holds a message", (int)c);
+    ch.data.resize((size_t)p.bytes);
+    pack_message(p, src, ch.data.data());
+    ch.full = true;
+    ch.cv.notify_one();
+    count_message(p.bytes, true);
+    sent = p.bytes;
+  }
+  if (span.name) {
+    span.args = "\"channel\":" + std::to_string(c) + ",\"bytes\":" + std::to_string(sent);
+    trace_flow("message", true, g_run->flow_base + c);
+  }
+  SHM_GUARD_END("shm_pipe_send_blocks")
+}
+
+extern "C" void shm_pipe_recv_blocks(int32_t c, void *dst, int32_t dtype, int32_t rank, const int64_t *shape,
+                                     int32_t from_mesh_rank, const int64_t *from_mesh_sizes, const int32_t *from_spec,
+                                     int32_t to_mesh_rank, const int64_t *to_mesh_sizes, const int32_t *to_spec) {
+  using namespace shm;
+  SHM_GUARD_BEGIN
+  Channel &ch = channel(c, "shm_pipe_recv_blocks");
+  MessageEnd from{from_mesh_rank, from_mesh_sizes, from_spec, 1}, to{to_mesh_rank, to_mesh_sizes, to_spec, 1};
+  TraceScope span(t_in_step ? "wait for a message" : "idle (wait for a message)", t_in_step ? "wait" : "idle");
+  const double timeout = collective_timeout();
+  const auto start = std::chrono::steady_clock::now();
+  const WaitTimer waited{start};
+  int64_t received = 0;
+  if (!g_run->peer.empty()) {
+    const std::vector<int> &senders = g_run->peer[(size_t)g_run->ends[2 * c]];
+    from.ranks = (int)senders.size();
+    to.ranks = (int)g_run->peer[(size_t)g_run->ends[2 * c + 1]].size();
+    std::vector<char> message;
+    for (int s = 0; s < from.ranks; ++s) {
+      const MessagePlan &p = message_plan_of(dtype, rank, shape, from, s, to, g_run->place);
+      if (p.pieces.empty()) continue;
+      message.resize((size_t)p.bytes);
+      pipe_recv_from(senders[(size_t)s], c, message.data(), p.bytes, timeout);
+      count_message(p.bytes, false);
+      unpack_message(p, message.data(), dst);
+      received += p.bytes;
+    }
+  } else {
+    const MessagePlan &p = message_plan_of(dtype, rank, shape, from, 0, to, 0);
+    std::unique_lock<std::mutex> lk(ch.m);
+    wait_for_message(ch, lk, c, start, timeout);
+    if ((int64_t)ch.data.size() != p.bytes)
+      fatalf("shm_pipe_recv: message %d has %zu bytes, the receiver expects %lld", (int)c, ch.data.size(),
+             (long long)p.bytes);
+    unpack_message(p, ch.data.data(), dst);
+    ch.full = false;
+    count_message(p.bytes, false);
+    received = p.bytes;
+  }
+  if (span.name) {
+    span.args = "\"channel\":" + std::to_string(c) + ",\"bytes\":" + std::to_string(received);
+    trace_flow("message", false, g_run->flow_base + c);
+  }
+  SHM_GUARD_END("shm_pipe_recv_blocks")
 }
 
 namespace shm {

@@ -152,6 +152,7 @@ bool FuncEmitter::writesBlocks(const ir::Eqn &e, size_t k) const {
   case ir::Prim::Shmap:  // its spec, and each rank's devices write its blocks (staysSplit)
     return *layout == ShmapLayout{e.intParam("mesh"), e.specsParam("out_specs")[k]} && staysSplit(e, k);
   case ir::Prim::Load: return !e.has("spec");
+  case ir::Prim::PipeRecv: return true;  // (a message brings the rank's blocks: shm_pipe_recv_blocks)
   case ir::Prim::RandomNormal:
   case ir::Prim::RandomUniform: return true;
   case ir::Prim::Constant: return e.doublesParam("value").size() == 1;  // a splat

@@ -72,6 +72,12 @@ public:
     auto it = blocksLayouts_.find(v);
     return it == blocksLayouts_.end() ? nullptr : &it->second;
   }
+  // A pipeline message's other end (SplitUses.cpp): for a pipe_send its receiver's value, for
+  // a pipe_recv its sender's, each end kept in its own form (whole or blocks).
+  const ir::Value *messagePeer(const ir::Eqn &sendOrRecv) const {
+    auto it = messagePeers_.find(&sendOrRecv);
+    return it == messagePeers_.end() ? nullptr : it->second;
+  }
 
   bool fail(const std::string &msg) {
     if (error.empty()) error = msg;
@@ -112,6 +118,7 @@ private:
   std::unordered_map<const ir::Value *, ShmapLayout> splitLayouts_;
   std::unordered_set<const ir::Value *> unread_;
   std::unordered_map<const ir::Value *, ShmapLayout> blocksLayouts_;
+  std::unordered_map<const ir::Eqn *, const ir::Value *> messagePeers_;
   std::map<std::vector<int64_t>, llvm::Constant *> i64Arrays_;
   std::map<std::vector<int32_t>, llvm::Constant *> i32Arrays_;
   std::map<std::string, llvm::Constant *> strings_;

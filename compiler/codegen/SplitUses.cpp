@@ -134,6 +134,12 @@ private:
     const Uses whole{Uses::Whole, {}};
     switch (e.prim) {
     case ir::Prim::Shmap: return Uses{Uses::Split, {e.intParam("mesh"), e.specsParam("in_specs")[k]}};
+    case ir::Prim::PipeSend: {  // sends what the rank holds: a shmap's result as the shmap leaves it
+      const auto [producer, j] = producerIn(f, e.ins[k]);
+      if (producer && producer->prim == ir::Prim::Shmap)
+        return Uses{Uses::Split, {producer->intParam("mesh"), producer->specsParam("out_specs")[j]}};
+      return whole;
+    }
     case ir::Prim::SaveNpz:  // a checkpoint saves a value as it is kept, blocks or whole
       if (e.has("checkpoint")) return Uses{};
       return whole;
@@ -174,11 +180,23 @@ private:
     return it->second;
   }
 
+  // The eqn of f that computes v, and which of its results v is (null: a parameter).
+  std::pair<const ir::Eqn *, size_t> producerIn(const ir::Func &f, const ir::Value *v) {
+    auto [it, fresh] = producers_.try_emplace(&f);
+    if (fresh)
+      for (const ir::Eqn &e : f.eqns)
+        for (size_t j = 0; j < e.outs.size(); ++j) it->second[e.outs[j]] = {&e, j};
+    auto p = it->second.find(v);
+    return p == it->second.end() ? std::make_pair(nullptr, size_t{0}) : p->second;
+  }
+
   using Key = std::pair<const ir::Func *, const ir::Value *>;
   std::map<Key, Uses> memo_, previous_;  // this round's answers, the last round's
   std::set<Key> active_;                 // being worked out (a carry's cycle)
   std::unordered_map<const ir::Func *, std::vector<std::pair<const ir::Func *, const ir::Eqn *>>> owners_;
   std::unordered_map<const ir::Func *, Readers> readers_;
+  std::unordered_map<const ir::Func *, std::unordered_map<const ir::Value *, std::pair<const ir::Eqn *, size_t>>>
+      producers_;
 };
 
 // Values that share one buffer: a call's operand and its callee's parameter, a callee's result
@@ -243,6 +261,23 @@ bool splitsOverDevices(const ir::Module &m, const ShmapLayout &layout) {
 } // namespace
 
 void ModuleEmitter::findSplitLayouts() {
+  // Each pipeline's messages: channel c's sender and receiver, among its stage programs.
+  for (const auto &f : irm.funcs)
+    for (const ir::Eqn &e : f->eqns) {
+      if (e.prim != ir::Prim::Pipeline) continue;
+      std::map<int64_t, const ir::Eqn *> sends, recvs;
+      for (const ir::Func *program : e.bodies)
+        for (const ir::Eqn &m : program->eqns) {
+          if (m.prim == ir::Prim::PipeSend) sends[m.intParam("channel")] = &m;
+          if (m.prim == ir::Prim::PipeRecv) recvs[m.intParam("channel")] = &m;
+        }
+      for (const auto &[c, send] : sends) {
+        auto recv = recvs.find(c);
+        if (recv == recvs.end()) continue;
+        messagePeers_[send] = recv->second->outs[0];
+        messagePeers_[recv->second] = send->ins[0];
+      }
+    }
   UseAnalysis uses(irm);
   auto hostValues = [&](auto visit) {  // (params and eqn results of host code)
     for (const auto &f : irm.funcs)

@@ -107,6 +107,7 @@ public:
 
   CommReport run() {
     if (m_.main) report_.total = walk(*m_.main, nullptr, {1, 1}, nullptr);
+    report_.pipelines = pipelineMessages(m_);
     return std::move(report_);
   }
 
@@ -339,6 +340,7 @@ public:
             "are not listed)\n";
     if (r.shmaps.empty()) out_ << "(no shmaps)\n";
     for (const CommShmap &s : r.shmaps) shmap(s);
+    out_ << printPipelineMessages(r.pipelines);
     totals(r);
   }
 

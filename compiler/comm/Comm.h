@@ -90,8 +90,27 @@ struct CommShmap {
   StatsBounds perRun;                   // the table for one run of the body
 };
 
+// A pipeline's messages between two device groups of one type and the same two layouts.
+struct CommMessages {
+  size_t fromGroup = 0, toGroup = 0;
+  std::string type;
+  int64_t count = 0, bytes = 0;   // per run of the pipeline
+  std::string sentAs, readAs;      // "whole" or a spec: the two ends' forms
+};
+
+struct CommPipeline {
+  std::string label;
+  int64_t count = 0, bytes = 0;  // per run
+  std::vector<CommMessages> rows;
+};
+
+// Each pipeline's messages (PipelineMessages.cpp).
+std::vector<CommPipeline> pipelineMessages(const Module &m);
+std::string printPipelineMessages(const std::vector<CommPipeline> &pipelines);
+
 struct CommReport {
   std::vector<CommShmap> shmaps;        // in the order the program first runs them
+  std::vector<CommPipeline> pipelines;  // each pipeline equation's messages
   StatsBounds total;                    // the whole program, all devices
   // Conditionals (host or device) whose taken branch changes the totals, in program order.
   std::vector<const Eqn *> dataDependentConds;

@@ -49,6 +49,22 @@ template <> const Rules &define<Prim::Pipeline>() {
   return r;
 }
 
+// A message's send or receive. Both ends whole: the bytes as they are; else each end's layout
+// (whole or blocks) goes with it, and the runtime sends each rank only the blocks it reads.
+static bool emitMessage(codegen::FuncEmitter &fe, const Eqn &e, const Value *from, const Value *to, bool send) {
+  const Value *mine = send ? from : to;
+  llvm::Value *channel = fe.i32(e.intParam("channel"));
+  if (!from || !to || (!fe.me.blocksLayout(from) && !fe.me.blocksLayout(to))) {
+    fe.callRt(send ? "shm_pipe_send" : "shm_pipe_recv", {channel, fe.buffer(mine), fe.i64(mine->type.byteSize())});
+    return true;
+  }
+  const codegen::FuncEmitter::BlocksArgs a = fe.blocksArgs(from), b = fe.blocksArgs(to);
+  fe.callRt(send ? "shm_pipe_send_blocks" : "shm_pipe_recv_blocks",
+            {channel, fe.buffer(mine), a.dtype, a.rank, a.shape, a.meshRank, a.meshSizes, a.spec, b.meshRank,
+             b.meshSizes, b.spec});
+  return true;
+}
+
 template <> const Rules &define<Prim::PipeSend>() {
   static const Rules r{
       .shape = [](ShapeCtx &c) {
@@ -60,8 +76,7 @@ template <> const Rules &define<Prim::PipeSend>() {
       .transpose = notLinear,
       .lower = [](FuncEmitter &fe, size_t i) {
         const Eqn &e = fe.f.eqns[i];
-        fe.callRt("shm_pipe_send", {fe.i32(e.intParam("channel")), fe.buffer(e.ins[0]), fe.i64(e.ins[0]->type.byteSize())});
-        return true;
+        return emitMessage(fe, e, e.ins[0], fe.me.messagePeer(e), true);
       },
       .scalar = nullptr,
       .sharding = unsupportedInJit,
@@ -103,8 +118,7 @@ template <> const Rules &define<Prim::PipeRecv>() {
       .transpose = notLinear,
       .lower = [](FuncEmitter &fe, size_t i) {
         const Eqn &e = fe.f.eqns[i];
-        fe.callRt("shm_pipe_recv", {fe.i32(e.intParam("channel")), fe.buffer(e.outs[0]), fe.i64(e.outs[0]->type.byteSize())});
-        return true;
+        return emitMessage(fe, e, fe.me.messagePeer(e), e.outs[0], false);
       },
       .scalar = nullptr,
       .sharding = unsupportedInJit,

@@ -5,7 +5,9 @@
 #include "child.h"
 
 #include "half.h"
+#include "array_plan.h"
 #include "pool.h"
+#include "reshard.h"
 #include "shmap_runtime.h"
 #include "stats.h"
 #include "trace.h"
@@ -1885,4 +1887,66 @@ TEST_CASE("pipeline groups run their shmaps at once, each on its own devices", "
   const double both = (start + 1.5) + (start + 1 + 1.5);
   REQUIRE(r0 == 3 * both);
   REQUIRE(r1 == 3 * both);
+}
+
+// A rank's buffer of a value in layout `spec` on `mesh` (empty spec: whole) over `ranks` ranks:
+// its slots, cut from the global array.
+static std::vector<float> rankBuffer(const std::vector<float> &global, const std::vector<int64_t> &shape,
+                                     const std::vector<int64_t> &mesh, const std::vector<int32_t> &spec, int ranks,
+                                     int j) {
+  if (spec.empty()) return global;
+  int64_t ndev = 1;
+  for (int64_t n : mesh) ndev *= n;
+  const int64_t per = ndev / ranks;
+  shm::MeshCall c((int)ndev, (int)(j * per), (int)per);
+  c.mesh_rank = (int32_t)mesh.size();
+  for (size_t a = 0; a < mesh.size(); ++a) c.sizes[a] = mesh[a];
+  const shm::ArrayPlan p = shm::blocks_plan(c, SHM_F32, (int32_t)shape.size(), shape.data(), spec.data(), "test");
+  std::vector<float> out((size_t)(p.block_bytes / 4) * p.slot_offset.size());
+  int64_t gstrides[8], bstrides[8], s = 1, b = 1;
+  for (int d = (int)shape.size() - 1; d >= 0; --d) gstrides[d] = s, s *= shape[(size_t)d], bstrides[d] = b, b *= p.bshape[d];
+  shm::for_each_slot(p, c, [&](size_t slot, const int64_t *start) {
+    int64_t off = 0;
+    for (size_t d = 0; d < shape.size(); ++d) off += start[d] * gstrides[d];
+    shm::copy_strided(4, (int32_t)shape.size(), p.bshape, global.data() + off, gstrides,
+                      out.data() + (int64_t)slot * (p.block_bytes / 4), bstrides);
+  });
+  return out;
+}
+
+TEST_CASE("a pipeline message between two layouts brings each receiving rank its slots, each element once",
+          "[pipeline]") {
+  const std::vector<int64_t> shape{4, 4, 2}, mesh{2, 2};
+  std::vector<float> global(32);
+  for (size_t i = 0; i < global.size(); ++i) global[i] = (float)i;
+  // per dimension: the number of mesh axes, then the axes (the runtime's encoding); {}: whole
+  const std::vector<std::vector<int32_t>> specs = {
+      {}, {1, 0, 0, 0}, {0, 1, 1, 0}, {1, 0, 1, 1, 0}, {1, 1, 1, 0, 0}, {2, 0, 1, 0, 0}, {0, 0, 1, 0}, {0, 2, 1, 0, 0}};
+  int checked = 0;
+  for (const auto &from : specs)
+    for (const auto &to : specs)
+      for (int sendRanks : {1, 2, 4})
+        for (int recvRanks : {1, 2, 4}) {
+          const shm::MessageEnd a{from.empty() ? 0 : 2, mesh.data(), from.empty() ? nullptr : from.data(), sendRanks};
+          const shm::MessageEnd b{to.empty() ? 0 : 2, mesh.data(), to.empty() ? nullptr : to.data(), recvRanks};
+          for (int r = 0; r < recvRanks; ++r) {
+            const std::vector<float> want = rankBuffer(global, shape, mesh, to, recvRanks, r);
+            std::vector<float> got(want.size(), -1.0f);
+            int64_t bytes = 0;
+            for (int s = 0; s < sendRanks; ++s) {
+              const std::vector<float> held = rankBuffer(global, shape, mesh, from, sendRanks, s);
+              const shm::MessagePlan p = shm::message_plan(SHM_F32, 3, shape.data(), a, s, b, r);
+              std::vector<char> message((size_t)p.bytes);
+              shm::pack_message(p, held.data(), message.data());
+              shm::unpack_message(p, message.data(), got.data());
+              bytes += p.bytes;
+            }
+            INFO("from spec " << from.size() << " entries, to " << to.size() << ", ranks " << sendRanks << " -> "
+                              << recvRanks << ", receiver " << r);
+            REQUIRE(got == want);
+            REQUIRE(bytes == (int64_t)want.size() * 4);  // (each element of its slots once)
+            ++checked;
+          }
+        }
+  REQUIRE(checked == 8 * 8 * 7 * 3);
 }
