@@ -15,7 +15,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -85,6 +84,14 @@ struct WaitTimer {
     if (t_wait_ns) *(t_in_step ? t_wait_ns : t_idle_ns) += since(start);
   }
 };
+
+// --trace: a send's or receive's span names its channel and bytes, and ends or starts the
+// message's flow arrow.
+void trace_message(TraceScope &span, int32_t c, int64_t bytes, bool sent) {
+  if (!span.name) return;
+  span.args = "\"channel\":" + std::to_string(c) + ",\"bytes\":" + std::to_string(bytes);
+  trace_flow("message", sent, g_run->flow_base + c);
+}
 
 // Waits (holding lk, on ch.m) until channel c's message has come, stopping with the run.
 void wait_for_message(Channel &ch, std::unique_lock<std::mutex> &lk, int32_t c,
@@ -321,68 +328,16 @@ extern "C" void shm_pipe_step(int32_t kind, int32_t stage, int32_t mb, int32_t b
   SHM_GUARD_END("shm_pipe_step")
 }
 
-extern "C" void shm_pipe_send(int32_t c, const void *src, int64_t bytes) {
-  using namespace shm;
-  SHM_GUARD_BEGIN
-  Channel &ch = channel(c, "shm_pipe_send");
-  count_message(bytes, true);
-  TraceScope span("send a message", "message");
-  if (span.name) {
-    span.args = "\"channel\":" + std::to_string(c) + ",\"bytes\":" + std::to_string(bytes);
-    trace_flow("message", true, g_run->flow_base + c);
-  }
-  if (!g_run->peer.empty()) {
-    // (to the receiving group's ranks at this rank's place, modulo the sending group's ranks)
-    const std::vector<int> &to = g_run->peer[(size_t)g_run->ends[2 * c + 1]];
-    const size_t senders = g_run->peer[(size_t)g_run->ends[2 * c]].size();
-    for (size_t q = (size_t)g_run->place; q < to.size(); q += senders) pipe_send_to(to[q], c, src, bytes);
-    return;
-  }
-  std::lock_guard<std::mutex> lk(ch.m);
-  if (ch.full) fatalf("shm_pipe_send: channel %d already holds a message", (int)c);
-  ch.data.assign((const char *)src, (const char *)src + bytes);
-  ch.full = true;
-  ch.cv.notify_one();
-  SHM_GUARD_END("shm_pipe_send")
-}
-
-extern "C" void shm_pipe_recv(int32_t c, void *dst, int64_t bytes) {
-  using namespace shm;
-  SHM_GUARD_BEGIN
-  Channel &ch = channel(c, "shm_pipe_recv");
-  count_message(bytes, false);
-  // (before a step begins the group is idle: nothing of the step runs until its inputs come)
-  TraceScope span(t_in_step ? "wait for a message" : "idle (wait for a message)", t_in_step ? "wait" : "idle");
-  if (span.name) span.args = "\"channel\":" + std::to_string(c) + ",\"bytes\":" + std::to_string(bytes);
-  const double timeout = collective_timeout();
-  const auto start = std::chrono::steady_clock::now();
-  const WaitTimer waited{start};
-  if (!g_run->peer.empty()) {
-    const std::vector<int> &from = g_run->peer[(size_t)g_run->ends[2 * c]];
-    pipe_recv_from(from[(size_t)g_run->place % from.size()], c, dst, bytes, timeout);
-    if (span.name) trace_flow("message", false, g_run->flow_base + c);
-    return;
-  }
-  std::unique_lock<std::mutex> lk(ch.m);
-  wait_for_message(ch, lk, c, start, timeout);
-  if ((int64_t)ch.data.size() != bytes)
-    fatalf("shm_pipe_recv: message %d has %zu bytes, the receiver expects %lld", (int)c, ch.data.size(),
-           (long long)bytes);
-  std::memcpy(dst, ch.data.data(), (size_t)bytes);
-  ch.full = false;
-  if (span.name) trace_flow("message", false, g_run->flow_base + c);
-  SHM_GUARD_END("shm_pipe_recv")
-}
-
-// A message between two layouts (reshard.h): under MPI one per pair of the two groups' ranks
-// that trade anything, each rank sending only what it holds and receiving only what its
-// devices read; in one process one, of every piece.
+// A message between two layouts (reshard.h), each end whole or as blocks: under MPI one per
+// pair of the two groups' ranks that trade anything, each rank sending only what it holds and
+// receiving only what its devices read (both ends whole: the receiver at place q from the
+// sender at place q modulo the sending group's ranks); in one process one, of every piece.
 extern "C" void shm_pipe_send_blocks(int32_t c, const void *src, int32_t dtype, int32_t rank, const int64_t *shape,
                                      int32_t from_mesh_rank, const int64_t *from_mesh_sizes, const int32_t *from_spec,
                                      int32_t to_mesh_rank, const int64_t *to_mesh_sizes, const int32_t *to_spec) {
   using namespace shm;
   SHM_GUARD_BEGIN
-  Channel &ch = channel(c, "shm_pipe_send_blocks");
+  Channel &ch = channel(c, "shm_pipe_send");
   MessageEnd from{from_mesh_rank, from_mesh_sizes, from_spec, 1}, to{to_mesh_rank, to_mesh_sizes, to_spec, 1};
   TraceScope span("send a message", "message");
   int64_t sent = 0;
@@ -413,11 +368,8 @@ extern "C" void shm_pipe_send_blocks(int32_t c, const void *src, int32_t dtype, 
     count_message(p.bytes, true);
     sent = p.bytes;
   }
-  if (span.name) {
-    span.args = "\"channel\":" + std::to_string(c) + ",\"bytes\":" + std::to_string(sent);
-    trace_flow("message", true, g_run->flow_base + c);
-  }
-  SHM_GUARD_END("shm_pipe_send_blocks")
+  trace_message(span, c, sent, true);
+  SHM_GUARD_END("shm_pipe_send")
 }
 
 extern "C" void shm_pipe_recv_blocks(int32_t c, void *dst, int32_t dtype, int32_t rank, const int64_t *shape,
@@ -425,8 +377,9 @@ extern "C" void shm_pipe_recv_blocks(int32_t c, void *dst, int32_t dtype, int32_
                                      int32_t to_mesh_rank, const int64_t *to_mesh_sizes, const int32_t *to_spec) {
   using namespace shm;
   SHM_GUARD_BEGIN
-  Channel &ch = channel(c, "shm_pipe_recv_blocks");
+  Channel &ch = channel(c, "shm_pipe_recv");
   MessageEnd from{from_mesh_rank, from_mesh_sizes, from_spec, 1}, to{to_mesh_rank, to_mesh_sizes, to_spec, 1};
+  // (before a step begins the group is idle: nothing of the step runs until its inputs come)
   TraceScope span(t_in_step ? "wait for a message" : "idle (wait for a message)", t_in_step ? "wait" : "idle");
   const double timeout = collective_timeout();
   const auto start = std::chrono::steady_clock::now();
@@ -458,11 +411,19 @@ extern "C" void shm_pipe_recv_blocks(int32_t c, void *dst, int32_t dtype, int32_
     count_message(p.bytes, false);
     received = p.bytes;
   }
-  if (span.name) {
-    span.args = "\"channel\":" + std::to_string(c) + ",\"bytes\":" + std::to_string(received);
-    trace_flow("message", false, g_run->flow_base + c);
-  }
-  SHM_GUARD_END("shm_pipe_recv_blocks")
+  trace_message(span, c, received, false);
+  SHM_GUARD_END("shm_pipe_recv")
+}
+
+// A message both of whose ends are whole: its bytes, as an array of one-byte elements (bool's).
+extern "C" void shm_pipe_send(int32_t c, const void *src, int64_t bytes) {
+  const int64_t shape[1] = {bytes};
+  shm_pipe_send_blocks(c, src, SHM_BOOL, 1, shape, 0, nullptr, nullptr, 0, nullptr, nullptr);
+}
+
+extern "C" void shm_pipe_recv(int32_t c, void *dst, int64_t bytes) {
+  const int64_t shape[1] = {bytes};
+  shm_pipe_recv_blocks(c, dst, SHM_BOOL, 1, shape, 0, nullptr, nullptr, 0, nullptr, nullptr);
 }
 
 namespace shm {
