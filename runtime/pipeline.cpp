@@ -54,14 +54,19 @@ struct PipelineTimes {
   double predicted = 0;
   int64_t runs = 0, wall_ns = 0;
   std::vector<int64_t> step_ns, wait_ns, idle_ns;  // per group
+  // per group: the time of its parameters' update (its "update" step, after its last), and from
+  // each run's start to the end of its last forward or backward step: the schedule's span
+  std::vector<int64_t> update_ns, steps_end_ns;
   std::vector<int64_t> allocations, peak_bytes;    // per group: its thread's shm_allocs, the most it held
   std::vector<int64_t> ran_by;            // per group: how many ranks ran its program
   int64_t counted() const { return runs > 1 ? runs - 1 : runs; }  // (the runs the sums hold)
 };
 std::vector<PipelineTimes> g_times;
 thread_local int64_t *t_step_ns = nullptr, *t_wait_ns = nullptr, *t_idle_ns = nullptr;  // this group's counters
-thread_local std::chrono::steady_clock::time_point t_step_begin;
+thread_local int64_t *t_update_ns = nullptr, *t_steps_end_ns = nullptr;
+thread_local std::chrono::steady_clock::time_point t_step_begin, t_run_start;
 thread_local bool t_in_step = false;  // between a step's begin and end
+constexpr int32_t kUpdateStep = 3;     // shm_pipe_step's kind of a group's update
 
 int64_t since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t).count();
@@ -214,12 +219,13 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
       if (t.label == name) times = &t;
     if (!times) {
       const std::vector<int64_t> zeros((size_t)groups);
-      g_times.push_back({name, predicted_bubble, 0, 0, zeros, zeros, zeros, zeros, zeros, {}});
+      g_times.push_back({name, predicted_bubble, 0, 0, zeros, zeros, zeros, zeros, zeros, zeros, zeros, {}});
       times = &g_times.back();
     }
   }
   const auto start = std::chrono::steady_clock::now();
   std::vector<int64_t> run_step_ns((size_t)groups), run_wait_ns((size_t)groups), run_idle_ns((size_t)groups);
+  std::vector<int64_t> run_update_ns((size_t)groups), run_steps_end_ns((size_t)groups);
   std::vector<double> program_end((size_t)groups, 0);  // --trace: when each group's program ended
   std::vector<HostMemory> memory((size_t)groups);      // --stats=pipeline: each group's host memory
   // (group 0 on this thread; the others on threads of their own, joined before returning; each
@@ -232,6 +238,9 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
       t_step_ns = &run_step_ns[(size_t)g];
       t_wait_ns = &run_wait_ns[(size_t)g];
       t_idle_ns = &run_idle_ns[(size_t)g];
+      t_update_ns = &run_update_ns[(size_t)g];
+      t_steps_end_ns = &run_steps_end_ns[(size_t)g];
+      t_run_start = start;
     }
     set_pipeline_group(g);  // (its shmaps and kernels on the group's own device threads)
     if (run.peer.empty() && rank_count() == 1)  // (under MPI, a job of one rank: every group here)
@@ -246,7 +255,7 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
       set_current_track(nullptr);
       trace_merge_group(g, track);
     }
-    t_step_ns = t_wait_ns = t_idle_ns = nullptr;
+    t_step_ns = t_wait_ns = t_idle_ns = t_update_ns = t_steps_end_ns = nullptr;
     set_thread_team(0);
     set_pipeline_group(-1);
     set_group_devices(0);
@@ -290,6 +299,8 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
       std::fill(times->step_ns.begin(), times->step_ns.end(), 0);
       std::fill(times->wait_ns.begin(), times->wait_ns.end(), 0);
       std::fill(times->idle_ns.begin(), times->idle_ns.end(), 0);
+      std::fill(times->update_ns.begin(), times->update_ns.end(), 0);
+      std::fill(times->steps_end_ns.begin(), times->steps_end_ns.end(), 0);
       std::fill(times->allocations.begin(), times->allocations.end(), 0);
     }
     times->wall_ns += since(start);
@@ -297,6 +308,8 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
       times->step_ns[(size_t)g] += run_step_ns[(size_t)g];
       times->wait_ns[(size_t)g] += run_wait_ns[(size_t)g];
       times->idle_ns[(size_t)g] += run_idle_ns[(size_t)g];
+      times->update_ns[(size_t)g] += run_update_ns[(size_t)g];
+      times->steps_end_ns[(size_t)g] += run_steps_end_ns[(size_t)g];
       times->allocations[(size_t)g] += memory[(size_t)g].allocations;
       times->peak_bytes[(size_t)g] = std::max(times->peak_bytes[(size_t)g], memory[(size_t)g].peak);
     }
@@ -313,12 +326,22 @@ extern "C" void shm_pipe_step(int32_t kind, int32_t stage, int32_t mb, int32_t b
   SHM_GUARD_BEGIN
   t_in_step = begin != 0;
   if (t_step_ns) {
-    if (begin) t_step_begin = std::chrono::steady_clock::now();
-    else *t_step_ns += since(t_step_begin);
+    if (begin) {
+      t_step_begin = std::chrono::steady_clock::now();
+    } else if (kind == kUpdateStep) {
+      *t_update_ns += since(t_step_begin);
+    } else {
+      *t_step_ns += since(t_step_begin);
+      *t_steps_end_ns = since(t_run_start);
+    }
   }
   if (!g_tracing) return;
   if (begin) {
     t_step_start = trace_now();
+    return;
+  }
+  if (kind == kUpdateStep) {
+    trace_span("update", "compute", t_step_start, "\"group\":" + std::to_string(stage));
     return;
   }
   const char *k = kind == 0 ? "F" : kind == 1 ? "B" : "W";
@@ -433,11 +456,14 @@ void pipeline_stats_gather() {
     pipe_sum_over_ranks(t.step_ns.data(), (int)t.step_ns.size());
     pipe_sum_over_ranks(t.wait_ns.data(), (int)t.wait_ns.size());
     pipe_sum_over_ranks(t.idle_ns.data(), (int)t.idle_ns.size());
+    pipe_sum_over_ranks(t.update_ns.data(), (int)t.update_ns.size());
+    pipe_sum_over_ranks(t.steps_end_ns.data(), (int)t.steps_end_ns.size());
     pipe_sum_over_ranks(t.allocations.data(), (int)t.allocations.size());
     pipe_sum_over_ranks(t.peak_bytes.data(), (int)t.peak_bytes.size());
     for (size_t g = 0; g < t.step_ns.size(); ++g)  // (their average)
       t.step_ns[g] /= t.ran_by[g], t.wait_ns[g] /= t.ran_by[g], t.idle_ns[g] /= t.ran_by[g],
-      t.allocations[g] /= t.ran_by[g], t.peak_bytes[g] /= t.ran_by[g];
+      t.allocations[g] /= t.ran_by[g], t.peak_bytes[g] /= t.ran_by[g], t.update_ns[g] /= t.ran_by[g],
+      t.steps_end_ns[g] /= t.ran_by[g];
   }
 }
 
@@ -446,15 +472,21 @@ void pipeline_stats_print(std::FILE *f) {
   for (const PipelineTimes &t : g_times) {
     const size_t groups = t.step_ns.size();
     int64_t busy = 0;
-    for (size_t g = 0; g < groups; ++g) busy += t.step_ns[g] - t.wait_ns[g];
-    const double measured = t.wall_ns ? 1.0 - (double)busy / ((double)groups * (double)t.wall_ns) : 0.0;
+    // The schedule's span: until the last forward or backward step ends (a group's update after
+    // it is not the schedule's, and runs in the drain of the others).
+    int64_t span = 0;
+    for (size_t g = 0; g < groups; ++g) busy += t.step_ns[g] - t.wait_ns[g], span = std::max(span, t.steps_end_ns[g]);
+    if (span == 0) span = t.wall_ns;
+    const double measured = span ? 1.0 - (double)busy / ((double)groups * (double)span) : 0.0;
     std::fprintf(f, "%s: %lld runs, %.3f ms; measured bubble %.1f%% (predicted %.1f%%)\n", t.label.c_str(),
                  (long long)t.runs, (double)t.wall_ns * 1e-6, 100 * measured, 100 * t.predicted);
     for (size_t g = 0; g < groups; ++g)
       std::fprintf(f, "  group %zu: %.3f ms in steps (%.3f ms of them waiting for messages), %.3f ms idle waiting for "
-                   "messages between them; host memory at most %lld bytes, %.1f allocations a run\n",
+                   "messages between them; %.3f ms updating its parameters; host memory at most %lld bytes, "
+                   "%.1f allocations a run\n",
                    g, (double)t.step_ns[g] * 1e-6, (double)t.wait_ns[g] * 1e-6, (double)t.idle_ns[g] * 1e-6,
-                   (long long)t.peak_bytes[g], t.counted() ? (double)t.allocations[g] / (double)t.counted() : 0.0);
+                   (double)t.update_ns[g] * 1e-6, (long long)t.peak_bytes[g],
+                   t.counted() ? (double)t.allocations[g] / (double)t.counted() : 0.0);
   }
 }
 

@@ -36,6 +36,7 @@ const std::vector<Pass> &pipeline() {
        [](ir::Module &m, const PassOptions &o, Diagnostics &d) { differentiate(m, o.naiveTranspose, d); }},
       {"keep-stage-residuals", SHMAPC_NO_OPTIONS(keepStageResiduals)},
       {"hoist-stage-reductions", SHMAPC_NO_OPTIONS(hoistStageReductions)},
+      {"sink-updates-into-stages", SHMAPC_NO_OPTIONS(sinkUpdatesIntoStages)},
       {"defer-primal-reductions", SHMAPC_NO_OPTIONS(deferPrimalReductions)},
       {"hoist-loop-reductions", SHMAPC_NO_OPTIONS(hoistLoopReductions)},
       {"sink-reductions", SHMAPC_NO_OPTIONS(sinkReductions)},

@@ -29,5 +29,8 @@ void keepStageResiduals(ir::Module &m, Diagnostics &diags);
 // devices split the examples along runs once per step, on the sum of the micro-batches' parts,
 // instead of once per micro-batch (psum is linear).
 void hoistStageReductions(ir::Module &m, Diagnostics &diags);
+// sink-updates-into-stages: the update after a training pipeline, in the programs of the groups
+// whose gradients it reads (SinkUpdates.cpp).
+void sinkUpdatesIntoStages(ir::Module &m, Diagnostics &diags);
 
 } // namespace shmapc::passes
