@@ -9,8 +9,10 @@ random schedule (gpipe, 1f1b, zb-h1), random micro-batches and a random placemen
 stages on G device groups (every group holding one) -- and, in some trials, a random order=:
 a random topological order of every step of the pipeline (F needs the previous stage's F, B
 the stage's F and the next stage's B, W the stage's B), each group's steps taken from it in
-turn, which cannot deadlock. The program runs threaded under a time limit (a hang fails) and
-its value and gradients are compared with numpy's (the chain's backward written out by hand);
+turn, which cannot deadlock. Every other trial's step also returns the parameters after an SGD
+step (w - 0.5 g: the update runs in the stage programs, sink-updates-into-stages). The program
+runs threaded under a time limit (a hang fails) and its value, gradients and updated
+parameters are compared with numpy's (the chain's backward written out by hand);
 with --mpi it runs again as G MPI ranks, a rank per device group, its output the threaded
 run's byte for byte.
 Run with Debian's /usr/bin/python3 (it has numpy).
@@ -34,7 +36,7 @@ from checks import MPIRUN as _MPIRUN  # noqa: E402
 MPIRUN = _MPIRUN + ["--mca", "btl", "self,tcp"]
 
 
-def program(S, G, M, schedule, placement, order, loss):
+def program(S, G, M, schedule, placement, order, loss, update):
     lines = [f'mesh m = <["stage"={G}]>;', "", "def model(p, x) {", "  let h0 = tanh(x @ p.w0);", "  let h = h0;"]
     for k in range(1, S):
         lines += ["  stage_boundary();", f"  h = tanh(h @ p.w{k});"]
@@ -45,14 +47,19 @@ def program(S, G, M, schedule, placement, order, loss):
              "placement=(" + ", ".join(map(str, placement)) + ")", "batch=(x)"]
     if order:
         attrs.append("order=(" + ", ".join(f'"{o}"' for o in order) + ")")
-    lines += ["@pipeline(" + ", ".join(attrs) + ")",
-              "def step(p, x) { return value_and_grad(loss)(p, x); }", "",
+    step = ("{ let l, g = value_and_grad(loss)(p, x); return l, g, tree_map(sgd, p, g); }" if update
+            else "{ return value_and_grad(loss)(p, x); }")
+    lines += ["def sgd(w, d) { return w - 0.5 * d; }", "",
+              "@pipeline(" + ", ".join(attrs) + ")",
+              "def step(p, x) " + step, "",
               "def main() {",
               "  let p = {" + ", ".join(f"w{k}: random_normal(f32[{WIDTH}, {WIDTH}], seed={k + 1}) * 0.7"
                                         for k in range(S)) + "};",
               f"  let x = random_normal(f32[{BATCH}, {WIDTH}], seed=100);",
-              "  let l, g = step(p, x);", '  print("loss", l);']
+              "  let l, g, q = step(p, x);" if update else "  let l, g = step(p, x);", '  print("loss", l);']
     lines += [f'  print("g{k}", g.w{k});' for k in range(S)]
+    if update:
+        lines += [f'  print("q{k}", q.w{k});' for k in range(S)]
     lines += ["}"]
     return "\n".join(lines) + "\n"
 
@@ -77,7 +84,7 @@ def numpy_reference(S, loss):
         dh = da @ ws[k].T
         if k == 1:
             dh = dh + skip
-    return value, grads
+    return value, grads, ws
 
 
 def random_order(S, G, M, schedule, placement, rng):
@@ -119,11 +126,12 @@ def main():
             rng.shuffle(placement)
             order = random_order(S, G, M, schedule, placement, rng) if rng.random() < 0.5 else None
             loss = rng.choice(["sum", "mean"])
+            update = trial % 2 == 1
             what = (f"trial {trial}: S={S} G={G} M={M} {schedule} placement={placement} loss={loss}"
-                    f"{' order given' if order else ''}")
+                    f"{' order given' if order else ''}{' with the update' if update else ''}")
             src = os.path.join(tmp, f"t{trial}.smp")
             with open(src, "w") as f:
-                f.write(program(S, G, M, schedule, placement, order, loss))
+                f.write(program(S, G, M, schedule, placement, order, loss, update))
             try:
                 r = subprocess.run([args.shmapc, "run", src], capture_output=True, text=True, timeout=120)
             except subprocess.TimeoutExpired:
@@ -154,13 +162,15 @@ def main():
             with open(out, "w") as f:
                 f.write(r.stdout)
             got = parse_expected(out)
-            value, grads = numpy_reference(S, loss)
+            value, grads, ws = numpy_reference(S, loss)
             bad = []
             if not np.allclose(got["loss"], value, rtol=1e-4, atol=1e-5):
                 bad.append(f"loss {got['loss']} vs numpy {value}")
             for k in range(S):
                 if not np.allclose(got[f"g{k}"], grads[k], rtol=1e-4, atol=1e-5):
                     bad.append(f"g{k}: max abs diff {np.max(np.abs(got[f'g{k}'] - grads[k])):.3g}")
+                if update and not np.allclose(got[f"q{k}"], ws[k] - 0.5 * grads[k], rtol=1e-4, atol=1e-5):
+                    bad.append(f"q{k}: max abs diff {np.max(np.abs(got[f'q{k}'] - (ws[k] - 0.5 * grads[k]))):.3g}")
             print(("FAIL " if bad else "ok   ") + what + ("".join("\n  " + b for b in bad)))
             failures += bool(bad)
     print(f"{args.trials} random placements{' (threaded and MPI)' if args.mpi else ''}: "
