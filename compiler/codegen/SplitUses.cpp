@@ -251,11 +251,7 @@ private:
 // Whether the layout splits the array over more than one device (else its blocks are the
 // whole array, and the blocks form would change nothing).
 bool splitsOverDevices(const ir::Module &m, const ShmapLayout &layout) {
-  const ir::Mesh &mesh = *m.meshes[(size_t)layout.mesh];
-  for (const std::vector<int> &dim : layout.spec.dims)
-    for (int a : dim)
-      if (mesh.sizes[(size_t)a] > 1) return true;
-  return false;
+  return m.meshes[(size_t)layout.mesh]->groupSize(layout.spec.axes()) > 1;
 }
 
 } // namespace

@@ -16,18 +16,10 @@ using namespace ir;
 
 namespace {
 
-// Whether the layout splits the array over more than one device.
-bool splits(const Mesh &mesh, const PartitionSpec &spec) {
-  for (const std::vector<int> &dim : spec.dims)
-    for (int a : dim)
-      if (mesh.sizes[(size_t)a] > 1) return true;
-  return false;
-}
-
 std::string layoutOf(const Module &m, int64_t meshIndex, const PartitionSpec &spec) {
   if (meshIndex < 0 || meshIndex >= (int64_t)m.meshes.size()) return "whole";
   const Mesh &mesh = *m.meshes[(size_t)meshIndex];
-  return splits(mesh, spec) ? specToString(spec, mesh) : "whole";
+  return mesh.groupSize(spec.axes()) > 1 ? specToString(spec, mesh) : "whole";  // (split over devices)
 }
 
 // How stage program `f` holds what it sends: a shmap's result as that shmap's out_specs say,

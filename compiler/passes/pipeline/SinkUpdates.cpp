@@ -166,15 +166,12 @@ private:
     return vm[v] = pipe.bodies[g]->params[k];
   }
 
+  // e at the end of group g's program, its operands made there first.
   void copyInto(Eqn &pipe, size_t g, const Eqn &e, std::map<const Value *, Value *> &vm) {
+    for (const Value *x : e.ins) in(pipe, g, x, vm);
     Func &P = *pipe.bodies[g];
-    Eqn c;
-    c.prim = e.prim;
-    c.params = e.params;
-    c.loc = e.loc;
-    for (const Value *x : e.ins) c.ins.push_back(in(pipe, g, x, vm));
-    for (const Value *o : e.outs) c.outs.push_back(vm[o] = P.newValue(o->type, o->hint));
-    P.eqns.push_back(std::move(c));
+    std::map<const Func *, Func *> noBodies;  // (movable equations have none)
+    pipeline::copyEqnInto(m_, e, P, vm, noBodies, P.eqns);
   }
 
   Module &m_;
