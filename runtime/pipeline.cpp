@@ -13,6 +13,7 @@
 #include "shmap_runtime.h"
 
 #include <chrono>
+#include <cstring>
 #include <condition_variable>
 #include <algorithm>
 #include <map>
@@ -184,6 +185,29 @@ std::vector<int64_t> group_sizes(int32_t groups, int32_t devices, const int32_t 
 } // namespace
 } // namespace shm
 
+extern "C" int64_t shm_pipe_group_bytes(int32_t groups, int32_t devices, const int32_t *device_groups, int32_t group,
+                                        int64_t bytes) {
+  using namespace shm;
+  int mine = 0, place = 0;
+  SHM_GUARD_BEGIN
+  if (group < 0 || group >= groups) fatalf("shm_pipe_group_bytes: group %d of %d", (int)group, (int)groups);
+  if (!rank_groups(groups, devices, device_groups, mine, place).empty() && mine != group) bytes = 0;
+  SHM_GUARD_END("shm_pipe_group_bytes")
+  return bytes;
+}
+
+extern "C" void shm_pipe_from_group(int32_t groups, int32_t devices, const int32_t *device_groups, int32_t group,
+                                    const void *kept, void *whole, int64_t bytes) {
+  using namespace shm;
+  SHM_GUARD_BEGIN
+  if (group < 0 || group >= groups) fatalf("shm_pipe_from_group: group %d of %d", (int)group, (int)groups);
+  int mine = 0, place = 0;
+  const std::vector<std::vector<int>> peer = rank_groups(groups, devices, device_groups, mine, place);
+  if (peer.empty() || mine == group) std::memcpy(whole, kept, (size_t)bytes);
+  if (!peer.empty()) pipe_bcast(peer[(size_t)group][0], whole, bytes);
+  SHM_GUARD_END("shm_pipe_from_group")
+}
+
 extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t nin, void **ins,
                                  const int32_t *nouts, void **outs, const int64_t *out_bytes, int32_t channels,
                                  const int32_t *channel_ends, int32_t devices, const int32_t *device_groups,
@@ -269,7 +293,8 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
     leave_rank_group();
     pipe_sends_done();
     for (int32_t g = 0, next = 0; g < groups; ++g)
-      for (int32_t j = 0; j < nouts[g]; ++j, ++next) pipe_bcast(run.peer[(size_t)g][0], outs[next], out_bytes[next]);
+      for (int32_t j = 0; j < nouts[g]; ++j, ++next)  // (out_bytes 0: kept by the group's ranks)
+        if (out_bytes[next] > 0) pipe_bcast(run.peer[(size_t)g][0], outs[next], out_bytes[next]);
   } else {
     std::vector<std::thread> threads;
     for (int32_t g = 1; g < groups; ++g)

@@ -35,6 +35,10 @@ FuncEmitter::BlocksArgs FuncEmitter::blocksArgs(const ir::Value *v) {
 }
 
 llvm::Value *FuncEmitter::bytesOf(const ir::Value *v) {
+  if (const ModuleEmitter::GroupOwner *owner = me.groupOwner(v))  // (all of it or none)
+    return callRt("shm_pipe_group_bytes", {i32(owner->groups), i32((int64_t)owner->deviceGroups.size()),
+                                           me.i32Array(owner->deviceGroups), i32(owner->group),
+                                           i64(v->type.byteSize())}, "group.bytes");
   if (!me.blocksLayout(v)) return i64(v->type.byteSize());
   return callRt("shm_blocks_bytes", blocksArgs(v).list(), "blocks.bytes");
 }
@@ -45,7 +49,7 @@ void FuncEmitter::fillSplat(llvm::Value *dst, llvm::Value *bytes, const ir::Eqn 
 }
 
 llvm::Value *FuncEmitter::scratchFor(const ir::Value *v) {
-  if (!me.blocksLayout(v)) return scratch(v->type);
+  if (!me.sizedAtRunTime(v)) return scratch(v->type);
   return allocBlocks(nullptr, v);
 }
 
@@ -62,7 +66,7 @@ void FuncEmitter::planBlocksLastUse(const std::unordered_map<const ir::Value *, 
   };
   for (size_t i = 0; i < f.eqns.size(); ++i)
     for (const ir::Value *v : f.eqns[i].outs)
-      if (me.blocksLayout(v)) {
+      if (me.sizedAtRunTime(v)) {
         note(v, i);
         auto r = lastRead.find(v);
         if (r != lastRead.end()) note(v, r->second);
@@ -124,7 +128,9 @@ void FuncEmitter::emitBlocksArena() {
     std::vector<const ir::Value *> asked;  // (values of one type and layout have one size)
     for (const ir::Value *v : slot.holds) {
       const bool same = std::any_of(asked.begin(), asked.end(), [&](const ir::Value *a) {
-        return a->type == v->type && *me.blocksLayout(a) == *me.blocksLayout(v);
+        const ShmapLayout *la = me.blocksLayout(a), *lv = me.blocksLayout(v);
+        const ModuleEmitter::GroupOwner *oa = me.groupOwner(a), *ov = me.groupOwner(v);
+        return a->type == v->type && (la && lv ? *la == *lv : !la && !lv) && (oa && ov ? *oa == *ov : !oa && !ov);
       });
       if (same) continue;
       asked.push_back(v);
@@ -141,11 +147,22 @@ void FuncEmitter::emitBlocksArena() {
 }
 
 void FuncEmitter::copyValue(llvm::Value *dst, llvm::Value *src, const ir::Value *v) {
-  if (!me.blocksLayout(v)) return copyBytes(dst, src, v->type.byteSize());
+  if (!me.sizedAtRunTime(v)) return copyBytes(dst, src, v->type.byteSize());
   b.CreateMemCpy(dst, llvm::MaybeAlign(1), src, llvm::MaybeAlign(1), bytesOf(v));
 }
 
 bool FuncEmitter::writesBlocks(const ir::Eqn &e, size_t k) const {
+  if (me.groupOwner(e.outs[k])) {  // (its group's pipeline output, or shared with the bodies')
+    switch (e.prim) {
+    case ir::Prim::Pipeline:  // (findSplitLayouts: an output of the owning group)
+    case ir::Prim::Call:
+    case ir::Prim::Loop:
+    case ir::Prim::While:
+    case ir::Prim::Cond: return true;
+    case ir::Prim::Constant: return e.doublesParam("value").size() == 1;  // a splat
+    default: return false;
+    }
+  }
   const ShmapLayout *layout = me.blocksLayout(e.outs[k]);
   if (!layout) return false;
   switch (e.prim) {
@@ -169,11 +186,25 @@ bool FuncEmitter::writesBlocks(const ir::Eqn &e, size_t k) const {
 void FuncEmitter::convertToBlocks(const ir::Value *v) {
   llvm::Value *global = buffer(v);
   llvm::Value *blocks = allocBlocks(v, v);  // (v's root: a converted value has no alias)
+  if (me.groupOwner(v)) {  // (the group's ranks keep all of it, the others nothing)
+    b.CreateMemCpy(blocks, llvm::MaybeAlign(1), global, llvm::MaybeAlign(1), bytesOf(v));
+    buffers_[v] = blocks;
+    return;
+  }
   std::vector<llvm::Value *> args = blocksArgs(v).list();
   args.push_back(global);
   args.push_back(blocks);
   callRt("shm_to_blocks", args);
   buffers_[v] = blocks;
+}
+
+void FuncEmitter::convertFromOwned(const ir::Value *v) {
+  const ModuleEmitter::GroupOwner &owner = *me.groupOwner(v);
+  llvm::Value *whole = scratch(v->type);
+  callRt("shm_pipe_from_group", {i32(owner.groups), i32((int64_t)owner.deviceGroups.size()),
+                                 me.i32Array(owner.deviceGroups), i32(owner.group), buffer(v), whole,
+                                 i64(v->type.byteSize())});
+  buffers_[v] = whole;
 }
 
 // A loop's or while body's carry j whose new value a shmap computes from the old one, element by element

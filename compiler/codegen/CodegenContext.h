@@ -72,6 +72,29 @@ public:
     auto it = blocksLayouts_.find(v);
     return it == blocksLayouts_.end() ? nullptr : &it->second;
   }
+  // The device group of a pipeline whose ranks alone keep a host value (SplitUses.cpp), or
+  // null: a value only that group's stage program reads, with what shares its buffer (a
+  // training loop's parameters and optimizer state that the group updates, the batch only the
+  // first stage reads). Under MPI, where a rank's devices lie in one group, the other ranks
+  // hold none of it (0 bytes, sized at run time as the blocks form is); one process holds it
+  // whole. Pipeline outputs in this form are not broadcast after the pipeline.
+  struct GroupOwner {
+    int32_t group = 0;
+    std::vector<int32_t> deviceGroups;  // the pipeline's: each device's group
+    int32_t groups = 0;
+    bool operator==(const GroupOwner &o) const {
+      return group == o.group && deviceGroups == o.deviceGroups && groups == o.groups;
+    }
+  };
+  const GroupOwner *groupOwner(const ir::Value *v) const {
+    auto it = groupOwners_.find(v);
+    return it == groupOwners_.end() ? nullptr : &it->second;
+  }
+  // A loop's output kept by a group that host code after the loop reads whole: the loop's
+  // last value is broadcast from the group's ranks into a whole buffer (convertFromOwned).
+  bool wholeAfterLoop(const ir::Value *loopOutput) const { return wholeAfterLoop_.count(loopOutput) != 0; }
+  // Whether v's bytes on a rank are known only at run time: the blocks form or a group's.
+  bool sizedAtRunTime(const ir::Value *v) const { return blocksLayout(v) || groupOwner(v); }
   // A pipeline message's other end (SplitUses.cpp): for a pipe_send its receiver's value, for
   // a pipe_recv its sender's, each end kept in its own form (whole or blocks).
   const ir::Value *messagePeer(const ir::Eqn &sendOrRecv) const {
@@ -118,6 +141,8 @@ private:
   std::unordered_map<const ir::Value *, ShmapLayout> splitLayouts_;
   std::unordered_set<const ir::Value *> unread_;
   std::unordered_map<const ir::Value *, ShmapLayout> blocksLayouts_;
+  std::unordered_map<const ir::Value *, GroupOwner> groupOwners_;
+  std::unordered_set<const ir::Value *> wholeAfterLoop_;
   std::unordered_map<const ir::Eqn *, const ir::Value *> messagePeers_;
   std::map<std::vector<int64_t>, llvm::Constant *> i64Arrays_;
   std::map<std::vector<int32_t>, llvm::Constant *> i32Arrays_;
@@ -171,6 +196,9 @@ public:
   // computes is converted after it (convertToBlocks).
   bool writesBlocks(const ir::Eqn &e, size_t k) const;
   void convertToBlocks(const ir::Value *v);
+  // After a loop, its output kept by a group (ModuleEmitter::wholeAfterLoop) made whole on
+  // every rank: copied into a buffer of its own and broadcast from the group's first rank.
+  void convertFromOwned(const ir::Value *v);
   // A buffer in the blocks form for a value of `of`'s type and layout: `owner`'s (free again
   // after its last use), or, owner null, scratch of the eqn being lowered (free after it);
   // freeDeadBlocks(last) frees them once eqns up to `last` are emitted. The buffers are slots

@@ -47,7 +47,7 @@ bool FuncEmitter::emitPipeline(const ir::Eqn &e) {
   llvm::Constant *table = constGlobal(
       me.mod, llvm::ConstantArray::get(llvm::ArrayType::get(me.ptrTy, bodies.size()), bodies), "shm.stage_programs");
   std::vector<int64_t> outBytes;
-  for (const ir::Value *v : e.outs) outBytes.push_back(v->type.byteSize());
+  for (const ir::Value *v : e.outs) outBytes.push_back(me.groupOwner(v) ? 0 : v->type.byteSize());
   std::vector<int32_t> ends;
   for (int64_t g : e.intsParam("channel_ends")) ends.push_back((int32_t)g);
   std::vector<int32_t> deviceGroups;

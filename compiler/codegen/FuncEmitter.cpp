@@ -143,7 +143,7 @@ void FuncEmitter::plan() {
     for (const ir::Value *v : e.outs) definer[v] = &e;
   for (size_t i = 0; i < f.results.size(); ++i) {
     const ir::Value *r = f.results[i];
-    if (storage_[r].kind != StorageKind::OutSlot || storage_[r].slot != (int)i || me.blocksLayout(r)) continue;
+    if (storage_[r].kind != StorageKind::OutSlot || storage_[r].slot != (int)i || me.sizedAtRunTime(r)) continue;
     std::vector<const ir::Value *> names = {r};
     for (auto d = definer.find(r); d != definer.end(); d = definer.find(names.back())) {
       const ir::Eqn &e = *d->second;
@@ -218,7 +218,7 @@ void FuncEmitter::plan() {
     for (size_t k = 0; k < e.outs.size(); ++k) {
       const ir::Value *v = e.outs[k];
       Storage &s = storage_[v];
-      if (!me.blocksLayout(v)) continue;
+      if (!me.sizedAtRunTime(v)) continue;
       if (writesBlocks(e, k)) {
         if (s.kind == StorageKind::Heap || s.kind == StorageKind::Stack ||
             (s.kind == StorageKind::InPlace && e.prim == ir::Prim::Constant))  // (not a carry updated in place)
@@ -482,6 +482,12 @@ bool FuncEmitter::emit() {
   if (FuncPlan *record = planRecord()) {
     record->groups = groups_;
     record->storage = storage_;
+    auto kept = [&](const ir::Value *v) {
+      if (const ModuleEmitter::GroupOwner *owner = me.groupOwner(v)) record->keptByGroup[v] = owner->group;
+    };
+    for (const ir::Value *v : f.params) kept(v);
+    for (const ir::Eqn &e : f.eqns)
+      for (const ir::Value *v : e.outs) kept(v);
   }
   if (arenaBytes_ > 0) arena_ = callRt("shm_alloc", {i64(arenaBytes_)}, "arena");
   // The blocks arena's set-up goes into a block of its own before the body, filled once the
@@ -512,7 +518,8 @@ bool FuncEmitter::emit() {
     if (!me.error.empty()) return false;
     for (size_t k = i; k <= last; ++k)
       for (size_t j = 0; j < f.eqns[k].outs.size(); ++j)
-        if (me.blocksLayout(f.eqns[k].outs[j]) && !writesBlocks(f.eqns[k], j)) convertToBlocks(f.eqns[k].outs[j]);
+        if (me.sizedAtRunTime(f.eqns[k].outs[j]) && !writesBlocks(f.eqns[k], j)) convertToBlocks(f.eqns[k].outs[j]);
+        else if (me.wholeAfterLoop(f.eqns[k].outs[j])) convertFromOwned(f.eqns[k].outs[j]);
     freeDeadBlocks(last);
     i = last + 1;
   }

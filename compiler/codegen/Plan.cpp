@@ -37,6 +37,7 @@ public:
 
   void func(const FuncPlan &p) {
     const ir::Func &f = *p.func;
+    keptByGroup_ = &p.keptByGroup;
     out_ << (f.isShmapBody ? "shmap_body @" : "func @") << f.name;
     if (f.mesh) out_ << " mesh " << f.mesh->name;
     if (f.isNested) out_ << " (a loop body or branch)";
@@ -141,8 +142,13 @@ private:
       else out_ << "arena (never written)";
       break;
     case StorageKind::InPlace: out_ << "in place: the bytes of " << name(s.aliasOf); break;
-    case StorageKind::Blocks: out_ << "blocks: this rank's blocks only (sized at run time)"; break;
+    case StorageKind::Blocks:
+      if (keptByGroup_ && keptByGroup_->count(v)) out_ << "kept by pipeline group " << keptByGroup_->at(v) << "'s ranks only (sized at run time)";
+      else out_ << "blocks: this rank's blocks only (sized at run time)";
+      break;
     }
+    if (s.kind != StorageKind::Blocks && keptByGroup_ && keptByGroup_->count(v))
+      out_ << "; kept by pipeline group " << keptByGroup_->at(v) << "'s ranks only";
   }
 
   std::string name(const ir::Value *v) const {
@@ -172,6 +178,7 @@ private:
   std::map<const ir::Value *, std::string> names_;
   std::ostringstream &out_;
   std::vector<int> groupOf_;  // the current function's eqns' fused loops (-1: none)
+  const std::unordered_map<const ir::Value *, int> *keptByGroup_ = nullptr;  // ... and its values a group keeps
   std::unordered_map<const ir::Value *, const ArenaSlot *> slotOf_;  // ... and its arena values
 };
 

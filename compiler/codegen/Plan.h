@@ -59,6 +59,8 @@ struct FuncPlan {
   // The blocks arena (values in the blocks form): its slots, and its bytes where one process
   // runs every device (under MPI a rank's share); one more allocation per call where it has any.
   int64_t blocksSlots = 0, blocksBytesOneProcess = 0;
+  // Values kept by one pipeline group's ranks (ModuleEmitter::groupOwner): the group.
+  std::unordered_map<const ir::Value *, int> keptByGroup;
   std::vector<KernelCall> kernels;
 };
 

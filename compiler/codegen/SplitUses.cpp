@@ -20,10 +20,13 @@ bool ShmapLayout::operator==(const ShmapLayout &o) const {
 
 namespace {
 
-// How the uses of a value (so far) read it: none, all as one shmap layout, or some whole.
+// How the uses of a value (so far) read it: none, all as one shmap layout, all by one device
+// group's stage program of one pipeline, or some whole.
 struct Uses {
-  enum Kind { None, Split, Whole } kind = None;
-  ShmapLayout layout;
+  enum Kind { None, Split, Owned, Whole } kind = None;
+  ShmapLayout layout;                 // Split
+  const ir::Eqn *pipeline = nullptr;  // Owned: by this pipeline's group
+  int group = -1;
 
   void add(const Uses &o) {
     if (o.kind == None || kind == Whole) return;
@@ -31,9 +34,14 @@ struct Uses {
       *this = o;
       return;
     }
-    if (o.kind == Whole || !(o.layout == layout)) kind = Whole;
+    if (!(o == *this)) kind = Whole;
   }
-  bool operator==(const Uses &o) const { return kind == o.kind && (kind != Split || layout == o.layout); }
+  bool operator==(const Uses &o) const {
+    if (kind != o.kind) return false;
+    if (kind == Split) return layout == o.layout;
+    if (kind == Owned) return pipeline == o.pipeline && group == o.group;
+    return true;
+  }
 };
 
 // A loop's carry goes round: the body's result is read by the next iteration's parameter, so
@@ -63,6 +71,7 @@ public:
   template <class F> void fixpoint(F compute) {
     for (;;) {
       memo_.clear();
+      wholeAfterLoop_.clear();
       compute();
       if (memo_ == previous_) return;
       previous_ = memo_;
@@ -121,19 +130,44 @@ private:
   static size_t loopParam(const ir::Eqn &loop, size_t k) { return loop.prim == ir::Prim::Loop ? k + 1 : k; }
 
   // How carry c of `loop` (an equation of f) is read: by every step (its bodies' param) and,
-  // as its last value, after the loop; its first value may be its last.
+  // as its last value, after the loop; its first value may be its last. A carry that one
+  // pipeline group keeps through the loop stays the group's when host code reads its last
+  // value whole: the loop's output is broadcast from the group then (wholeAfterLoop).
   Uses carry(const ir::Func &f, const ir::Eqn &loop, size_t c) {
     const size_t k = (size_t)loop.intParam("num_consts") + c;
-    Uses u = of(f, loop.outs.at(c));
-    for (const ir::Func *body : loop.bodies) u.add(param(*body, loopParam(loop, k)));
-    return u;
+    Uses inside;
+    for (const ir::Func *body : loop.bodies) inside.add(param(*body, loopParam(loop, k)));
+    const Uses after = of(f, loop.outs.at(c));
+    if (inside.kind == Uses::Owned && after.kind == Uses::Whole) {
+      wholeAfterLoop_.insert(loop.outs[c]);
+      return inside;
+    }
+    inside.add(after);
+    return inside;
   }
+
+public:
+  // The loop outputs that carry's last round left to be broadcast after their loop.
+  const std::set<const ir::Value *> &wholeAfterLoop() const { return wholeAfterLoop_; }
+
+private:
 
   // How eqn e (of f) reads its operand k.
   Uses operand(const ir::Func &f, const ir::Eqn &e, size_t k) {
     const Uses whole{Uses::Whole, {}};
     switch (e.prim) {
     case ir::Prim::Shmap: return Uses{Uses::Split, {e.intParam("mesh"), e.specsParam("in_specs")[k]}};
+    case ir::Prim::Pipeline: {  // every stage program gets every operand: which of them read it
+      Uses u;
+      for (size_t g = 0; g < e.bodies.size(); ++g) {
+        const ir::Func &program = *e.bodies[g];
+        if (k >= program.params.size()) return whole;
+        if (!readersIn(program).count(program.params[k])) continue;
+        if (u.kind != Uses::None) return whole;  // (two groups' programs: every rank keeps it)
+        u = Uses{Uses::Owned, {}, &e, (int)g};
+      }
+      return u;
+    }
     case ir::Prim::PipeSend: {  // sends what the rank holds: a shmap's result as the shmap leaves it
       const auto [producer, j] = producerIn(f, e.ins[k]);
       if (producer && producer->prim == ir::Prim::Shmap)
@@ -193,6 +227,7 @@ private:
   using Key = std::pair<const ir::Func *, const ir::Value *>;
   std::map<Key, Uses> memo_, previous_;  // this round's answers, the last round's
   std::set<Key> active_;                 // being worked out (a carry's cycle)
+  std::set<const ir::Value *> wholeAfterLoop_;
   std::unordered_map<const ir::Func *, std::vector<std::pair<const ir::Func *, const ir::Eqn *>>> owners_;
   std::unordered_map<const ir::Func *, Readers> readers_;
   std::unordered_map<const ir::Func *, std::unordered_map<const ir::Value *, std::pair<const ir::Eqn *, size_t>>>
@@ -306,7 +341,8 @@ void ModuleEmitter::findSplitLayouts() {
     if (!f->mesh)
       for (const ir::Eqn &e : f->eqns) shared.joinEqn(e);
   std::unordered_map<const ir::Value *, Uses> classUses;
-  for (const auto &[v, u] : members) classUses[shared.find(v)].add(u);
+  for (const auto &[v, u] : members)  // (a loop's output broadcast after it is read whole only then)
+    classUses[shared.find(v)].add(uses.wholeAfterLoop().count(v) ? Uses{} : u);
   // A pipeline's stage programs get its operands whole (shm_run_pipeline passes the caller's
   // buffers), so their parameters, and what shares a buffer with them, are kept whole.
   for (const auto &f : irm.funcs)
@@ -314,10 +350,36 @@ void ModuleEmitter::findSplitLayouts() {
       if (e.prim == ir::Prim::Pipeline)
         for (const ir::Func *program : e.bodies)
           for (const ir::Value *p : program->params) classUses[shared.find(p)].add(Uses{Uses::Whole, {}});
+  // A group's values are written by host code (on every rank, then kept by the group's), by
+  // its pipeline's outputs from that group, or through what shares their buffer; not by
+  // another group, and not saved by a checkpoint (which saves a value as it is kept).
+  for (const auto &f : irm.funcs)
+    for (const ir::Eqn &e : f->eqns) {
+      if (e.prim == ir::Prim::Pipeline)
+        for (size_t g = 0, j = 0; g < e.bodies.size(); ++g)
+          for (size_t r = 0; r < e.bodies[g]->results.size() && j < e.outs.size(); ++r, ++j) {
+            Uses &c = classUses[shared.find(e.outs[j])];
+            if (c.kind == Uses::Owned && (c.pipeline != &e || c.group != (int)g)) c.kind = Uses::Whole;
+          }
+      if (e.prim == ir::Prim::SaveNpz && e.has("checkpoint") && !f->mesh)
+        for (const ir::Value *v : e.ins) {
+          Uses &c = classUses[shared.find(v)];
+          if (c.kind == Uses::Owned) c.kind = Uses::Whole;
+        }
+    }
   for (const auto &[v, u] : members) {
     const Uses &c = classUses[shared.find(v)];
     if (c.kind == Uses::Split && splitsOverDevices(irm, c.layout)) blocksLayouts_[v] = c.layout;
+    if (c.kind == Uses::Owned) {
+      GroupOwner owner;
+      owner.group = c.group;
+      for (int64_t g : c.pipeline->intsParam("device_groups")) owner.deviceGroups.push_back((int32_t)g);
+      owner.groups = (int32_t)c.pipeline->bodies.size();
+      groupOwners_[v] = std::move(owner);
+    }
   }
+  for (const ir::Value *v : uses.wholeAfterLoop())
+    if (groupOwners_.count(v)) wholeAfterLoop_.insert(v);
   // A value a checkpoint saves is either in the blocks form or whole and valid on every rank:
   // not a whole-size buffer of which a rank wrote only its blocks.
   for (const auto &f : irm.funcs)
