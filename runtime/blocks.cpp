@@ -25,8 +25,8 @@ namespace {
 // The host's allocations in the blocks form (shm_blocks_alloc): their bytes now and at most.
 struct BlocksHeld {
   std::mutex m;
-  std::unordered_map<void *, int64_t> bytes;
-  int64_t live = 0, peak = 0;
+  std::unordered_map<void *, std::pair<int64_t, int64_t>> bytes;  // (all, kept by the rank's pipeline group)
+  int64_t live = 0, peak = 0, group_live = 0, group_peak = 0;
 };
 BlocksHeld &held() {
   static BlocksHeld h;
@@ -39,19 +39,25 @@ void blocks_report() {
   if (!log_ranks()) return;
   std::fprintf(stderr, "shmap ranks: rank %d: host values kept as blocks: at most %lld bytes at once\n", rank_id(),
                (long long)held().peak);
+  if (held().group_peak > 0)
+    std::fprintf(stderr, "shmap ranks: rank %d: host values kept by the rank's pipeline group alone: at most %lld bytes at once\n",
+                 rank_id(), (long long)held().group_peak);
 }
 
 } // namespace shm
 
 using namespace shm;
 
-extern "C" void *shm_blocks_alloc(int64_t bytes) {
+// (group_bytes: those of its bytes that hold values one pipeline group's ranks alone keep)
+extern "C" void *shm_blocks_alloc(int64_t bytes, int64_t group_bytes) {
   void *p = shm_alloc(bytes);
   BlocksHeld &h = held();
   std::lock_guard<std::mutex> lock(h.m);
-  h.bytes[p] = bytes;
+  h.bytes[p] = {bytes, group_bytes};
   h.live += bytes;
-  if (h.live > h.peak) h.peak = h.live;
+  h.group_live += group_bytes;
+  h.peak = std::max(h.peak, h.live);
+  h.group_peak = std::max(h.group_peak, h.group_live);
   return p;
 }
 
@@ -61,7 +67,8 @@ extern "C" void shm_blocks_free(void *p) {
     std::lock_guard<std::mutex> lock(h.m);
     auto it = h.bytes.find(p);
     if (it != h.bytes.end()) {
-      h.live -= it->second;
+      h.live -= it->second.first;
+      h.group_live -= it->second.second;
       h.bytes.erase(it);
     }
   }

@@ -77,7 +77,7 @@ Group group_at(const MeshCall &c, const int64_t *at, const int32_t *axes, int32_
 }
 
 bool log_ranks() {
-  static const bool on = rank_count() > 1 && std::getenv("SHMAP_LOG_RANKS") &&
+  static const bool on = (rank_count() > 1 || rank_prefix()[0]) && std::getenv("SHMAP_LOG_RANKS") &&
                          std::strcmp(std::getenv("SHMAP_LOG_RANKS"), "1") == 0;
   return on;
 }

@@ -60,6 +60,10 @@ struct PipelineTimes {
   std::vector<int64_t> update_ns, steps_end_ns;
   std::vector<int64_t> allocations, peak_bytes;    // per group: its thread's shm_allocs, the most it held
   std::vector<int64_t> ran_by;            // per group: how many ranks ran its program
+  // per group: the bytes of the pipeline's operands its ranks keep (under MPI, where a rank's
+  // devices lie in one group, the rank keeps those alone), of operand_bytes in all
+  std::vector<int64_t> kept_bytes;
+  int64_t operand_bytes = 0;
   int64_t counted() const { return runs > 1 ? runs - 1 : runs; }  // (the runs the sums hold)
 };
 std::vector<PipelineTimes> g_times;
@@ -209,7 +213,7 @@ extern "C" void shm_pipe_from_group(int32_t groups, int32_t devices, const int32
 }
 
 extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t nin, void **ins,
-                                 const int32_t *nouts, void **outs, const int64_t *out_bytes, int32_t channels,
+                                 const int64_t *in_bytes, const int32_t *in_groups, const int32_t *nouts, void **outs, const int64_t *out_bytes, int32_t channels,
                                  const int32_t *channel_ends, int32_t devices, const int32_t *device_groups,
                                  const char *label, double predicted_bubble) {
   using namespace shm;
@@ -243,8 +247,13 @@ extern "C" void shm_run_pipeline(int32_t groups, const shm_fn *bodies, int32_t n
       if (t.label == name) times = &t;
     if (!times) {
       const std::vector<int64_t> zeros((size_t)groups);
-      g_times.push_back({name, predicted_bubble, 0, 0, zeros, zeros, zeros, zeros, zeros, zeros, zeros, {}});
+      g_times.push_back({name, predicted_bubble, 0, 0, zeros, zeros, zeros, zeros, zeros, zeros, zeros, {}, zeros, 0});
       times = &g_times.back();
+      for (int32_t k = 0; k < nin; ++k) {
+        times->operand_bytes += in_bytes[k];
+        for (int32_t g = 0; g < groups; ++g)
+          if (in_groups[k] < 0 || in_groups[k] == g) times->kept_bytes[(size_t)g] += in_bytes[k];
+      }
     }
   }
   const auto start = std::chrono::steady_clock::now();
@@ -508,10 +517,11 @@ void pipeline_stats_print(std::FILE *f) {
     for (size_t g = 0; g < groups; ++g)
       std::fprintf(f, "  group %zu: %.3f ms in steps (%.3f ms of them waiting for messages), %.3f ms idle waiting for "
                    "messages between them; %.3f ms updating its parameters; host memory at most %lld bytes, "
-                   "%.1f allocations a run\n",
+                   "%.1f allocations a run; its ranks keep %lld of the operands' %lld bytes\n",
                    g, (double)t.step_ns[g] * 1e-6, (double)t.wait_ns[g] * 1e-6, (double)t.idle_ns[g] * 1e-6,
                    (double)t.update_ns[g] * 1e-6, (long long)t.peak_bytes[g],
-                   t.counted() ? (double)t.allocations[g] / (double)t.counted() : 0.0);
+                   t.counted() ? (double)t.allocations[g] / (double)t.counted() : 0.0, (long long)t.kept_bytes[g],
+                   (long long)t.operand_bytes);
   }
 }
 

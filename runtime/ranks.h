@@ -49,8 +49,8 @@ int rank_id();     // this process's rank
 int rank_count();  // the number of processes
 // "rank R: " for messages of a job of several ranks.
 const char *rank_prefix();
-// SHMAP_LOG_RANKS=1 in a job of several ranks: each rank says on stderr what it reads of files
-// and moves between ranks (docs/runtime.md, "Several processes").
+// SHMAP_LOG_RANKS=1 in a job under MPI (of one rank too, the measure of one process): each
+// rank says on stderr what it reads of files, moves between ranks and keeps (docs/runtime.md, "Several processes").
 bool log_ranks();
 // --reduce-locally-first (or SHMAP_REDUCE_LOCALLY_FIRST=1): with several devices per rank, an
 // all-reduce adds up a rank's members first (all_reduce.cpp, all_reduce_ranked).

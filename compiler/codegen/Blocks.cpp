@@ -78,8 +78,10 @@ void FuncEmitter::planBlocksLastUse(const std::unordered_map<const ir::Value *, 
 static int64_t blocksSlotBytes(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
 llvm::Value *FuncEmitter::allocBlocks(const ir::Value *owner, const ir::Value *of) {
-  // The free slot nearest its size (at least as big if one is), else a new one.
+  // The free slot nearest its size (at least as big if one is), else a new one; a group's
+  // values and blocks in slots apart (the runtime counts the group's bytes: blocks_report).
   const int64_t want = blocksSlotBytes(of->type.byteSize());
+  const bool group = me.groupOwner(of) != nullptr;
   size_t best = blocksSlots_.size();
   auto better = [&](const BlocksSlot &s, const BlocksSlot &than) {
     const bool fits = s.oneProcessBytes >= want, thanFits = than.oneProcessBytes >= want;
@@ -87,9 +89,10 @@ llvm::Value *FuncEmitter::allocBlocks(const ir::Value *owner, const ir::Value *o
     return fits ? s.oneProcessBytes < than.oneProcessBytes : s.oneProcessBytes > than.oneProcessBytes;
   };
   for (size_t k = 0; k < blocksSlots_.size(); ++k)
-    if (blocksSlots_[k].free && (best == blocksSlots_.size() || better(blocksSlots_[k], blocksSlots_[best]))) best = k;
+    if (blocksSlots_[k].free && blocksSlots_[k].group == group && (best == blocksSlots_.size() || better(blocksSlots_[k], blocksSlots_[best]))) best = k;
   if (best == blocksSlots_.size()) {
     blocksSlots_.push_back({});
+    blocksSlots_.back().group = group;
     blocksSlots_.back().offset = llvm::cast<llvm::AllocaInst>(entryAlloca(me.i64Ty, 1, "blocks.offset"));
   }
   BlocksSlot &slot = blocksSlots_[best];
@@ -121,7 +124,7 @@ void FuncEmitter::emitBlocksArena() {
   if (blocksSlots_.empty()) return;
   llvm::IRBuilderBase::InsertPointGuard back(b);  // (callRt and bytesOf emit through b)
   b.SetInsertPoint(blocksSetup_->getTerminator());
-  llvm::Value *total = i64(0);
+  llvm::Value *total = i64(0), *groupTotal = i64(0);
   for (BlocksSlot &slot : blocksSlots_) {
     b.CreateStore(total, slot.offset);
     llvm::Value *most = i64(0);
@@ -138,8 +141,9 @@ void FuncEmitter::emitBlocksArena() {
       most = b.CreateSelect(b.CreateICmpUGT(bytes, most), bytes, most);
     }
     total = b.CreateAdd(total, most, "blocks.end");
+    if (slot.group) groupTotal = b.CreateAdd(groupTotal, most);
   }
-  b.CreateStore(callRt("shm_blocks_alloc", {total}, "blocks.arena"), blocksBase_);
+  b.CreateStore(callRt("shm_blocks_alloc", {total, groupTotal}, "blocks.arena"), blocksBase_);
   if (FuncPlan *record = planRecord()) {
     record->blocksSlots = (int64_t)blocksSlots_.size();
     for (const BlocksSlot &slot : blocksSlots_) record->blocksBytesOneProcess += slot.oneProcessBytes;
@@ -207,6 +211,40 @@ void FuncEmitter::convertFromOwned(const ir::Value *v) {
   buffers_[v] = whole;
 }
 
+// A loop's or while body's carry j that a pipeline group keeps and updates: the pipeline's
+// output from group g (its program's result k) is the carry's new value and its operand m the
+// old one, which only that program reads, read last there; when the program computes the
+// result by a fused loop that may write over the parameter (the optimizer's update), the
+// parameter and its new value are one buffer, in the loop and in the program. A stage's
+// parameters and optimizer state are then held once on its ranks, not in two sets of buffers.
+template <class UsedOnce, class OverParam>
+void ModuleEmitter::donatePipelineCarries(const ir::Func &body, size_t i,
+                                          const std::unordered_map<const ir::Value *, size_t> &lastRead,
+                                          const UsedOnce &usedOnce, const OverParam &overParam,
+                                          std::vector<bool> &inPlace) {
+  const ir::Eqn &e = body.eqns[i];
+  const size_t carries = body.results.size(), consts = body.params.size() - carries;
+  for (size_t j = 0; j < carries; ++j) {
+    const ir::Value *p = body.params[consts + j], *r = body.results[j];
+    const GroupOwner *owner = groupOwner(p), *rOwner = groupOwner(r);
+    auto last = lastRead.find(p);
+    if (inPlace[j] || !owner || !rOwner || !(*owner == *rOwner) || last == lastRead.end() || last->second != i)
+      continue;
+    auto o = std::find(e.outs.begin(), e.outs.end(), r);
+    auto m = std::find(e.ins.begin(), e.ins.end(), p);
+    if (o == e.outs.end() || m == e.ins.end() || std::count(e.ins.begin(), e.ins.end(), p) != 1 ||
+        std::count(body.results.begin(), body.results.end(), r) != 1)
+      continue;
+    size_t k = (size_t)(o - e.outs.begin()), g = 0;  // (the groups' results one after another)
+    while (g < e.bodies.size() && k >= e.bodies[g]->results.size()) k -= e.bodies[g++]->results.size();
+    const size_t mi = (size_t)(m - e.ins.begin());
+    if (g >= e.bodies.size() || (int)g != owner->group || !usedOnce(e.bodies[g]) || !overParam(*e.bodies[g], k, mi))
+      continue;
+    inPlace[j] = true;
+    donatedResults[e.bodies[g]].push_back({k, mi});
+  }
+}
+
 // A loop's or while body's carry j whose new value a shmap computes from the old one, element by element
 // on each device's own block, can be updated in place: `p_new = shmap(..., p, ...)` where p is
 // the carry's parameter and read last there, both in the blocks form with the shmap's spec,
@@ -250,6 +288,10 @@ void ModuleEmitter::findDonatedCarries(const std::unordered_map<const ir::Func *
       std::unordered_map<const ir::Value *, size_t> lastRead = FuncEmitter::lastReads(body);
       for (size_t i = 0; i < body.eqns.size(); ++i) {
         const ir::Eqn &e = body.eqns[i];
+        if (e.prim == ir::Prim::Pipeline) {
+          donatePipelineCarries(body, i, lastRead, usedOnce, overParam, inPlace);
+          continue;
+        }
         if (e.prim != ir::Prim::Shmap || !usedOnce(e.bodies[0])) continue;
         const ir::Mesh &mesh = *irm.meshes[(size_t)e.intParam("mesh")];
         for (size_t j = 0; j < carries; ++j) {

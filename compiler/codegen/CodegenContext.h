@@ -57,6 +57,9 @@ public:
   // sharded parameters and moments), each device over its own block: in place, one buffer
   // instead of two. `uses`: how many eqns run each body.
   void findDonatedCarries(const std::unordered_map<const ir::Func *, int> &uses);
+  template <class UsedOnce, class OverParam>
+  void donatePipelineCarries(const ir::Func &body, size_t eqn, const std::unordered_map<const ir::Value *, size_t> &lastRead,
+                             const UsedOnce &usedOnce, const OverParam &overParam, std::vector<bool> &inPlace);
   std::string error;  // the first failure
 
   // SplitUses.cpp: the host values (eqn results) that only shmaps read, each in one layout,
@@ -308,6 +311,7 @@ private:
     std::vector<const ir::Value *> holds;    // the values (layouts) it holds, one after another
     int64_t oneProcessBytes = 0;             // its bytes where one process runs every device
     bool free = false;
+    bool group = false;  // it holds values a pipeline group keeps (groupOwner), not blocks
   };
   std::vector<BlocksSlot> blocksSlots_;
   llvm::BasicBlock *blocksSetup_ = nullptr;

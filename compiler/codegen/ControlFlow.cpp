@@ -52,7 +52,15 @@ bool FuncEmitter::emitPipeline(const ir::Eqn &e) {
   for (int64_t g : e.intsParam("channel_ends")) ends.push_back((int32_t)g);
   std::vector<int32_t> deviceGroups;
   for (int64_t g : e.intsParam("device_groups")) deviceGroups.push_back((int32_t)g);
+  std::vector<int64_t> inBytes;
+  std::vector<int32_t> inGroups;  // (-1: every rank keeps it)
+  for (const ir::Value *v : e.ins) {
+    inBytes.push_back(v->type.byteSize());
+    const ModuleEmitter::GroupOwner *owner = me.groupOwner(v);
+    inGroups.push_back(owner ? owner->group : -1);
+  }
   callRt("shm_run_pipeline", {i32((int64_t)bodies.size()), table, i32((int64_t)ins.size()), ptrArray(ins),
+                              me.i64Array(inBytes), me.i32Array(inGroups),
                               me.i32Array(counts), ptrArray(outs), me.i64Array(outBytes), i32(e.intParam("channels")),
                               me.i32Array(ends), i32((int64_t)deviceGroups.size()), me.i32Array(deviceGroups),
                               me.cString(e.strParam("label")),

@@ -138,7 +138,7 @@ private:
     Uses inside;
     for (const ir::Func *body : loop.bodies) inside.add(param(*body, loopParam(loop, k)));
     const Uses after = of(f, loop.outs.at(c));
-    if (inside.kind == Uses::Owned && after.kind == Uses::Whole) {
+    if (inside.kind == Uses::Owned && after.kind != Uses::None && !(after == inside)) {
       wholeAfterLoop_.insert(loop.outs[c]);
       return inside;
     }
@@ -237,9 +237,11 @@ private:
 // Values that share one buffer: a call's operand and its callee's parameter, a callee's result
 // and the call's output (so with a branch's, a loop body's), a loop's initial carry, its
 // bodies' parameters, its body's result and the loop's output. They hold their value in one
-// form, whole or as blocks.
+// form, whole or as blocks. (Without `initialCarries`, a loop's initial carry is not joined to
+// its carry: for a group's values, which the loop copies in from a whole one.)
 class SharedBuffers {
 public:
+  explicit SharedBuffers(bool initialCarries = true) : initialCarries_(initialCarries) {}
   void join(const ir::Value *a, const ir::Value *b) { parent_[find(a)] = find(b); }
   const ir::Value *find(const ir::Value *v) {
     auto it = parent_.find(v);
@@ -263,10 +265,20 @@ public:
       break;
     case ir::Prim::Loop:  // body params (i, consts..., carries...)
     case ir::Prim::While: {  // predicate and body params (consts..., carries...)
-      for (const ir::Func *body : e.bodies) params(body, e.prim == ir::Prim::Loop ? 1 : 0, 0);
+      const size_t first = e.prim == ir::Prim::Loop ? 1 : 0, consts = (size_t)e.intParam("num_consts");
       results(e.bodies.back());
-      const size_t consts = (size_t)e.intParam("num_consts");
-      for (size_t c = 0; c < e.outs.size() && consts + c < e.ins.size(); ++c) join(e.outs[c], e.ins[consts + c]);
+      for (const ir::Func *body : e.bodies) {
+        if (initialCarries_) {
+          params(body, first, 0);
+          continue;
+        }
+        for (size_t k = 0; k < consts && k < e.ins.size() && first + k < body->params.size(); ++k)
+          join(e.ins[k], body->params[first + k]);
+        for (size_t c = 0; c < e.outs.size() && first + consts + c < body->params.size(); ++c)
+          join(body->params[first + consts + c], e.outs[c]);  // (the carry, not its first value)
+      }
+      for (size_t c = 0; initialCarries_ && c < e.outs.size() && consts + c < e.ins.size(); ++c)
+        join(e.outs[c], e.ins[consts + c]);
       break;
     }
     case ir::Prim::Cond:  // operand 0 is the predicate
@@ -281,6 +293,7 @@ public:
 
 private:
   std::unordered_map<const ir::Value *, const ir::Value *> parent_;
+  bool initialCarries_;
 };
 
 // Whether the layout splits the array over more than one device (else its blocks are the
@@ -341,8 +354,7 @@ void ModuleEmitter::findSplitLayouts() {
     if (!f->mesh)
       for (const ir::Eqn &e : f->eqns) shared.joinEqn(e);
   std::unordered_map<const ir::Value *, Uses> classUses;
-  for (const auto &[v, u] : members)  // (a loop's output broadcast after it is read whole only then)
-    classUses[shared.find(v)].add(uses.wholeAfterLoop().count(v) ? Uses{} : u);
+  for (const auto &[v, u] : members) classUses[shared.find(v)].add(u);
   // A pipeline's stage programs get its operands whole (shm_run_pipeline passes the caller's
   // buffers), so their parameters, and what shares a buffer with them, are kept whole.
   for (const auto &f : irm.funcs)
@@ -350,31 +362,60 @@ void ModuleEmitter::findSplitLayouts() {
       if (e.prim == ir::Prim::Pipeline)
         for (const ir::Func *program : e.bodies)
           for (const ir::Value *p : program->params) classUses[shared.find(p)].add(Uses{Uses::Whole, {}});
-  // A group's values are written by host code (on every rank, then kept by the group's), by
-  // its pipeline's outputs from that group, or through what shares their buffer; not by
-  // another group, and not saved by a checkpoint (which saves a value as it is kept).
+  // A group's values: classes of values sharing a buffer, but for a loop's initial carry,
+  // which the loop copies in (all of it on the group's ranks, none elsewhere), so that one
+  // initial value may start carries that different groups keep. They are written by host
+  // code (on every rank, then kept by the group's), by their pipeline's outputs from that
+  // group, or through what shares their buffer; not by another group, and not saved by a
+  // checkpoint (which saves a value as it is kept).
+  SharedBuffers carried(false);
+  for (const auto &[v, u] : members) carried.find(v);
+  for (const auto &f : irm.funcs)
+    if (!f->mesh)
+      for (const ir::Eqn &e : f->eqns) carried.joinEqn(e);
+  std::unordered_map<const ir::Value *, Uses> groupUses;
+  for (const auto &[v, u] : members)  // (a loop's output broadcast after it is read whole only then)
+    groupUses[carried.find(v)].add(uses.wholeAfterLoop().count(v) ? Uses{} : u);
   for (const auto &f : irm.funcs)
     for (const ir::Eqn &e : f->eqns) {
-      if (e.prim == ir::Prim::Pipeline)
+      if (e.prim == ir::Prim::Pipeline) {
+        for (const ir::Func *program : e.bodies)  // (its stage programs' values: whole)
+          for (const ir::Value *p : program->params) groupUses[carried.find(p)].add(Uses{Uses::Whole, {}});
         for (size_t g = 0, j = 0; g < e.bodies.size(); ++g)
           for (size_t r = 0; r < e.bodies[g]->results.size() && j < e.outs.size(); ++r, ++j) {
-            Uses &c = classUses[shared.find(e.outs[j])];
+            Uses &c = groupUses[carried.find(e.outs[j])];
             if (c.kind == Uses::Owned && (c.pipeline != &e || c.group != (int)g)) c.kind = Uses::Whole;
           }
+      }
       if (e.prim == ir::Prim::SaveNpz && e.has("checkpoint") && !f->mesh)
-        for (const ir::Value *v : e.ins) {
-          Uses &c = classUses[shared.find(v)];
-          if (c.kind == Uses::Owned) c.kind = Uses::Whole;
-        }
+        for (const ir::Value *v : e.ins) groupUses[carried.find(v)].add(Uses{Uses::Whole, {}});
     }
+  // A group's initial carry starts a carry the same group keeps (else the loop would copy a
+  // whole value from it).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto &f : irm.funcs)
+      for (const ir::Eqn &e : f->eqns) {
+        if (f->mesh || (e.prim != ir::Prim::Loop && e.prim != ir::Prim::While)) continue;
+        const size_t consts = (size_t)e.intParam("num_consts");
+        for (size_t c = 0; c < e.outs.size() && consts + c < e.ins.size(); ++c) {
+          Uses &init = groupUses[carried.find(e.ins[consts + c])];
+          if (init.kind == Uses::Owned && !(groupUses[carried.find(e.outs[c])] == init)) {
+            init.kind = Uses::Whole;
+            changed = true;
+          }
+        }
+      }
+  }
   for (const auto &[v, u] : members) {
     const Uses &c = classUses[shared.find(v)];
     if (c.kind == Uses::Split && splitsOverDevices(irm, c.layout)) blocksLayouts_[v] = c.layout;
-    if (c.kind == Uses::Owned) {
+    const Uses &g = groupUses[carried.find(v)];
+    if (g.kind == Uses::Owned) {
       GroupOwner owner;
-      owner.group = c.group;
-      for (int64_t g : c.pipeline->intsParam("device_groups")) owner.deviceGroups.push_back((int32_t)g);
-      owner.groups = (int32_t)c.pipeline->bodies.size();
+      owner.group = g.group;
+      for (int64_t d : g.pipeline->intsParam("device_groups")) owner.deviceGroups.push_back((int32_t)d);
+      owner.groups = (int32_t)g.pipeline->bodies.size();
       groupOwners_[v] = std::move(owner);
     }
   }

@@ -1831,7 +1831,9 @@ TEST_CASE("a pipeline runs its stage programs at once and delivers every message
   std::vector<int32_t> ends;
   for (int r = 0; r < kRounds; ++r)
     for (int32_t e : {0, 1, 1, 2, 2, 1, 1, 0}) ends.push_back(e);
-  shm_run_pipeline(3, bodies, 1, ins, nouts, outs, bytes, kRounds * 4, ends.data(), 3, deviceGroups, "ping-pong", 0.0);
+  const int64_t inBytes[] = {8};
+  const int32_t inGroups[] = {-1};  // (every group's)
+  shm_run_pipeline(3, bodies, 1, ins, inBytes, inGroups, nouts, outs, bytes, kRounds * 4, ends.data(), 3, deviceGroups, "ping-pong", 0.0);
   double want0 = 0, want1 = 0, want2 = 0;
   for (int r = 0; r < kRounds; ++r) {
     double x = start + r + 1 + 2, at2 = 2 * (x + 3) + 30, at1 = at2 + 20;
@@ -1881,7 +1883,9 @@ TEST_CASE("pipeline groups run their shmaps at once, each on its own devices", "
   const int64_t bytes[] = {8, 8};
   const int32_t deviceGroups[] = {0, 0, 0, 0, 1, 1, 1, 1};  // (a 2 x 4 mesh, its stage axis first)
   const std::vector<int32_t> ends = {0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0};
-  shm_run_pipeline(2, bodies, 1, ins, nouts, outs, bytes, 6, ends.data(), 8, deviceGroups, "groups' shmaps", 0.0);
+  const int64_t inBytes[] = {8};
+  const int32_t inGroups[] = {-1};
+  shm_run_pipeline(2, bodies, 1, ins, inBytes, inGroups, nouts, outs, bytes, 6, ends.data(), 8, deviceGroups, "groups' shmaps", 0.0);
   // chained_body: every device ends with the mean of the 4 inputs plus 0 (its first element):
   // group g's inputs are start + g + d, mean start + g + 1.5; each round adds both groups'.
   const double both = (start + 1.5) + (start + 1 + 1.5);
