@@ -19,12 +19,18 @@ the compiler's own schedules for S = 4 and 8 stages (stage s timed as measured s
 through their dependency simulation with those durations (shmap_pipeline_replay, built beside
 shmapc); the replayed bubble is held to (S-1)/(M+S-1) likewise.
 
+Under MPI, a rank per stage, each stage's parameters and batch arrays live on its ranks alone:
+the operand bytes a stage's ranks keep (--stats=pipeline) and the host bytes a rank measured it
+held for them (SHMAP_LOG_RANKS=1), each against the whole (one rank running both stages), are
+held to about half (<= 0.55: the stages are alike; stage 0 has a shift more).
+
 --quick: width 256, micro-batches 4 and 8, 3 repeats (the full run: width 512, 4, 8 and 16
 micro-batches, 3 repeats); 3 steps, the first not counted."""
 import collections
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -98,6 +104,32 @@ def measure(a, tmp, schedule, m, h):
     return best, predicted, peak, planned
 
 
+def kept_under_mpi(a, tmp, m):
+    """The 1F1B program of m micro-batches under MPI, a rank per stage: per group, the operand
+    bytes its ranks keep and the pipeline's operand bytes in all (--stats=pipeline); per rank,
+    the most bytes it held for its group's values, and what one rank running both groups held
+    (SHMAP_LOG_RANKS=1). None where mpirun is missing."""
+    if not shutil.which("mpirun"):
+        return None
+    src = os.path.join(tmp, "1f1b_%d.smp" % m)
+    exe = src[:-4] + "_mpi"
+    subprocess.run([a.shmapc, "compile", src, "--mpi", "-o", exe] + compile_flags(), check=True)
+    env = dict(ENV, SHMAP_LOG_RANKS="1")
+
+    def run(ranks, per_rank):
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), exe, "--stats=pipeline",
+               "--steps=%d" % a.steps, "--devices-per-rank=%d" % per_rank]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+        held = [int(x) for x in re.findall(r"kept by the rank's pipeline group alone: at most (\d+) bytes", out.stderr)]
+        kept = [(int(k), int(t)) for k, t in re.findall(r"its ranks keep (\d+) of the operands' (\d+) bytes",
+                                                        out.stdout + out.stderr)]
+        return held, kept
+
+    one, _ = run(1, 2)
+    held, kept = run(2, 1)
+    return kept, held, max(one) if one else 0
+
+
 def step_durations(a, tmp, m):
     """Per measured stage, its mean forward and backward step in seconds (a --trace of 1F1B),
     over every run but the first (which warms up: the buffers' first pages, the kernels' first
@@ -153,6 +185,22 @@ def main():
                 rec.target("%s, %d micro-batches: peak host memory / planned" % (schedule, m),
                            peak / planned if planned else None, "<=", 1.0)
         largest = max(int(x) for x in a.microbatches.split(","))
+        # A parameter lives only on its stage's ranks: under MPI with a rank per stage, the share
+        # of the model's bytes (parameters and batch) a stage's ranks keep, and the host bytes a
+        # rank measured it held for its stage's values against one rank running both stages.
+        got = kept_under_mpi(a, tmp, largest)
+        if got:
+            kept, held, one = got
+            share = max(k for k, _ in kept) / kept[0][1] if kept else None
+            measured = max(held) / one if held and one else None
+            print("1f1b  M=%2d under MPI, a rank per stage: a stage keeps %s of the operands' bytes; a rank held %s "
+                  "bytes for its stage's values, one rank running both %d" % (largest, kept, held, one))
+            rec.target("1f1b, %d micro-batches, 2 ranks: operand bytes a stage's ranks keep / all" % largest,
+                       share, "<=", 0.55)
+            rec.target("1f1b, %d micro-batches, 2 ranks: bytes a rank held for its stage's values / one rank's" % largest,
+                       measured, "<=", 0.55)
+        else:
+            print("mpirun not found: the bytes a rank keeps under MPI are not measured")
         durations = step_durations(a, tmp, largest)
         print("measured steps (ms): " + ", ".join("stage %d F %.3f B %.3f" % (s, f * 1e3, b * 1e3)
                                                  for s, (f, b) in enumerate(durations)))

@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -33,7 +34,11 @@ namespace {
 
 class PlanPrinter {
 public:
-  PlanPrinter(const ir::Module &m, std::ostringstream &out) : names_(ir::printedNames(m)), out_(out) {}
+  PlanPrinter(const ir::Module &m, std::ostringstream &out) : names_(ir::printedNames(m)), out_(out) {
+    for (const auto &f : m.funcs)
+      for (const ir::Eqn &e : f->eqns)
+        if (e.prim == ir::Prim::Pipeline) stagePrograms_.insert(e.bodies.begin(), e.bodies.end());
+  }
 
   void func(const FuncPlan &p) {
     const ir::Func &f = *p.func;
@@ -68,6 +73,8 @@ public:
       out_ << "  in place: " << name(v) << " over " << name(s->second.aliasOf);
       if (over != p.storage.end() && over->second.kind == StorageKind::Param && f.isShmapBody)
         out_ << " (this device's block of a loop's carry, updated in place)\n";
+      else if (over != p.storage.end() && over->second.kind == StorageKind::Param && stagePrograms_.count(&f))
+        out_ << " (the group's update of a loop's carry, written over it)\n";
       else if (over != p.storage.end() && over->second.kind == StorageKind::Param)
         out_ << " (a loop's carry: one buffer for its old and new value)\n";
       else if (def < f.eqns.size() && (f.eqns[def].prim == ir::Prim::Loop || f.eqns[def].prim == ir::Prim::While))
@@ -178,6 +185,7 @@ private:
   std::map<const ir::Value *, std::string> names_;
   std::ostringstream &out_;
   std::vector<int> groupOf_;  // the current function's eqns' fused loops (-1: none)
+  std::set<const ir::Func *> stagePrograms_;  // pipelines' stage programs
   const std::unordered_map<const ir::Value *, int> *keptByGroup_ = nullptr;  // ... and its values a group keeps
   std::unordered_map<const ir::Value *, const ArenaSlot *> slotOf_;  // ... and its arena values
 };
