@@ -5,6 +5,7 @@
 #pragma once
 #include "codegen/Codegen.h"
 #include "codegen/Plan.h"
+#include "forms/HostForms.h"
 #include "ir/IR.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -27,12 +28,7 @@ namespace shmapc::codegen {
 // Creates the TargetMachine for `target` (PIC); null with `error` set on failure.
 std::unique_ptr<llvm::TargetMachine> createTargetMachine(const Target &target, int optLevel, std::string &error);
 
-// A shmap operand's layout: the mesh (an index into ir::Module::meshes) and the in_spec.
-struct ShmapLayout {
-  int64_t mesh = -1;
-  ir::PartitionSpec spec;
-  bool operator==(const ShmapLayout &o) const;  // (P("x") is P("x", None))
-};
+using forms::ShmapLayout;
 
 class ModuleEmitter {
 public:
@@ -62,47 +58,35 @@ public:
                              const UsedOnce &usedOnce, const OverParam &overParam, std::vector<bool> &inPlace);
   std::string error;  // the first failure
 
-  // SplitUses.cpp: the host values (eqn results) that only shmaps read, each in one layout,
-  // directly or through the bodies of calls, loops and conds they are passed to unchanged.
-  void findSplitLayouts();
+  // How each host value is kept (forms/HostForms.h: whole, as blocks, or by a pipeline
+  // group), found once before any function is emitted.
+  void findSplitLayouts() { forms_ = forms::findHostForms(irm); }
   // The layout every read of `v` uses, or null if something reads it whole (host code, a
   // result, a carry, two layouts) or nothing reads it (`unread` then set).
-  const ShmapLayout *splitLayout(const ir::Value *v, bool *unread = nullptr) const;
+  const ShmapLayout *splitLayout(const ir::Value *v, bool *unread = nullptr) const {
+    auto it = forms_.splitLayouts.find(v);
+    if (unread) *unread = forms_.unread.count(v) != 0;
+    return it == forms_.splitLayouts.end() ? nullptr : &it->second;
+  }
   // The layout of a host value kept in the blocks form (SHM_BLOCKS: each rank holds only its
-  // devices' blocks), or null. Values that share a buffer (a call's argument and its callee's
-  // parameter, a loop's carries, a result and what it is returned as) share their form.
-  const ShmapLayout *blocksLayout(const ir::Value *v) const {
-    auto it = blocksLayouts_.find(v);
-    return it == blocksLayouts_.end() ? nullptr : &it->second;
-  }
-  // The device group of a pipeline whose ranks alone keep a host value (SplitUses.cpp), or
-  // null: a value only that group's stage program reads, with what shares its buffer (a
-  // training loop's parameters and optimizer state that the group updates, the batch only the
-  // first stage reads). Under MPI, where a rank's devices lie in one group, the other ranks
-  // hold none of it (0 bytes, sized at run time as the blocks form is); one process holds it
-  // whole. Pipeline outputs in this form are not broadcast after the pipeline.
-  struct GroupOwner {
-    int32_t group = 0;
-    std::vector<int32_t> deviceGroups;  // the pipeline's: each device's group
-    int32_t groups = 0;
-    bool operator==(const GroupOwner &o) const {
-      return group == o.group && deviceGroups == o.deviceGroups && groups == o.groups;
-    }
-  };
-  const GroupOwner *groupOwner(const ir::Value *v) const {
-    auto it = groupOwners_.find(v);
-    return it == groupOwners_.end() ? nullptr : &it->second;
-  }
+  // devices' blocks), or null.
+  const ShmapLayout *blocksLayout(const ir::Value *v) const { return forms_.blocksLayout(v); }
+  // The device group of a pipeline whose ranks alone keep a host value, or null: under MPI,
+  // where a rank's devices lie in one group, the other ranks hold none of it (0 bytes, sized
+  // at run time as the blocks form is); one process holds it whole. Pipeline outputs in this
+  // form are not broadcast after the pipeline.
+  using GroupOwner = forms::GroupOwner;
+  const GroupOwner *groupOwner(const ir::Value *v) const { return forms_.groupOwner(v); }
   // A loop's output kept by a group that host code after the loop reads whole: the loop's
   // last value is broadcast from the group's ranks into a whole buffer (convertFromOwned).
-  bool wholeAfterLoop(const ir::Value *loopOutput) const { return wholeAfterLoop_.count(loopOutput) != 0; }
+  bool wholeAfterLoop(const ir::Value *loopOutput) const { return forms_.wholeAfterLoop.count(loopOutput) != 0; }
   // Whether v's bytes on a rank are known only at run time: the blocks form or a group's.
   bool sizedAtRunTime(const ir::Value *v) const { return blocksLayout(v) || groupOwner(v); }
-  // A pipeline message's other end (SplitUses.cpp): for a pipe_send its receiver's value, for
-  // a pipe_recv its sender's, each end kept in its own form (whole or blocks).
+  // A pipeline message's other end: for a pipe_send its receiver's value, for a pipe_recv its
+  // sender's, each end kept in its own form (whole or blocks).
   const ir::Value *messagePeer(const ir::Eqn &sendOrRecv) const {
-    auto it = messagePeers_.find(&sendOrRecv);
-    return it == messagePeers_.end() ? nullptr : it->second;
+    auto it = forms_.messagePeers.find(&sendOrRecv);
+    return it == forms_.messagePeers.end() ? nullptr : it->second;
   }
 
   bool fail(const std::string &msg) {
@@ -141,12 +125,7 @@ public:
   llvm::Constant *locationString(Loc loc);
 
 private:
-  std::unordered_map<const ir::Value *, ShmapLayout> splitLayouts_;
-  std::unordered_set<const ir::Value *> unread_;
-  std::unordered_map<const ir::Value *, ShmapLayout> blocksLayouts_;
-  std::unordered_map<const ir::Value *, GroupOwner> groupOwners_;
-  std::unordered_set<const ir::Value *> wholeAfterLoop_;
-  std::unordered_map<const ir::Eqn *, const ir::Value *> messagePeers_;
+  forms::HostForms forms_;
   std::map<std::vector<int64_t>, llvm::Constant *> i64Arrays_;
   std::map<std::vector<int32_t>, llvm::Constant *> i32Arrays_;
   std::map<std::string, llvm::Constant *> strings_;

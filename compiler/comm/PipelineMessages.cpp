@@ -1,10 +1,11 @@
 // --emit=comm's pipeline messages (Comm.h): each pipeline's messages between its device
-// groups, by the layouts their two ends hold them in. The sending stage sends a stage shmap's
-// result as the shmap leaves it (split over the group's devices), anything else whole; the
-// receiving stage keeps what only its shmaps read, in one layout, as their blocks, anything
-// else whole (the code generator's blocks form). Where the layouts differ the message is
-// resharded on its way; under MPI each receiving rank gets only what its devices read.
+// groups, by the layouts their two ends hold them in, as the code generator keeps them
+// (forms/HostForms.h: a stage shmap's result sent as the shmap leaves it, what only the
+// receiving stage's shmaps read, in one layout, received as their blocks, anything else
+// whole). Where the layouts differ the message is resharded on its way; under MPI each
+// receiving rank gets only what its devices read.
 #include "comm/Comm.h"
+#include "forms/HostForms.h"
 
 #include <map>
 #include <sstream>
@@ -16,51 +17,18 @@ using namespace ir;
 
 namespace {
 
-std::string layoutOf(const Module &m, int64_t meshIndex, const PartitionSpec &spec) {
-  if (meshIndex < 0 || meshIndex >= (int64_t)m.meshes.size()) return "whole";
-  const Mesh &mesh = *m.meshes[(size_t)meshIndex];
-  return mesh.groupSize(spec.axes()) > 1 ? specToString(spec, mesh) : "whole";  // (split over devices)
-}
-
-// How stage program `f` holds what it sends: a shmap's result as that shmap's out_specs say,
-// where it is read only by sends and by shmaps in that layout.
-std::string sentAs(const Module &m, const Func &f, const Value *v) {
-  std::string layout = "whole";
-  for (const Eqn &e : f.eqns)
-    for (size_t j = 0; j < e.outs.size(); ++j)
-      if (e.outs[j] == v && e.prim == Prim::Shmap)
-        layout = layoutOf(m, e.intParam("mesh"), e.specsParam("out_specs")[j]);
-  if (layout == "whole") return layout;
-  for (const Eqn &e : f.eqns)
-    for (size_t k = 0; k < e.ins.size(); ++k)
-      if (e.ins[k] == v && e.prim != Prim::PipeSend &&
-          (e.prim != Prim::Shmap || layoutOf(m, e.intParam("mesh"), e.specsParam("in_specs")[k]) != layout))
-        return "whole";
-  for (const Value *r : f.results)
-    if (r == v) return "whole";
-  return layout;
-}
-
-// How stage program `f` keeps what it receives: as its readers' one layout if only shmaps read it.
-std::string readAs(const Module &m, const Func &f, const Value *v) {
-  std::string layout;
-  for (const Eqn &e : f.eqns)
-    for (size_t k = 0; k < e.ins.size(); ++k) {
-      if (e.ins[k] != v) continue;
-      if (e.prim != Prim::Shmap) return "whole";
-      const std::string here = layoutOf(m, e.intParam("mesh"), e.specsParam("in_specs")[k]);
-      if (!layout.empty() && here != layout) return "whole";
-      layout = here;
-    }
-  for (const Value *r : f.results)
-    if (r == v) return "whole";
-  return layout.empty() ? "whole" : layout;
+// A message end's layout: its blocks form's spec, or whole.
+std::string layoutOf(const Module &m, const forms::HostForms &forms, const Value *v) {
+  const forms::ShmapLayout *layout = forms.blocksLayout(v);
+  if (!layout || layout->mesh < 0 || layout->mesh >= (int64_t)m.meshes.size()) return "whole";
+  return specToString(layout->spec, *m.meshes[(size_t)layout->mesh]);
 }
 
 } // namespace
 
 std::vector<CommPipeline> pipelineMessages(const Module &m) {
   std::vector<CommPipeline> out;
+  const forms::HostForms forms = forms::findHostForms(m);
   for (const auto &f : m.funcs)
     for (const Eqn &e : f->eqns) {
       if (e.prim != Prim::Pipeline) continue;
@@ -78,7 +46,7 @@ std::vector<CommPipeline> pipelineMessages(const Module &m) {
         if (to == received.end()) continue;
         const Value *v = from.second;
         CommMessages row{from.first, to->second.first, typeToString(v->type, nullptr), 0, 0,
-                         sentAs(m, *e.bodies[from.first], v), readAs(m, *e.bodies[to->second.first], to->second.second)};
+                         layoutOf(m, forms, v), layoutOf(m, forms, to->second.second)};
         auto [it, fresh] = rowOf.try_emplace({row.fromGroup, row.toGroup, row.type, row.sentAs, row.readAs},
                                              p.rows.size());
         if (fresh) p.rows.push_back(row);

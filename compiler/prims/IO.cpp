@@ -208,7 +208,7 @@ template <> const Rules &define<Prim::Load>() {
           return true;
         }
         if (const codegen::ShmapLayout *layout = fe.me.splitLayout(e.outs[0])) {
-          // Only shmaps read it: under MPI each rank reads its devices' blocks (SplitUses.cpp).
+          // Only shmaps read it: under MPI each rank reads its devices' blocks (forms/HostForms.cpp).
           const ir::Mesh &mesh = *fe.me.irm.meshes[(size_t)layout->mesh];
           fe.callRt("shm_load_npy_split",
                     {pathArg(fe, e), key, fe.dtypeCode(t.dtype), fe.i32(t.rank()), fe.me.i64Array(t.shape),

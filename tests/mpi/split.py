@@ -4,7 +4,7 @@ SHMAP_LOG_RANKS=1, on which each rank reports every file it loads (bytes read of
 every shmap's outputs (whole on the rank, kept split, or shared and the bytes received) and,
 with several devices per rank, what each collective sends and receives:
 
-  tests/run/stays_split.smp   each case of the analysis (compiler/codegen/SplitUses.cpp) on a
+  tests/run/stays_split.smp   each case of the analysis (compiler/forms/HostForms.cpp) on a
                               2 x 2 mesh, as 4 ranks and as 2 ranks of 2 devices: its output
                               is its .expected file, and rank 1 reports what the comments of
                               EXPECTED below derive.

@@ -1,7 +1,7 @@
 // Element-wise host arithmetic on split arrays, run on the devices that hold the blocks.
 //
 // A shmap's output whose out_spec splits it lives, block by block, on the devices (under MPI a
-// rank's copy holds its devices' blocks until someone reads it whole: codegen/SplitUses.cpp).
+// rank's copy holds its devices' blocks until someone reads it whole: forms/HostForms.cpp).
 // Host code that updates such arrays element by element (an optimizer step over sharded
 // parameters, gradients and moments) would read them whole; the same arithmetic applied block
 // by block gives the same elements. So each run of element-wise equations whose array

@@ -1,14 +1,15 @@
-// Host values that only shmaps read, and in which layout (ModuleEmitter::splitLayout). Under
-// MPI (docs/runtime.md, "Several processes") a rank's copy of such a value needs only the
-// blocks its own devices read: a shmap output stays split across the ranks instead of being
-// exchanged (the residuals a forward shmap hands to its backward shmap), and a `load` reads
-// only the rank's blocks from the file. One process holds every block either way.
-#include "codegen/CodegenContext.h"
+// How each host value is kept (HostForms.h). Under MPI (docs/runtime.md, "Several processes")
+// a rank's copy of a value only shmaps read needs only the blocks its own devices read: a
+// shmap output stays split across the ranks instead of being exchanged (the residuals a
+// forward shmap hands to its backward shmap), and a `load` reads only the rank's blocks from
+// the file; a value one pipeline group's stage program alone reads lives on that group's
+// ranks alone ("Pipelines").
+#include "forms/HostForms.h"
 
+#include <map>
 #include <set>
-#include <unordered_map>
 
-namespace shmapc::codegen {
+namespace shmapc::forms {
 
 bool ShmapLayout::operator==(const ShmapLayout &o) const {
   auto trimmed = [](std::vector<std::vector<int>> dims) {
@@ -304,7 +305,8 @@ bool splitsOverDevices(const ir::Module &m, const ShmapLayout &layout) {
 
 } // namespace
 
-void ModuleEmitter::findSplitLayouts() {
+HostForms findHostForms(const ir::Module &irm) {
+  HostForms out;
   // Each pipeline's messages: channel c's sender and receiver, among its stage programs.
   for (const auto &f : irm.funcs)
     for (const ir::Eqn &e : f->eqns) {
@@ -318,8 +320,8 @@ void ModuleEmitter::findSplitLayouts() {
       for (const auto &[c, send] : sends) {
         auto recv = recvs.find(c);
         if (recv == recvs.end()) continue;
-        messagePeers_[send] = recv->second->outs[0];
-        messagePeers_[recv->second] = send->ins[0];
+        out.messagePeers[send] = recv->second->outs[0];
+        out.messagePeers[recv->second] = send->ins[0];
       }
     }
   UseAnalysis uses(irm);
@@ -337,8 +339,8 @@ void ModuleEmitter::findSplitLayouts() {
     for (const ir::Eqn &e : f->eqns)
       for (const ir::Value *v : e.outs) {
         Uses u = uses.of(*f, v);
-        if (u.kind == Uses::Split) splitLayouts_[v] = u.layout;
-        if (u.kind == Uses::None) unread_.insert(v);
+        if (u.kind == Uses::Split) out.splitLayouts[v] = u.layout;
+        if (u.kind == Uses::None) out.unread.insert(v);
       }
   }
 
@@ -409,18 +411,18 @@ void ModuleEmitter::findSplitLayouts() {
   }
   for (const auto &[v, u] : members) {
     const Uses &c = classUses[shared.find(v)];
-    if (c.kind == Uses::Split && splitsOverDevices(irm, c.layout)) blocksLayouts_[v] = c.layout;
+    if (c.kind == Uses::Split && splitsOverDevices(irm, c.layout)) out.blocksLayouts[v] = c.layout;
     const Uses &g = groupUses[carried.find(v)];
     if (g.kind == Uses::Owned) {
       GroupOwner owner;
       owner.group = g.group;
       for (int64_t d : g.pipeline->intsParam("device_groups")) owner.deviceGroups.push_back((int32_t)d);
       owner.groups = (int32_t)g.pipeline->bodies.size();
-      groupOwners_[v] = std::move(owner);
+      out.groupOwners[v] = std::move(owner);
     }
   }
   for (const ir::Value *v : uses.wholeAfterLoop())
-    if (groupOwners_.count(v)) wholeAfterLoop_.insert(v);
+    if (out.groupOwners.count(v)) out.wholeAfterLoop.insert(v);
   // A value a checkpoint saves is either in the blocks form or whole and valid on every rank:
   // not a whole-size buffer of which a rank wrote only its blocks.
   for (const auto &f : irm.funcs)
@@ -428,16 +430,11 @@ void ModuleEmitter::findSplitLayouts() {
       for (const ir::Eqn &e : f->eqns)
         if (e.prim == ir::Prim::SaveNpz && e.has("checkpoint"))
           for (const ir::Value *v : e.ins)
-            if (!blocksLayouts_.count(v)) {
-              splitLayouts_.erase(v);
-              unread_.erase(v);
+            if (!out.blocksLayouts.count(v)) {
+              out.splitLayouts.erase(v);
+              out.unread.erase(v);
             }
+  return out;
 }
 
-const ShmapLayout *ModuleEmitter::splitLayout(const ir::Value *v, bool *unread) const {
-  auto it = splitLayouts_.find(v);
-  if (unread) *unread = unread_.count(v) != 0;
-  return it == splitLayouts_.end() ? nullptr : &it->second;
-}
-
-} // namespace shmapc::codegen
+} // namespace shmapc::forms
