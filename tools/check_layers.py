@@ -19,7 +19,7 @@ LAYERS = [
     ["lexer", "ast"],
     ["parser"],
     ["ir"],                          # the IR: data structures, Primitives.def, printer, verifier
-    ["rules"],                       # what a primitive is asked (Rules), rulesOf, makeEqn
+    ["rules", "forms"],              # what a primitive is asked (Rules), rulesOf, makeEqn; how host values are kept
     # the interpreters of the rules
     ["sema", "passes/inline", "passes/variance", "codegen", "comm"],
     ["passes/ad", "passes/jit", "passes/reductions", "passes/placement", "passes/pipeline"],
