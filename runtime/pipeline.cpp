@@ -189,13 +189,28 @@ std::vector<int64_t> group_sizes(int32_t groups, int32_t devices, const int32_t 
 } // namespace
 } // namespace shm
 
+namespace shm {
+namespace {
+
+// Whether this rank keeps group `group`'s values (it runs the group's program, or every
+// group's: one process), and the ranks of each group under MPI (`peer`; empty: one process).
+bool keeps_group(int32_t groups, int32_t devices, const int32_t *device_groups, int32_t group,
+                 std::vector<std::vector<int>> &peer, const char *what) {
+  if (group < 0 || group >= groups) fatalf("%s: group %d of %d", what, (int)group, (int)groups);
+  int mine = 0, place = 0;
+  peer = rank_groups(groups, devices, device_groups, mine, place);
+  return peer.empty() || mine == group;
+}
+
+} // namespace
+} // namespace shm
+
 extern "C" int64_t shm_pipe_group_bytes(int32_t groups, int32_t devices, const int32_t *device_groups, int32_t group,
                                         int64_t bytes) {
   using namespace shm;
-  int mine = 0, place = 0;
   SHM_GUARD_BEGIN
-  if (group < 0 || group >= groups) fatalf("shm_pipe_group_bytes: group %d of %d", (int)group, (int)groups);
-  if (!rank_groups(groups, devices, device_groups, mine, place).empty() && mine != group) bytes = 0;
+  std::vector<std::vector<int>> peer;
+  if (!keeps_group(groups, devices, device_groups, group, peer, "shm_pipe_group_bytes")) bytes = 0;
   SHM_GUARD_END("shm_pipe_group_bytes")
   return bytes;
 }
@@ -204,10 +219,8 @@ extern "C" void shm_pipe_from_group(int32_t groups, int32_t devices, const int32
                                     const void *kept, void *whole, int64_t bytes) {
   using namespace shm;
   SHM_GUARD_BEGIN
-  if (group < 0 || group >= groups) fatalf("shm_pipe_from_group: group %d of %d", (int)group, (int)groups);
-  int mine = 0, place = 0;
-  const std::vector<std::vector<int>> peer = rank_groups(groups, devices, device_groups, mine, place);
-  if (peer.empty() || mine == group) std::memcpy(whole, kept, (size_t)bytes);
+  std::vector<std::vector<int>> peer;
+  if (keeps_group(groups, devices, device_groups, group, peer, "shm_pipe_from_group")) std::memcpy(whole, kept, (size_t)bytes);
   if (!peer.empty()) pipe_bcast(peer[(size_t)group][0], whole, bytes);
   SHM_GUARD_END("shm_pipe_from_group")
 }

@@ -34,11 +34,19 @@ FuncEmitter::BlocksArgs FuncEmitter::blocksArgs(const ir::Value *v) {
           me.i64Array(t.shape), me.i32Array(encodeSpec(layout->spec, t.rank()))};
 }
 
+// The runtime's arguments that name a value's group (groups, devices, device_groups, group, as
+// shm_pipe_group_bytes and shm_pipe_from_group take them), then `more`.
+std::vector<llvm::Value *> FuncEmitter::groupArgs(const ModuleEmitter::GroupOwner &owner,
+                                                  std::initializer_list<llvm::Value *> more) {
+  std::vector<llvm::Value *> args{i32(owner.groups), i32((int64_t)owner.deviceGroups.size()),
+                                  me.i32Array(owner.deviceGroups), i32(owner.group)};
+  args.insert(args.end(), more);
+  return args;
+}
+
 llvm::Value *FuncEmitter::bytesOf(const ir::Value *v) {
   if (const ModuleEmitter::GroupOwner *owner = me.groupOwner(v))  // (all of it or none)
-    return callRt("shm_pipe_group_bytes", {i32(owner->groups), i32((int64_t)owner->deviceGroups.size()),
-                                           me.i32Array(owner->deviceGroups), i32(owner->group),
-                                           i64(v->type.byteSize())}, "group.bytes");
+    return callRt("shm_pipe_group_bytes", groupArgs(*owner, {i64(v->type.byteSize())}), "group.bytes");
   if (!me.blocksLayout(v)) return i64(v->type.byteSize());
   return callRt("shm_blocks_bytes", blocksArgs(v).list(), "blocks.bytes");
 }
@@ -118,6 +126,8 @@ void FuncEmitter::freeDeadBlocks(size_t last) {
   ownedBlocks_ = std::move(kept);
 }
 
+template <class T> static bool equalOrBothNull(const T *a, const T *b) { return a && b ? *a == *b : a == b; }
+
 // On entry (the block blocksSetup_, before the body): each slot's bytes, the largest of its
 // values' on this rank, rounded to 64 (shm_alloc's alignment), its offset, and the arena.
 void FuncEmitter::emitBlocksArena() {
@@ -131,9 +141,8 @@ void FuncEmitter::emitBlocksArena() {
     std::vector<const ir::Value *> asked;  // (values of one type and layout have one size)
     for (const ir::Value *v : slot.holds) {
       const bool same = std::any_of(asked.begin(), asked.end(), [&](const ir::Value *a) {
-        const ShmapLayout *la = me.blocksLayout(a), *lv = me.blocksLayout(v);
-        const ModuleEmitter::GroupOwner *oa = me.groupOwner(a), *ov = me.groupOwner(v);
-        return a->type == v->type && (la && lv ? *la == *lv : !la && !lv) && (oa && ov ? *oa == *ov : !oa && !ov);
+        return a->type == v->type && equalOrBothNull(me.blocksLayout(a), me.blocksLayout(v)) &&
+               equalOrBothNull(me.groupOwner(a), me.groupOwner(v));
       });
       if (same) continue;
       asked.push_back(v);
@@ -155,27 +164,20 @@ void FuncEmitter::copyValue(llvm::Value *dst, llvm::Value *src, const ir::Value 
   b.CreateMemCpy(dst, llvm::MaybeAlign(1), src, llvm::MaybeAlign(1), bytesOf(v));
 }
 
+// (A group's value: written as kept by its group's pipeline output, a splat, or what shares
+// its buffer; the blocks form's other writers write blocks.)
 bool FuncEmitter::writesBlocks(const ir::Eqn &e, size_t k) const {
-  if (me.groupOwner(e.outs[k])) {  // (its group's pipeline output, or shared with the bodies')
-    switch (e.prim) {
-    case ir::Prim::Pipeline:  // (findSplitLayouts: an output of the owning group)
-    case ir::Prim::Call:
-    case ir::Prim::Loop:
-    case ir::Prim::While:
-    case ir::Prim::Cond: return true;
-    case ir::Prim::Constant: return e.doublesParam("value").size() == 1;  // a splat
-    default: return false;
-    }
-  }
   const ShmapLayout *layout = me.blocksLayout(e.outs[k]);
-  if (!layout) return false;
+  const bool group = me.groupOwner(e.outs[k]) != nullptr;
+  if (!layout && !group) return false;
   switch (e.prim) {
+  case ir::Prim::Pipeline: return group;  // (HostForms: an output of the owning group)
   case ir::Prim::Shmap:  // its spec, and each rank's devices write its blocks (staysSplit)
-    return *layout == ShmapLayout{e.intParam("mesh"), e.specsParam("out_specs")[k]} && staysSplit(e, k);
-  case ir::Prim::Load: return !e.has("spec");
-  case ir::Prim::PipeRecv: return true;  // (a message brings the rank's blocks: shm_pipe_recv_blocks)
+    return layout && *layout == ShmapLayout{e.intParam("mesh"), e.specsParam("out_specs")[k]} && staysSplit(e, k);
+  case ir::Prim::Load: return layout && !e.has("spec");
+  case ir::Prim::PipeRecv: return layout != nullptr;  // (a message brings the rank's blocks: shm_pipe_recv_blocks)
   case ir::Prim::RandomNormal:
-  case ir::Prim::RandomUniform: return true;
+  case ir::Prim::RandomUniform: return layout != nullptr;
   case ir::Prim::Constant: return e.doublesParam("value").size() == 1;  // a splat
   case ir::Prim::Call:  // (the callee's, the bodies' values share the form)
   case ir::Prim::Loop:
@@ -203,11 +205,8 @@ void FuncEmitter::convertToBlocks(const ir::Value *v) {
 }
 
 void FuncEmitter::convertFromOwned(const ir::Value *v) {
-  const ModuleEmitter::GroupOwner &owner = *me.groupOwner(v);
   llvm::Value *whole = scratch(v->type);
-  callRt("shm_pipe_from_group", {i32(owner.groups), i32((int64_t)owner.deviceGroups.size()),
-                                 me.i32Array(owner.deviceGroups), i32(owner.group), buffer(v), whole,
-                                 i64(v->type.byteSize())});
+  callRt("shm_pipe_from_group", groupArgs(*me.groupOwner(v), {buffer(v), whole, i64(v->type.byteSize())}));
   buffers_[v] = whole;
 }
 

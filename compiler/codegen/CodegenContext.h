@@ -181,6 +181,7 @@ public:
   // After a loop, its output kept by a group (ModuleEmitter::wholeAfterLoop) made whole on
   // every rank: copied into a buffer of its own and broadcast from the group's first rank.
   void convertFromOwned(const ir::Value *v);
+  std::vector<llvm::Value *> groupArgs(const ModuleEmitter::GroupOwner &owner, std::initializer_list<llvm::Value *> more);
   // A buffer in the blocks form for a value of `of`'s type and layout: `owner`'s (free again
   // after its last use), or, owner null, scratch of the eqn being lowered (free after it);
   // freeDeadBlocks(last) frees them once eqns up to `last` are emitted. The buffers are slots

@@ -346,43 +346,42 @@ HostForms findHostForms(const ir::Module &irm) {
 
   // The blocks form, class by class of values sharing a buffer: when every member is read
   // only by shmaps in one layout (or not read), at least one is read, and the layout splits.
-  SharedBuffers shared;
+  // A group's values, class by class likewise, but for a loop's initial carry, which the loop
+  // copies in (all of it on the group's ranks, none elsewhere), so that one initial value may
+  // start carries that different groups keep (`carried`). They are written by host code (on
+  // every rank, then kept by the group's), by their pipeline's outputs from that group, or
+  // through what shares their buffer; not by another group, and not saved by a checkpoint
+  // (which saves a value as it is kept).
+  SharedBuffers shared, carried(false);
   std::vector<std::pair<const ir::Value *, Uses>> members;
   hostValues([&](const ir::Func &f, const ir::Value *v) {
     members.push_back({v, uses.of(f, v)});
     shared.find(v);
+    carried.find(v);
   });
   for (const auto &f : irm.funcs)
     if (!f->mesh)
-      for (const ir::Eqn &e : f->eqns) shared.joinEqn(e);
-  std::unordered_map<const ir::Value *, Uses> classUses;
-  for (const auto &[v, u] : members) classUses[shared.find(v)].add(u);
-  // A pipeline's stage programs get its operands whole (shm_run_pipeline passes the caller's
-  // buffers), so their parameters, and what shares a buffer with them, are kept whole.
-  for (const auto &f : irm.funcs)
-    for (const ir::Eqn &e : f->eqns)
-      if (e.prim == ir::Prim::Pipeline)
-        for (const ir::Func *program : e.bodies)
-          for (const ir::Value *p : program->params) classUses[shared.find(p)].add(Uses{Uses::Whole, {}});
-  // A group's values: classes of values sharing a buffer, but for a loop's initial carry,
-  // which the loop copies in (all of it on the group's ranks, none elsewhere), so that one
-  // initial value may start carries that different groups keep. They are written by host
-  // code (on every rank, then kept by the group's), by their pipeline's outputs from that
-  // group, or through what shares their buffer; not by another group, and not saved by a
-  // checkpoint (which saves a value as it is kept).
-  SharedBuffers carried(false);
-  for (const auto &[v, u] : members) carried.find(v);
-  for (const auto &f : irm.funcs)
-    if (!f->mesh)
-      for (const ir::Eqn &e : f->eqns) carried.joinEqn(e);
-  std::unordered_map<const ir::Value *, Uses> groupUses;
-  for (const auto &[v, u] : members)  // (a loop's output broadcast after it is read whole only then)
+      for (const ir::Eqn &e : f->eqns) {
+        shared.joinEqn(e);
+        carried.joinEqn(e);
+      }
+  std::unordered_map<const ir::Value *, Uses> classUses, groupUses;
+  for (const auto &[v, u] : members) {
+    classUses[shared.find(v)].add(u);
+    // (a loop's output broadcast after it is read whole only then)
     groupUses[carried.find(v)].add(uses.wholeAfterLoop().count(v) ? Uses{} : u);
+  }
+  const Uses whole{Uses::Whole, {}};
   for (const auto &f : irm.funcs)
     for (const ir::Eqn &e : f->eqns) {
       if (e.prim == ir::Prim::Pipeline) {
-        for (const ir::Func *program : e.bodies)  // (its stage programs' values: whole)
-          for (const ir::Value *p : program->params) groupUses[carried.find(p)].add(Uses{Uses::Whole, {}});
+        // A pipeline's stage programs get its operands whole (shm_run_pipeline passes the
+        // caller's buffers), so their parameters, and what shares a buffer with them, are kept whole.
+        for (const ir::Func *program : e.bodies)
+          for (const ir::Value *p : program->params) {
+            classUses[shared.find(p)].add(whole);
+            groupUses[carried.find(p)].add(whole);
+          }
         for (size_t g = 0, j = 0; g < e.bodies.size(); ++g)
           for (size_t r = 0; r < e.bodies[g]->results.size() && j < e.outs.size(); ++r, ++j) {
             Uses &c = groupUses[carried.find(e.outs[j])];
@@ -390,7 +389,7 @@ HostForms findHostForms(const ir::Module &irm) {
           }
       }
       if (e.prim == ir::Prim::SaveNpz && e.has("checkpoint") && !f->mesh)
-        for (const ir::Value *v : e.ins) groupUses[carried.find(v)].add(Uses{Uses::Whole, {}});
+        for (const ir::Value *v : e.ins) groupUses[carried.find(v)].add(whole);
     }
   // A group's initial carry starts a carry the same group keeps (else the loop would copy a
   // whole value from it).
