@@ -28,6 +28,7 @@ struct ArrayPlan {
   bool same_elsewhere = false;        // SHM_OUT_SAME_ELSEWHERE
   bool stays_split = false;           // SHM_OUT_STAYS_SPLIT
   bool blocks = false;                // SHM_BLOCKS: the buffer holds the rank's slots
+  bool over_input = false;            // SHM_OUT_OVER_INPUT: written once every body has finished
   int64_t block_bytes = 0;
   // The blocks form: each slot's block offset in the global array (elements) and its first
   // local device; each local device's slot (by id - first).

@@ -154,6 +154,7 @@ ArrayPlan plan_array(const MeshCall &c, const shm_array_desc &d, const char *kin
   p.same_elsewhere = (d.flags & SHM_OUT_SAME_ELSEWHERE) != 0;
   p.stays_split = (d.flags & SHM_OUT_STAYS_SPLIT) != 0;
   p.blocks = (d.flags & SHM_BLOCKS) != 0;
+  p.over_input = (d.flags & SHM_OUT_OVER_INPUT) != 0;
   if (p.blocks) plan_slots(p, c);
   return p;
 }
@@ -233,8 +234,33 @@ bool all_blocks_local(const ArrayPlan &p, const MeshCall &c) {
   return (int64_t)(std::unique(offsets.begin(), offsets.end()) - offsets.begin()) == blocks;
 }
 
+// Whether device `dev` provides output `p`'s block: the first local device holding its slot in
+// the blocks form, else the writer (writes_block).
+bool provides_block(const ArrayPlan &p, const MeshCall &c, const shm_device &dev) {
+  if (p.blocks) return p.slot_device[(size_t)p.slot_of[(size_t)(dev.id - c.first)]] == dev.id;
+  return writes_block(p, c, dev);
+}
+
+// Copies a device's output block, computed apart from the output's buffer, into its place
+// there if the device provides it, and frees it.
+void put_output_block(const MeshCall &c, const shm_device &dev, const ArrayPlan &p, void *out, void *block) {
+  if (provides_block(p, c, dev)) {
+    if (p.blocks) {
+      std::memcpy((char *)out + (int64_t)p.slot_of[(size_t)(dev.id - c.first)] * p.block_bytes, block,
+                  (size_t)p.block_bytes);
+    } else {
+      char *dst = (char *)out + block_offset(p, c, dev.coords) * p.esize;
+      copy_strided(p.esize, p.rank, p.bshape, block, p.bstrides, dst, p.gstrides);
+    }
+  }
+  shm_free(block);
+}
+
+// Runs one device's body. Its blocks of outputs written over an input (SHM_OUT_OVER_INPUT) are
+// left in `held` (one entry per output, null for the others), for put_output_block once every
+// local device has finished reading its inputs.
 void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<ArrayPlan> &inp,
-                void **ins, const std::vector<ArrayPlan> &outp, void **outs) {
+                void **ins, const std::vector<ArrayPlan> &outp, void **outs, std::vector<void *> &held) {
   // A device's buffers are not its caller's host memory (--stats=pipeline counts a stage
   // program's): device 0 runs on the calling thread, the others on threads of their own.
   struct DeviceMemory {
@@ -271,6 +297,11 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
   }
   for (size_t i = 0; i < outp.size(); ++i) {
     const ArrayPlan &p = outp[i];
+    if (p.over_input) {  // (a block of its own: another device may still read the input's)
+      out_direct[i] = false;
+      bout[i] = p.collective_only && !provides_block(p, c, dev) ? nullptr : shm_alloc(p.block_bytes);
+      continue;
+    }
     if (p.blocks) {  // the first local device holding a slot writes it in place
       const int slot = p.slot_of[local];
       out_direct[i] = p.slot_device[(size_t)slot] == dev.id;
@@ -302,9 +333,14 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
     body(&dev, bout.data(), bin.data());
   }
   note_body_finished(&dev);  // (for the watchdog)
+  held.assign(outp.size(), nullptr);
   for (size_t i = 0; i < outp.size(); ++i) {
     const ArrayPlan &p = outp[i];
     if (out_direct[i] || !bout[i]) continue;
+    if (p.over_input) {
+      held[i] = bout[i];
+      continue;
+    }
     if (!p.blocks && writes_block(p, c, dev)) {
       char *dst = (char *)outs[i] + block_offset(p, c, dev.coords) * p.esize;
       copy_strided(p.esize, p.rank, p.bshape, bout[i], p.bstrides, dst, p.gstrides);
@@ -444,12 +480,21 @@ extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
     coords_of(call, id, d.coords);
   }
   watch_devices(devs.data(), nlocal);
+  std::vector<std::vector<void *>> held((size_t)nlocal);
   run_on_threads(nlocal, [&](int i) {
     SHM_GUARD_BEGIN
-    run_device(call, devs[(size_t)i], body, inp, ins, outp, outs);
+    run_device(call, devs[(size_t)i], body, inp, ins, outp, outs, held[(size_t)i]);
     SHM_GUARD_END("shmap device thread")
   });
   watch_devices(nullptr, 0);
+  // Every local device has finished its body: the outputs written over inputs go in now.
+  if (std::any_of(outp.begin(), outp.end(), [](const ArrayPlan &p) { return p.over_input; }))
+    run_on_threads(nlocal, [&](int i) {
+      SHM_GUARD_BEGIN
+      for (size_t k = 0; k < outp.size(); ++k)
+        if (held[(size_t)i][k]) put_output_block(call, devs[(size_t)i], outp[k], outs[k], held[(size_t)i][k]);
+      SHM_GUARD_END("shmap device thread")
+    });
   // The threads have finished (run_on_threads synchronises with them): merge their counters.
   for (const shm_device &d : devs) stats_merge(d.stats);
   if (g_tracing) {

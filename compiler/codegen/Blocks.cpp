@@ -213,9 +213,11 @@ void FuncEmitter::convertFromOwned(const ir::Value *v) {
 // A loop's or while body's carry j that a pipeline group keeps and updates: the pipeline's
 // output from group g (its program's result k) is the carry's new value and its operand m the
 // old one, which only that program reads, read last there; when the program computes the
-// result by a fused loop that may write over the parameter (the optimizer's update), the
-// parameter and its new value are one buffer, in the loop and in the program. A stage's
-// parameters and optimizer state are then held once on its ranks, not in two sets of buffers.
+// result by a fused loop that may write over the parameter (the optimizer's update), or by a
+// shmap that reads the parameter last (the update placed on a tensor-parallel stage's devices,
+// shmapUpdatesOver), the parameter and its new value are one buffer, in the loop and in the
+// program. A stage's parameters and optimizer state are then held once on its ranks, not in
+// two sets of buffers.
 template <class UsedOnce, class OverParam>
 void ModuleEmitter::donatePipelineCarries(const ir::Func &body, size_t i,
                                           const std::unordered_map<const ir::Value *, size_t> &lastRead,
@@ -237,11 +239,33 @@ void ModuleEmitter::donatePipelineCarries(const ir::Func &body, size_t i,
     size_t k = (size_t)(o - e.outs.begin()), g = 0;  // (the groups' results one after another)
     while (g < e.bodies.size() && k >= e.bodies[g]->results.size()) k -= e.bodies[g++]->results.size();
     const size_t mi = (size_t)(m - e.ins.begin());
-    if (g >= e.bodies.size() || (int)g != owner->group || !usedOnce(e.bodies[g]) || !overParam(*e.bodies[g], k, mi))
+    if (g >= e.bodies.size() || (int)g != owner->group || !usedOnce(e.bodies[g]) ||
+        !(overParam(*e.bodies[g], k, mi) || shmapUpdatesOver(*e.bodies[g], k, mi)))
       continue;
     inPlace[j] = true;
     donatedResults[e.bodies[g]].push_back({k, mi});
   }
+}
+
+// Whether stage program `program`'s result k is the output of a shmap that reads the program's
+// parameter m last, of the same type, both kept whole: the shmap may then write it over the
+// parameter, its devices writing their blocks once all of them have read theirs (the runtime's
+// SHM_OUT_OVER_INPUT, which emitShmap sets where an output's buffer is an input's). Devices
+// that share a block (a spec that leaves out a mesh axis: replicated over "data") could not
+// update it in place one by one.
+bool ModuleEmitter::shmapUpdatesOver(const ir::Func &program, size_t k, size_t m) const {
+  if (k >= program.results.size() || m >= program.params.size()) return false;
+  const ir::Value *r = program.results[k], *p = program.params[m];
+  size_t returned = 0;
+  for (const ir::Value *v : program.results) returned += (v == r) + (v == p) * 2;
+  if (returned != 1 || !(r->type == p->type) || blocksLayout(p) || blocksLayout(r)) return false;
+  std::unordered_map<const ir::Value *, size_t> lastRead = FuncEmitter::lastReads(program);
+  for (size_t i = 0; i < program.eqns.size(); ++i) {
+    const ir::Eqn &e = program.eqns[i];
+    if (std::find(e.outs.begin(), e.outs.end(), r) == e.outs.end()) continue;
+    return e.prim == ir::Prim::Shmap && std::count(e.ins.begin(), e.ins.end(), p) == 1 && lastRead[p] == i;
+  }
+  return false;
 }
 
 // A loop's or while body's carry j whose new value a shmap computes from the old one, element by element

@@ -56,6 +56,7 @@ public:
   template <class UsedOnce, class OverParam>
   void donatePipelineCarries(const ir::Func &body, size_t eqn, const std::unordered_map<const ir::Value *, size_t> &lastRead,
                              const UsedOnce &usedOnce, const OverParam &overParam, std::vector<bool> &inPlace);
+  bool shmapUpdatesOver(const ir::Func &program, size_t k, size_t m) const;
   std::string error;  // the first failure
 
   // How each host value is kept (forms/HostForms.h: whole, as blocks, or by a pipeline

@@ -138,6 +138,21 @@ bool FuncEmitter::emitShmap(const ir::Eqn &e) {
   bool ok = true;
   const ir::Func &body = *e.bodies[0];
   const std::vector<bool> collectiveOnly = writtenOnlyByCollective(body);
+  // An output whose buffer is an input's that the body does not itself compute over its block
+  // of that input (a stage program's update of a parameter, ModuleEmitter::shmapUpdatesOver).
+  auto donated = me.donatedResults.find(&body);
+  auto overInput = [&](size_t k) {
+    const ir::Value *at = root(e.outs[k]);
+    if (at == e.outs[k]) return false;
+    for (size_t j = 0; j < e.ins.size(); ++j) {
+      const std::pair<size_t, size_t> byBody{k, j};
+      if (root(e.ins[j]) == at && (donated == me.donatedResults.end() ||
+                                   std::find(donated->second.begin(), donated->second.end(), byBody) ==
+                                       donated->second.end()))
+        return true;
+    }
+    return false;
+  };
   auto descs = [&](const std::vector<ir::Value *> &vals, const std::vector<ir::PartitionSpec> &specs,
                    bool outputs) -> llvm::Value * {
     if (vals.empty()) return llvm::ConstantPointerNull::get(llvm::PointerType::get(me.ctx, 0));
@@ -149,6 +164,7 @@ bool FuncEmitter::emitShmap(const ir::Eqn &e) {
       if (outputs && body.checkVma) flags |= 2;  // SHM_OUT_SAME_ELSEWHERE (CheckOutSpecs proved it)
       if (outputs && staysSplit(e, i)) flags |= 4;  // SHM_OUT_STAYS_SPLIT
       if (outputs ? writesBlocks(e, i) : me.blocksLayout(vals[i]) != nullptr) flags |= 8;  // SHM_BLOCKS
+      if (outputs && overInput(i)) flags |= 16;  // SHM_OUT_OVER_INPUT
       elems.push_back(llvm::ConstantStruct::get(
           descTy, {llvm::ConstantInt::get(me.i32Ty, t.rank()),
                    me.i64Array(t.shape), llvm::ConstantInt::get(me.i32Ty, (int)t.dtype),

@@ -74,7 +74,9 @@ public:
       if (over != p.storage.end() && over->second.kind == StorageKind::Param && f.isShmapBody)
         out_ << " (this device's block of a loop's carry, updated in place)\n";
       else if (over != p.storage.end() && over->second.kind == StorageKind::Param && stagePrograms_.count(&f))
-        out_ << " (the group's update of a loop's carry, written over it)\n";
+        out_ << (def < f.eqns.size() && f.eqns[def].prim == ir::Prim::Shmap
+                     ? " (the group's update of a loop's carry, written over it by its devices once all have read it)\n"
+                     : " (the group's update of a loop's carry, written over it)\n");
       else if (over != p.storage.end() && over->second.kind == StorageKind::Param)
         out_ << " (a loop's carry: one buffer for its old and new value)\n";
       else if (def < f.eqns.size() && (f.eqns[def].prim == ir::Prim::Loop || f.eqns[def].prim == ir::Prim::While))

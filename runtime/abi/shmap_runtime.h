@@ -41,7 +41,8 @@ typedef struct {
   int32_t dtype;
   const int32_t *spec;    /* encoded partition spec, see above */
   int32_t flags;          /* outputs: SHM_OUT_COLLECTIVE_ONLY | SHM_OUT_SAME_ELSEWHERE |
-                             SHM_OUT_STAYS_SPLIT | SHM_BLOCKS, inputs: SHM_BLOCKS, or 0 */
+                             SHM_OUT_STAYS_SPLIT | SHM_BLOCKS | SHM_OUT_OVER_INPUT,
+                             inputs: SHM_BLOCKS, or 0 */
 } shm_array_desc;
 
 /* An output the body writes only as the result of an all-reduce (shm_psum, shm_pmax,
@@ -62,6 +63,12 @@ enum { SHM_OUT_STAYS_SPLIT = 4 };
  * (shm_blocks_bytes). A device reads its slot in place; an output's slot is written by the
  * first local device holding it, and stays split (it is never exchanged). */
 enum { SHM_BLOCKS = 8 };
+/* An output whose buffer is also an input's (the caller updates that value in place: a
+ * pipeline stage's optimizer update of its parameters): devices that share a block read it
+ * while others would write it, so every device computes the output into a block of its own,
+ * and the writers copy them out only once every device of this process has finished its
+ * body. */
+enum { SHM_OUT_OVER_INPUT = 16 };
 
 /* The entry points: their prototypes, from the list that documents them */
 #define SHM_ENTRY(Ret, Name, Sig, Params) Ret Name Params;

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cblas.h>
 #include <cmath>
 #include <cstdio>
@@ -748,6 +749,37 @@ TEST_CASE("outputs written only by an all-reduce or all_gather exist only on the
   CHECK(all == in);
   CHECK(g_with_output[0] == 3);
   for (int d = 1; d < 4; ++d) CHECK(g_with_output[d] == 0);
+}
+
+namespace {
+// y = 2 x over x's own buffer, and each device's sum of x; device 1 reads x only after device
+// 0 would have written its y.
+void doubled_over_input_body(shm_device *dev, void **outs, void **ins) {
+  const int32_t axis[1] = {0};
+  if (shm_axis_index(dev, axis, 1) == 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const float *x = (const float *)ins[0];
+  float sum = 0;
+  for (int i = 0; i < 4; ++i) {
+    sum += x[i];
+    ((float *)outs[0])[i] = 2 * x[i];
+  }
+  *(float *)outs[1] = sum;
+}
+} // namespace
+
+TEST_CASE("an output written over an input goes in once every device has read it", "[shmap]") {
+  // SHM_OUT_OVER_INPUT: y's buffer is x's and both devices read all of x (replicated), so
+  // device 0, y's writer, must not write it while device 1 still reads x.
+  const int64_t mesh[1] = {2};
+  std::vector<float> x = {1, 2, 3, 4}, sums(2, -1);
+  const int64_t x_shape[1] = {4}, sums_shape[1] = {2};
+  const int32_t whole[1] = {0}, split[2] = {1, 0};
+  shm_array_desc din{1, x_shape, SHM_F32, whole, 0};
+  shm_array_desc douts[2] = {{1, x_shape, SHM_F32, whole, SHM_OUT_OVER_INPUT}, {1, sums_shape, SHM_F32, split, 0}};
+  void *ins[1] = {x.data()}, *outs[2] = {x.data(), sums.data()};
+  shm_run_shmap(1, mesh, nullptr, doubled_over_input_body, 1, ins, &din, 2, outs, douts);
+  CHECK(x == std::vector<float>({2, 4, 6, 8}));
+  CHECK(sums == std::vector<float>({10, 10}));
 }
 
 // ---- shmap split / assemble -----------------------------------------------------------------

@@ -11,7 +11,10 @@
 // reads one of its values, so every value is still computed before it is read. Arrays made of
 // scalars alone (a broadcast learning rate, a splat constant) are computed where they are
 // read: inside each shmap that reads them (per block), and on the host only if the host
-// reads them.
+// reads them. So is element-wise arithmetic on whole arrays that only such runs read (an
+// optimizer's `b1 * mu` over moments a pipeline stage keeps whole): its whole operands are
+// split at the shmap's boundary, and the update placed on the devices reads the parameters
+// and moments themselves, last, so that it may write over them.
 #include "passes/placement/Placement.h"
 #include "passes/variance/Variance.h"
 #include "rules/Rules.h"
@@ -131,14 +134,19 @@ private:
     return std::vector<std::optional<Layout>>(loop.outs.size());  // (no fixpoint: nothing kept split)
   }
 
-  // The layouts placing `f` would give its results, with `seeds` for its params (f unchanged).
-  std::vector<std::optional<Layout>> dryRun(Func &f, std::unordered_map<const Value *, Layout> layout) {
+  // The layouts placing `f` would give its results, with `seeds` for its params (f unchanged);
+  // `joins`, if given, marks the equations that would run on the devices.
+  std::vector<std::optional<Layout>> dryRun(Func &f, std::unordered_map<const Value *, Layout> layout,
+                                            std::vector<bool> *joins = nullptr) {
     std::set<const Value *> free;
-    for (const Eqn &e : f.eqns) {
+    if (joins) joins->assign(f.eqns.size(), false);
+    for (size_t i = 0; i < f.eqns.size(); ++i) {
+      const Eqn &e = f.eqns[i];
       if (isFree(e, free)) {
         free.insert(e.outs[0]);
       } else if (std::optional<Layout> l = candidateLayout(e, layout)) {
         layout[e.outs[0]] = *l;
+        if (joins) (*joins)[i] = true;
       } else if (e.prim == Prim::Loop || e.prim == Prim::While) {
         const std::vector<std::optional<Layout>> &carries = carryLayouts(e);
         for (size_t k = 0; k < e.outs.size(); ++k)
@@ -175,6 +183,18 @@ private:
     for (size_t i = 0; i < f.eqns.size(); ++i)
       for (const Value *v : f.eqns[i].ins) readers[v].push_back(i);
 
+    // Element-wise equations of no split operand that only equations run on the devices read
+    // (latest first: their readers are decided before them), computed where read.
+    std::vector<bool> onDevices, pulledIn(f.eqns.size(), false);
+    dryRun(f, seeds, &onDevices);
+    for (size_t i = f.eqns.size(); i-- > 0;) {
+      const Eqn &e = f.eqns[i];
+      if (onDevices[i] || !isElementwise(e) || results.count(e.outs[0])) continue;
+      auto rd = readers.find(e.outs[0]);
+      pulledIn[i] = rd != readers.end() && std::all_of(rd->second.begin(), rd->second.end(),
+                                                       [&](size_t j) { return onDevices[j] || pulledIn[j]; });
+    }
+
     std::vector<Eqn> eqns = std::move(f.eqns);
     f.eqns.clear();
     free_.clear();
@@ -193,7 +213,7 @@ private:
 
     for (size_t i = 0; i < eqns.size(); ++i) {
       Eqn &e = eqns[i];
-      if (isFree(e, free_)) {
+      if (isFree(e, free_) || pulledIn[i]) {
         free_[e.outs[0]] = {i, false};
         continue;
       }
