@@ -234,6 +234,14 @@ bool all_blocks_local(const ArrayPlan &p, const MeshCall &c) {
   return (int64_t)(std::unique(offsets.begin(), offsets.end()) - offsets.begin()) == blocks;
 }
 
+// A device's buffers are not its caller's host memory (--stats=pipeline counts a stage
+// program's): device 0 runs on the calling thread, the others on threads of their own.
+struct DeviceMemory {
+  HostMemory *host = t_host_memory;
+  DeviceMemory() { t_host_memory = nullptr; }
+  ~DeviceMemory() { t_host_memory = host; }
+};
+
 // Whether device `dev` provides output `p`'s block: the first local device holding its slot in
 // the blocks form, else the writer (writes_block).
 bool provides_block(const ArrayPlan &p, const MeshCall &c, const shm_device &dev) {
@@ -261,13 +269,7 @@ void put_output_block(const MeshCall &c, const shm_device &dev, const ArrayPlan 
 // local device has finished reading its inputs.
 void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<ArrayPlan> &inp,
                 void **ins, const std::vector<ArrayPlan> &outp, void **outs, std::vector<void *> &held) {
-  // A device's buffers are not its caller's host memory (--stats=pipeline counts a stage
-  // program's): device 0 runs on the calling thread, the others on threads of their own.
-  struct DeviceMemory {
-    HostMemory *host = t_host_memory;
-    DeviceMemory() { t_host_memory = nullptr; }
-    ~DeviceMemory() { t_host_memory = host; }
-  } apart;
+  DeviceMemory apart;
   std::vector<void *> bin(inp.size() + 1), bout(outp.size() + 1);
   std::vector<bool> in_owned(inp.size()), out_direct(outp.size());
   const size_t local = (size_t)(dev.id - c.first);
@@ -491,6 +493,7 @@ extern "C" void shm_run_shmap(int32_t mesh_rank, const int64_t *mesh_sizes,
   if (std::any_of(outp.begin(), outp.end(), [](const ArrayPlan &p) { return p.over_input; }))
     run_on_threads(nlocal, [&](int i) {
       SHM_GUARD_BEGIN
+      DeviceMemory apart;
       for (size_t k = 0; k < outp.size(); ++k)
         if (held[(size_t)i][k]) put_output_block(call, devs[(size_t)i], outp[k], outs[k], held[(size_t)i][k]);
       SHM_GUARD_END("shmap device thread")
