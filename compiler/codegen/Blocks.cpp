@@ -268,13 +268,16 @@ bool ModuleEmitter::shmapUpdatesOver(const ir::Func &program, size_t k, size_t m
   return false;
 }
 
-// A loop's or while body's carry j whose new value a shmap computes from the old one, element by element
-// on each device's own block, can be updated in place: `p_new = shmap(..., p, ...)` where p is
-// the carry's parameter and read last there, both in the blocks form with the shmap's spec,
-// every local device its own block (the spec names every mesh axis of size > 1, so no two
-// devices share a slot), and the shmap body's result computed by a fused loop that may write
-// over that parameter (FuncEmitter::overwritable). The optimizer's update of parameters and
-// moments kept on the devices then holds them once, not in two sets of buffers.
+// A loop's or while body's carry j whose new value a shmap computes from the old one can be
+// updated in place: `p_new = shmap(..., p, ...)` where p is the carry's parameter and read last
+// there, both in the blocks form with the shmap's spec. Where every local device has its own
+// block (the spec names every mesh axis of size > 1, so no two devices share a slot) and the
+// shmap body computes the result by a fused loop that may write over that parameter
+// (FuncEmitter::overwritable), each device updates its block in place; otherwise (a Megatron
+// weight's blocks, shared by the devices along "data") each computes its block apart and the
+// shmap writes them over the carry once every device has read it (SHM_OUT_OVER_INPUT). The
+// optimizer's update of parameters and moments kept on the devices then holds them once, not
+// in two sets of buffers.
 void ModuleEmitter::findDonatedCarries(const std::unordered_map<const ir::Func *, int> &uses) {
   auto usedOnce = [&](const ir::Func *f) {
     auto it = uses.find(f);
@@ -315,7 +318,7 @@ void ModuleEmitter::findDonatedCarries(const std::unordered_map<const ir::Func *
           donatePipelineCarries(body, i, lastRead, usedOnce, overParam, inPlace);
           continue;
         }
-        if (e.prim != ir::Prim::Shmap || !usedOnce(e.bodies[0])) continue;
+        if (e.prim != ir::Prim::Shmap) continue;
         const ir::Mesh &mesh = *irm.meshes[(size_t)e.intParam("mesh")];
         for (size_t j = 0; j < carries; ++j) {
           const ir::Value *p = body.params[consts + j], *r = body.results[j];
@@ -330,12 +333,14 @@ void ModuleEmitter::findDonatedCarries(const std::unordered_map<const ir::Func *
           bool ownBlocks = true;  // every device its own slot
           for (size_t a = 0; a < mesh.sizes.size(); ++a)
             if (mesh.sizes[a] > 1 && !(layout->spec.axes() >> a & 1)) ownBlocks = false;
-          if (!ownBlocks || !(*layout == ShmapLayout{e.intParam("mesh"), e.specsParam("out_specs")[ko]}) ||
-              !(*layout == ShmapLayout{e.intParam("mesh"), e.specsParam("in_specs")[mi]}) ||
-              !overParam(*e.bodies[0], ko, mi))
+          if (!(*layout == ShmapLayout{e.intParam("mesh"), e.specsParam("out_specs")[ko]}) ||
+              !(*layout == ShmapLayout{e.intParam("mesh"), e.specsParam("in_specs")[mi]}))
             continue;
           inPlace[j] = true;
-          donatedResults[e.bodies[0]].push_back({ko, mi});
+          // (otherwise each device computes its block apart and the shmap writes them over the
+          // carry once every device has read it: SHM_OUT_OVER_INPUT)
+          if (ownBlocks && usedOnce(e.bodies[0]) && overParam(*e.bodies[0], ko, mi))
+            donatedResults[e.bodies[0]].push_back({ko, mi});
         }
       }
     }
