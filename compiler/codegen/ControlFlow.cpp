@@ -139,7 +139,8 @@ bool FuncEmitter::emitShmap(const ir::Eqn &e) {
   const ir::Func &body = *e.bodies[0];
   const std::vector<bool> collectiveOnly = writtenOnlyByCollective(body);
   // An output whose buffer is an input's that the body does not itself compute over its block
-  // of that input (a stage program's update of a parameter, ModuleEmitter::shmapUpdatesOver).
+  // of that input (a stage program's update of a parameter, ModuleEmitter::shmapUpdatesOver; a
+  // loop carry's update where devices share its blocks, findDonatedCarries).
   auto donated = me.donatedResults.find(&body);
   auto overInput = [&](size_t k) {
     const ir::Value *at = root(e.outs[k]);
