@@ -299,25 +299,16 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
   }
   for (size_t i = 0; i < outp.size(); ++i) {
     const ArrayPlan &p = outp[i];
-    if (p.over_input) {  // (a block of its own: another device may still read the input's)
-      out_direct[i] = false;
-      bout[i] = p.collective_only && !provides_block(p, c, dev) ? nullptr : shm_alloc(p.block_bytes);
-      continue;
-    }
-    if (p.blocks) {  // the first local device holding a slot writes it in place
-      const int slot = p.slot_of[local];
-      out_direct[i] = p.slot_device[(size_t)slot] == dev.id;
-      if (out_direct[i]) bout[i] = (char *)outs[i] + (int64_t)slot * p.block_bytes;
-      else bout[i] = p.collective_only ? nullptr : shm_alloc(p.block_bytes);  // (the same as the slot's)
-      continue;
-    }
-    // The writer of a block that is one run of the global array (all of it, for an unsplit
-    // output) produces it in place; the blocks of different writers are disjoint.
-    const bool writer = writes_block(p, c, dev);
-    out_direct[i] = p.contiguous && writer;
+    const bool provider = provides_block(p, c, dev);
+    // The first local device holding a slot of the blocks form writes it in place; so does the
+    // writer of a block that is one run of the global array (all of it, for an unsplit
+    // output): the blocks of different writers are disjoint. Not over an input, which another
+    // device may still read.
+    out_direct[i] = provider && !p.over_input && (p.blocks || p.contiguous);
     if (out_direct[i])
-      bout[i] = (char *)outs[i] + block_offset(p, c, dev.coords) * p.esize;
-    else if (p.collective_only && !writer)
+      bout[i] = (char *)outs[i] + (p.blocks ? (int64_t)p.slot_of[local] * p.block_bytes
+                                            : block_offset(p, c, dev.coords) * p.esize);
+    else if (p.collective_only && !provider)
       bout[i] = nullptr;  // the collective skips this device (SHM_OUT_COLLECTIVE_ONLY)
     else
       bout[i] = shm_alloc(p.block_bytes);
@@ -339,15 +330,8 @@ void run_device(MeshCall &c, shm_device &dev, shm_fn body, const std::vector<Arr
   for (size_t i = 0; i < outp.size(); ++i) {
     const ArrayPlan &p = outp[i];
     if (out_direct[i] || !bout[i]) continue;
-    if (p.over_input) {
-      held[i] = bout[i];
-      continue;
-    }
-    if (!p.blocks && writes_block(p, c, dev)) {
-      char *dst = (char *)outs[i] + block_offset(p, c, dev.coords) * p.esize;
-      copy_strided(p.esize, p.rank, p.bshape, bout[i], p.bstrides, dst, p.gstrides);
-    }
-    shm_free(bout[i]);
+    if (p.over_input) held[i] = bout[i];
+    else put_output_block(c, dev, p, outs[i], bout[i]);
   }
   for (size_t i = 0; i < inp.size(); ++i)
     if (in_owned[i]) shm_free(bin[i]);
