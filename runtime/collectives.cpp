@@ -25,8 +25,13 @@ void shm_all_gather(shm_device *dev, int32_t dtype, const void *in, void *out, i
   const int64_t outer = prod(in_shape, 0, axis), inner = prod(in_shape, axis, rank) * es;
   publish(dev, g, in, out, outer * inner, kAllGather, axes, naxes);
   if (direct(dev) && outer == 1 && out) {  // gathered along the first axis: in place
-    std::memcpy((char *)out + g.me * inner, in, (size_t)inner);
-    group_allgatherv(g, comm_key(dev, axes, naxes), out, std::vector<int64_t>((size_t)g.n, inner));
+    // (sent from the input, as MPI_Allgather's send buffer, unless the input lies within the
+    // output, which MPI does not allow: then moved into place and gathered in place)
+    const char *o = (const char *)out, *i = (const char *)in;
+    const bool overlaps = i < o + g.n * inner && o < i + inner;
+    if (overlaps && i != o + g.me * inner) std::memmove((char *)out + g.me * inner, in, (size_t)inner);
+    group_allgatherv(g, comm_key(dev, axes, naxes), out, std::vector<int64_t>((size_t)g.n, inner),
+                     overlaps ? nullptr : in);
     finish(dev, kAllGather, 0, (int64_t)(g.n - 1) * outer * inner);
     return;
   }

@@ -124,9 +124,11 @@ void group_exchange(const Group &g, const std::vector<int64_t> &key, const std::
 // j's into recv + j * block), `block` the same on every member: one MPI_Alltoall, as a
 // hand-written program would call it, where its total fits MPI's int counts.
 void group_alltoall(const Group &g, const std::vector<int64_t> &key, const void *send, int64_t block, void *recv);
-// Member j's bytes[j] bytes at buf + (the sum of bytes before j), this rank's already there.
+// Member j's bytes[j] bytes at buf + (the sum of bytes before j), this rank's already there,
+// or, where `mine` is given, at `mine` (copied into place, or sent from there).
 // (`bytes` is the same on every member; all equal, it is one MPI_Allgather.)
-void group_allgatherv(const Group &g, const std::vector<int64_t> &key, void *buf, const std::vector<int64_t> &bytes);
+void group_allgatherv(const Group &g, const std::vector<int64_t> &key, void *buf, const std::vector<int64_t> &bytes,
+                      const void *mine = nullptr);
 // An all-reduce of a group of two members as MPI_Allreduce (Open MPI's tuned algorithms: one
 // exchange fewer to wait on than a reduce-scatter and an all-gather of our own), where its
 // result is bitwise the one the member-order fold gives: two operands of an operation that

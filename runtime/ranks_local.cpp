@@ -63,7 +63,7 @@ void group_exchange(const Group &, const std::vector<int64_t> &, const std::vect
 void group_alltoall(const Group &, const std::vector<int64_t> &, const void *, int64_t, void *) {
   fatalf("group_alltoall: no other ranks");
 }
-void group_allgatherv(const Group &, const std::vector<int64_t> &, void *, const std::vector<int64_t> &) {
+void group_allgatherv(const Group &, const std::vector<int64_t> &, void *, const std::vector<int64_t> &, const void *) {
   fatalf("group_allgatherv: no other ranks");
 }
 bool group_allreduce_pair(const Group &, const std::vector<int64_t> &, int32_t, int32_t, const void *, void *, int64_t) {

@@ -619,17 +619,20 @@ void group_alltoall(const Group &g, const std::vector<int64_t> &key, const void 
   alltoallv(Peers{group_comm(g, key)}, send, bytes, recv, bytes, "a collective between ranks (MPI_Isend / MPI_Irecv)");
 }
 
-void group_allgatherv(const Group &g, const std::vector<int64_t> &key, void *buf, const std::vector<int64_t> &bytes) {
+void group_allgatherv(const Group &g, const std::vector<int64_t> &key, void *buf, const std::vector<int64_t> &bytes,
+                      const void *mine) {
   const char *what = "a collective between ranks (MPI_Allgatherv)";
   // Equal blocks (every member has the same `bytes`, so each takes the same branch): the
   // collective a hand-written program calls, MPI_Allgather, whose algorithms Open MPI tunes
-  // apart from MPI_Allgatherv's.
+  // apart from MPI_Allgatherv's, sending from `mine` as such a program does.
   const bool equal = std::all_of(bytes.begin(), bytes.end(), [&](int64_t b) { return b == bytes[0]; });
   if (equal && total_of(bytes) <= max_message()) {
-    check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)bytes[0], MPI_BYTE, group_comm(g, key)),
+    check(MPI_Allgather(mine ? mine : MPI_IN_PLACE, mine ? (int)bytes[0] : 0, mine ? MPI_BYTE : MPI_DATATYPE_NULL, buf,
+                        (int)bytes[0], MPI_BYTE, group_comm(g, key)),
           "a collective between ranks (MPI_Allgather)");
     return;
   }
+  if (mine) std::memcpy((char *)buf + offsets_of(bytes)[(size_t)g.me], mine, (size_t)bytes[(size_t)g.me]);
   if (total_of(bytes) <= max_message()) {
     std::vector<int> n, at;
     ints(bytes, n, at);
