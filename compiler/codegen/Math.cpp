@@ -47,6 +47,15 @@ llvm::Value *Ops::scaleBy2(llvm::Value *p, llvm::Value *k) {
   return mul(mul(p, pow2(k1)), pow2(k2));
 }
 
+llvm::Value *Ops::scaleBy2Normal(llvm::Value *p, llvm::Value *k) {
+  return mul(p, fromBits(b.CreateShl(b.CreateAdd(k, ci(exponentBias)), ci(mantissaBits))));
+}
+
+void Ops::fastTwoSum(llvm::Value *x, llvm::Value *y, llvm::Value *&s, llvm::Value *&e) {
+  s = add(x, y);
+  e = sub(y, sub(s, x));
+}
+
 void Ops::twoSum(llvm::Value *x, llvm::Value *y, llvm::Value *&s, llvm::Value *&e) {
   s = add(x, y);
   llvm::Value *yv = sub(s, x);

@@ -62,9 +62,15 @@ public:
   // p * 2^k for an integer k with |k| < 2^(exponent bits): two exact scalings, so one
   // rounding where the result is subnormal, and infinity or zero beyond the range.
   llvm::Value *scaleBy2(llvm::Value *p, llvm::Value *k);
+  // p * 2^k for a k that keeps p * 2^k normal (and 2^k itself): one exact scaling, the same
+  // bits as scaleBy2's two.
+  llvm::Value *scaleBy2Normal(llvm::Value *p, llvm::Value *k);
   // Error-free transformations: s + e = x + y exactly (Knuth), h + l = x * y exactly
   // (Dekker; finite products below 2^996 in double).
   void twoSum(llvm::Value *x, llvm::Value *y, llvm::Value *&s, llvm::Value *&e);
+  // The same s and e in three operations for |x| >= |y| (Dekker's Fast2Sum): where it applies,
+  // its bits are twoSum's (both give the exact error, which is unique).
+  void fastTwoSum(llvm::Value *x, llvm::Value *y, llvm::Value *&s, llvm::Value *&e);
   void twoProduct(llvm::Value *x, llvm::Value *y, llvm::Value *&h, llvm::Value *&l);
 };
 

@@ -24,7 +24,9 @@ llvm::ArrayRef<double> expPoly(Ops &o, std::vector<double> &store) {
 // (or null): x = k ln2 + r with
 // |r| <= ln2/2, r = hi + lo exactly (k ln2's high part is exact and x - k * hi cancels
 // exactly), exp(r) = 1 + r + r^2 P(r) with 1 + hi kept exact until the last addition; times 2^k.
-llvm::Value *expOfClamped(Ops &o, llvm::Value *x, llvm::Value *lo) {
+// `normal`: x is known to lie where exp(x) and 2^k are normal (tanh's 2|x| <= 2 * 9.25), so one
+// scaling does what scaleBy2's two do, with the same bits.
+llvm::Value *expOfClamped(Ops &o, llvm::Value *x, llvm::Value *lo, bool normal = false) {
   const double log2e = o.single ? (double)kLog2eF32[0] : kLog2eF64[0];
   const double ln2hi = o.single ? (double)kLn2PartsF32[0] : kLn2PartsF64[0];
   const double ln2lo = o.single ? (double)kLn2PartsF32[1] : kLn2PartsF64[1];
@@ -35,9 +37,9 @@ llvm::Value *expOfClamped(Ops &o, llvm::Value *x, llvm::Value *lo) {
   if (lo) o.twoSum(rhi, o.add(rlo, lo), rhi, rlo);  // r = hi + lo again, now with lo's part
   std::vector<double> store;
   llvm::Value *p = o.horner(rhi, expPoly(o, store));
-  o.twoSum(o.c(1.0), rhi, one, oneErr);
+  o.fastTwoSum(o.c(1.0), rhi, one, oneErr);  // (|hi| <= ln2/2 < 1)
   llvm::Value *e = o.add(one, o.add(oneErr, o.add(rlo, o.mul(o.mul(rhi, rhi), p))));
-  return o.scaleBy2(e, k);
+  return normal ? o.scaleBy2Normal(e, k) : o.scaleBy2(e, k);
 }
 
 } // namespace
@@ -98,7 +100,9 @@ llvm::Value *tanh(Ops &o, llvm::Value *x) {
   llvm::ArrayRef<double> poly = o.single ? coeffs(kTanhPolyF32, store) : llvm::ArrayRef<double>(kTanhPolyF64);
   llvm::Value *small = o.add(x, o.mul(o.mul(x, w), o.horner(w, poly)));
   llvm::Value *ac = o.select(o.gt(a, o.c(cap)), o.c(cap), a);
-  llvm::Value *e = expOfClamped(o, o.add(ac, ac), nullptr);
+  // (2|x| as a product: the same bits as |x| + |x|, on the multiplier, where the additions
+  // around it leave room)
+  llvm::Value *e = expOfClamped(o, o.mul(ac, o.c(2.0)), nullptr, true);
   llvm::Value *large = o.copySign(o.sub(o.c(1.0), o.div(o.c(2.0), o.add(e, o.c(1.0)))), x);
   return o.select(o.lt(a, o.c(T)), small, large);
 }
