@@ -234,7 +234,7 @@ void ModuleEmitter::donatePipelineCarries(const ir::Func &body, size_t i,
     auto o = std::find(e.outs.begin(), e.outs.end(), r);
     auto m = std::find(e.ins.begin(), e.ins.end(), p);
     if (o == e.outs.end() || m == e.ins.end() || std::count(e.ins.begin(), e.ins.end(), p) != 1 ||
-        std::count(body.results.begin(), body.results.end(), r) != 1)
+        factsOf(body).timesReturned.at(r) != 1)
       continue;
     size_t k = (size_t)(o - e.outs.begin()), g = 0;  // (the groups' results one after another)
     while (g < e.bodies.size() && k >= e.bodies[g]->results.size()) k -= e.bodies[g++]->results.size();
@@ -247,25 +247,45 @@ void ModuleEmitter::donatePipelineCarries(const ir::Func &body, size_t i,
   }
 }
 
+// Whether a function returns r once and its parameter p not at all (so p's buffer may become
+// r's).
+static bool returnedOnceAlone(const ModuleEmitter::FuncFacts &facts, const ir::Value *r, const ir::Value *p) {
+  auto times = [&](const ir::Value *v) {
+    auto it = facts.timesReturned.find(v);
+    return it == facts.timesReturned.end() ? size_t(0) : it->second;
+  };
+  return times(r) == 1 && times(p) == 0;
+}
+
 // Whether stage program `program`'s result k is the output of a shmap that reads the program's
 // parameter m last, of the same type, both kept whole: the shmap may then write it over the
 // parameter, its devices writing their blocks once all of them have read theirs (the runtime's
 // SHM_OUT_OVER_INPUT, which emitShmap sets where an output's buffer is an input's). Devices
 // that share a block (a spec that leaves out a mesh axis: replicated over "data") could not
 // update it in place one by one.
-bool ModuleEmitter::shmapUpdatesOver(const ir::Func &program, size_t k, size_t m) const {
+bool ModuleEmitter::shmapUpdatesOver(const ir::Func &program, size_t k, size_t m) {
   if (k >= program.results.size() || m >= program.params.size()) return false;
   const ir::Value *r = program.results[k], *p = program.params[m];
-  size_t returned = 0;
-  for (const ir::Value *v : program.results) returned += (v == r) + (v == p) * 2;
-  if (returned != 1 || !(r->type == p->type) || blocksLayout(p) || blocksLayout(r)) return false;
-  std::unordered_map<const ir::Value *, size_t> lastRead = FuncEmitter::lastReads(program);
-  for (size_t i = 0; i < program.eqns.size(); ++i) {
-    const ir::Eqn &e = program.eqns[i];
-    if (std::find(e.outs.begin(), e.outs.end(), r) == e.outs.end()) continue;
-    return e.prim == ir::Prim::Shmap && std::count(e.ins.begin(), e.ins.end(), p) == 1 && lastRead[p] == i;
-  }
-  return false;
+  const FuncFacts &facts = factsOf(program);
+  if (!returnedOnceAlone(facts, r, p) || !(r->type == p->type) || blocksLayout(p) || blocksLayout(r)) return false;
+  auto def = facts.definedBy.find(r);
+  auto last = facts.lastRead.find(p);
+  if (def == facts.definedBy.end() || last == facts.lastRead.end()) return false;
+  const ir::Eqn &e = program.eqns[def->second];
+  return e.prim == ir::Prim::Shmap && std::count(e.ins.begin(), e.ins.end(), p) == 1 && last->second == def->second;
+}
+
+const ModuleEmitter::FuncFacts &ModuleEmitter::factsOf(const ir::Func &f) {
+  auto [it, fresh] = funcFacts.try_emplace(&f);
+  FuncFacts &facts = it->second;
+  if (!fresh) return facts;
+  facts.lastRead = FuncEmitter::lastReads(f);
+  facts.groupOf = FuncEmitter::fusionGroups(f, facts.lastRead, facts.groups);
+  facts.renamed = FuncEmitter::renamedValues(f);
+  for (size_t i = 0; i < f.eqns.size(); ++i)
+    for (const ir::Value *v : f.eqns[i].outs) facts.definedBy.emplace(v, i);
+  for (const ir::Value *v : f.results) ++facts.timesReturned[v];
+  return facts;
 }
 
 // A loop's or while body's carry j whose new value a shmap computes from the old one can be
@@ -287,20 +307,14 @@ void ModuleEmitter::findDonatedCarries(const std::unordered_map<const ir::Func *
   auto overParam = [&](const ir::Func &body, size_t k, size_t m) {
     if (k >= body.results.size() || m >= body.params.size()) return false;
     const ir::Value *r = body.results[k], *p = body.params[m];
-    size_t returned = 0;
-    for (const ir::Value *v : body.results) returned += (v == r) + (v == p) * 2;
-    if (returned != 1) return false;  // (returned once, its parameter not at all)
-    std::unordered_map<const ir::Value *, size_t> lastRead = FuncEmitter::lastReads(body);
-    std::vector<std::pair<size_t, size_t>> groups;
-    std::vector<int> groupOf = FuncEmitter::fusionGroups(body, lastRead, groups);
-    for (size_t i = 0; i < body.eqns.size(); ++i)
-      for (const ir::Value *v : body.eqns[i].outs)
-        if (v == r) {
-          if (groupOf[i] < 0 || r->type.byteSize() != p->type.byteSize() || r->type.numElements() <= 1) return false;
-          const auto &[first, last] = groups[(size_t)groupOf[i]];
-          return FuncEmitter::overwritable(body, first, last, i, p, lastRead, FuncEmitter::renamedValues(body));
-        }
-    return false;
+    const FuncFacts &facts = factsOf(body);
+    if (!returnedOnceAlone(facts, r, p)) return false;
+    auto def = facts.definedBy.find(r);
+    if (def == facts.definedBy.end()) return false;
+    const size_t i = def->second;
+    if (facts.groupOf[i] < 0 || r->type.byteSize() != p->type.byteSize() || r->type.numElements() <= 1) return false;
+    const auto &[first, last] = facts.groups[(size_t)facts.groupOf[i]];
+    return FuncEmitter::overwritable(body, first, last, i, p, facts.lastRead, facts.renamed);
   };
   for (const auto &f : irm.funcs)
     for (const ir::Eqn &w : f->eqns) {
@@ -311,37 +325,36 @@ void ModuleEmitter::findDonatedCarries(const std::unordered_map<const ir::Func *
       const size_t carries = body.results.size(), consts = body.params.size() - carries;
       std::vector<bool> &inPlace = carriesInPlace[&body];
       inPlace.resize(carries, false);
-      std::unordered_map<const ir::Value *, size_t> lastRead = FuncEmitter::lastReads(body);
-      for (size_t i = 0; i < body.eqns.size(); ++i) {
-        const ir::Eqn &e = body.eqns[i];
-        if (e.prim == ir::Prim::Pipeline) {
-          donatePipelineCarries(body, i, lastRead, usedOnce, overParam, inPlace);
-          continue;
-        }
-        if (e.prim != ir::Prim::Shmap) continue;
+      // (unordered_map keeps its elements in place as it grows: the reference stays good)
+      const std::unordered_map<const ir::Value *, size_t> &lastRead = factsOf(body).lastRead;
+      for (size_t i = 0; i < body.eqns.size(); ++i)
+        if (body.eqns[i].prim == ir::Prim::Pipeline) donatePipelineCarries(body, i, lastRead, usedOnce, overParam, inPlace);
+      // (each carry at the one eqn that can update it, the one reading its parameter last)
+      for (size_t j = 0; j < carries; ++j) {
+        const ir::Value *p = body.params[consts + j], *r = body.results[j];
+        auto lr = lastRead.find(p);
+        if (lr == lastRead.end() || body.eqns[lr->second].prim != ir::Prim::Shmap) continue;
+        const ir::Eqn &e = body.eqns[lr->second];
         const ir::Mesh &mesh = *irm.meshes[(size_t)e.intParam("mesh")];
-        for (size_t j = 0; j < carries; ++j) {
-          const ir::Value *p = body.params[consts + j], *r = body.results[j];
-          const ShmapLayout *layout = blocksLayout(r);
-          if (inPlace[j] || !layout || !blocksLayout(p) || !(*blocksLayout(p) == *layout) || lastRead[p] != i) continue;
-          auto k = std::find(e.outs.begin(), e.outs.end(), r);
-          auto m = std::find(e.ins.begin(), e.ins.end(), p);
-          if (k == e.outs.end() || m == e.ins.end() || std::count(e.ins.begin(), e.ins.end(), p) != 1 ||
-              std::count(body.results.begin(), body.results.end(), r) != 1)
-            continue;
-          const size_t ko = (size_t)(k - e.outs.begin()), mi = (size_t)(m - e.ins.begin());
-          bool ownBlocks = true;  // every device its own slot
-          for (size_t a = 0; a < mesh.sizes.size(); ++a)
-            if (mesh.sizes[a] > 1 && !(layout->spec.axes() >> a & 1)) ownBlocks = false;
-          if (!(*layout == ShmapLayout{e.intParam("mesh"), e.specsParam("out_specs")[ko]}) ||
-              !(*layout == ShmapLayout{e.intParam("mesh"), e.specsParam("in_specs")[mi]}))
-            continue;
-          inPlace[j] = true;
-          // (otherwise each device computes its block apart and the shmap writes them over the
-          // carry once every device has read it: SHM_OUT_OVER_INPUT)
-          if (ownBlocks && usedOnce(e.bodies[0]) && overParam(*e.bodies[0], ko, mi))
-            donatedResults[e.bodies[0]].push_back({ko, mi});
-        }
+        const ShmapLayout *layout = blocksLayout(r);
+        if (inPlace[j] || !layout || !blocksLayout(p) || !(*blocksLayout(p) == *layout)) continue;
+        auto k = std::find(e.outs.begin(), e.outs.end(), r);
+        auto m = std::find(e.ins.begin(), e.ins.end(), p);
+        if (k == e.outs.end() || m == e.ins.end() || std::count(e.ins.begin(), e.ins.end(), p) != 1 ||
+            factsOf(body).timesReturned.at(r) != 1)
+          continue;
+        const size_t ko = (size_t)(k - e.outs.begin()), mi = (size_t)(m - e.ins.begin());
+        bool ownBlocks = true;  // every device its own slot
+        for (size_t a = 0; a < mesh.sizes.size(); ++a)
+          if (mesh.sizes[a] > 1 && !(layout->spec.axes() >> a & 1)) ownBlocks = false;
+        if (!(*layout == ShmapLayout{e.intParam("mesh"), e.specsParam("out_specs")[ko]}) ||
+            !(*layout == ShmapLayout{e.intParam("mesh"), e.specsParam("in_specs")[mi]}))
+          continue;
+        inPlace[j] = true;
+        // (otherwise each device computes its block apart and the shmap writes them over the
+        // carry once every device has read it: SHM_OUT_OVER_INPUT)
+        if (ownBlocks && usedOnce(e.bodies[0]) && overParam(*e.bodies[0], ko, mi))
+          donatedResults[e.bodies[0]].push_back({ko, mi});
       }
     }
 }

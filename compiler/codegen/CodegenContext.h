@@ -56,7 +56,18 @@ public:
   template <class UsedOnce, class OverParam>
   void donatePipelineCarries(const ir::Func &body, size_t eqn, const std::unordered_map<const ir::Value *, size_t> &lastRead,
                              const UsedOnce &usedOnce, const OverParam &overParam, std::vector<bool> &inPlace);
-  bool shmapUpdatesOver(const ir::Func &program, size_t k, size_t m) const;
+  bool shmapUpdatesOver(const ir::Func &program, size_t k, size_t m);
+  // What findDonatedCarries asks of a function (its eqns' last reads, definitions, fusion
+  // groups, renamed values, how often it returns each value), found once per function: asked again for every candidate carry
+  // it would make compile time carries x program size.
+  struct FuncFacts {
+    std::unordered_map<const ir::Value *, size_t> lastRead, definedBy, timesReturned;
+    std::vector<std::pair<size_t, size_t>> groups;
+    std::vector<int> groupOf;
+    std::unordered_set<const ir::Value *> renamed;
+  };
+  const FuncFacts &factsOf(const ir::Func &f);
+  std::unordered_map<const ir::Func *, FuncFacts> funcFacts;
   std::string error;  // the first failure
 
   // How each host value is kept (forms/HostForms.h: whole, as blocks, or by a pipeline
