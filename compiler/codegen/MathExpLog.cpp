@@ -42,6 +42,20 @@ llvm::Value *expOfClamped(Ops &o, llvm::Value *x, llvm::Value *lo, bool normal =
   return normal ? o.scaleBy2Normal(e, k) : o.scaleBy2(e, k);
 }
 
+// exp(u) for tanh's f32 u = 2|x| in [1.25, 18.5]: r = (u - k ln2hi) - k ln2lo rounded once,
+// without exp's error-free steps. tanh's 1 - 2 / (exp(u) + 1) scales exp's error by at most
+// 0.45, and its largest error stays its last rounding's: 1.3303 ulp over every f32 of
+// [0.625, 9.25] with these steps or without them (in a float32 model of this arithmetic, which
+// gives today's 1.3303 for the exact version), with 8 additions fewer a vector.
+llvm::Value *expForTanhF32(Ops &o, llvm::Value *u) {
+  llvm::Value *k;
+  llvm::Value *kf = o.roundToInt(o.mul(u, o.c((double)kLog2eF32[0])), &k);
+  llvm::Value *r = o.sub(o.sub(u, o.mul(kf, o.c((double)kLn2PartsF32[0]))), o.mul(kf, o.c((double)kLn2PartsF32[1])));
+  std::vector<double> store;
+  llvm::Value *p = o.horner(r, expPoly(o, store));
+  return o.scaleBy2Normal(o.add(o.c(1.0), o.add(r, o.mul(o.mul(r, r), p))), k);
+}
+
 } // namespace
 
 // Below lo the result rounds to 0, above hi it is infinite; clamping there keeps k within the
@@ -102,7 +116,8 @@ llvm::Value *tanh(Ops &o, llvm::Value *x) {
   llvm::Value *ac = o.select(o.gt(a, o.c(cap)), o.c(cap), a);
   // (2|x| as a product: the same bits as |x| + |x|, on the multiplier, where the additions
   // around it leave room)
-  llvm::Value *e = expOfClamped(o, o.mul(ac, o.c(2.0)), nullptr, true);
+  llvm::Value *u = o.mul(ac, o.c(2.0));
+  llvm::Value *e = o.single ? expForTanhF32(o, u) : expOfClamped(o, u, nullptr, true);
   llvm::Value *large = o.copySign(o.sub(o.c(1.0), o.div(o.c(2.0), o.add(e, o.c(1.0)))), x);
   return o.select(o.lt(a, o.c(T)), small, large);
 }
