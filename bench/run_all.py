@@ -138,9 +138,12 @@ def main():
                 kept = [r for r in json.load(f).get("benchmarks", []) if r["benchmark"] not in names]
             records = sorted(kept + records, key=lambda r: BENCHMARKS.index(r["benchmark"])
                              if r["benchmark"] in BENCHMARKS else len(BENCHMARKS))
+        # (the revision before the file is opened: a results file already committed, opened
+        # for writing, would make every run "-dirty")
+        revision = git_revision()
         with open(path, "w") as f:
             dates = sorted(r["date"] for r in records if "date" in r)
-            json.dump({"cpu": cpu, "revision": git_revision(), "quick": a.quick, "load_at_start": load,
+            json.dump({"cpu": cpu, "revision": revision, "quick": a.quick, "load_at_start": load,
                        "date": dates[-1] if dates else None,
                        "benchmarks": records}, f, indent=1)
             f.write("\n")
