@@ -57,9 +57,10 @@ public:
   void donatePipelineCarries(const ir::Func &body, size_t eqn, const std::unordered_map<const ir::Value *, size_t> &lastRead,
                              const UsedOnce &usedOnce, const OverParam &overParam, std::vector<bool> &inPlace);
   bool shmapUpdatesOver(const ir::Func &program, size_t k, size_t m);
-  // What findDonatedCarries asks of a function (its eqns' last reads, definitions, fusion
-  // groups, renamed values, how often it returns each value), found once per function: asked again for every candidate carry
-  // it would make compile time carries x program size.
+  // What findDonatedCarries and carriesInPlace ask of a function (its eqns' last reads,
+  // definitions, fusion groups, renamed values, how often it returns each value), found once
+  // per function: asked again for every candidate carry it would make compile time carries x
+  // program size.
   struct FuncFacts {
     std::unordered_map<const ir::Value *, size_t> lastRead, definedBy, timesReturned;
     std::vector<std::pair<size_t, size_t>> groups;
@@ -249,8 +250,9 @@ public:
   static bool overwritable(const ir::Func &f, size_t first, size_t last, size_t i, const ir::Value *x,
                            const std::unordered_map<const ir::Value *, size_t> &lastRead,
                            const std::unordered_set<const ir::Value *> &renamed);
-  // ControlFlow.cpp: which carries of a while body it may update in place
-  static std::vector<bool> carriesInPlace(const ir::Func &body);
+  // ControlFlow.cpp: which carries of a while or loop body it may update in place, from the
+  // body's facts (ModuleEmitter::factsOf)
+  static std::vector<bool> carriesInPlace(const ir::Func &body, const ModuleEmitter::FuncFacts &facts);
   // A splat constant that a fused loop recomputes where it reads it: it has no buffer there.
   bool recomputedInLoops(const ir::Value *v) const {
     return splatConstants_.count(v) && storage(v).kind == StorageKind::Fused;

@@ -249,21 +249,16 @@ bool FuncEmitter::emitLoop(const ir::Eqn &e) {
 // step). Per carry j (param consts + j, result j): the result is computed by a fused loop that
 // may overwrite the param (overwritable) or such an update, the param is not itself a result,
 // and the result is returned once.
-std::vector<bool> FuncEmitter::carriesInPlace(const ir::Func &body) {
+std::vector<bool> FuncEmitter::carriesInPlace(const ir::Func &body, const ModuleEmitter::FuncFacts &facts) {
   const size_t numCarries = body.results.size(), numConsts = body.params.size() - numCarries;
   std::vector<bool> inPlace(numCarries, false);
-  std::unordered_map<const ir::Value *, size_t> lastRead = lastReads(body);
-  std::vector<std::pair<size_t, size_t>> groups;
-  std::vector<int> groupOf = fusionGroups(body, lastRead, groups);
-  const std::unordered_set<const ir::Value *> renamed = renamedValues(body);
-  std::unordered_map<const ir::Value *, size_t> definedBy, timesReturned;
-  for (size_t i = 0; i < body.eqns.size(); ++i)
-    for (const ir::Value *v : body.eqns[i].outs) definedBy[v] = i;
-  for (const ir::Value *v : body.results) ++timesReturned[v];
+  const auto &[lastRead, definedBy, timesReturned, groups, groupOf, renamed] = facts;
   for (size_t j = 0; j < numCarries; ++j) {
     const ir::Value *r = body.results[j], *p = body.params[numConsts + j];
     auto def = definedBy.find(r);
-    if (def == definedBy.end() || timesReturned[r] != 1 || timesReturned.count(p) || r->type.numElements() <= 1)
+    auto returned = timesReturned.find(r);
+    if (def == definedBy.end() || returned == timesReturned.end() || returned->second != 1 ||
+        timesReturned.count(p) || r->type.numElements() <= 1)
       continue;
     const ir::Eqn &e = body.eqns[def->second];
     if (e.prim == ir::Prim::DynamicUpdateSlice) {  // a slice written into the carry read last there

@@ -128,9 +128,9 @@ std::unique_ptr<llvm::Module> emitLLVM(const ir::Module &m, llvm::LLVMContext &c
   for (const auto &f : m.funcs)
     for (const ir::Eqn &e : f->eqns)
       if (e.prim == ir::Prim::While && e.bodies.size() == 2 && uses[e.bodies[1]] == 1)
-        me.carriesInPlace[e.bodies[1]] = FuncEmitter::carriesInPlace(*e.bodies[1]);
+        me.carriesInPlace[e.bodies[1]] = FuncEmitter::carriesInPlace(*e.bodies[1], me.factsOf(*e.bodies[1]));
       else if (e.prim == ir::Prim::Loop && e.bodies.size() == 1 && uses[e.bodies[0]] == 1)
-        me.carriesInPlace[e.bodies[0]] = FuncEmitter::carriesInPlace(*e.bodies[0]);
+        me.carriesInPlace[e.bodies[0]] = FuncEmitter::carriesInPlace(*e.bodies[0], me.factsOf(*e.bodies[0]));
   me.findSplitLayouts();
   me.findDonatedCarries(uses);
   for (const auto &f : m.funcs) {
