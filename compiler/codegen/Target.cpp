@@ -13,6 +13,7 @@
 #include <llvm/IR/PassTimingInfo.h>
 #include <llvm/Pass.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Transforms/IPO/MergeFunctions.h>
 #include <llvm/Passes/StandardInstrumentations.h>
 #include <llvm/Support/CommandLine.h>
 #include <llvm/Support/FileSystem.h>
@@ -193,7 +194,11 @@ bool optimize(llvm::Module &m, int level, std::string &error, const Target &targ
     llvm::OptimizationLevel ol = level == 1   ? llvm::OptimizationLevel::O1
                                  : level == 2 ? llvm::OptimizationLevel::O2
                                               : llvm::OptimizationLevel::O3;
-    mpm = pb.buildPerModuleDefaultPipeline(ol);
+    // Fused loops that do the same thing to other buffers are the same function (a model's
+    // layers: each parameter's update, each layer's tanh and its derivative): merged before
+    // the pipeline, each is optimized and compiled once.
+    mpm.addPass(llvm::MergeFunctionsPass());
+    mpm.addPass(pb.buildPerModuleDefaultPipeline(ol));
   }
   mpm.run(m, mam);
   return true;
