@@ -13,7 +13,10 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <numeric>
+#include <set>
+#include <unordered_set>
 
 namespace shmapc::codegen {
 
@@ -156,6 +159,7 @@ constexpr int64_t kParallelMinElements = 1 << 16;
 // instructions for the optimizer and the vectorizer to work through. The bits are the same.
 constexpr int kInlineMathCalls = 16;
 constexpr int64_t kInterleaveMinElements = 1024;
+constexpr size_t kLoopBufferParams = 8;  // a fused loop with at most this many buffers takes each as a parameter
 constexpr int kMathInterleave = 8;  // vectors in flight in a loop that calls math (below)
 
 static bool isMathFunction(ir::Prim p) {
@@ -199,15 +203,37 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   // as an output) at a cost linear in their number, where alias-scope metadata on every
   // access (or inlining, which turns the parameters into such metadata) grows with its
   // square; and since no two written buffers share a parameter, it has no pairs of accesses
-  // to check against each other. Reads need no such care, and a call passes few arguments.
-  auto viaArena = [&](const ir::Value *v) {
-    return !written.count(root(v)) && storage(root(v)).kind == StorageKind::Heap;  // (in place: a parameter)
+  // to check against each other. Reads need no such care, and a loop of many buffers keeps one
+  // register for all of them. A loop of few buffers takes each as a parameter of its own, reads
+  // too: loops doing the same thing to other buffers (a model's layers) are then the same
+  // function, which LLVM's MergeFunctions (Target.cpp) keeps once.
+  auto arenaRead = [&](const ir::Value *v) {  // (in place: a parameter)
+    return !written.count(root(v)) && storage(root(v)).kind == StorageKind::Heap;
+  };
+  auto offsetInArena = [&](const ir::Value *v) {
+    return arenaOffset_.at(root(v)) + (storage(v).kind == StorageKind::Alias ? storage(v).offset : 0);
+  };
+  std::set<int64_t> readOffsets;
+  std::unordered_set<llvm::Value *> otherBuffers;
+  for (const ir::Value *v : touched)
+    if (arenaRead(v))
+      readOffsets.insert(offsetInArena(v));
+    else
+      otherBuffers.insert(buffer(v));
+  const bool readsViaArena = readOffsets.size() + otherBuffers.size() > kLoopBufferParams;
+  auto viaArena = [&](const ir::Value *v) { return readsViaArena && arenaRead(v); };
+  std::map<int64_t, llvm::Value *> readPointer;  // an arena read's own argument, by offset
+  auto argument = [&](const ir::Value *v) {
+    if (!arenaRead(v)) return buffer(v);
+    llvm::Value *&p = readPointer[offsetInArena(v)];
+    if (!p) p = b.CreateConstInBoundsGEP1_64(me.i8Ty, arena_, (uint64_t)offsetInArena(v));
+    return p;
   };
   std::vector<llvm::Value *> bufs;                     // the pointer arguments, in order
   std::unordered_map<llvm::Value *, unsigned> paramOf;  // their parameter numbers
   if (std::any_of(touched.begin(), touched.end(), viaArena)) bufs.push_back(arena_);
   for (const ir::Value *v : touched)
-    if (!viaArena(v) && paramOf.emplace(buffer(v), (unsigned)bufs.size() + 2).second) bufs.push_back(buffer(v));
+    if (!viaArena(v) && paramOf.emplace(argument(v), (unsigned)bufs.size() + 2).second) bufs.push_back(argument(v));
   llvm::LLVMContext &ctx = me.ctx;
   std::vector<llvm::Type *> params = {me.i64Ty, me.i64Ty};
   params.insert(params.end(), bufs.size(), me.ptrTy);
@@ -226,11 +252,9 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   std::unordered_map<const ir::Value *, llvm::Value *> pointer;  // in the loop function
   for (const ir::Value *v : touched) {
     if (viaArena(v))
-      pointer[v] = lb.CreateConstInBoundsGEP1_64(
-          me.i8Ty, loopFn->getArg(2),
-          (uint64_t)(arenaOffset_.at(root(v)) + (storage(v).kind == StorageKind::Alias ? storage(v).offset : 0)));
+      pointer[v] = lb.CreateConstInBoundsGEP1_64(me.i8Ty, loopFn->getArg(2), (uint64_t)offsetInArena(v));
     else
-      pointer[v] = loopFn->getArg(paramOf.at(buffer(v)));
+      pointer[v] = loopFn->getArg(paramOf.at(argument(v)));
   }
   llvm::Value *lo = loopFn->getArg(0), *hi = loopFn->getArg(1);
   // With broadcast operands the loop runs row by row (groupRowLength): an outer loop over the
