@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """The compile-time benchmark: a chain of 10,000 element-wise statements over f32[1024]
-(alternately y = y * 1.0001 + 0.5 and y = y * y * 0.001 - y, then sum), compiled by shmapc to
+(alternately y = y * c_i + 0.5 and y = y * y * 0.001 - y, then sum; c_i = 1 + (i % 1000 + 1) 2^-20,
+so that no two stretches of the chain are the same code, which the compiler would compile
+once, as a model's identical layers), compiled by shmapc to
 an executable without and with grad, against JAX compiling the same function with jax.jit,
 without and with jax.grad (lowering and XLA compilation, from bench/setup.sh's venv when it
 exists). Prints seconds (the best of --repeats) and the ratio grad / without, whose target is
@@ -41,10 +43,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from common import compile_flags, ENV, Record, best_line, parse, parser, peer_output, venv_python, wall  # noqa: E402,F401
 
 
+def scale(i):
+    """Statement i's factor: exact in f32, a different one for each of 1000 statements."""
+    return 1 + (i % 1000 + 1) * 2.0 ** -20
+
+
 def chain(n):
     lines = ["def f(x) {", "  let y = x;"]
     for i in range(n):
-        lines.append("  y = y * 1.0001 + 0.5;" if i % 2 == 0 else "  y = y * y * 0.001 - y;")
+        lines.append("  y = y * %r + 0.5;" % scale(i) if i % 2 == 0 else "  y = y * y * 0.001 - y;")
     return lines + ["  return sum(y);", "}"]
 
 
@@ -69,7 +76,7 @@ n, with_grad = int(sys.argv[1]), sys.argv[2] == "1"
 def f(x):
     y = x
     for i in range(n):
-        y = y * 1.0001 + 0.5 if i % 2 == 0 else y * y * 0.001 - y
+        y = y * (1 + (i % 1000 + 1) * 2.0 ** -20) + 0.5 if i % 2 == 0 else y * y * 0.001 - y
     return jnp.sum(y)
 g = jax.grad(f) if with_grad else f
 x = jnp.arange(1024, dtype=jnp.float32) / 1024
