@@ -33,6 +33,7 @@ compile against JAX jit's has the target <= 0.5x, plain and under grad.
 
 --quick: the same sizes, one repeat.
 --json PATH: a record of the rows and the target (bench/run_all.py)."""
+import inspect
 import os
 import resource
 import subprocess
@@ -69,14 +70,15 @@ def program(n, with_grad, in_shmap=False):
     return "\n".join(lines + main + ["}"]) + "\n"
 
 
-JAX_SCRIPT = r'''
+# (the chain's factors from scale() itself, so that both programs are the same chain)
+JAX_SCRIPT = inspect.getsource(scale) + r'''
 import sys, time
 import jax, jax.numpy as jnp
 n, with_grad = int(sys.argv[1]), sys.argv[2] == "1"
 def f(x):
     y = x
     for i in range(n):
-        y = y * (1 + (i % 1000 + 1) * 2.0 ** -20) + 0.5 if i % 2 == 0 else y * y * 0.001 - y
+        y = y * scale(i) + 0.5 if i % 2 == 0 else y * y * 0.001 - y
     return jnp.sum(y)
 g = jax.grad(f) if with_grad else f
 x = jnp.arange(1024, dtype=jnp.float32) / 1024

@@ -326,7 +326,8 @@ void ModuleEmitter::findDonatedCarries(const std::unordered_map<const ir::Func *
       std::vector<bool> &inPlace = carriesInPlace[&body];
       inPlace.resize(carries, false);
       // (unordered_map keeps its elements in place as it grows: the reference stays good)
-      const std::unordered_map<const ir::Value *, size_t> &lastRead = factsOf(body).lastRead;
+      const FuncFacts &facts = factsOf(body);
+      const std::unordered_map<const ir::Value *, size_t> &lastRead = facts.lastRead;
       for (size_t i = 0; i < body.eqns.size(); ++i)
         if (body.eqns[i].prim == ir::Prim::Pipeline) donatePipelineCarries(body, i, lastRead, usedOnce, overParam, inPlace);
       // (each carry at the one eqn that can update it, the one reading its parameter last)
@@ -341,7 +342,7 @@ void ModuleEmitter::findDonatedCarries(const std::unordered_map<const ir::Func *
         auto k = std::find(e.outs.begin(), e.outs.end(), r);
         auto m = std::find(e.ins.begin(), e.ins.end(), p);
         if (k == e.outs.end() || m == e.ins.end() || std::count(e.ins.begin(), e.ins.end(), p) != 1 ||
-            factsOf(body).timesReturned.at(r) != 1)
+            facts.timesReturned.at(r) != 1)
           continue;
         const size_t ko = (size_t)(k - e.outs.begin()), mi = (size_t)(m - e.ins.begin());
         bool ownBlocks = true;  // every device its own slot

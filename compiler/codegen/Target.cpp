@@ -13,7 +13,6 @@
 #include <llvm/IR/PassTimingInfo.h>
 #include <llvm/Pass.h>
 #include <llvm/Passes/PassBuilder.h>
-#include <llvm/Transforms/IPO/MergeFunctions.h>
 #include <llvm/Passes/StandardInstrumentations.h>
 #include <llvm/Support/CommandLine.h>
 #include <llvm/Support/FileSystem.h>
@@ -24,6 +23,7 @@
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/SubtargetFeature.h>
 #include <llvm/TargetParser/X86TargetParser.h>
+#include <llvm/Transforms/IPO/MergeFunctions.h>
 
 #include <algorithm>
 #include <mutex>
