@@ -31,10 +31,19 @@ def parser(doc):
 
 # shmapc compile's flags for every benchmark program (parse() sets them from --target-cpu).
 COMPILE_FLAGS = []
+# gcc's -march for the hand-written C peers: the CPU shmapc's code is for, so that a ratio
+# under --target-cpu compares code for one CPU on both sides (icelake-server's C, like its
+# shmapc code, prefers 256-bit vectors and calls libmvec's 8-lane tanhf, as on a Xeon).
+C_MARCH = ["-march=native"]
 
 
 def compile_flags():
     return list(COMPILE_FLAGS)
+
+
+def c_march():
+    """gcc's -march for the C peers: --target-cpu's CPU, else this machine's."""
+    return list(C_MARCH)
 
 
 def parse(ap, quick_repeats=1, **quick):
@@ -42,6 +51,11 @@ def parse(ap, quick_repeats=1, **quick):
     its default takes the value given there, and --repeats defaults to quick_repeats."""
     a = ap.parse_args()
     COMPILE_FLAGS[:] = ["--target-cpu", a.target_cpu] if a.target_cpu else []
+    C_MARCH[:] = ["-march=" + (a.target_cpu or "native")]
+    if a.target_cpu and subprocess.run(["gcc"] + C_MARCH + ["-E", "-x", "c", "/dev/null"],
+                                       capture_output=True).returncode != 0:
+        ap.error("gcc does not know -march=%s, so the C peers cannot be built for that CPU "
+                 "(gcc --target-help lists the CPUs it knows)" % a.target_cpu)
     if a.repeats is None:
         a.repeats = quick_repeats if a.quick else 3
     if a.quick:

@@ -38,7 +38,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from common import compile_flags, Record, parse, parser, per_step_interleaved  # noqa: E402
+from common import c_march, compile_flags, Record, parse, parser, per_step_interleaved  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "train_step"))
 from run import PROGRAM as MLP  # noqa: E402  (bench/train_step/run.py)
 
@@ -111,7 +111,7 @@ def collectives(a, rec, tmp):
     print("%-14s %5s %8s %6s %12s %14s %8s %8s" % ("", "ranks", "f32", "steps", "shmapc --mpi", "hand-written",
                                                   "ratio", "target"))
     cexe = os.path.join(tmp, "collectives_mpi")
-    subprocess.run(["mpicc", "-O3", "-march=native", os.path.join(HERE, "collectives_mpi.c"), "-o", cexe], check=True)
+    subprocess.run(["mpicc", "-O3"] + c_march() + [os.path.join(HERE, "collectives_mpi.c"), "-o", cexe], check=True)
     worst = {}
     for kind in kinds:
         for r in ranks:

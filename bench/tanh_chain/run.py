@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """The tanh-chain benchmark: 10 stages y = tanh(y * 1.1 + 0.1) over 2^20 f32 values,
 one core (taskset -c 0), in ns per element and stage: shmapc against the same loop in C
-(chain.c, gcc -O3 -march=native) calling libm's scalar tanhf, the same with -ffast-math
--fopenmp-simd so that gcc calls glibc's vector tanhf (libmvec: the target's peer), numpy and
-JAX jit (bench/setup.sh's venv). The target: shmapc per stage / C with vector tanhf <= 1.5x.
+(chain.c, gcc -O3 -march=native, or -march= --target-cpu's CPU) calling libm's scalar tanhf,
+the same with -ffast-math -fopenmp-simd so that gcc calls glibc's vector tanhf (libmvec: the
+target's peer), numpy and JAX jit (bench/setup.sh's venv). The target: shmapc per stage / C
+with vector tanhf <= 1.5x.
 
     python3 bench/tanh_chain/run.py --shmapc build/compiler/shmapc [--quick] [--json PATH]
 
@@ -16,7 +17,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from common import compile_flags, PIN, Record, parse, parser, best_line, peer_output, seconds_per_step, venv_python  # noqa: E402
+from common import c_march, compile_flags, PIN, Record, parse, parser, best_line, peer_output, seconds_per_step, venv_python  # noqa: E402
 
 N, STAGES = 1 << 20, 10
 
@@ -65,7 +66,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for name, flags in (("C, libm tanhf", []), ("C, vector tanhf (libmvec)", ["-ffast-math", "-fopenmp-simd"])):
             exe = os.path.join(tmp, "chain%d" % len(rows))
-            subprocess.run(["gcc", "-O3", "-march=native"] + flags + [os.path.join(HERE, "chain.c"), "-o", exe, "-lm"],
+            subprocess.run(["gcc", "-O3"] + c_march() + flags + [os.path.join(HERE, "chain.c"), "-o", exe, "-lm"],
                            check=True)
             rows.append((name, best_line(PIN + [exe, "5"], a.repeats)[0]))
         src, exe = os.path.join(tmp, "chain.smp"), os.path.join(tmp, "chain")

@@ -23,7 +23,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from common import compile_flags, ENV, PIN, Record, parse, parser, best_line, peer_output, seconds_per_step, venv_python  # noqa: E402
+from common import c_march, compile_flags, ENV, PIN, Record, parse, parser, best_line, peer_output, seconds_per_step, venv_python  # noqa: E402
 
 PROGRAM = """arg steps: i32 = 10;
 mesh m = <["data"={n}]>;
@@ -89,7 +89,7 @@ def faults_per_step(exe, pin, repeats, s1, s2):
 
 def build_c(tmp, name, *flags):
     exe = os.path.join(tmp, name)
-    subprocess.run(["gcc", "-O3", "-march=native", os.path.join(HERE, "mlp.c"), "-o", exe,
+    subprocess.run(["gcc", "-O3"] + c_march() + [os.path.join(HERE, "mlp.c"), "-o", exe,
                     "-I/usr/include/x86_64-linux-gnu/openblas-pthread"] + list(flags) + ["-lopenblas", "-lm"],
                    check=True)
     return exe
