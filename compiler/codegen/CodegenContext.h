@@ -218,7 +218,7 @@ public:
   bool emitElementwiseGroup(size_t first, size_t last);  // Elementwise.cpp
   bool emitGroupBody(size_t first, size_t last, llvm::IRBuilder<> &lb,
                      const std::function<llvm::Value *(const ir::Value *)> &bufferOf, llvm::Value *idx, int64_t n,
-                     llvm::Value *rowStart = nullptr);
+                     llvm::Value *rowStart = nullptr, llvm::Value *concatSource = nullptr);
   int64_t groupRowLength(size_t first, size_t last, int64_t n) const;
   bool storedByGroup(const ir::Value *v) const;
   void interleave(llvm::BranchInst *latch, int count);

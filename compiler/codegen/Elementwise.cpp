@@ -48,12 +48,38 @@ static BroadcastRead broadcastRead(const ir::Eqn &e) {
   return trailing ? BroadcastRead::Trailing : leading ? BroadcastRead::Leading : BroadcastRead::None;
 }
 
+// Whether `e` concatenates along its leading axis (every dimension before the concatenated
+// one has size 1): then each operand is one run of the result's elements, and a fused loop
+// over the result reads operand k, unchanged, over the range of k's run (concatenatedRuns),
+// instead of the result being copied together first.
+static bool concatenatesRuns(const ir::Eqn &e) {
+  if (e.prim != P::Concatenate) return false;
+  const ir::Type &out = e.outs[0]->type;
+  const int64_t axis = e.intParam("dimension");
+  for (int64_t d = 0; d < axis; ++d)
+    if (out.shape[(size_t)d] != 1) return false;
+  return out.numElements() > 1;
+}
+
+// Each operand's run of a leading-axis concatenation's elements: [start, start + size).
+static std::vector<std::pair<int64_t, int64_t>> concatenatedRuns(const ir::Eqn &e) {
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  int64_t start = 0;
+  for (const ir::Value *v : e.ins) {
+    runs.push_back({start, v->type.numElements()});
+    start += v->type.numElements();
+  }
+  return runs;
+}
+
 // Whether an eqn can be computed inside a fused element-wise loop: it has a scalar rule, a
 // constant is one value repeated per element, a broadcast reads its operand at an index
 // computed from the loop's (broadcastRead), and so does a transpose (a strided gather, which
-// AVX-512 vectorizes). FuncEmitter::fusionGroups leaves a transpose that no eqn of its group
-// consumes to the runtime's kernel.
+// AVX-512 vectorizes); a leading-axis concatenation is read from one operand per range of the
+// loop (concatenatesRuns). FuncEmitter::fusionGroups leaves a transpose or concatenation that
+// no eqn of its group consumes to the runtime's kernel.
 bool FuncEmitter::isFusible(const ir::Eqn &e) {
+  if (e.prim == P::Concatenate) return concatenatesRuns(e);
   if (!rules::rulesOf(e.prim).scalar) return false;
   if (e.prim == P::Constant) return e.doublesParam("value").size() == 1;
   if (e.prim == P::BroadcastInDim) return broadcastRead(e) != BroadcastRead::None;
@@ -63,7 +89,7 @@ bool FuncEmitter::isFusible(const ir::Eqn &e) {
 // Whether a fused loop reads each operand of `e` at its own index (not a broadcast's or a
 // transpose's): what writing over an operand in place needs.
 bool FuncEmitter::readsAtOwnIndex(const ir::Eqn &e) {
-  return e.prim != P::BroadcastInDim && e.prim != P::Transpose;
+  return e.prim != P::BroadcastInDim && e.prim != P::Transpose && e.prim != P::Concatenate;
 }
 
 llvm::Value *ScalarCtx::error(const std::string &why) {
@@ -174,13 +200,16 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   for (size_t i = first; i <= last; ++i) n = std::max(n, f.eqns[i].outs[0]->type.numElements());
   if (n == 0) return true;
 
-  // The values whose buffers the loop touches (inputs read, outputs written).
+  // The values whose buffers the loop touches (inputs read, outputs written); a
+  // concatenation's operands are read through a pointer of their own (concatSource below).
   std::vector<const ir::Value *> touched;
   std::unordered_map<const ir::Value *, bool> inGroup, written;
   size_t numStored = 0;
+  const ir::Eqn *concat = nullptr;
   for (size_t i = first; i <= last; ++i) {
+    if (f.eqns[i].prim == P::Concatenate) concat = &f.eqns[i];
     for (const ir::Value *v : f.eqns[i].ins)
-      if (!inGroup.count(v) && !recomputedInLoops(v)) touched.push_back(v);
+      if (!inGroup.count(v) && !recomputedInLoops(v) && concat != &f.eqns[i]) touched.push_back(v);
     for (const ir::Value *v : f.eqns[i].outs) {
       inGroup[v] = true;
       if (storedByGroup(v)) touched.push_back(v), written[root(v)] = true, ++numStored;
@@ -236,12 +265,12 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
     if (!viaArena(v) && paramOf.emplace(argument(v), (unsigned)bufs.size() + 2).second) bufs.push_back(argument(v));
   llvm::LLVMContext &ctx = me.ctx;
   std::vector<llvm::Type *> params = {me.i64Ty, me.i64Ty};
-  params.insert(params.end(), bufs.size(), me.ptrTy);
+  params.insert(params.end(), bufs.size() + (concat ? 1 : 0), me.ptrTy);
   llvm::Function *loopFn = llvm::Function::Create(llvm::FunctionType::get(me.voidTy, params, false),
                                                   llvm::Function::InternalLinkage, fn->getName() + ".loop", me.mod);
   loopFn->addFnAttr(llvm::Attribute::NoInline);
   loopFn->addFnAttr(llvm::Attribute::NoUnwind);
-  for (size_t k = 0; k < bufs.size(); ++k) {
+  for (size_t k = 0; k < params.size() - 2; ++k) {
     loopFn->addParamAttr((unsigned)k + 2, llvm::Attribute::NoAlias);
     loopFn->addParamAttr((unsigned)k + 2, llvm::Attribute::NoCapture);
   }
@@ -281,7 +310,10 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   phi->addIncoming(row ? (llvm::Value *)rowPhi : lo, row ? rowHead : entry);
   auto param = [&](const ir::Value *v) { return pointer.at(v); };
   const size_t mathCallsBefore = me.mathCalls;
-  if (!emitGroupBody(first, last, lb, param, phi, n, rowStart)) return false;
+  // (a concatenation's source: the operand whose run [lo, hi) is in, as a pointer to where the
+  // result's element 0 would lie, so that element i of the result is its element i)
+  llvm::Value *concatSource = concat ? loopFn->getArg((unsigned)bufs.size() + 2) : nullptr;
+  if (!emitGroupBody(first, last, lb, param, phi, n, rowStart, concatSource)) return false;
   const bool callsMath = me.mathCalls != mathCallsBefore;
   llvm::Value *next = lb.CreateAdd(phi, i64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
   phi->addIncoming(next, lb.GetInsertBlock());
@@ -308,25 +340,46 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   lb.SetInsertPoint(exit);
   lb.CreateRetVoid();
 
-  // The call: directly, or through the runtime when the loop is large enough to split.
-  if (n < kParallelMinElements) {
-    std::vector<llvm::Value *> args = {i64(0), i64(n)};
-    args.insert(args.end(), bufs.begin(), bufs.end());
-    b.CreateCall(loopFn, args);
-    return true;
+  // The calls: one over [0, n), or with a concatenation one over each operand's run; each
+  // directly, or through the runtime when it is large enough to split.
+  std::vector<std::pair<int64_t, int64_t>> runs = {{0, n}};  // (start, size)
+  if (concat) runs = concatenatedRuns(*concat);
+  llvm::Function *task = nullptr;
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const auto [start, size] = runs[k];
+    if (size == 0) continue;
+    std::vector<llvm::Value *> ptrs = bufs;
+    if (concat) {  // (not inbounds: the operand's pointer less `start` elements lies before it)
+      const int64_t es = ir::dtypeSize(concat->outs[0]->type.dtype);
+      ptrs.push_back(b.CreateGEP(me.i8Ty, buffer(concat->ins[k]), i64(-start * es)));
+    }
+    if (size < kParallelMinElements) {
+      std::vector<llvm::Value *> args = {i64(start), i64(start + size)};
+      args.insert(args.end(), ptrs.begin(), ptrs.end());
+      b.CreateCall(loopFn, args);
+      continue;
+    }
+    // task(ptr args, i64 lo, i64 hi) unpacks the pointer array for the loop function, and
+    // offsets the range by the run's start, which follows the pointers.
+    if (!task) {
+      task = llvm::Function::Create(llvm::FunctionType::get(me.voidTy, {me.ptrTy, me.i64Ty, me.i64Ty}, false),
+                                    llvm::Function::InternalLinkage, fn->getName() + ".task", me.mod);
+      task->addFnAttr(llvm::Attribute::NoUnwind);
+      llvm::IRBuilder<> tb(llvm::BasicBlock::Create(ctx, "entry", task));
+      llvm::Value *offset = concat ? tb.CreatePtrToInt(tb.CreateLoad(me.ptrTy, tb.CreateConstGEP1_64(
+                                                           me.ptrTy, task->getArg(0), ptrs.size())),
+                                                       me.i64Ty)
+                                   : nullptr;
+      std::vector<llvm::Value *> args = {task->getArg(1), task->getArg(2)};
+      if (offset) args = {tb.CreateAdd(args[0], offset), tb.CreateAdd(args[1], offset)};
+      for (size_t j = 0; j < ptrs.size(); ++j)
+        args.push_back(tb.CreateLoad(me.ptrTy, tb.CreateConstGEP1_64(me.ptrTy, task->getArg(0), j)));
+      tb.CreateCall(loopFn, args);
+      tb.CreateRetVoid();
+    }
+    if (concat) ptrs.push_back(b.CreateIntToPtr(i64(start), me.ptrTy));
+    callRt("shm_parallel_for", {task, ptrArray(ptrs), i64(size)});
   }
-  // task(ptr bufs, i64 lo, i64 hi) unpacks the buffer array for the loop function.
-  llvm::Function *task = llvm::Function::Create(
-      llvm::FunctionType::get(me.voidTy, {me.ptrTy, me.i64Ty, me.i64Ty}, false), llvm::Function::InternalLinkage,
-      fn->getName() + ".task", me.mod);
-  task->addFnAttr(llvm::Attribute::NoUnwind);
-  llvm::IRBuilder<> tb(llvm::BasicBlock::Create(ctx, "entry", task));
-  std::vector<llvm::Value *> args = {task->getArg(1), task->getArg(2)};
-  for (size_t k = 0; k < bufs.size(); ++k)
-    args.push_back(tb.CreateLoad(me.ptrTy, tb.CreateConstGEP1_64(me.ptrTy, task->getArg(0), k)));
-  tb.CreateCall(loopFn, args);
-  tb.CreateRetVoid();
-  callRt("shm_parallel_for", {task, ptrArray(bufs), i64(n)});
   return true;
 }
 
@@ -361,7 +414,7 @@ bool FuncEmitter::storedByGroup(const ir::Value *v) const {
 // pointer to v's buffer where `lb` inserts.
 bool FuncEmitter::emitGroupBody(size_t first, size_t last, llvm::IRBuilder<> &lb,
                                 const std::function<llvm::Value *(const ir::Value *)> &bufferOf, llvm::Value *idx,
-                                int64_t n, llvm::Value *rowStart) {
+                                int64_t n, llvm::Value *rowStart, llvm::Value *concatSource) {
   std::unordered_map<const ir::Value *, llvm::Value *> elem;  // this iteration's elements
   // `v`'s element for this iteration; `at` overrides the index (a broadcast's operand).
   // A broadcast's operand is not cached: two broadcasts of one array (a[:, None] * a[None, :])
@@ -395,6 +448,14 @@ bool FuncEmitter::emitGroupBody(size_t first, size_t last, llvm::IRBuilder<> &lb
   };
   for (size_t i = first; i <= last; ++i) {
     const ir::Eqn &e = f.eqns[i];
+    if (e.prim == P::Concatenate) {  // element idx through the source of the call's run
+      const ir::Value *out = e.outs[0];
+      llvm::Type *t = me.elemType(out->type.dtype);
+      llvm::Value *bits = lb.CreateLoad(t, lb.CreateGEP(t, concatSource, idx));
+      elem[out] = ir::isHalf(out->type.dtype) ? halfToF32(lb, bits, out->type.dtype) : bits;
+      if (storedByGroup(out)) lb.CreateStore(bits, lb.CreateInBoundsGEP(t, bufferOf(out), idx));
+      continue;
+    }
     // splat constants of other loops, recomputed here (FuncEmitter::plan)
     for (const ir::Value *v : e.ins)
       if (!elem.count(v) && recomputedInLoops(v)) {

@@ -63,17 +63,23 @@ std::vector<int> FuncEmitter::fusionGroups(const ir::Func &f, const std::unorder
   // values the group stores for later eqns (splat constants are recomputed where read).
   std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> readLater;
   std::unordered_set<const ir::Value *> definedIn;  // by the current group
+  bool groupConcats = false;                         // the current group holds a concatenation
   for (size_t i = 0; i < f.eqns.size(); ++i) {
     const ir::Eqn &e = f.eqns[i];
     if (!isFusible(e)) continue;
     const std::vector<int64_t> &shape = e.outs[0]->type.shape;
     bool unit = isUnit(e);
     while (!readLater.empty() && readLater.top() <= i) readLater.pop();
-    // (a transpose reads its operand at other indices than the loop's: not one the loop
-    // computes, whose other elements come in other iterations)
-    bool readsOwnGroup = e.prim == ir::Prim::Transpose && !groups.empty() && definedIn.count(e.ins[0]);
+    // (a transpose or concatenation reads its operands at other indices than the loop's: not
+    // values the loop computes, whose other elements come in other iterations; and a loop
+    // reads one concatenation's operands by ranges, so it holds at most one)
+    const bool concat = e.prim == ir::Prim::Concatenate;
+    bool readsOwnGroup = false;
+    if (!groups.empty() && (e.prim == ir::Prim::Transpose || concat))
+      for (const ir::Value *v : e.ins) readsOwnGroup = readsOwnGroup || definedIn.count(v);
     bool adjacent = !groups.empty() && groups.back().second + 1 == i && !readsOwnGroup &&
-                    i - groups.back().first < kMaxGroupEqns && readLater.size() < kMaxGroupStores;
+                    !(concat && (groupConcats || onlyUnits.back())) && i - groups.back().first < kMaxGroupEqns &&
+                    readLater.size() < kMaxGroupStores;
     if (adjacent && (shape == groupShape.back() || unit || onlyUnits.back())) {
       groups.back().second = i;
       if (!unit && onlyUnits.back()) groupShape.back() = shape;
@@ -84,7 +90,9 @@ std::vector<int> FuncEmitter::fusionGroups(const ir::Func &f, const std::unorder
       onlyUnits.push_back(unit);
       readLater = {};
       definedIn.clear();
+      groupConcats = false;
     }
+    groupConcats = groupConcats || concat;
     groupOf[i] = (int)groups.size() - 1;
     for (const ir::Value *v : e.outs) definedIn.insert(v);
     if (e.prim == ir::Prim::Constant) continue;  // (fusible: a splat)
@@ -97,8 +105,24 @@ std::vector<int> FuncEmitter::fusionGroups(const ir::Func &f, const std::unorder
   // [256, 256]: 1.32 ns an element against 1.84 with the transpose copied first; [2048, 2048]:
   // 6.2 against 6.6); alone, the runtime's kernel is quicker than a gathering loop (1.43 ns
   // against 1.66 at 256^2), so a group of nothing but transposes (and splats) is no group.
+  // A concatenation is fused only into a loop that consumes it (the runtime copies one with
+  // memcpy): one that no later eqn of its group reads splits the group around it.
+  std::vector<std::pair<size_t, size_t>> split;
+  for (auto [first, last] : groups) {
+    for (size_t i = first; i <= last; ++i) {
+      if (f.eqns[i].prim != ir::Prim::Concatenate) continue;
+      bool consumed = false;
+      for (size_t k = i + 1; k <= last && !consumed; ++k)
+        for (const ir::Value *v : f.eqns[k].ins) consumed = consumed || v == f.eqns[i].outs[0];
+      if (consumed) continue;
+      if (i > first) split.push_back({first, i - 1});
+      groupOf[i] = -1;
+      first = i + 1;
+    }
+    if (first <= last) split.push_back({first, last});
+  }
   std::vector<std::pair<size_t, size_t>> kept;
-  for (const auto &[first, last] : groups) {
+  for (const auto &[first, last] : split) {
     bool anyTranspose = false, onlyTransposes = true;
     for (size_t i = first; i <= last; ++i) {
       anyTranspose = anyTranspose || f.eqns[i].prim == ir::Prim::Transpose;
@@ -178,8 +202,10 @@ void FuncEmitter::plan() {
     for (size_t k = 0; k < f.eqns[i].ins.size(); ++k) {
       const ir::Value *v = f.eqns[i].ins[k];
       auto it = definedIn.find(v);
-      // (a loop's initial carry is filled with the splat: the zeros an accumulator starts from)
-      bool recomputed = (groupOf[i] >= 0 || initialCarry(f.eqns[i], k)) && splatConstants_.count(v);
+      // (a loop's initial carry is filled with the splat: the zeros an accumulator starts from;
+      // a fused concatenation reads its operands' buffers, splats too)
+      const bool readsBuffer = f.eqns[i].prim == ir::Prim::Concatenate;
+      bool recomputed = ((groupOf[i] >= 0 && !readsBuffer) || initialCarry(f.eqns[i], k)) && splatConstants_.count(v);
       if (it != definedIn.end() && it->second != groupOf[i] && !recomputed) usedOutside[v] = true;
     }
     for (const ir::Value *v : f.eqns[i].outs) definedIn[v] = groupOf[i];

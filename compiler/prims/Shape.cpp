@@ -289,6 +289,8 @@ template <> const Rules &define<Prim::Concatenate>() {
                    fe.buffer(e.outs[0])});
         return true;
       },
+      // (no scalar rule: not element-wise, though a fused loop reads one along a leading axis
+      // from the operand its range is in: FuncEmitter::isFusible)
       .scalar = nullptr,
       .sharding = concatenateFactors,
       .comm = communicatesNothing,

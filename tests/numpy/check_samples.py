@@ -651,7 +651,37 @@ def fused_broadcasts():
             "relu bias": np.maximum(x * f32(0.5) - bias, f32(0.0))}
 
 
+def fused_concatenate():
+    a, b = iota(7) * f32(0.5), iota(5) - f32(2.0)
+    r, q = iota(20).reshape(1, 20), (iota(12) * f32(-1.0)).reshape(1, 12)
+    top, bottom = iota(32).reshape(2, 16), (iota(48) * f32(0.25)).reshape(3, 16)
+    col = f32([1.0, -1.0, 2.0, -2.0, 0.5]).reshape(5, 1)
+    c = np.concatenate([b, a])
+    i = np.arange(9, dtype=np.int32)
+    big = np.concatenate([np.arange(40001, dtype=np.int32) % 97, np.arange(30002, dtype=np.int32) % 89 * -2,
+                          np.arange(999, dtype=np.int32)]) * np.int32(3) + np.int32(7)
+    bigf = np.concatenate([iota(65537) * f32(0.5), iota(131) * f32(-0.25)]) + f32(1.0)
+    devices = [iota(16)[:8], iota(16)[8:]]  # the shmap's blocks, then 3 steps of the loop
+    for _ in range(3):
+        ys = [devices[0][4 * d:4 * d + 4] + devices[1][4 * d:4 * d + 4] for d in range(2)]
+        devices = [np.concatenate([y, y]) * f32(0.5) for y in ys]
+    x, w = iota(5) + f32(1.0), iota(10) * f32(0.5) - f32(1.0)
+    return {"two": np.concatenate([a, b]) * f32(3.0) + f32(1.0),
+            "three": np.maximum(np.concatenate([b, a, b]), f32(0.5)) - f32(0.25),
+            "mid-row": np.concatenate([r, q], axis=1) + iota(32) * f32(0.125),
+            "leading and transpose": np.concatenate([top, bottom]) * col + iota(80).reshape(16, 5).T,
+            "splat": np.concatenate([a, np.zeros(3, np.float32)]) * f32(2.0) + f32(0.5),
+            "stored": c, "consumed": c * c - f32(1.0),
+            "i32 and bool": np.concatenate([i, i * 3]) % 4 == 1,
+            "big, sum": np.int32(big.sum(dtype=np.int64)), "big, across the runs": big[39998:40006],
+            "big, the last run": big[70000:70006],
+            "big f32, across the runs": bigf[65533:65541], "big f32, max": bigf.max(),
+            "psum_scatter steps": np.concatenate(devices),
+            "loss": np.sum(np.concatenate([x, x * f32(2.0)]) * w), "grad": w[:5] + f32(2.0) * w[5:]}
+
+
 RUN_TWINS = {"int_arith_numpy": int_arith_numpy, "fused_broadcasts": fused_broadcasts, "sum_pairwise": sum_pairwise,
+             "fused_concatenate": fused_concatenate,
              "grad_rem_floordiv": grad_rem_floordiv, "npz_files": npz_files,
              "npz_roundtrip": npz_roundtrip, "npy_sharded": npy_sharded}
 
