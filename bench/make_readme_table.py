@@ -67,8 +67,12 @@ def column_label(res):
 
 
 def record_note(res, rec):
-    """A record measured at another revision than its file's says so in each of its cells."""
-    return " (revision %s)" % rec["revision"] if rec.get("revision", res["revision"]) != res["revision"] else ""
+    """A record measured at another revision than its file's says so in each of its cells, and
+    one kept as the quietest of several runs (bench/run_all.py --again) says of how many."""
+    notes = ["revision %s" % rec["revision"]] if rec.get("revision", res["revision"]) != res["revision"] else []
+    if rec.get("runs", 1) > 1:
+        notes.append("quietest of %d runs" % rec["runs"])
+    return " (%s)" % "; ".join(notes) if notes else ""
 
 
 def target_cell(res, rec, t):
