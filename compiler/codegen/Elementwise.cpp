@@ -86,8 +86,8 @@ bool FuncEmitter::isFusible(const ir::Eqn &e) {
   return true;
 }
 
-// Whether a fused loop reads each operand of `e` at its own index (not a broadcast's or a
-// transpose's): what writing over an operand in place needs.
+// Whether a fused loop reads each operand of `e` at its own index (not a broadcast's, a
+// transpose's or a concatenation's): what writing over an operand in place needs.
 bool FuncEmitter::readsAtOwnIndex(const ir::Eqn &e) {
   return e.prim != P::BroadcastInDim && e.prim != P::Transpose && e.prim != P::Concatenate;
 }

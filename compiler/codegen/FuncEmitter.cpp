@@ -342,8 +342,8 @@ bool FuncEmitter::renamesOperand(const ir::Func &f, const ir::Eqn &e) {
 
 // Whether the fused loop of eqns [first, last] may write the value eqn i computes over the
 // bytes of x. The loop writes element j after reading element j of x, so it is safe when no
-// eqn reads x after the loop, the loop reads x only at its own index (not through a broadcast
-// or a transpose), first at or before eqn i (an iteration loads each input once, at its first
+// eqn reads x after the loop, the loop reads x only at its own index (not through a broadcast,
+// a transpose or a concatenation), first at or before eqn i (an iteration loads each input once, at its first
 // use), and x has no other name (a reshape or pbroadcast of it). Used for values in the arena
 // (donor) and for while carries (carriesInPlace).
 bool FuncEmitter::overwritable(const ir::Func &f, size_t first, size_t last, size_t i, const ir::Value *x,
