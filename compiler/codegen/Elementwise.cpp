@@ -188,6 +188,27 @@ constexpr int64_t kInterleaveMinElements = 1024;
 constexpr size_t kLoopBufferParams = 8;  // a fused loop with at most this many buffers takes each as a parameter
 constexpr int kMathInterleave = 8;  // vectors in flight in a loop that calls math (below)
 
+// The vector width of a loop that calls math: the widest the CPU has. Where LLVM prefers 256-bit
+// vectors on an AVX-512 CPU (Intel's, from Skylake-SP to Sapphire Rapids), it does so for code
+// that mixes a few wide operations into scalar work, where a core slowed down for 512-bit
+// vectors would cost more than they gain; a math loop is wide operations throughout, some 55
+// a vector for f32 tanh, and 512-bit vectors double its throughput (the icelake-server code on
+// Zen 5, ns per element and tanh: 0.53 at 256 bits, 0.28 at 512).
+static unsigned mathVectorBits(const Target &t) {
+  if (t.has("avx512f") && t.has("evex512")) return 512;
+  return t.has("avx") ? 256 : 128;
+}
+
+// The vectors in flight in a math loop of rows of `row` elements (0: a flat loop) whose lanes
+// are `lanes` wide: kMathInterleave, fewer where a row holds fewer vectors (a softmax's rows of
+// 64 at 16 lanes: 4), since the vectorized loop handles only whole groups of vectors, and a row
+// shorter than a group runs scalar (that softmax's exp: 0.40 s at 8, 0.29 s at 4).
+static int mathInterleave(int64_t row, int64_t lanes) {
+  int count = kMathInterleave;
+  while (row > 0 && count > 1 && count * lanes > row) count /= 2;
+  return count;
+}
+
 static bool isMathFunction(ir::Prim p) {
   return p == ir::Prim::Exp || p == ir::Prim::Log || p == ir::Prim::Sin || p == ir::Prim::Cos ||
          p == ir::Prim::Tanh || p == ir::Prim::Pow;
@@ -336,7 +357,18 @@ bool FuncEmitter::emitElementwiseGroup(size_t first, size_t last) {
   // Not on short loops, which gain nothing, and where LLVM 19's vectorizer does not finish on
   // some f16 loops for AVX2 targets when interleaving is forced (a 4-element loop of
   // tests/run/grad_dtypes.smp).
-  if (callsMath && n >= kInterleaveMinElements) interleave(latch, kMathInterleave);
+  if (callsMath) {
+    const unsigned bits = mathVectorBits(me.target);
+    if (bits == 512) loopFn->addFnAttr("prefer-vector-width", "512");
+    // (the narrowest float the loop holds, f16 and bf16 computed in f32: the most lanes the
+    // vectorizer can choose)
+    int64_t elementBits = 64;
+    for (size_t i = first; i <= last; ++i)
+      for (const ir::Value *v : f.eqns[i].outs)
+        if (ir::isFloat(v->type.dtype))
+          elementBits = std::min<int64_t>(elementBits, std::max<int64_t>(32, 8 * ir::dtypeSize(v->type.dtype)));
+    if (n >= kInterleaveMinElements) interleave(latch, mathInterleave(row, bits / elementBits));
+  }
   lb.SetInsertPoint(exit);
   lb.CreateRetVoid();
 
