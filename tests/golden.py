@@ -18,6 +18,9 @@ ill-typed equation any pass builds fails the test as an internal error.
 process may use, and requires the two outputs to be identical byte for byte (docs/runtime.md:
 results never depend on the number of cores); it does not read the expected files.
 
+--skip-if-cpu-lacks exits 77 (CTest's "skipped") without testing anything when this CPU cannot
+run what SHMAPC_EXTRA_FLAGS's --target-cpu compiles (a probe program's start-up check says so).
+
 --update rewrites the expected files that differ (a run program's output within the float
 tolerance of its expected file leaves it as it is), but refuses (exit status 1, naming the
 program and why) to record a failure of the harness's own: an error program that did not exit
@@ -498,17 +501,42 @@ def check_cores(shmapc, path):
     return ok
 
 
+def cpu_lacks(shmapc):
+    """Why this CPU cannot run code compiled with SHMAPC_EXTRA_FLAGS (a --target-cpu it lacks
+    features of), as the start-up check of a program compiled so says; None if it can."""
+    tmp = tempfile.mkdtemp()
+    try:
+        src = os.path.join(tmp, "probe.smp")
+        with open(src, "w") as f:
+            f.write("def main() {\n  print(1.0);\n}\n")
+        exe = os.path.join(tmp, "probe")
+        subprocess.run([shmapc, "compile", src, "-o", exe] + os.environ.get("SHMAPC_EXTRA_FLAGS", "").split(),
+                       check=True, capture_output=True, timeout=300)
+        r = subprocess.run([exe], capture_output=True, text=True, timeout=60)
+        return r.stderr.strip() if r.returncode == 2 and "which this CPU lacks" in r.stderr else None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shmapc", required=True)
     ap.add_argument("--update", action="store_true", help="rewrite the expected files")
     ap.add_argument("--cores", action="store_true",
                     help="compare each run program's output on one core with its output on every core, byte for byte")
+    ap.add_argument("--skip-if-cpu-lacks", action="store_true",
+                    help="exit 77 (CTest's skip) when this CPU cannot run code for SHMAPC_EXTRA_FLAGS's "
+                         "--target-cpu, as a program's start-up check says")
     ap.add_argument("kind", choices=["run", "error", "all"])
     ap.add_argument("programs", nargs="*")
     a = ap.parse_args()
     os.chdir(ROOT)
     shmapc = os.path.abspath(a.shmapc) if os.sep in a.shmapc else a.shmapc
+    if a.skip_if_cpu_lacks:
+        lacks = cpu_lacks(shmapc)
+        if lacks:
+            print("skipped: %s" % lacks)
+            return 77
     jobs = []
     if a.kind == "all":
         jobs = [("run", p) for p in run_programs()] + [("error", p) for p in error_programs()]
