@@ -509,10 +509,10 @@ def cpu_lacks(shmapc):
         src = os.path.join(tmp, "probe.smp")
         with open(src, "w") as f:
             f.write("def main() {\n  print(1.0);\n}\n")
-        exe = os.path.join(tmp, "probe")
-        subprocess.run([shmapc, "compile", src, "-o", exe] + os.environ.get("SHMAPC_EXTRA_FLAGS", "").split(),
-                       check=True, capture_output=True, timeout=300)
-        r = subprocess.run([exe], capture_output=True, text=True, timeout=60)
+        with Compiled(shmapc, src) as c:
+            if c.error:  # (a failure, not a skip)
+                sys.exit("the probe program for --skip-if-cpu-lacks: " + c.error)
+            r = c.run(args=[])
         return r.stderr.strip() if r.returncode == 2 and "which this CPU lacks" in r.stderr else None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
